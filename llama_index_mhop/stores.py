@@ -1,0 +1,253 @@
+"""Corpora into Chroma: loading documents, stable content ids, and the passage vector index.
+
+Chroma owns its data. Re-indexing the same documents adds nothing: every passage's id is a hash of its content,
+and passages already in the collection are skipped before anything is embedded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from llama_index.core import Document, StorageContext, VectorStoreIndex
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.node_parser import SentenceSplitter
+from llama_index.core.schema import BaseNode, TextNode
+from llama_index.vector_stores.chroma import ChromaVectorStore
+
+from .defaults import default_chroma_client, default_embed_model
+
+__all__ = [
+    "DEFAULT_CHUNK_OVERLAP",
+    "DEFAULT_CHUNK_SIZE",
+    "DEFAULT_COLLECTION",
+    "CorpusError",
+    "all_passages",
+    "build_vector_index",
+    "chunk_documents",
+    "load_documents",
+    "join_sentences",
+    "load_vector_index",
+    "make_document",
+    "stable_id",
+]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_COLLECTION = "mhop_passages"
+DEFAULT_CHUNK_SIZE = 256
+DEFAULT_CHUNK_OVERLAP = 32
+_TEXT_SUFFIXES = {".txt", ".md", ".rst"}
+
+
+class CorpusError(ValueError):
+    """A corpus that cannot be indexed: empty, missing, or of an unknown shape."""
+
+
+def stable_id(*parts: str) -> str:
+    """A deterministic id from content: the same parts always give the same id."""
+    digest = hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()
+    return digest[:32]
+
+
+def join_sentences(sentences: Sequence[str]) -> str:
+    """Join a passage's sentences, adding a space only where a sentence does not already start with one."""
+    out = ""
+    for sentence in sentences:
+        out += sentence if (not out or sentence[:1].isspace()) else " " + sentence
+    return out.strip()
+
+
+def make_document(title: str, text: str, **metadata: Any) -> Document:
+    """A LlamaIndex Document with a content-derived id and the title in its metadata."""
+    return Document(
+        text=text,
+        id_=stable_id(title, text),
+        metadata={"title": title, **metadata},
+        excluded_llm_metadata_keys=[k for k in metadata],
+        excluded_embed_metadata_keys=[k for k in metadata],
+    )
+
+
+def _from_json(path: Path) -> list[Document]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise CorpusError(f"{path}: not valid JSON ({exc})") from exc
+    docs: list[Document] = []
+    if isinstance(data, dict):  # {title: [sentences]} or {title: text}
+        for title, body in data.items():
+            text = join_sentences(body) if isinstance(body, list) else str(body)
+            docs.append(make_document(str(title), text))
+    elif isinstance(data, list):
+        for position, record in enumerate(data):
+            if isinstance(record, str):
+                docs.append(make_document("", record))
+            elif isinstance(record, dict) and ("text" in record or "paragraph_text" in record):
+                body = record.get("text", record.get("paragraph_text"))
+                text = join_sentences(body) if isinstance(body, list) else str(body)
+                docs.append(make_document(str(record.get("title", "")), text))
+            else:
+                raise CorpusError(f"{path}: record {position} has no 'text' field")
+    else:
+        raise CorpusError(f"{path}: expected a JSON list of {{title, text}} records or a {{title: text}} object")
+    return docs
+
+
+def load_documents(source: str | os.PathLike[str] | Sequence[Document]) -> list[Document]:
+    """Documents from a list of LlamaIndex ``Document``, a folder of text files, or a JSON corpus file.
+
+    JSON corpora may be a list of ``{"title", "text"}`` records (``text`` a string or a list of sentences),
+    a list of strings, or an object mapping titles to text or sentences. A text file's title is its stem.
+
+    Raises:
+        CorpusError: the path does not exist, or the corpus holds no text.
+    """
+    if isinstance(source, (str, os.PathLike)):
+        path = Path(source)
+        if not path.exists():
+            raise CorpusError(f"corpus path {path} does not exist")
+        if path.is_dir():
+            files = sorted(p for p in path.rglob("*") if p.suffix.lower() in _TEXT_SUFFIXES and p.is_file())
+            if not files and any(path.glob("*.json")):
+                files = sorted(path.glob("*.json"))
+            docs = []
+            for file in files:
+                if file.suffix == ".json":
+                    docs.extend(_from_json(file))
+                else:
+                    docs.append(make_document(file.stem, file.read_text(encoding="utf-8"), file_path=str(file)))
+        else:
+            docs = _from_json(path) if path.suffix == ".json" else [make_document(path.stem, path.read_text("utf-8"))]
+    else:
+        docs = list(source)
+        bad = [type(d).__name__ for d in docs if not isinstance(d, Document)]
+        if bad:
+            raise CorpusError(f"expected LlamaIndex Document objects, got {bad[0]}")
+    docs = [d for d in docs if d.text and d.text.strip()]
+    if not docs:
+        raise CorpusError(f"the corpus {source!r} holds no text to index" if isinstance(source, (str, Path)) else
+                          "the corpus holds no text to index")
+    return docs
+
+
+def chunk_documents(
+    documents: Iterable[Document], chunk_size: int = DEFAULT_CHUNK_SIZE, chunk_overlap: int = DEFAULT_CHUNK_OVERLAP
+) -> list[TextNode]:
+    """Split documents into passages with content-derived ids (a long document becomes several passages)."""
+    splitter = SentenceSplitter(chunk_size=chunk_size, chunk_overlap=chunk_overlap)
+    nodes: list[TextNode] = []
+    seen: set[str] = set()
+    for doc in documents:
+        title = str(doc.metadata.get("title", ""))
+        for position, node in enumerate(splitter.get_nodes_from_documents([doc])):
+            node_id = stable_id(title, node.get_content(), str(position))
+            if node_id in seen:
+                continue
+            seen.add(node_id)
+            node.id_ = node_id
+            node.metadata = {**node.metadata, "title": title, "chunk": position}
+            # The chunk number is bookkeeping: keep it out of what is embedded or shown to an LLM.
+            node.excluded_embed_metadata_keys = sorted({*node.excluded_embed_metadata_keys, "chunk"})
+            node.excluded_llm_metadata_keys = sorted({*node.excluded_llm_metadata_keys, "chunk"})
+            nodes.append(node)
+    return nodes
+
+
+def _chroma_collection(client: Any, name: str) -> Any:
+    return client.get_or_create_collection(name, metadata={"hnsw:space": "cosine"})
+
+
+def build_vector_index(
+    source: str | os.PathLike[str] | Sequence[Document],
+    collection_name: str = DEFAULT_COLLECTION,
+    chroma_client: Any = None,
+    persist_path: str | os.PathLike[str] | None = None,
+    embed_model: BaseEmbedding | None = None,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
+    show_progress: bool = True,
+    insert_batch_size: int = 256,
+) -> VectorStoreIndex:
+    """Build or update the Chroma-backed passage index of a corpus and return it as a ``VectorStoreIndex``.
+
+    Passages already present (same content id) are skipped, so indexing the same corpus twice adds nothing.
+
+    Args:
+        source: documents, a folder of text files, or a JSON corpus (see :func:`load_documents`).
+        collection_name: the Chroma collection of passages.
+        chroma_client: a Chroma client; default :func:`default_chroma_client` at ``persist_path``.
+        persist_path: the embedded store's directory when no client is given.
+        embed_model: the embedder; default all-MiniLM-L6-v2 (:func:`default_embed_model`).
+        chunk_size: passage size in tokens; longer documents are split, never truncated.
+        chunk_overlap: tokens shared by neighbouring chunks of one document.
+        show_progress: show a progress bar while embedding.
+        insert_batch_size: passages embedded and written per batch.
+
+    Raises:
+        CorpusError: the corpus is empty or unreadable.
+    """
+    documents = load_documents(source)
+    client = chroma_client if chroma_client is not None else default_chroma_client(persist_path)
+    embed_model = embed_model or default_embed_model()
+    collection = _chroma_collection(client, collection_name)
+    nodes = chunk_documents(documents, chunk_size, chunk_overlap)
+    existing = _existing_ids(collection, [n.node_id for n in nodes])
+    new_nodes = [n for n in nodes if n.node_id not in existing]
+    logger.info("%s: %d passages, %d new", collection_name, len(nodes), len(new_nodes))
+    vector_store = ChromaVectorStore(chroma_collection=collection)
+    index = VectorStoreIndex.from_vector_store(vector_store, embed_model=embed_model)
+    if new_nodes:
+        index.insert_nodes(new_nodes, show_progress=show_progress, insert_batch_size=insert_batch_size)
+    return index
+
+
+def _existing_ids(collection: Any, ids: list[str], batch: int = 2000) -> set[str]:
+    found: set[str] = set()
+    for start in range(0, len(ids), batch):
+        found.update(collection.get(ids=ids[start : start + batch], include=[])["ids"])
+    return found
+
+
+def load_vector_index(
+    collection_name: str = DEFAULT_COLLECTION,
+    chroma_client: Any = None,
+    persist_path: str | os.PathLike[str] | None = None,
+    embed_model: BaseEmbedding | None = None,
+) -> VectorStoreIndex:
+    """Open an existing Chroma passage collection as a ``VectorStoreIndex``.
+
+    Raises:
+        CorpusError: the collection does not exist or is empty.
+    """
+    client = chroma_client if chroma_client is not None else default_chroma_client(persist_path)
+    names = {getattr(c, "name", c) for c in client.list_collections()}
+    if collection_name not in names:
+        raise CorpusError(f"no Chroma collection {collection_name!r}; index a corpus first (mhop index PATH)")
+    collection = client.get_collection(collection_name)
+    if collection.count() == 0:
+        raise CorpusError(f"Chroma collection {collection_name!r} is empty; index a corpus first")
+    return VectorStoreIndex.from_vector_store(
+        ChromaVectorStore(chroma_collection=collection), embed_model=embed_model or default_embed_model()
+    )
+
+
+def all_passages(index: VectorStoreIndex, batch: int = 5000) -> list[BaseNode]:
+    """Every passage stored in a Chroma-backed index (text and metadata, no embeddings)."""
+    from llama_index.vector_stores.chroma.base import ChromaVectorStore as _Store
+
+    store: _Store = index.vector_store  # type: ignore[assignment]
+    collection = store._collection
+    nodes: list[BaseNode] = []
+    total = collection.count()
+    for offset in range(0, total, batch):
+        page = collection.get(limit=batch, offset=offset, include=["documents", "metadatas"])
+        for node_id, text, meta in zip(page["ids"], page["documents"], page["metadatas"], strict=True):
+            nodes.append(TextNode(id_=node_id, text=text or "", metadata={k: v for k, v in (meta or {}).items()
+                                                                       if not k.startswith("_")}))
+    return nodes
