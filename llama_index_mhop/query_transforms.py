@@ -1,0 +1,156 @@
+"""``PerspectiveQueryTransform``: 4-5 reformulations of a query from different angles (seed 000).
+
+With an LM, a DSPy ``QueryPerspectiveGenerator`` writes the perspectives; without one (the default), or when the
+LM fails, :func:`~llama_index_mhop.perspectives.heuristic_perspectives` builds them from the query and the
+context passages. Either way the result is 4-5 distinct, non-empty queries.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import dspy
+from llama_index.core.indices.query.query_transform.base import BaseQueryTransform
+from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
+
+from .lm import DEFAULT_LM_TIMEOUT, FallbackCounter, LMOutputError, arun_lm_step, resolve_lm, run_lm_step
+from .perspectives import ContextPassage, heuristic_perspectives, repair_perspectives
+from .signatures import QueryPerspectiveGenerator
+from .validation import check_query
+
+__all__ = ["ContextLike", "PerspectiveModule", "PerspectiveQueryTransform", "to_context"]
+
+logger = logging.getLogger(__name__)
+
+ContextLike = str | BaseNode | NodeWithScore | ContextPassage
+_CONTEXT_CHARS = 600  # per passage shown to the LM: enough for the first sentences, where bridges are named
+
+
+def to_context(passages: Sequence[ContextLike]) -> list[ContextPassage]:
+    """Normalise context passages (strings, nodes, scored nodes) to :class:`ContextPassage`."""
+    out = []
+    for passage in passages:
+        if isinstance(passage, ContextPassage):
+            out.append(passage)
+        elif isinstance(passage, str):
+            out.append(ContextPassage("", passage))
+        else:
+            node = passage.node if isinstance(passage, NodeWithScore) else passage
+            out.append(ContextPassage(str(node.metadata.get("title", "")), node.get_content()))
+    return out
+
+
+class PerspectiveModule(dspy.Module):
+    """The DSPy program behind the transform: one ``QueryPerspectiveGenerator`` predictor."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.generate = dspy.Predict(QueryPerspectiveGenerator)
+
+    def forward(self, query: str, context: str = "") -> dspy.Prediction:
+        return self.generate(query=query, context=context)
+
+    async def aforward(self, query: str, context: str = "") -> dspy.Prediction:
+        return await self.generate.acall(query=query, context=context)
+
+
+class PerspectiveQueryTransform(BaseQueryTransform):
+    """Rewrite a query into 4-5 perspectives: entity, relationship, temporal, comparison and context focused.
+
+    The transformed ``QueryBundle`` keeps the original ``query_str`` and carries the perspectives in
+    ``custom_embedding_strs``, so it works inside LlamaIndex's ``TransformQueryEngine`` (a vector retriever then
+    searches with the mean embedding of the perspectives). Context passages found so far can be passed in
+    ``metadata={"context": [...]}`` or to :meth:`generate`; they supply the bridge entities of the next hop.
+
+    Args:
+        lm: a DSPy LM for the perspectives; ``llm``: any LlamaIndex LLM instead. Neither, and no
+            ``dspy.settings.lm``: the LLM-free strategy.
+        include_original: also keep the original query in ``custom_embedding_strs`` (when not already there).
+        timeout: seconds before an LM call is abandoned for the LLM-free strategy.
+    """
+
+    def __init__(
+        self,
+        lm: dspy.BaseLM | None = None,
+        llm: Any = None,
+        include_original: bool = True,
+        timeout: float = DEFAULT_LM_TIMEOUT,
+    ) -> None:
+        self._lm = resolve_lm(lm, llm)
+        self._module = PerspectiveModule()
+        self._include_original = include_original
+        self._timeout = timeout
+        self.fallback_counts = FallbackCounter()
+
+    @property
+    def module(self) -> PerspectiveModule:
+        """The DSPy module (for optimisers, ``save`` and ``load``)."""
+        return self._module
+
+    def _get_prompts(self) -> dict[str, Any]:
+        return {}  # the prompt lives in the DSPy signature, not in a LlamaIndex template
+
+    def _update_prompts(self, prompts_dict: dict[str, Any]) -> None:
+        pass
+
+    def _inputs(self, query: str, context: list[ContextPassage]) -> dict[str, str]:
+        shown = [{"title": p.title, "text": p.text[:_CONTEXT_CHARS]} for p in context]
+        return {"query": query, "context": json.dumps(shown, ensure_ascii=False) if shown else ""}
+
+    def _parse(self, query: str, context: list[ContextPassage]) -> Any:
+        def parse(prediction: dspy.Prediction) -> list[str]:
+            try:
+                return repair_perspectives(prediction.perspectives, query, context)
+            except ValueError as exc:
+                raise LMOutputError(str(exc)) from exc
+
+        return parse
+
+    def generate(self, query: str, context: Sequence[ContextLike] = ()) -> list[str]:
+        """4-5 distinct perspective queries for ``query`` given the ``context`` passages found so far."""
+        query = check_query(query)
+        passages = to_context(context)
+        return run_lm_step(
+            "perspectives",
+            self._module,
+            self._inputs(query, passages),
+            self._parse(query, passages),
+            lambda: heuristic_perspectives(query, passages),
+            self._lm,
+            self.fallback_counts,
+            self._timeout,
+        )
+
+    async def agenerate(self, query: str, context: Sequence[ContextLike] = ()) -> list[str]:
+        """The async twin of :meth:`generate`."""
+        query = check_query(query)
+        passages = to_context(context)
+        return await arun_lm_step(
+            "perspectives",
+            self._module,
+            self._inputs(query, passages),
+            self._parse(query, passages),
+            lambda: heuristic_perspectives(query, passages),
+            self._lm,
+            self.fallback_counts,
+            self._timeout,
+        )
+
+    def _bundle(self, query_bundle: QueryBundle, perspectives: list[str]) -> QueryBundle:
+        strs = list(perspectives)
+        if self._include_original and query_bundle.query_str not in strs:
+            strs.append(query_bundle.query_str)
+        return QueryBundle(query_str=query_bundle.query_str, custom_embedding_strs=strs)
+
+    def _run(self, query_bundle: QueryBundle, metadata: dict) -> QueryBundle:
+        perspectives = self.generate(query_bundle.query_str, metadata.get("context", ()))
+        return self._bundle(query_bundle, perspectives)
+
+    async def arun(self, query_bundle_or_str: QueryBundle | str, metadata: dict | None = None) -> QueryBundle:
+        """The async twin of ``run``."""
+        bundle = QueryBundle(query_bundle_or_str) if isinstance(query_bundle_or_str, str) else query_bundle_or_str
+        perspectives = await self.agenerate(bundle.query_str, (metadata or {}).get("context", ()))
+        return self._bundle(bundle, perspectives)

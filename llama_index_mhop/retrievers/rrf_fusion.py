@@ -1,0 +1,162 @@
+"""``RRFFusionRetriever``: iterative perspective retrieval fused by Reciprocal Rank Fusion (seed 000).
+
+For each of 3 iterations: write 4-5 perspectives of the query (informed by the previous iteration's top
+passages), retrieve k=7 passages per perspective, fuse every list accumulated so far by RRF, keep the top 30,
+and hand the top 10 to the next iteration as context. After the last iteration, RRF over all accumulated lists
+returns the top 21. Every number is a constructor argument with the seed's value as default.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import dspy
+from llama_index.core import VectorStoreIndex
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.callbacks import CallbackManager
+from llama_index.core.schema import NodeWithScore, QueryBundle
+
+from ..fusion import DEFAULT_RRF_K, reciprocal_rank_fusion
+from ..query_transforms import PerspectiveQueryTransform
+from ..validation import check_query
+
+__all__ = [
+    "DEFAULT_CARRY_OVER_TOP_N",
+    "DEFAULT_CONTEXT_TOP_N",
+    "DEFAULT_NUM_ITERATIONS",
+    "DEFAULT_PERSPECTIVE_TOP_K",
+    "DEFAULT_SIMILARITY_TOP_K",
+    "RRFFusionRetriever",
+]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_NUM_ITERATIONS = 3
+DEFAULT_PERSPECTIVE_TOP_K = 7
+DEFAULT_CARRY_OVER_TOP_N = 30
+DEFAULT_CONTEXT_TOP_N = 10
+DEFAULT_SIMILARITY_TOP_K = 21
+
+
+class RRFFusionRetriever(BaseRetriever):
+    """Iterative multi-perspective retrieval with Reciprocal Rank Fusion (seed 000).
+
+    Args:
+        base_retriever: any LlamaIndex retriever; each perspective's ranking is its first ``perspective_top_k``
+            results (so it should return at least that many).
+        query_transform: writes the perspectives; default a :class:`PerspectiveQueryTransform` using ``lm``/``llm``.
+        num_iterations: rounds of perspective retrieval (3).
+        perspective_top_k: passages kept per perspective (k=7).
+        carry_over_top_n: passages kept by RRF after each iteration (30).
+        context_top_n: top passages given to the next iteration's perspectives (10).
+        similarity_top_k: passages returned after the final fusion (21).
+        rrf_k: the RRF constant (60).
+        lm, llm: the LM for the default transform (none: the LLM-free strategy).
+
+    After each query, ``last_trace`` holds the perspectives, rankings, carried-over pool and context of every
+    iteration (node ids), for inspection and ``mhop query --explain``.
+    """
+
+    def __init__(
+        self,
+        base_retriever: BaseRetriever,
+        query_transform: PerspectiveQueryTransform | None = None,
+        num_iterations: int = DEFAULT_NUM_ITERATIONS,
+        perspective_top_k: int = DEFAULT_PERSPECTIVE_TOP_K,
+        carry_over_top_n: int = DEFAULT_CARRY_OVER_TOP_N,
+        context_top_n: int = DEFAULT_CONTEXT_TOP_N,
+        similarity_top_k: int = DEFAULT_SIMILARITY_TOP_K,
+        rrf_k: int = DEFAULT_RRF_K,
+        lm: dspy.BaseLM | None = None,
+        llm: Any = None,
+        callback_manager: CallbackManager | None = None,
+        verbose: bool = False,
+    ) -> None:
+        for name, value in {
+            "num_iterations": num_iterations,
+            "perspective_top_k": perspective_top_k,
+            "carry_over_top_n": carry_over_top_n,
+            "similarity_top_k": similarity_top_k,
+        }.items():
+            if value < 1:
+                raise ValueError(f"{name} must be at least 1, got {value}")
+        if context_top_n < 0 or context_top_n > carry_over_top_n:
+            raise ValueError(f"context_top_n must be between 0 and carry_over_top_n, got {context_top_n}")
+        self.base_retriever = base_retriever
+        self.query_transform = query_transform or PerspectiveQueryTransform(lm=lm, llm=llm)
+        self.num_iterations = num_iterations
+        self.perspective_top_k = perspective_top_k
+        self.carry_over_top_n = carry_over_top_n
+        self.context_top_n = context_top_n
+        self.similarity_top_k = similarity_top_k
+        self.rrf_k = rrf_k
+        self.last_trace: dict[str, Any] = {}
+        super().__init__(callback_manager=callback_manager, verbose=verbose)
+
+    @classmethod
+    def from_defaults(
+        cls, index: VectorStoreIndex, perspective_top_k: int = DEFAULT_PERSPECTIVE_TOP_K, **kwargs: Any
+    ) -> RRFFusionRetriever:
+        """Fuse perspectives over a vector retriever of ``index`` (e.g. a Chroma-backed ``VectorStoreIndex``)."""
+        base = index.as_retriever(similarity_top_k=perspective_top_k)
+        return cls(base_retriever=base, perspective_top_k=perspective_top_k, **kwargs)
+
+    @property
+    def fallback_counts(self) -> Any:
+        """How often the perspective LM step fell back to the LLM-free strategy."""
+        return self.query_transform.fallback_counts
+
+    def _ranking(self, results: list[NodeWithScore], nodes: dict[str, NodeWithScore]) -> list[str]:
+        ranking: list[str] = []
+        for result in results[: self.perspective_top_k]:
+            nodes.setdefault(result.node.node_id, result)
+            ranking.append(result.node.node_id)
+        return ranking
+
+    def _fuse(self, lists: list[list[str]], top_n: int) -> list[tuple[str, float]]:
+        return reciprocal_rank_fusion(lists, k=self.rrf_k, top_n=top_n)
+
+    def _record(self, trace: dict, perspectives: list[str], rankings: list[list[str]], pool: list[str]) -> None:
+        trace["iterations"].append(
+            {"perspectives": perspectives, "rankings": rankings, "pool": pool, "context": pool[: self.context_top_n]}
+        )
+
+    def _result(self, lists: list[list[str]], nodes: dict[str, NodeWithScore], trace: dict) -> list[NodeWithScore]:
+        fused = self._fuse(lists, self.similarity_top_k)
+        trace["final"] = [[node_id, score] for node_id, score in fused]
+        self.last_trace = trace
+        return [NodeWithScore(node=nodes[node_id].node, score=score) for node_id, score in fused]
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        query = check_query(query_bundle.query_str)
+        nodes: dict[str, NodeWithScore] = {}
+        lists: list[list[str]] = []
+        context: list[NodeWithScore] = []
+        trace: dict[str, Any] = {"query": query, "iterations": []}
+        for _ in range(self.num_iterations):
+            perspectives = self.query_transform.generate(query, context)
+            rankings = [self._ranking(self.base_retriever.retrieve(p), nodes) for p in perspectives]
+            lists.extend(rankings)
+            pool = [node_id for node_id, _ in self._fuse(lists, self.carry_over_top_n)]
+            context = [nodes[node_id] for node_id in pool[: self.context_top_n]]
+            self._record(trace, perspectives, rankings, pool)
+        return self._result(lists, nodes, trace)
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        query = check_query(query_bundle.query_str)
+        nodes: dict[str, NodeWithScore] = {}
+        lists: list[list[str]] = []
+        context: list[NodeWithScore] = []
+        trace: dict[str, Any] = {"query": query, "iterations": []}
+        for _ in range(self.num_iterations):
+            perspectives = await self.query_transform.agenerate(query, context)
+            results = await asyncio.gather(*(self.base_retriever.aretrieve(p) for p in perspectives))
+            # Register nodes in perspective order so ties resolve exactly as on the sync path.
+            rankings = [self._ranking(r, nodes) for r in results]
+            lists.extend(rankings)
+            pool = [node_id for node_id, _ in self._fuse(lists, self.carry_over_top_n)]
+            context = [nodes[node_id] for node_id in pool[: self.context_top_n]]
+            self._record(trace, perspectives, rankings, pool)
+        return self._result(lists, nodes, trace)

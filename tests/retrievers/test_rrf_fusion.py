@@ -1,0 +1,135 @@
+import asyncio
+import hashlib
+
+import pytest
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+
+from llama_index_mhop.fusion import reciprocal_rank_fusion
+from llama_index_mhop.query_transforms import PerspectiveQueryTransform
+from llama_index_mhop.retrievers import RRFFusionRetriever
+
+NODES = [TextNode(id_=f"n{i:02d}", text=f"Passage {i} about Topic{i % 7}", metadata={"title": f"T{i}"})
+         for i in range(60)]
+
+
+class RecordingRetriever(BaseRetriever):
+    """Ranks the 60 nodes by a hash of (query, node id): deterministic and different for every query."""
+
+    def __init__(self, depth: int = 20) -> None:
+        self.calls: list[str] = []
+        self.depth = depth
+        super().__init__()
+
+    def _rank(self, query: str) -> list[NodeWithScore]:
+        def key(node):
+            return hashlib.sha256(f"{query}|{node.node_id}".encode()).hexdigest()
+
+        ranked = sorted(NODES, key=key)[: self.depth]
+        return [NodeWithScore(node=n, score=1.0 - i / 100) for i, n in enumerate(ranked)]
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        self.calls.append(query_bundle.query_str)
+        return self._rank(query_bundle.query_str)
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        self.calls.append(query_bundle.query_str)
+        await asyncio.sleep(0)
+        return self._rank(query_bundle.query_str)
+
+
+class RecordingTransform(PerspectiveQueryTransform):
+    def __init__(self) -> None:
+        super().__init__()
+        self.contexts: list[list[str]] = []
+
+    def generate(self, query, context=()):
+        self.contexts.append([c.node.node_id for c in context])
+        return super().generate(query, context)
+
+    async def agenerate(self, query, context=()):
+        self.contexts.append([c.node.node_id for c in context])
+        return await super().agenerate(query, context)
+
+
+QUERY = "Which magazine was started first, Arthur's Magazine or First for Women?"
+
+
+def _run(use_async: bool):
+    base, transform = RecordingRetriever(), RecordingTransform()
+    retriever = RRFFusionRetriever(base_retriever=base, query_transform=transform)
+    results = asyncio.run(retriever.aretrieve(QUERY)) if use_async else retriever.retrieve(QUERY)
+    return retriever, base, transform, results
+
+
+def test_seed_data_flow_numbers():
+    retriever, base, transform, results = _run(use_async=False)
+    iterations = retriever.last_trace["iterations"]
+    assert len(iterations) == 3
+    # 4-5 perspectives per iteration, one base call each, k=7 kept per call
+    assert len(base.calls) == sum(len(it["perspectives"]) for it in iterations)
+    assert all(4 <= len(it["perspectives"]) <= 5 for it in iterations)
+    assert base.calls == [p for it in iterations for p in it["perspectives"]]
+    assert all(len(r) == 7 for it in iterations for r in it["rankings"])
+    # top-30 carried over after every iteration; its top 10 is the next iteration's context
+    lists: list[list[str]] = []
+    for it in iterations:
+        lists.extend(it["rankings"])
+        assert it["pool"] == [i for i, _ in reciprocal_rank_fusion(lists, top_n=30)]
+        seen = {i for r in lists for i in r}
+        assert len(it["pool"]) == min(30, len(seen)) and it["context"] == it["pool"][:10]
+    assert len(iterations[-1]["pool"]) == 30
+    assert transform.contexts == [[], iterations[0]["context"], iterations[1]["context"]]
+    # final: RRF over all accumulated lists, top 21, scores carried on the nodes
+    expected = reciprocal_rank_fusion(lists, k=60, top_n=21)
+    assert [(r.node.node_id, r.score) for r in results] == [(i, pytest.approx(s)) for i, s in expected]
+    assert len(results) == 21
+
+
+def test_repeated_runs_and_async_agree():
+    sync_ids = [(r.node.node_id, r.score) for r in _run(False)[3]]
+    again = [(r.node.node_id, r.score) for r in _run(False)[3]]
+    async_ids = [(r.node.node_id, r.score) for r in _run(True)[3]]
+    assert sync_ids == again == async_ids
+
+
+def test_every_number_is_an_argument():
+    base = RecordingRetriever()
+    retriever = RRFFusionRetriever(base_retriever=base, num_iterations=2, perspective_top_k=3,
+                                   carry_over_top_n=8, context_top_n=4, similarity_top_k=5, rrf_k=10)
+    results = retriever.retrieve(QUERY)
+    trace = retriever.last_trace
+    assert len(trace["iterations"]) == 2 and len(results) == 5
+    assert all(len(r) == 3 for it in trace["iterations"] for r in it["rankings"])
+    assert all(len(it["pool"]) <= 8 and it["context"] == it["pool"][:4] for it in trace["iterations"])
+    lists = [r for it in trace["iterations"] for r in it["rankings"]]
+    assert results[0].score == pytest.approx(reciprocal_rank_fusion(lists, k=10)[0][1])
+
+
+@pytest.mark.parametrize("kwargs", [{"num_iterations": 0}, {"perspective_top_k": 0}, {"similarity_top_k": 0},
+                                    {"context_top_n": 31}])
+def test_invalid_arguments(kwargs):
+    with pytest.raises(ValueError):
+        RRFFusionRetriever(base_retriever=RecordingRetriever(), **kwargs)
+
+
+def test_bad_query():
+    with pytest.raises(ValueError, match="empty"):
+        RRFFusionRetriever(base_retriever=RecordingRetriever()).retrieve("  ")
+
+
+def test_over_real_chroma_keeps_what_the_query_itself_finds(hotpotqa_slice, hotpotqa_slice_index):
+    """The original query is one of the perspectives in every iteration, so fusion must not lose the gold
+    passages that plain search puts in its own top 7 (the dilution the seed's flow risks)."""
+    from tests.conftest import gold_titles
+
+    questions, _ = hotpotqa_slice
+    retriever = RRFFusionRetriever.from_defaults(hotpotqa_slice_index)
+    vector = hotpotqa_slice_index.as_retriever(similarity_top_k=7)
+    for q in questions:
+        gold = gold_titles(q)
+        results = retriever.retrieve(q["question"])
+        assert len({n.node.node_id for n in results}) == len(results) <= 21
+        fused = [n.node.metadata["title"] for n in results]
+        plain_hits = gold & {n.node.metadata["title"] for n in vector.retrieve(q["question"])}
+        assert plain_hits <= set(fused), q["question"]
