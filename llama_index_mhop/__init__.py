@@ -1,7 +1,25 @@
-"""Multi-hop retrieval components for LlamaIndex over Chroma."""
+"""Multi-hop retrieval components for LlamaIndex over Chroma.
+
+- :class:`PerspectiveQueryTransform`: 4-5 reformulations of a query from different angles.
+- :class:`RRFFusionRetriever`: iterative perspective retrieval fused by Reciprocal Rank Fusion.
+- :class:`DSPyFactFilter`: recognition memory over (subject, predicate, object) fact nodes.
+- :func:`reciprocal_rank_fusion`, :func:`build_vector_index`: the pieces they stand on.
+"""
 
 from .fusion import reciprocal_rank_fusion
+from .postprocessors import DSPyFactFilter, fact_node
+from .query_transforms import PerspectiveQueryTransform
+from .retrievers import RRFFusionRetriever
 from .stores import build_vector_index, load_documents, load_vector_index
 
-__all__ = ["build_vector_index", "load_documents", "load_vector_index", "reciprocal_rank_fusion"]
+__all__ = [
+    "DSPyFactFilter",
+    "PerspectiveQueryTransform",
+    "RRFFusionRetriever",
+    "build_vector_index",
+    "fact_node",
+    "load_documents",
+    "load_vector_index",
+    "reciprocal_rank_fusion",
+]
 __version__ = "0.1.0"

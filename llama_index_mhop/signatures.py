@@ -10,7 +10,7 @@ from __future__ import annotations
 import dspy
 from pydantic import BaseModel, Field
 
-__all__ = ["Fact", "FactFilterSignature", "QueryPerspectiveGenerator"]
+__all__ = ["AnswerFromPassages", "Fact", "FactFilterSignature", "QueryPerspectiveGenerator"]
 
 
 class Fact(BaseModel):
@@ -48,3 +48,11 @@ class QueryPerspectiveGenerator(dspy.Signature):
     query: str = dspy.InputField(desc="the question or claim to find evidence for")
     context: str = dspy.InputField(desc="JSON list of passages retrieved so far (title, text); may be empty")
     perspectives: list[str] = dspy.OutputField(desc="4-5 distinct search queries, one per angle")
+
+
+class AnswerFromPassages(dspy.Signature):
+    """Answer the question from the passages only, in a few words. If they do not contain the answer, say so."""
+
+    question: str = dspy.InputField()
+    passages: str = dspy.InputField(desc="numbered passages retrieved for the question")
+    answer: str = dspy.OutputField(desc="a short answer")

@@ -1,0 +1,181 @@
+"""The ``mhop`` command: index a corpus, query it, run the demo, benchmark retrievers.
+
+Examples::
+
+    mhop index ./my_corpus/            # a folder of text files or a JSON corpus
+    mhop query "Who directed the film shot in Leland in 1986?" --retriever rrf_fusion --explain
+    mhop demo
+    mhop bench --dataset ../shared/datasets/hotpotqa-100
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+__all__ = ["RETRIEVER_NAMES", "main", "make_retriever"]
+
+console = Console()
+
+DEFAULT_HOME = os.environ.get("MHOP_HOME", "./.mhop")
+
+
+def _add_store_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--chroma-path", default=os.path.join(DEFAULT_HOME, "chroma"),
+                        help="directory of the embedded Chroma store (default: %(default)s)")
+    parser.add_argument("--chroma-host", default=os.environ.get("MHOP_CHROMA_HOST"),
+                        help="a Chroma server's host instead of the embedded store (env MHOP_CHROMA_HOST)")
+    parser.add_argument("--chroma-port", type=int, default=os.environ.get("MHOP_CHROMA_PORT"),
+                        help="the Chroma server's port (env MHOP_CHROMA_PORT, default 8000)")
+    parser.add_argument("--collection", default="mhop_passages", help="the passage collection (default: %(default)s)")
+
+
+def _client(args: argparse.Namespace) -> Any:
+    from .defaults import default_chroma_client
+
+    return default_chroma_client(args.chroma_path, host=args.chroma_host, port=args.chroma_port)
+
+
+def resolve_cli_lm(spec: str | None) -> Any:
+    """``none`` (or empty): no LM; ``local``: the packaged SmolLM2; anything else: a ``dspy.LM`` model string."""
+    if not spec or spec == "none":
+        return None
+    if spec == "local":
+        from .lm import local_lm
+
+        return local_lm()
+    import dspy
+
+    return dspy.LM(spec)
+
+
+def _vector(index: Any, top_k: int, lm: Any) -> Any:
+    return index.as_retriever(similarity_top_k=top_k)
+
+
+def _rrf_fusion(index: Any, top_k: int, lm: Any) -> Any:
+    from .retrievers import RRFFusionRetriever
+
+    return RRFFusionRetriever.from_defaults(index, similarity_top_k=top_k, lm=lm)
+
+
+#: Retrievers over the passage index, by the names the CLI and the benchmark use.
+RETRIEVERS: dict[str, Callable[[Any, int, Any], Any]] = {"vector": _vector, "rrf_fusion": _rrf_fusion}
+RETRIEVER_NAMES = tuple(RETRIEVERS)
+
+
+def make_retriever(name: str, index: Any, top_k: int, lm: Any = None) -> Any:
+    """A retriever of the given name over a passage ``VectorStoreIndex``."""
+    try:
+        factory = RETRIEVERS[name]
+    except KeyError:
+        raise SystemExit(f"unknown retriever {name!r}; choose from {', '.join(RETRIEVERS)}") from None
+    return factory(index, top_k, lm)
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from .stores import build_vector_index
+
+    index = build_vector_index(args.path, collection_name=args.collection, chroma_client=_client(args),
+                               show_progress=not args.quiet)
+    count = index.vector_store._collection.count()
+    console.print(f"[green]indexed[/green] {args.path} -> collection {args.collection!r}: {count} passages")
+    return 0
+
+
+def _answer(query: str, nodes: Sequence[Any], lm: Any) -> str | None:
+    if lm is None:
+        return None
+    from .answer import answer_question
+
+    return answer_question(query, [n.node.get_content() for n in nodes], lm)
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    from .stores import load_vector_index
+
+    index = load_vector_index(args.collection, chroma_client=_client(args))
+    lm = resolve_cli_lm(args.lm)
+    retriever = make_retriever(args.retriever, index, args.top_k, lm)
+    results = retriever.retrieve(args.query)
+    table = Table(title=f"{args.retriever}: {args.query}")
+    for column in ("rank", "score", "title", "passage"):
+        table.add_column(column)
+    for rank, result in enumerate(results, start=1):
+        text = " ".join(result.node.get_content().split())
+        table.add_row(str(rank), f"{result.score or 0.0:.4f}", str(result.node.metadata.get("title", "")),
+                      text[:160] + ("…" if len(text) > 160 else ""))
+    console.print(table)
+    if args.explain:
+        trace = getattr(retriever, "last_trace", None)
+        console.print_json(json.dumps(trace or {"note": f"{args.retriever} keeps no trace"}, default=str))
+    answer = _answer(args.query, results, lm)
+    if answer is not None:
+        console.print(f"[bold]answer:[/bold] {answer}")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    return run_demo(chroma_path=args.chroma_path, retrievers=args.retrievers.split(","), top_k=args.top_k,
+                    lm=resolve_cli_lm(args.lm), console=console)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mhop", description="Multi-hop retrieval over Chroma for LlamaIndex.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    index = sub.add_parser("index", help="build or update the Chroma index of a folder or JSON corpus")
+    index.add_argument("path", help="a folder of .txt/.md files or a JSON corpus")
+    index.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    _add_store_arguments(index)
+    index.set_defaults(func=cmd_index)
+
+    query = sub.add_parser("query", help="retrieve passages for a question (and answer it when an LM is set)")
+    query.add_argument("query")
+    query.add_argument("--retriever", default="rrf_fusion", choices=RETRIEVER_NAMES)
+    query.add_argument("--top-k", type=int, default=5)
+    query.add_argument("--explain", action="store_true", help="print the retriever's trace")
+    query.add_argument("--lm", default="none", help="none | local | a dspy model string")
+    _add_store_arguments(query)
+    query.set_defaults(func=cmd_query)
+
+    demo = sub.add_parser("demo", help="index the shipped multi-hop corpus and compare retrievers on it")
+    demo.add_argument("--chroma-path", default=os.path.join(DEFAULT_HOME, "demo"))
+    demo.add_argument("--retrievers", default=",".join(RETRIEVER_NAMES))
+    demo.add_argument("--top-k", type=int, default=5)
+    demo.add_argument("--lm", default="none", help="none | local | a dspy model string")
+    demo.set_defaults(func=cmd_demo)
+
+    bench = sub.add_parser("bench", help="benchmark retrievers on a multi-hop dataset")
+    from .bench.cli import add_bench_arguments, run_bench
+
+    add_bench_arguments(bench)
+    bench.set_defaults(func=run_bench)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``mhop`` console script."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return int(args.func(args) or 0)
+    except (ValueError, TypeError, ConnectionError, FileNotFoundError, ImportError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
