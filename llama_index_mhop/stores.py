@@ -71,6 +71,9 @@ def make_document(title: str, text: str, **metadata: Any) -> Document:
         metadata={"title": title, **metadata},
         excluded_llm_metadata_keys=[k for k in metadata],
         excluded_embed_metadata_keys=[k for k in metadata],
+        # Embed "title\ntext", the format dense multi-hop baselines use (HippoRAG's corpus rendering).
+        metadata_template="{value}",
+        text_template="{metadata_str}\n{content}",
     )
 
 

@@ -1,0 +1,381 @@
+"""The Benchmarker: every retriever of a run on the same corpus, embedder and questions (seed 002).
+
+One run:
+
+1. the corpus becomes LlamaIndex Documents (metadata ``title`` and ``passage_id``) and, when any retriever reads
+   it, is embedded once into a fresh shared Chroma collection (timed);
+2. for each retriever, its factory is called with the run's :class:`BenchContext` (timed: the retriever's own
+   index build) and wrapped in a :class:`Searcher` unless it is one;
+3. each question is searched once at the largest k (per-query latency with ``time.perf_counter``); retrieved
+   nodes map to passage ids through their ``passage_id`` metadata (``title`` when absent), chunks of one
+   passage counting once;
+4. precision, recall, F1 and all-gold are computed for every k by slicing that one ranking, averaged over the
+   questions and reported in percent.
+
+``index_seconds`` = the factory call + the shared vector index build for retrievers that declare
+``needs_index="vector"``. ``peak_rss_mb`` is the process's resident-set high-water mark (``ru_maxrss``) read
+after the run: it never goes down, so a later run reports at least the peak of the earlier ones.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import logging
+import os
+import platform
+import resource
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from importlib import metadata as _metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.schema import NodeWithScore
+
+from ..metrics import all_gold_at_k, dedupe, f1_at_k, precision_at_k, recall_at_k
+from .context import BenchContext, passage_documents
+from .loaders import BenchDataset, BenchQuestion
+from .registry import RetrieverFactory, RetrieverSpec, get_retriever_spec, registered_retrievers
+from .searcher import Searcher
+
+__all__ = [
+    "DEFAULT_K_VALUES",
+    "DEFAULT_WORK_DIR",
+    "METRIC_NAMES",
+    "Benchmarker",
+    "passage_ids",
+    "peak_rss_mb",
+    "plot",
+    "save_json",
+    "score_rankings",
+    "validate_result",
+]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_K_VALUES = (2, 5, 10, 21)
+DEFAULT_WORK_DIR = ".mhop/bench"
+#: The metrics of a run, each reported as ``NAME@K`` for every k.
+METRIC_NAMES = ("recall", "all_gold", "precision", "f1")
+_METRIC_FUNCTIONS: dict[str, Callable[[Sequence[str], Sequence[str], int], float]] = {
+    "recall": recall_at_k,
+    "all_gold": all_gold_at_k,
+    "precision": precision_at_k,
+    "f1": f1_at_k,
+}
+
+
+def peak_rss_mb() -> float:
+    """The process's peak resident set size so far, in MB (``ru_maxrss``: KB on Linux, bytes on macOS)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
+
+
+def passage_ids(nodes: Sequence[NodeWithScore]) -> list[str]:
+    """The passage ids of retrieved nodes, best first, each once (chunks of one passage count once).
+
+    A node's passage is its ``passage_id`` metadata, else its ``title``, else its node id.
+    """
+    ids = []
+    for item in nodes:
+        meta = item.node.metadata or {}
+        ids.append(str(meta.get("passage_id") or meta.get("title") or item.node.node_id))
+    return dedupe(ids)
+
+
+def score_rankings(
+    rankings: Sequence[Sequence[str]], questions: Sequence[BenchQuestion], k_values: Sequence[int]
+) -> dict[str, float]:
+    """Mean ``recall@K``, ``all_gold@K``, ``precision@K`` and ``f1@K`` in percent (0-100) for every K.
+
+    Raises:
+        ValueError: rankings and questions differ in number, or there are no questions.
+    """
+    if len(rankings) != len(questions):
+        raise ValueError(f"{len(rankings)} rankings for {len(questions)} questions")
+    if not questions:
+        raise ValueError("no questions to score")
+    out: dict[str, float] = {}
+    for k in k_values:
+        for name in METRIC_NAMES:
+            function = _METRIC_FUNCTIONS[name]
+            values = [function(r, q.gold_ids, k) for r, q in zip(rankings, questions, strict=True)]
+            out[f"{name}@{k}"] = round(100.0 * float(np.mean(values)), 4)
+    return out
+
+
+def _machine() -> dict[str, Any]:
+    versions = {}
+    for package in ("llama-index-core", "chromadb", "dspy", "llama-index-retrievers-bm25"):
+        try:
+            versions[package] = _metadata.version(package)
+        except _metadata.PackageNotFoundError:
+            continue
+    return {
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "python": platform.python_version(),
+        "packages": versions,
+    }
+
+
+def _fallbacks(searcher: Searcher) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    components = [*searcher.retrievers, searcher.query_transform, searcher.reranker]
+    for component in components:
+        counter = getattr(component, "fallback_counts", None)
+        if counter is not None and hasattr(counter, "as_dict"):
+            for step, n in counter.as_dict().items():
+                counts[step] = counts.get(step, 0) + n
+    return counts
+
+
+class Benchmarker:
+    """Run retrievers on one dataset with one embedder and one index, and report the DESIGN.md result schema.
+
+    Args:
+        dataset: the questions and corpus (see :mod:`llama_index_mhop.bench.loaders`).
+        retrievers: registered retriever names, or a mapping of name to factory (``factory(ctx)``) or
+            :class:`RetrieverSpec`; None means every registered retriever. A bare factory is taken to read the
+            shared vector index.
+        k_values: the cut-offs to report; each question is searched once at the largest.
+        embed_model: the embedder for every retriever; default all-MiniLM-L6-v2.
+        chroma_client: the Chroma client for the shared index; default a persistent store under ``work_dir``.
+        work_dir: where the default Chroma store and any factory's own files go.
+        lm: a DSPy LM handed to factories (None: LLM-free strategies).
+        show_progress: a progress bar per run.
+
+    Raises:
+        ValueError: an empty dataset, bad k values, or an unknown retriever name.
+    """
+
+    def __init__(
+        self,
+        dataset: BenchDataset,
+        retrievers: Sequence[str] | Mapping[str, RetrieverFactory | RetrieverSpec] | None = None,
+        k_values: Sequence[int] = DEFAULT_K_VALUES,
+        embed_model: BaseEmbedding | None = None,
+        chroma_client: Any = None,
+        work_dir: str | os.PathLike[str] = DEFAULT_WORK_DIR,
+        lm: Any = None,
+        show_progress: bool = True,
+    ) -> None:
+        if not dataset.questions:
+            raise ValueError(f"dataset {dataset.name!r} has no questions")
+        if not dataset.passages:
+            raise ValueError(f"dataset {dataset.name!r} has no passages")
+        ks = list(k_values)
+        if not ks or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in ks):
+            raise ValueError(f"k_values must be integers >= 1, got {k_values!r}")
+        self.dataset = dataset
+        self.k_values = sorted(set(ks))
+        self.specs = self._resolve_specs(retrievers)
+        self.embed_model = embed_model
+        self.chroma_client = chroma_client
+        self.work_dir = Path(work_dir)
+        self.lm = lm
+        self.show_progress = show_progress
+
+    @staticmethod
+    def _resolve_specs(
+        retrievers: Sequence[str] | Mapping[str, RetrieverFactory | RetrieverSpec] | None,
+    ) -> list[RetrieverSpec]:
+        if retrievers is None:
+            specs = list(registered_retrievers().values())
+        elif isinstance(retrievers, Mapping):
+            specs = []
+            for name, entry in retrievers.items():
+                if isinstance(entry, RetrieverSpec):
+                    specs.append(entry if entry.name == name else RetrieverSpec(name, entry.description,
+                                                                                entry.factory, entry.needs_index))
+                elif callable(entry):
+                    specs.append(RetrieverSpec(name, getattr(entry, "__doc__", None) or name, entry, "vector"))
+                else:
+                    raise ValueError(f"retriever {name!r}: expected a factory or a RetrieverSpec, "
+                                     f"got {type(entry).__name__}")
+        elif isinstance(retrievers, str):
+            raise ValueError("retrievers must be a list of names, not a string (use ['vector'], not 'vector')")
+        else:
+            specs = [get_retriever_spec(name) for name in retrievers]
+        if not specs:
+            raise ValueError("no retrievers to run")
+        names = [spec.name for spec in specs]
+        if len(set(names)) != len(names):
+            raise ValueError(f"retriever names repeat: {names}")
+        return specs
+
+    def _context(self) -> BenchContext:
+        from ..defaults import default_chroma_client, default_embed_model
+
+        embed_model = self.embed_model or default_embed_model()
+        client = self.chroma_client if self.chroma_client is not None else default_chroma_client(
+            self.work_dir / "chroma")
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        return BenchContext(
+            passage_documents(self.dataset.passages),
+            embed_model=embed_model,
+            chroma_client=client,
+            work_dir=self.work_dir,
+            top_k=max(self.k_values),
+            lm=self.lm,
+            show_progress=self.show_progress,
+        )
+
+    def run(self) -> dict[str, Any]:
+        """Index once, run every retriever on every question, and return the result (DESIGN.md schema)."""
+        ctx = self._context()
+        # Load the embedder's weights before anything is timed, so no run pays for it.
+        ctx.embed_model.get_text_embedding("warm-up")
+        if any(spec.needs_index == "vector" for spec in self.specs):
+            ctx.build_vector_index()
+        runs = [self._run_one(spec, ctx) for spec in self.specs]
+        return {
+            "dataset": self.dataset.name,
+            "n_questions": len(self.dataset.questions),
+            "n_passages": len(self.dataset.passages),
+            "k_values": list(self.k_values),
+            "runs": runs,
+            "format": self.dataset.format,
+            "source": self.dataset.source,
+            "n_index_nodes": len(ctx.nodes),
+            "n_gold_missing": len(self.dataset.missing_gold()),
+            "embed_model": str(getattr(ctx.embed_model, "model_name", type(ctx.embed_model).__name__)),
+            "lm": None if self.lm is None else str(getattr(self.lm, "model", type(self.lm).__name__)),
+            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "machine": _machine(),
+        }
+
+    def _build(self, spec: RetrieverSpec, ctx: BenchContext) -> tuple[Searcher, float]:
+        start = time.perf_counter()
+        built = spec.factory(ctx)
+        seconds = time.perf_counter() - start
+        if isinstance(built, Searcher):
+            return built, seconds
+        if isinstance(built, BaseRetriever):
+            return Searcher(built), seconds
+        raise TypeError(f"retriever factory {spec.name!r} returned {type(built).__name__}, "
+                        "expected a LlamaIndex BaseRetriever or a Searcher")
+
+    def _run_one(self, spec: RetrieverSpec, ctx: BenchContext) -> dict[str, Any]:
+        from tqdm.auto import tqdm
+
+        searcher, own_seconds = self._build(spec, ctx)
+        shared = (ctx.vector_index_seconds or 0.0) if spec.needs_index == "vector" else 0.0
+        top_k = max(self.k_values)
+        latencies: list[float] = []
+        rankings: list[list[str]] = []
+        questions = self.dataset.questions
+        for question in tqdm(questions, desc=spec.name, unit="q", disable=not self.show_progress):
+            start = time.perf_counter()
+            nodes = searcher.search(question.text, top_k)
+            latencies.append((time.perf_counter() - start) * 1000.0)
+            rankings.append(passage_ids(nodes))
+        p50, p95 = np.percentile(latencies, [50, 95])
+        return {
+            "name": spec.name,
+            "index_seconds": round(own_seconds + shared, 4),
+            "latency_ms_p50": round(float(p50), 4),
+            "latency_ms_p95": round(float(p95), 4),
+            "peak_rss_mb": round(peak_rss_mb(), 2),
+            "metrics": score_rankings(rankings, questions, self.k_values),
+            "description": spec.description,
+            "index_seconds_shared": round(shared, 4),
+            "index_seconds_own": round(own_seconds, 4),
+            "fallbacks": _fallbacks(searcher),
+        }
+
+
+# -- result files ---------------------------------------------------------------------------------------------
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise ValueError(f"invalid benchmark result: {message}")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and bool(np.isfinite(value))
+
+
+def validate_result(result: Mapping[str, Any]) -> None:
+    """Check a result against the DESIGN.md schema (extra keys allowed).
+
+    Raises:
+        ValueError: naming the first missing or mistyped key.
+    """
+    _require(isinstance(result, Mapping), f"expected an object, got {type(result).__name__}")
+    for key, kind in (("dataset", str), ("n_questions", int), ("n_passages", int), ("k_values", list),
+                      ("runs", list)):
+        _require(key in result, f"missing {key!r}")
+        _require(isinstance(result[key], kind) and not isinstance(result[key], bool),
+                 f"{key!r} must be {kind.__name__}, got {type(result[key]).__name__}")
+    ks = result["k_values"]
+    _require(bool(ks) and all(isinstance(k, int) and not isinstance(k, bool) and k >= 1 for k in ks),
+             f"'k_values' must be integers >= 1, got {ks!r}")
+    for position, run in enumerate(result["runs"]):
+        where = f"runs[{position}]"
+        _require(isinstance(run, Mapping), f"{where} must be an object")
+        _require(isinstance(run.get("name"), str) and bool(run["name"]), f"{where}.name must be a non-empty string")
+        for key in ("index_seconds", "latency_ms_p50", "latency_ms_p95", "peak_rss_mb"):
+            _require(key in run, f"{where} missing {key!r}")
+            _require(_is_number(run[key]) and run[key] >= 0, f"{where}.{key} must be a number >= 0")
+        metrics = run.get("metrics")
+        _require(isinstance(metrics, Mapping), f"{where}.metrics must be an object")
+        for k in ks:
+            for name in METRIC_NAMES:
+                key = f"{name}@{k}"
+                _require(key in metrics, f"{where}.metrics missing {key!r}")
+                _require(_is_number(metrics[key]) and 0 <= metrics[key] <= 100,
+                         f"{where}.metrics[{key!r}] must be a number in [0, 100], got {metrics[key]!r}")
+
+
+def save_json(result: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
+    """Validate ``result`` and write it as indented JSON (parent folders created); returns the path."""
+    validate_result(result)
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return out
+
+
+def plot(result: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
+    """A PNG of recall@k and all_gold@k against k, one line per retriever; returns the path.
+
+    Uses matplotlib's Agg canvas directly, so it needs no display and leaves pyplot's backend alone.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    validate_result(result)
+    ks = list(result["k_values"])
+    figure = Figure(figsize=(10, 4.2), dpi=110)
+    FigureCanvasAgg(figure)
+    axes = figure.subplots(1, 2, sharey=True)
+    styles = [("-", "o"), ("--", "s"), (":", "^"), ("-.", "D"), ((0, (5, 1)), "v"), ((0, (1, 1)), "P")]
+    for ax, metric, label in ((axes[0], "recall", "recall@k (%)"), (axes[1], "all_gold", "all gold in top k (%)")):
+        for position, run in enumerate(result["runs"]):
+            # Distinct dash and marker per run: two runs with equal scores stay visible on top of each other.
+            linestyle, marker = styles[position % len(styles)]
+            ax.plot(ks, [run["metrics"][f"{metric}@{k}"] for k in ks], linestyle=linestyle, marker=marker,
+                    markersize=7 - 1.5 * (position % 3), linewidth=2.2 - 0.4 * (position % 3), label=run["name"])
+        ax.set_xscale("log")
+        ax.set_xticks(ks)
+        ax.set_xticklabels([str(k) for k in ks])
+        ax.minorticks_off()
+        ax.set_xlabel("k")
+        ax.set_title(label)
+        ax.set_ylim(0, 100)
+        ax.grid(True, alpha=0.3)
+    axes[0].legend(loc="lower right", fontsize="small")
+    figure.suptitle(f"{result['dataset']}: {result['n_questions']} questions, {result['n_passages']} passages")
+    figure.tight_layout()
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(out, format="png")
+    return out

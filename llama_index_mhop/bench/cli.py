@@ -1,0 +1,200 @@
+"""``mhop bench``: run the benchmark from the command line (also ``python -m llama_index_mhop.bench.cli``).
+
+Example::
+
+    mhop bench --dataset ../shared/datasets/hotpotqa-100 --retrievers vector,bm25 --k 2,5,10,21 \\
+        --out results/hotpotqa-100.json --plot results/hotpotqa-100.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shlex
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from .loaders import FORMATS, DatasetFormatError, load_dataset
+
+__all__ = ["add_bench_arguments", "main", "parse_k_values", "run_bench"]
+
+logger = logging.getLogger(__name__)
+
+
+def parse_k_values(text: str) -> list[int]:
+    """``"2,5,10,21"`` -> ``[2, 5, 10, 21]``.
+
+    Raises:
+        argparse.ArgumentTypeError: a value that is not an integer >= 1.
+    """
+    values = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            value = int(part)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"k values must be integers, got {part!r}") from None
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"k values must be >= 1, got {value}")
+        values.append(value)
+    if not values:
+        raise argparse.ArgumentTypeError("give at least one k value")
+    return values
+
+
+def add_bench_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Add the ``mhop bench`` options to ``parser`` (a sub-command parser or a stand-alone one)."""
+    parser.add_argument("--dataset", required=True, help="dataset folder or question file")
+    parser.add_argument("--format", default="auto", choices=("auto", *FORMATS), help="dataset format (default: auto)")
+    parser.add_argument("--retrievers", default=None,
+                        help="comma-separated registered retrievers (default: all registered)")
+    parser.add_argument("--k", default="2,5,10,21", type=parse_k_values, help="cut-offs (default: 2,5,10,21)")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N questions")
+    parser.add_argument("--out", default=None, help="write the result JSON here")
+    parser.add_argument("--plot", default=None, help="write a PNG of recall@k and all_gold@k here")
+    parser.add_argument("--lm", default="none",
+                        help="'none' (LLM-free), 'local' (SmolLM2 via llama-cpp) or a DSPy model string")
+    parser.add_argument("--wandb", default=None, metavar="PROJECT",
+                        help="also log to this Weights & Biases project (needs wandb installed)")
+    parser.add_argument("--chroma-path", default=None, help="persistent Chroma directory (default: WORK_DIR/chroma)")
+    parser.add_argument("--work-dir", default=".mhop/bench", help="working directory (default: .mhop/bench)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    return parser
+
+
+def _resolve_lm(spec: str) -> Any:
+    if spec in ("", "none"):
+        return None
+    if spec == "local":
+        from ..lm import local_lm
+
+        return local_lm()
+    import dspy
+
+    return dspy.LM(spec)
+
+
+def _print_table(result: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    ks = result["k_values"]
+    table = Table(title=f"{result['dataset']}: {result['n_questions']} questions, {result['n_passages']} passages")
+    table.add_column("retriever", style="bold")
+    for k in ks:
+        table.add_column(f"R@{k}", justify="right")
+    for k in ks:
+        table.add_column(f"all@{k}", justify="right")
+    for header in ("index s", "p50 ms", "p95 ms", "RSS MB"):
+        table.add_column(header, justify="right")
+    for run in result["runs"]:
+        metrics = run["metrics"]
+        table.add_row(
+            run["name"],
+            *(f"{metrics[f'recall@{k}']:.1f}" for k in ks),
+            *(f"{metrics[f'all_gold@{k}']:.1f}" for k in ks),
+            f"{run['index_seconds']:.1f}",
+            f"{run['latency_ms_p50']:.1f}",
+            f"{run['latency_ms_p95']:.1f}",
+            f"{run['peak_rss_mb']:.0f}",
+        )
+    console = Console()
+    if not console.is_terminal:  # a pipe or a log file: do not squeeze the columns to 80 characters
+        console = Console(width=max(console.width, 160))
+    console.print(table)
+
+
+def _log_wandb(project: str, result: dict[str, Any]) -> None:
+    try:
+        import wandb
+    except ImportError:
+        logger.warning("--wandb %s given but wandb is not installed; skipping Weights & Biases logging", project)
+        return
+    ks = result["k_values"]
+    columns = ["retriever", "index_seconds", "latency_ms_p50", "latency_ms_p95", "peak_rss_mb",
+               *(f"{m}@{k}" for k in ks for m in ("recall", "all_gold", "precision", "f1"))]
+    rows = [[run["name"], run["index_seconds"], run["latency_ms_p50"], run["latency_ms_p95"], run["peak_rss_mb"],
+             *(run["metrics"][c] for c in columns[5:])] for run in result["runs"]]
+    session = wandb.init(project=project, job_type="benchmark", config={
+        k: result[k] for k in ("dataset", "n_questions", "n_passages", "k_values", "embed_model", "lm") if k in result
+    })
+    try:
+        for run in result["runs"]:
+            session.log({f"{run['name']}/{key}": value for key, value in run["metrics"].items()})
+        session.log({"summary": wandb.Table(columns=columns, data=rows)})
+    finally:
+        session.finish()
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    """Run ``mhop bench`` with parsed arguments; returns the process exit code (0 ok, 2 bad input)."""
+    from .benchmarker import Benchmarker, plot, save_json
+
+    try:  # bm25s sets its own logger to DEBUG when imported: import it first, then quiet it
+        import bm25s  # noqa: F401
+    except ImportError:
+        pass
+    logging.getLogger("bm25s").setLevel(logging.WARNING)
+    try:
+        dataset = load_dataset(args.dataset, format=args.format, limit=args.limit)
+    except (DatasetFormatError, ValueError) as exc:
+        print(f"mhop bench: {exc}", file=sys.stderr)
+        return 2
+    retrievers = None
+    if args.retrievers:
+        retrievers = [name.strip() for name in args.retrievers.split(",") if name.strip()]
+    chroma_client = None
+    if args.chroma_path:
+        from ..defaults import default_chroma_client
+
+        chroma_client = default_chroma_client(args.chroma_path)
+    try:
+        benchmarker = Benchmarker(dataset, retrievers, k_values=args.k, chroma_client=chroma_client,
+                                  work_dir=args.work_dir, lm=_resolve_lm(args.lm), show_progress=not args.quiet)
+    except ValueError as exc:
+        print(f"mhop bench: {exc}", file=sys.stderr)
+        return 2
+    result = benchmarker.run()
+    result["command"] = "mhop bench " + shlex.join(_argv_of(args))
+    _print_table(result)
+    if args.out:
+        print(f"wrote {save_json(result, args.out)}")
+    if args.plot:
+        print(f"wrote {plot(result, args.plot)}")
+    if args.wandb:
+        _log_wandb(args.wandb, result)
+    return 0
+
+
+def _argv_of(args: argparse.Namespace) -> list[str]:
+    """The options as given, rebuilt from the namespace (for the result file's ``command``)."""
+    out = ["--dataset", str(args.dataset)]
+    if args.format != "auto":
+        out += ["--format", args.format]
+    if args.retrievers:
+        out += ["--retrievers", args.retrievers]
+    out += ["--k", ",".join(str(k) for k in args.k)]
+    for option, value in (("--limit", args.limit), ("--out", args.out), ("--plot", args.plot),
+                          ("--wandb", args.wandb), ("--chroma-path", args.chroma_path)):
+        if value is not None:
+            out += [option, str(value)]
+    if args.lm != "none":
+        out += ["--lm", args.lm]
+    if args.work_dir != ".mhop/bench":
+        out += ["--work-dir", str(args.work_dir)]
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Stand-alone entry point: ``python -m llama_index_mhop.bench.cli --dataset ...``."""
+    parser = add_bench_arguments(argparse.ArgumentParser(prog="mhop bench", description=__doc__.splitlines()[0]))
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    return run_bench(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""What a benchmark run hands each retriever factory: the shared corpus, index, embedder, store and LM.
+
+The context carries the corpus and nothing about the questions: no factory can see the questions or their
+gold passages, so nothing a retriever builds can be fitted to the questions it is scored on.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from llama_index.core import Document, VectorStoreIndex
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.schema import TextNode
+
+from ..stores import build_vector_index, chunk_documents, make_document, stable_id
+from .loaders import Passage
+
+__all__ = ["BenchContext", "passage_documents"]
+
+logger = logging.getLogger(__name__)
+
+
+def passage_documents(passages: Sequence[Passage]) -> list[Document]:
+    """LlamaIndex Documents of a corpus; metadata holds ``title`` and ``passage_id`` (not embedded)."""
+    return [make_document(p.title, p.text, passage_id=p.passage_id) for p in passages]
+
+
+class BenchContext:
+    """The shared resources of one benchmark run, passed to every retriever factory.
+
+    Attributes:
+        documents: the corpus as LlamaIndex Documents (metadata ``title`` and ``passage_id``).
+        embed_model: the embedder every retriever of the run uses.
+        chroma_client: the Chroma client holding the shared index (and any collection a factory creates).
+        work_dir: a directory a factory may write its own index files under.
+        lm: a DSPy LM, or None for the LLM-free strategies.
+        top_k: the largest k of the run: retrievers should return this many passages.
+        collection_name: the shared index's Chroma collection.
+
+    Args:
+        show_progress: show a progress bar while embedding the shared index.
+        vector_index: an already built index of exactly these documents, to reuse instead of building one.
+    """
+
+    def __init__(
+        self,
+        documents: Sequence[Document],
+        embed_model: BaseEmbedding,
+        chroma_client: Any,
+        work_dir: str | Path,
+        top_k: int,
+        lm: Any = None,
+        collection_name: str | None = None,
+        show_progress: bool = False,
+        vector_index: VectorStoreIndex | None = None,
+    ) -> None:
+        self.documents = list(documents)
+        self.embed_model = embed_model
+        self.chroma_client = chroma_client
+        self.work_dir = Path(work_dir)
+        self.top_k = top_k
+        self.lm = lm
+        self.collection_name = collection_name or "mhop_bench_" + stable_id(*(d.id_ for d in self.documents))[:16]
+        self.show_progress = show_progress
+        self._vector_index: VectorStoreIndex | None = vector_index
+        self._nodes: list[TextNode] | None = None
+        #: Seconds spent building the shared vector index (None until it is built; 0.0 when one was given).
+        self.vector_index_seconds: float | None = None if vector_index is None else 0.0
+
+    @property
+    def vector_index(self) -> VectorStoreIndex:
+        """The shared Chroma ``VectorStoreIndex`` of the corpus, built on first use into a fresh collection."""
+        if self._vector_index is None:
+            self.build_vector_index()
+        assert self._vector_index is not None
+        return self._vector_index
+
+    def build_vector_index(self) -> float:
+        """Build the shared index (once) and return the seconds it took.
+
+        A collection of the same name left by an earlier run is dropped first, so the build time is always a
+        real measurement of embedding and storing the whole corpus.
+        """
+        if self._vector_index is not None and self.vector_index_seconds is not None:
+            return self.vector_index_seconds
+        names = {getattr(c, "name", c) for c in self.chroma_client.list_collections()}
+        if self.collection_name in names:
+            self.chroma_client.delete_collection(self.collection_name)
+        start = time.perf_counter()
+        self._vector_index = build_vector_index(
+            self.documents,
+            collection_name=self.collection_name,
+            chroma_client=self.chroma_client,
+            embed_model=self.embed_model,
+            show_progress=self.show_progress,
+        )
+        self.vector_index_seconds = time.perf_counter() - start
+        logger.info("shared vector index %s: %d documents in %.1f s", self.collection_name, len(self.documents),
+                    self.vector_index_seconds)
+        return self.vector_index_seconds
+
+    @property
+    def nodes(self) -> list[TextNode]:
+        """The corpus chunked exactly as in the shared index (same node ids), for retrievers with their own index."""
+        if self._nodes is None:
+            self._nodes = chunk_documents(self.documents)
+        return self._nodes

@@ -1,0 +1,556 @@
+"""Benchmark datasets: questions with gold passage ids, and the corpus those ids point into (seed 002).
+
+One loader per published format, all producing a :class:`BenchDataset`:
+
+- raw HotpotQA (``_id``, ``question``, ``supporting_facts``, ``context``): gold = the distinct titles of the
+  supporting facts; ``passage_id`` = title. This is also the shape of HippoRAG's ``hotpotqa*`` and
+  ``2wikimultihopqa`` files.
+- MuSiQue (``id``, ``question``, ``paragraphs`` of ``{idx, title, paragraph_text, is_supporting}``): titles repeat,
+  so a passage is identified by title AND text: ``passage_id = stable_id(title, text)``.
+- HippoRAG 2 ``reproduce/dataset/NAME.json`` (``paragraphs`` of ``{title, text, is_supporting, idx}``) with
+  ``NAME_corpus.json``: ids as for MuSiQue.
+- HoVer (``uid``, ``claim``, ``supporting_facts`` as ``[title, sentence]`` pairs or ``{key, value}`` records) with a
+  JSON-lines corpus of ``{title, text: [sentences]}``: gold by normalised title (:func:`normalize_title`), as
+  HoVer's ``discrete_retrieval_eval`` compares them.
+
+A malformed file raises :class:`DatasetFormatError` naming the file, the record and the field.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from ..metrics import normalize_title
+from ..stores import join_sentences, stable_id
+
+__all__ = [
+    "FORMATS",
+    "BenchDataset",
+    "BenchQuestion",
+    "DatasetFormatError",
+    "Passage",
+    "detect_format",
+    "load_dataset",
+    "load_hipporag",
+    "load_hotpotqa",
+    "load_hover",
+    "load_musique",
+]
+
+logger = logging.getLogger(__name__)
+
+#: The formats :func:`load_dataset` reads (plus ``"auto"``).
+FORMATS = ("hotpotqa", "musique", "hipporag", "hover")
+
+PathLike = str | os.PathLike[str]
+
+
+class DatasetFormatError(ValueError):
+    """A dataset file that does not have the expected shape.
+
+    Attributes:
+        file: the offending file.
+        record: the record (``"record 3 (id 'abc')"``, ``"line 7"``), or None for a file-level problem.
+        field: the field at fault, or None.
+    """
+
+    def __init__(self, file: PathLike, message: str, record: str | None = None, field: str | None = None):
+        self.file = str(file)
+        self.record = record
+        self.field = field
+        where = ", ".join(part for part in (record, f"field {field!r}" if field else None) if part)
+        super().__init__(f"{self.file}: {where + ': ' if where else ''}{message}")
+
+
+@dataclass(frozen=True)
+class Passage:
+    """One corpus passage. ``passage_id`` is what gold ids and retrieved nodes are compared by."""
+
+    passage_id: str
+    title: str
+    text: str
+
+
+@dataclass
+class BenchQuestion:
+    """One benchmark question and the ids of the passages that answer it.
+
+    ``metadata`` holds what the format offers beside (answer, type, hops, ...). When the format lists the
+    paragraphs shown with the question, ``metadata["context_ids"]`` holds their passage ids.
+    """
+
+    qid: str
+    text: str
+    gold_ids: list[str]
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class BenchDataset:
+    """Questions and the corpus they are asked against."""
+
+    name: str
+    passages: list[Passage]
+    questions: list[BenchQuestion]
+    format: str = ""
+    source: str = ""
+
+    def missing_gold(self) -> list[tuple[str, str]]:
+        """``(qid, gold_id)`` pairs whose gold passage is not in the corpus (such a question cannot be solved)."""
+        ids = {p.passage_id for p in self.passages}
+        return [(q.qid, g) for q in self.questions for g in q.gold_ids if g not in ids]
+
+    def head(self, n: int, context_only: bool = False) -> BenchDataset:
+        """The first ``n`` questions; with ``context_only``, only the passages of their contexts and gold.
+
+        Raises:
+            ValueError: ``n`` < 1, or ``context_only`` on a format that lists no per-question context.
+        """
+        if n < 1:
+            raise ValueError(f"n must be >= 1, got {n}")
+        questions = self.questions[:n]
+        passages = self.passages
+        if context_only:
+            if any("context_ids" not in q.metadata for q in questions):
+                raise ValueError(f"dataset {self.name!r} lists no per-question context (metadata 'context_ids')")
+            keep = {pid for q in questions for pid in [*q.metadata["context_ids"], *q.gold_ids]}
+            passages = [p for p in self.passages if p.passage_id in keep]
+        return replace(self, questions=questions, passages=passages)
+
+
+# -- reading files --------------------------------------------------------------------------------------------
+
+
+def _record_ref(index: int, record: Any, id_keys: Iterable[str] = ("_id", "id", "uid")) -> str:
+    if isinstance(record, dict):
+        for key in id_keys:
+            if isinstance(record.get(key), (str, int)) and not isinstance(record.get(key), bool):
+                return f"record {index} (id {record[key]!r})"
+    return f"record {index}"
+
+
+def _read_records(path: Path) -> list[Any]:
+    """A JSON list, or JSON lines (one value per non-blank line)."""
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise DatasetFormatError(path, f"cannot be read ({exc})") from exc
+    if path.suffix.lower() == ".jsonl":
+        records = []
+        for number, line in enumerate(raw.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise DatasetFormatError(path, f"not valid JSON ({exc.msg})", record=f"line {number}") from exc
+        return records
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise DatasetFormatError(path, f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from exc
+    if not isinstance(data, list):
+        raise DatasetFormatError(path, f"expected a JSON list of records, got a JSON {type(data).__name__}")
+    return data
+
+
+def _get(record: Any, key: str, kind: type | tuple[type, ...], path: Path, ref: str) -> Any:
+    if not isinstance(record, dict):
+        raise DatasetFormatError(path, f"expected a JSON object, got {type(record).__name__}", record=ref)
+    if key not in record:
+        raise DatasetFormatError(path, "is missing", record=ref, field=key)
+    value = record[key]
+    if not isinstance(value, kind) or isinstance(value, bool) and bool not in _as_tuple(kind):
+        names = " or ".join(t.__name__ for t in _as_tuple(kind))
+        raise DatasetFormatError(path, f"expected {names}, got {type(value).__name__}", record=ref, field=key)
+    return value
+
+
+def _as_tuple(kind: type | tuple[type, ...]) -> tuple[type, ...]:
+    return kind if isinstance(kind, tuple) else (kind,)
+
+
+def _text(record: Any, key: str, path: Path, ref: str) -> str:
+    value = _get(record, key, str, path, ref)
+    if not value.strip():
+        raise DatasetFormatError(path, "is empty", record=ref, field=key)
+    return value
+
+
+def _body(value: Any, path: Path, ref: str, key: str) -> str:
+    """A passage body given as a string or a list of sentences."""
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, list) and all(isinstance(s, str) for s in value):
+        return join_sentences(value)
+    raise DatasetFormatError(path, f"expected a string or a list of sentences, got {type(value).__name__}",
+                             record=ref, field=key)
+
+
+def _qid(record: dict, keys: Iterable[str], index: int) -> str:
+    for key in keys:
+        value = record.get(key)
+        if isinstance(value, (str, int)) and not isinstance(value, bool) and str(value):
+            return str(value)
+    return str(index)
+
+
+def _questions_file(folder: Path) -> Path:
+    """The question file of a dataset folder: ``questions.json(l)``, else the one non-corpus JSON file."""
+    for name in ("questions.json", "questions.jsonl"):
+        if (folder / name).is_file():
+            return folder / name
+    candidates = sorted(
+        p for p in folder.iterdir()
+        if p.is_file() and p.suffix.lower() in (".json", ".jsonl") and "corpus" not in p.stem.lower()
+    )
+    if len(candidates) == 1:
+        return candidates[0]
+    if not candidates:
+        raise DatasetFormatError(folder, "holds no question file (questions.json, NAME.json or NAME.jsonl)")
+    names = ", ".join(p.name for p in candidates)
+    raise DatasetFormatError(folder, f"holds several question files ({names}); pass the one to load")
+
+
+def _corpus_file(questions: Path, suffixes: tuple[str, ...] = (".json", ".jsonl")) -> Path | None:
+    """The corpus beside a question file: ``NAME_corpus.json(l)`` or ``corpus.json(l)``."""
+    for stem in (f"{questions.stem}_corpus", "corpus"):
+        for suffix in suffixes:
+            candidate = questions.with_name(stem + suffix)
+            if candidate.is_file() and candidate != questions:
+                return candidate
+    return None
+
+
+def _resolve(path: PathLike) -> Path:
+    resolved = Path(path)
+    if not resolved.exists():
+        raise DatasetFormatError(resolved, "does not exist")
+    return _questions_file(resolved) if resolved.is_dir() else resolved
+
+
+def _name_of(path: PathLike, questions: Path) -> str:
+    given = Path(path)
+    return given.name if given.is_dir() else questions.stem
+
+
+def _check_limit(limit: int | None) -> None:
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ValueError(f"limit must be a positive integer or None, got {limit!r}")
+
+
+def _warn_missing(dataset: BenchDataset) -> BenchDataset:
+    missing = dataset.missing_gold()
+    if missing:
+        logger.warning("%s: %d gold passages of %d questions are not in the corpus (first: %s of question %s)",
+                       dataset.source, len(missing), len({q for q, _ in missing}), missing[0][1], missing[0][0])
+    return dataset
+
+
+# -- corpora --------------------------------------------------------------------------------------------------
+
+
+def _title_text_corpus(path: Path, make_id: Callable[[str, str], str]) -> list[Passage]:
+    """A corpus file: a list (or JSON lines) of ``{title, text}`` records, or an object ``{title: text}``."""
+    if path.suffix.lower() == ".json":
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise DatasetFormatError(path, f"not valid JSON ({exc.msg} at line {exc.lineno})") from exc
+        if isinstance(data, dict):  # {title: [sentences]} as HippoRAG publishes HotpotQA corpora
+            passages = []
+            for title, body in data.items():
+                text = _body(body, path, f"title {title!r}", "text")
+                passages.append(Passage(make_id(title, text), title, text))
+            return _dedupe_passages(passages)
+        if not isinstance(data, list):
+            raise DatasetFormatError(path, f"expected a list of {{title, text}} records, got {type(data).__name__}")
+        records = data
+    else:
+        records = _read_records(path)
+    passages = []
+    for index, record in enumerate(records):
+        ref = _record_ref(index, record, ("id", "idx"))
+        title = _get(record, "title", str, path, ref)
+        key = "text" if isinstance(record, dict) and "text" in record else "paragraph_text"
+        text = _body(_get(record, key, (str, list), path, ref), path, ref, key)
+        passages.append(Passage(make_id(title, text), title, text))
+    return _dedupe_passages(passages)
+
+
+def _dedupe_passages(passages: list[Passage]) -> list[Passage]:
+    seen: set[tuple[str, str, str]] = set()
+    out = []
+    for passage in passages:
+        key = (passage.passage_id, passage.title, passage.text)
+        if key not in seen:
+            seen.add(key)
+            out.append(passage)
+    return out
+
+
+# -- HotpotQA -------------------------------------------------------------------------------------------------
+
+
+def load_hotpotqa(path: PathLike, corpus: PathLike | None = None, limit: int | None = None) -> BenchDataset:
+    """Raw HotpotQA: ``questions.json`` (or any records file) and an optional ``corpus.json``.
+
+    Gold passages are the distinct titles of ``supporting_facts``; ``passage_id`` is the title. The corpus is
+    ``corpus`` when given, else ``corpus.json`` / ``NAME_corpus.json`` beside the questions (``{title: [sentences]}``
+    or a list of ``{title, text}``), else the union of the questions' context paragraphs.
+
+    Raises:
+        DatasetFormatError: a malformed file, naming the file, record and field.
+    """
+    _check_limit(limit)
+    qpath = _resolve(path)
+    records = _read_records(qpath)
+    questions: list[BenchQuestion] = []
+    context_passages: dict[str, Passage] = {}
+    for index, record in enumerate(records):
+        if limit is not None and len(questions) >= limit:
+            break
+        ref = _record_ref(index, record)
+        text = _text(record, "question", qpath, ref)
+        facts = _get(record, "supporting_facts", list, qpath, ref)
+        gold: list[str] = []
+        for fact in facts:
+            if not (isinstance(fact, list) and len(fact) == 2 and isinstance(fact[0], str)):
+                raise DatasetFormatError(qpath, f"expected [title, sentence_index] pairs, got {fact!r}",
+                                         record=ref, field="supporting_facts")
+            if fact[0] not in gold:
+                gold.append(fact[0])
+        if not gold:
+            raise DatasetFormatError(qpath, "names no supporting passage", record=ref, field="supporting_facts")
+        context_ids = []
+        for entry in _get(record, "context", list, qpath, ref):
+            if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str)):
+                raise DatasetFormatError(qpath, f"expected [title, [sentences]] pairs, got {entry!r:.80}",
+                                         record=ref, field="context")
+            title = entry[0]
+            context_ids.append(title)
+            context_passages.setdefault(title, Passage(title, title, _body(entry[1], qpath, ref, "context")))
+        metadata = {k: record[k] for k in ("answer", "type", "level") if k in record}
+        metadata["context_ids"] = context_ids
+        questions.append(BenchQuestion(_qid(record, ("_id", "id"), index), text, gold, metadata))
+    corpus_path = Path(corpus) if corpus is not None else _corpus_file(qpath)
+    if corpus_path is not None:
+        passages = _title_text_corpus(corpus_path, lambda title, text: title)
+    else:
+        passages = list(context_passages.values())
+    return _warn_missing(BenchDataset(_name_of(path, qpath), passages, questions, "hotpotqa", str(qpath)))
+
+
+# -- MuSiQue and HippoRAG 2 -----------------------------------------------------------------------------------
+
+
+def _paragraph_questions(
+    qpath: Path, records: list[Any], text_key: str, limit: int | None
+) -> tuple[list[BenchQuestion], list[Passage]]:
+    questions: list[BenchQuestion] = []
+    union: dict[str, Passage] = {}
+    skipped = 0
+    for index, record in enumerate(records):
+        if limit is not None and len(questions) >= limit:
+            break
+        ref = _record_ref(index, record)
+        text = _text(record, "question", qpath, ref)
+        # HippoRAG 2 names the list "contexts" in some files; MuSiQue and the rest say "paragraphs".
+        list_key = "contexts" if "paragraphs" not in record and "contexts" in record else "paragraphs"
+        paragraphs = _get(record, list_key, list, qpath, ref)
+        gold: list[str] = []
+        context_ids: list[str] = []
+        for position, paragraph in enumerate(paragraphs):
+            pref = f"{ref}, {list_key}[{position}]"
+            title = _get(paragraph, "title", str, qpath, pref)
+            other = "text" if text_key == "paragraph_text" else "paragraph_text"
+            key = other if text_key not in paragraph and other in paragraph else text_key
+            body = _body(_get(paragraph, key, (str, list), qpath, pref), qpath, pref, key)
+            supporting = paragraph.get("is_supporting", False)
+            if not isinstance(supporting, bool):
+                raise DatasetFormatError(qpath, f"expected true or false, got {supporting!r}", record=pref,
+                                         field="is_supporting")
+            pid = stable_id(title, body)
+            union.setdefault(pid, Passage(pid, title, body))
+            context_ids.append(pid)
+            if supporting and pid not in gold:
+                gold.append(pid)
+        if not gold:
+            if record.get("answerable") is False:  # MuSiQue-Full's unanswerable twins have no gold to find
+                skipped += 1
+                continue
+            raise DatasetFormatError(qpath, "no paragraph has is_supporting: true", record=ref, field=list_key)
+        metadata: dict[str, Any] = {k: record[k] for k in ("answer", "answer_aliases", "answerable") if k in record}
+        if isinstance(record.get("question_decomposition"), list):
+            metadata["hops"] = len(record["question_decomposition"])
+        metadata["context_ids"] = context_ids
+        questions.append(BenchQuestion(_qid(record, ("id", "_id"), index), text, gold, metadata))
+    if skipped:
+        logger.info("%s: skipped %d unanswerable questions without gold paragraphs", qpath, skipped)
+    return questions, list(union.values())
+
+
+def _paragraph_dataset(path: PathLike, corpus: PathLike | None, limit: int | None, text_key: str,
+                       fmt: str) -> BenchDataset:
+    _check_limit(limit)
+    qpath = _resolve(path)
+    questions, union = _paragraph_questions(qpath, _read_records(qpath), text_key, limit)
+    corpus_path = Path(corpus) if corpus is not None else _corpus_file(qpath)
+    passages = _title_text_corpus(corpus_path, stable_id) if corpus_path is not None else union
+    return _warn_missing(BenchDataset(_name_of(path, qpath), passages, questions, fmt, str(qpath)))
+
+
+def load_musique(path: PathLike, corpus: PathLike | None = None, limit: int | None = None) -> BenchDataset:
+    """MuSiQue's published format (JSON list or JSON lines), as in HippoRAG's ``musique_*.json``.
+
+    A passage is identified by title and text (titles repeat in MuSiQue): ``passage_id = stable_id(title, text)``.
+    Gold = the paragraphs with ``is_supporting: true``. The corpus is ``corpus`` when given, else ``corpus.json``
+    or ``NAME_corpus.json`` beside the questions, else the union of all questions' paragraphs. Unanswerable
+    questions (``answerable: false``) without supporting paragraphs are skipped.
+
+    Raises:
+        DatasetFormatError: a malformed file, naming the file, record and field.
+    """
+    return _paragraph_dataset(path, corpus, limit, "paragraph_text", "musique")
+
+
+def load_hipporag(path: PathLike, corpus: PathLike | None = None, limit: int | None = None) -> BenchDataset:
+    """HippoRAG 2's ``reproduce/dataset/NAME.json`` with ``NAME_corpus.json`` (a list of ``{title, text}``).
+
+    Records are ``{id, question, answer: [..], paragraphs: [{title, text, is_supporting, idx}]}``; gold and ids as
+    in :func:`load_musique`. (HippoRAG's HotpotQA and 2Wiki files carry raw HotpotQA records instead:
+    :func:`load_dataset` detects those and reads them with :func:`load_hotpotqa`.)
+
+    Raises:
+        DatasetFormatError: a malformed file, naming the file, record and field.
+    """
+    return _paragraph_dataset(path, corpus, limit, "text", "hipporag")
+
+
+# -- HoVer ----------------------------------------------------------------------------------------------------
+
+
+def _hover_corpus(path: Path) -> list[Passage]:
+    passages = []
+    for index, record in enumerate(_read_records(path)):
+        ref = f"line {index + 1}" if path.suffix.lower() == ".jsonl" else f"record {index}"
+        if not isinstance(record, dict):
+            raise DatasetFormatError(path, f"expected a JSON object, got {type(record).__name__}", record=ref)
+        text = _body(_get(record, "text", (str, list), path, ref), path, ref, "text")
+        title = record.get("title")
+        if title is None and " | " in text:  # a pre-rendered "title | text" passage
+            title, text = text.split(" | ", 1)
+        if not isinstance(title, str) or not title.strip():
+            raise DatasetFormatError(path, "is missing or empty", record=ref, field="title")
+        prefix = f"{title} | "
+        if text.startswith(prefix):
+            text = text[len(prefix):]
+        # HoVer compares normalised titles: two corpus titles that normalise alike are one passage for scoring.
+        passages.append(Passage(normalize_title(title), title, text))
+    return passages
+
+
+def load_hover(path: PathLike, corpus: PathLike | None = None, limit: int | None = None) -> BenchDataset:
+    """HoVer claims (``hover_*_release_v1.1.json`` or the Hugging Face ``hover`` records) and their corpus.
+
+    Each claim's gold passages are the distinct titles of ``supporting_facts`` (``[title, sentence]`` pairs or
+    ``{key, value}`` records), normalised by :func:`normalize_title`; ``passage_id`` is the normalised title. The
+    corpus is JSON lines of ``{title, text: [sentences]}`` (the 2017 Wikipedia abstracts; a ``"title | text"``
+    string is split at the first ``" | "``): ``corpus`` when given, else ``NAME_corpus.jsonl`` or
+    ``corpus.jsonl`` beside the claims. Passages keep their title in metadata, so the indexed text carries
+    the same title and body as HoVer's ``"title | text"`` rendering.
+
+    Raises:
+        DatasetFormatError: a malformed file (naming file, record and field) or no corpus file.
+    """
+    _check_limit(limit)
+    qpath = _resolve(path)
+    records = _read_records(qpath)
+    questions: list[BenchQuestion] = []
+    for index, record in enumerate(records):
+        if limit is not None and len(questions) >= limit:
+            break
+        ref = _record_ref(index, record)
+        claim = _text(record, "claim", qpath, ref)
+        gold: list[str] = []
+        for fact in _get(record, "supporting_facts", list, qpath, ref):
+            if isinstance(fact, dict) and isinstance(fact.get("key"), str):
+                title = fact["key"]
+            elif isinstance(fact, list) and len(fact) == 2 and isinstance(fact[0], str):
+                title = fact[0]
+            else:
+                raise DatasetFormatError(qpath, f"expected [title, sentence_index] or {{key, value}}, got {fact!r}",
+                                         record=ref, field="supporting_facts")
+            normalised = normalize_title(title)
+            if normalised not in gold:
+                gold.append(normalised)
+        if not gold:
+            raise DatasetFormatError(qpath, "names no supporting passage", record=ref, field="supporting_facts")
+        metadata = {k: record[k] for k in ("label", "num_hops", "hpqa_id") if k in record}
+        questions.append(BenchQuestion(_qid(record, ("uid", "id"), index), claim, gold, metadata))
+    corpus_path = Path(corpus) if corpus is not None else _corpus_file(qpath, (".jsonl", ".json"))
+    if corpus_path is None:
+        raise DatasetFormatError(qpath, "no HoVer corpus found beside the claims (NAME_corpus.jsonl or "
+                                 "corpus.jsonl); pass corpus=", field="corpus")
+    passages = _hover_corpus(corpus_path)
+    return _warn_missing(BenchDataset(_name_of(path, qpath), passages, questions, "hover", str(qpath)))
+
+
+# -- detection ------------------------------------------------------------------------------------------------
+
+
+def detect_format(path: PathLike) -> str:
+    """The format of a dataset folder or question file, from the shape of its first record.
+
+    Raises:
+        DatasetFormatError: the path holds no records or records of no known format.
+    """
+    qpath = _resolve(path)
+    records = _read_records(qpath)
+    if not records:
+        raise DatasetFormatError(qpath, "holds no records")
+    first = records[0]
+    if not isinstance(first, dict):
+        raise DatasetFormatError(qpath, f"expected JSON objects, got {type(first).__name__}", record="record 0")
+    if "claim" in first:
+        return "hover"
+    if "supporting_facts" in first and "context" in first:
+        return "hotpotqa"
+    paragraphs = first.get("paragraphs", first.get("contexts"))
+    if isinstance(paragraphs, list) and paragraphs and isinstance(paragraphs[0], dict):
+        return "musique" if "paragraph_text" in paragraphs[0] else "hipporag"
+    keys = ", ".join(sorted(first)[:8])
+    raise DatasetFormatError(qpath, f"records of no known format (keys: {keys}); expected one of {FORMATS}",
+                             record=_record_ref(0, first))
+
+
+_LOADERS: dict[str, Callable[..., BenchDataset]] = {
+    "hotpotqa": load_hotpotqa,
+    "musique": load_musique,
+    "hipporag": load_hipporag,
+    "hover": load_hover,
+}
+
+
+def load_dataset(path: PathLike, format: str = "auto", limit: int | None = None) -> BenchDataset:
+    """Load a benchmark dataset folder or question file.
+
+    Args:
+        path: a dataset folder (``questions.json`` or ``NAME.json``, with its corpus beside it) or a question file.
+        format: one of :data:`FORMATS`, or ``"auto"`` to detect it from the first record.
+        limit: keep only the first ``limit`` questions (the corpus stays whole).
+
+    Raises:
+        ValueError: an unknown format or a bad limit.
+        DatasetFormatError: a malformed file, naming the file, record and field.
+    """
+    if format != "auto" and format not in _LOADERS:
+        raise ValueError(f"unknown dataset format {format!r}; expected 'auto' or one of {FORMATS}")
+    fmt = detect_format(path) if format == "auto" else format
+    return _LOADERS[fmt](path, limit=limit)

@@ -1,0 +1,162 @@
+"""Named retriever factories for the benchmark: ``mhop bench --retrievers vector,bm25,...`` (seed 002).
+
+A factory takes the run's :class:`BenchContext` and returns a LlamaIndex ``BaseRetriever`` (or a
+:class:`~llama_index_mhop.bench.searcher.Searcher`) that returns ``ctx.top_k`` passages. The Benchmarker times
+the factory call as the retriever's own index build; ``needs_index="vector"`` declares that the retriever reads
+the shared Chroma vector index, whose build time is then added to the run's ``index_seconds``.
+
+Registering a retriever::
+
+    @register_retriever("my_retriever", "one line on what it does", needs_index="vector")
+    def _my_retriever(ctx: BenchContext) -> BaseRetriever:
+        from ..retrievers.mine import MyRetriever  # import inside: a broken module fails only its own run
+
+        return MyRetriever.from_defaults(index=ctx.vector_index, similarity_top_k=ctx.top_k, lm=ctx.lm)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.base.llms.types import CompletionResponse, CompletionResponseGen, LLMMetadata
+from llama_index.core.llms import CustomLLM
+
+from .context import BenchContext
+from .searcher import Searcher
+
+__all__ = [
+    "SHARED_INDEXES",
+    "RetrieverFactory",
+    "RetrieverSpec",
+    "get_retriever_spec",
+    "register_retriever",
+    "registered_retrievers",
+]
+
+RetrieverFactory = Callable[[BenchContext], BaseRetriever | Searcher]
+
+#: Shared indexes a factory can declare it reads.
+SHARED_INDEXES = ("vector",)
+
+
+@dataclass(frozen=True)
+class RetrieverSpec:
+    """A registered retriever: its name, a one-line description, its factory and the shared index it reads."""
+
+    name: str
+    description: str
+    factory: RetrieverFactory
+    needs_index: str | None = None
+
+
+_REGISTRY: dict[str, RetrieverSpec] = {}
+
+
+def register_retriever(
+    name: str, description: str, needs_index: str | None = None
+) -> Callable[[RetrieverFactory], RetrieverFactory]:
+    """Decorator registering ``factory(ctx) -> BaseRetriever`` under ``name``.
+
+    Args:
+        name: the name used on the command line and in result files (letters, digits, ``_`` and ``-``).
+        description: one line shown in listings.
+        needs_index: ``"vector"`` when the retriever reads the shared vector index, None otherwise.
+
+    Raises:
+        ValueError: a bad or already registered name, or an unknown ``needs_index``.
+    """
+    if not name or not all(ch.isalnum() or ch in "_-" for ch in name):
+        raise ValueError(f"retriever name must be letters, digits, '_' or '-', got {name!r}")
+    if needs_index is not None and needs_index not in SHARED_INDEXES:
+        raise ValueError(f"needs_index must be None or one of {SHARED_INDEXES}, got {needs_index!r}")
+
+    def decorate(factory: RetrieverFactory) -> RetrieverFactory:
+        if name in _REGISTRY:
+            raise ValueError(f"a retriever named {name!r} is already registered")
+        _REGISTRY[name] = RetrieverSpec(name, description, factory, needs_index)
+        return factory
+
+    return decorate
+
+
+def registered_retrievers() -> dict[str, RetrieverSpec]:
+    """Every registered retriever by name, in registration order."""
+    return dict(_REGISTRY)
+
+
+def get_retriever_spec(name: str) -> RetrieverSpec:
+    """The registered retriever ``name``.
+
+    Raises:
+        ValueError: no retriever of that name (the message lists the registered ones).
+    """
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        known = ", ".join(_REGISTRY) or "none"
+        raise ValueError(f"unknown retriever {name!r}; registered: {known}") from None
+
+
+class _NoLLM(CustomLLM):
+    """An LLM that refuses to be called: proves a component runs without one."""
+
+    @property
+    def metadata(self) -> LLMMetadata:
+        return LLMMetadata(model_name="no-llm")
+
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        raise RuntimeError("this retriever is configured to run without an LLM, yet an LLM call was made")
+
+    def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
+        raise RuntimeError("this retriever is configured to run without an LLM, yet an LLM call was made")
+
+
+# -- peers: LlamaIndex's own retrievers -----------------------------------------------------------------------
+
+
+@register_retriever("vector", "dense top-k over the shared Chroma index (LlamaIndex VectorIndexRetriever)",
+                    needs_index="vector")
+def _vector(ctx: BenchContext) -> BaseRetriever:
+    return ctx.vector_index.as_retriever(similarity_top_k=ctx.top_k)
+
+
+@register_retriever("bm25", "BM25 over the same passages (llama-index-retrievers-bm25, English stemming)")
+def _bm25(ctx: BenchContext) -> BaseRetriever:
+    from llama_index.retrievers.bm25 import BM25Retriever
+
+    return BM25Retriever.from_defaults(nodes=ctx.nodes, similarity_top_k=ctx.top_k)
+
+
+@register_retriever("query_fusion", "LlamaIndex QueryFusionRetriever: reciprocal rerank of the vector retriever, "
+                    "no generated queries (num_queries=1, no LLM)", needs_index="vector")
+def _query_fusion(ctx: BenchContext) -> BaseRetriever:
+    from llama_index.core.retrievers import QueryFusionRetriever
+
+    # With num_queries=1 no query is generated; QueryFusionRetriever still resolves an LLM when built, so hand it
+    # one that raises if it were ever called.
+    return QueryFusionRetriever(
+        [ctx.vector_index.as_retriever(similarity_top_k=ctx.top_k)],
+        llm=_NoLLM(),
+        mode="reciprocal_rerank",
+        num_queries=1,
+        use_async=False,
+        similarity_top_k=ctx.top_k,
+    )
+
+
+# -- project retrievers ---------------------------------------------------------------------------------------
+# Register the package's own retrievers here (rrf_fusion, confidence_loop, hippo_graph), one ~6-line factory
+# each, importing the retriever module inside the factory. Use needs_index="vector" when the retriever reads
+# ctx.vector_index; build any index of its own inside the factory (under ctx.work_dir / ctx.chroma_client) so
+# its build time is counted in the run's index_seconds.
+
+
+@register_retriever("rrf_fusion", "3 rounds of 4-5 perspective queries, k=7 each, fused by RRF (seed 000)",
+                    needs_index="vector")
+def _rrf_fusion(ctx: BenchContext) -> BaseRetriever:
+    from ..retrievers.rrf_fusion import RRFFusionRetriever
+
+    return RRFFusionRetriever.from_defaults(ctx.vector_index, similarity_top_k=ctx.top_k, lm=ctx.lm)

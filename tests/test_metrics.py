@@ -1,0 +1,113 @@
+"""Retrieval metrics against hand-computed values."""
+
+from __future__ import annotations
+
+import unicodedata
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from llama_index_mhop.metrics import (
+    all_gold_at_k,
+    dedupe,
+    f1_at_k,
+    normalize_title,
+    precision_at_k,
+    recall_at_k,
+)
+
+METRICS = (precision_at_k, recall_at_k, f1_at_k, all_gold_at_k)
+
+
+def test_dedupe_keeps_first_positions():
+    assert dedupe(["a", "b", "a", "c", "b"]) == ["a", "b", "c"]
+
+
+def test_two_gold_with_duplicates_in_the_ranking():
+    # Deduplicated ranking: a, b, c, d. The second "a" must not push "c" out of the top 3.
+    ranking, gold = ["a", "b", "a", "c", "d"], ["a", "c"]
+    assert precision_at_k(ranking, gold, 2) == pytest.approx(1 / 2)
+    assert recall_at_k(ranking, gold, 2) == pytest.approx(1 / 2)
+    assert f1_at_k(ranking, gold, 2) == pytest.approx(1 / 2)
+    assert all_gold_at_k(ranking, gold, 2) == 0.0
+    assert precision_at_k(ranking, gold, 3) == pytest.approx(2 / 3)
+    assert recall_at_k(ranking, gold, 3) == 1.0
+    assert f1_at_k(ranking, gold, 3) == pytest.approx(0.8)  # 2 * (2/3 * 1) / (2/3 + 1)
+    assert all_gold_at_k(ranking, gold, 3) == 1.0
+
+
+def test_three_gold():
+    ranking, gold = ["x", "g1", "y", "g2", "z", "g3"], ["g1", "g2", "g3"]
+    assert recall_at_k(ranking, gold, 2) == pytest.approx(1 / 3)
+    assert precision_at_k(ranking, gold, 2) == pytest.approx(1 / 2)
+    assert f1_at_k(ranking, gold, 2) == pytest.approx(0.4)  # 2 * (1/6) / (5/6)
+    assert recall_at_k(ranking, gold, 4) == pytest.approx(2 / 3)
+    assert f1_at_k(ranking, gold, 4) == pytest.approx(4 / 7)  # P=1/2, R=2/3
+    assert all_gold_at_k(ranking, gold, 5) == 0.0
+    assert all_gold_at_k(ranking, gold, 6) == 1.0
+
+
+def test_four_gold():
+    ranking, gold = ["g1", "g2", "g3", "g4", "x"], ["g4", "g3", "g2", "g1"]
+    assert recall_at_k(ranking, gold, 2) == pytest.approx(0.5)
+    assert precision_at_k(ranking, gold, 2) == 1.0
+    assert f1_at_k(ranking, gold, 2) == pytest.approx(2 / 3)
+    assert all_gold_at_k(ranking, gold, 3) == 0.0
+    assert [m(ranking, gold, 4) for m in METRICS] == [1.0, 1.0, 1.0, 1.0]
+    assert precision_at_k(ranking, gold, 5) == pytest.approx(4 / 5)
+
+
+def test_k_larger_than_the_ranking_divides_precision_by_k():
+    ranking, gold = ["g1", "x"], ["g1", "g2"]
+    assert precision_at_k(ranking, gold, 5) == pytest.approx(1 / 5)
+    assert recall_at_k(ranking, gold, 5) == pytest.approx(1 / 2)
+    assert f1_at_k(ranking, gold, 5) == pytest.approx(2 / 7)  # 2 * (1/5 * 1/2) / (1/5 + 1/2)
+    assert all_gold_at_k(ranking, gold, 5) == 0.0
+    assert all_gold_at_k(["g2", "g1"], gold, 50) == 1.0
+
+
+def test_empty_ranking_scores_zero_and_gold_duplicates_count_once():
+    assert [m([], ["a"], 3) for m in METRICS] == [0.0, 0.0, 0.0, 0.0]
+    assert recall_at_k(["a"], ["a", "a"], 1) == 1.0
+    assert all_gold_at_k(["a"], ["a", "a"], 1) == 1.0
+
+
+@pytest.mark.parametrize("metric", METRICS)
+def test_empty_gold_raises(metric):
+    with pytest.raises(ValueError, match="gold is empty"):
+        metric(["a", "b"], [], 2)
+
+
+@pytest.mark.parametrize("metric", METRICS)
+@pytest.mark.parametrize("k", [0, -1, 2.0, True])
+def test_bad_k_raises(metric, k):
+    with pytest.raises(ValueError, match="k must be"):
+        metric(["a"], ["a"], k)
+
+
+def test_normalize_title_hover_style():
+    assert normalize_title("The Beatles | The Beatles were an English rock band.") == "beatles"
+    assert normalize_title("Glass Harbour (opera)") == "glass harbour opera"
+    assert normalize_title("  An   Officer and a Gentleman ") == "officer and gentleman"
+    composed = unicodedata.normalize("NFC", "Théâtre du Châtelet")
+    assert normalize_title(composed) == normalize_title(unicodedata.normalize("NFD", composed))
+    with pytest.raises(ValueError):
+        normalize_title(None)  # type: ignore[arg-type]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40))
+def test_normalize_title_matches_the_hover_evaluation(title):
+    """HoVer's discrete_retrieval_eval: dspy.evaluate.normalize_text(doc.split(" | ")[0])."""
+    from dspy.evaluate.metrics import normalize_text
+
+    assert normalize_title(title) == normalize_text(title.split(" | ")[0])
+
+
+def test_all_gold_at_21_is_hovers_discrete_retrieval_eval():
+    gold = [normalize_title(t) for t in ("The Beatles", "Abbey Road")]
+    retrieved = [f"Filler {i} | text" for i in range(20)] + ["Abbey Road | An album.", "the beatles | A band."]
+    ranking = [normalize_title(d) for d in retrieved]
+    assert all_gold_at_k(ranking, gold, 21) == 0.0  # "the beatles" is 22nd
+    assert all_gold_at_k(ranking, gold, 22) == 1.0
