@@ -170,10 +170,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
+    import httpx
+
+    from .stores import IndexingInterrupted
+
     try:
         return int(args.func(args) or 0)
-    except (ValueError, TypeError, ConnectionError, FileNotFoundError, ImportError) as exc:
+    except (ValueError, TypeError, ConnectionError, FileNotFoundError, ImportError, IndexingInterrupted) as exc:
         console.print(f"[red]error:[/red] {exc}")
+        return 2
+    except httpx.TransportError as exc:  # a Chroma server that went away after the client connected
+        console.print(f"[red]error:[/red] the Chroma server stopped answering: {exc}")
         return 2
 
 

@@ -20,9 +20,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_CHROMA_PATH",
+    "DEFAULT_CHROMA_TIMEOUT",
     "MINILM_SHA256",
     "EmbedderIntegrityError",
     "default_chroma_client",
+    "describe_client",
     "default_embed_model",
     "embedder_model_dir",
 ]
@@ -30,6 +32,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 DEFAULT_CHROMA_PATH = "./.mhop/chroma"
+#: Seconds a request to a Chroma server may take before it fails (chromadb itself waits forever).
+DEFAULT_CHROMA_TIMEOUT = 30.0
 #: SHA-256 of the official all-MiniLM-L6-v2 ``model.safetensors``.
 MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 
@@ -96,6 +100,7 @@ def default_chroma_client(
     path: str | os.PathLike[str] | None = None,
     host: str | None = None,
     port: int | None = None,
+    timeout: float = DEFAULT_CHROMA_TIMEOUT,
 ) -> chromadb.ClientAPI:
     """A Chroma client: ``HttpClient`` when a host is given (or ``MHOP_CHROMA_HOST`` is set), else ``PersistentClient``.
 
@@ -103,6 +108,7 @@ def default_chroma_client(
         path: directory of the embedded store (default ``./.mhop/chroma``).
         host: a Chroma server's host; ``MHOP_CHROMA_HOST`` when not given.
         port: the server's port; ``MHOP_CHROMA_PORT`` or 8000 when not given.
+        timeout: seconds before a request to the server fails, so a server that hangs never hangs a query.
 
     Raises:
         ConnectionError: the server named by host and port does not answer.
@@ -116,6 +122,7 @@ def default_chroma_client(
         settings = Settings(anonymized_telemetry=False)
         try:
             client = chromadb.HttpClient(host=host, port=port, settings=settings)
+            _bound_requests(client, timeout)
             client.heartbeat()
         except Exception as exc:  # chromadb raises several transport errors; name the server either way
             raise ConnectionError(f"Chroma server at http://{host}:{port} is not reachable: {exc}") from exc
@@ -123,6 +130,22 @@ def default_chroma_client(
     path = Path(path or DEFAULT_CHROMA_PATH)
     path.mkdir(parents=True, exist_ok=True)
     return chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
+
+
+def _bound_requests(client: Any, timeout: float) -> None:
+    import httpx
+
+    session = getattr(getattr(client, "_server", None), "_session", None)
+    if isinstance(session, httpx.Client):
+        session.timeout = httpx.Timeout(timeout, connect=min(timeout, 5.0))
+
+
+def describe_client(client: Any) -> str:
+    """Where a Chroma client keeps its data, for error messages: a server's URL or the embedded store's path."""
+    settings = client.get_settings()
+    if settings.chroma_server_host:
+        return f"Chroma server at http://{settings.chroma_server_host}:{settings.chroma_server_http_port}"
+    return f"Chroma store at {settings.persist_directory}" if settings.is_persistent else "in-memory Chroma"
 
 
 def local_lm(**kwargs: Any) -> dspy.LM:

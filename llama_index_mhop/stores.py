@@ -14,19 +14,21 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from llama_index.core import Document, StorageContext, VectorStoreIndex
+from llama_index.core import Document, VectorStoreIndex
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.schema import BaseNode, TextNode
 from llama_index.vector_stores.chroma import ChromaVectorStore
+from tqdm.auto import tqdm
 
-from .defaults import default_chroma_client, default_embed_model
+from .defaults import default_chroma_client, default_embed_model, describe_client
 
 __all__ = [
     "DEFAULT_CHUNK_OVERLAP",
     "DEFAULT_CHUNK_SIZE",
     "DEFAULT_COLLECTION",
     "CorpusError",
+    "IndexingInterrupted",
     "all_passages",
     "build_vector_index",
     "chunk_documents",
@@ -47,6 +49,10 @@ _TEXT_SUFFIXES = {".txt", ".md", ".rst"}
 
 class CorpusError(ValueError):
     """A corpus that cannot be indexed: empty, missing, or of an unknown shape."""
+
+
+class IndexingInterrupted(RuntimeError):
+    """The store failed part-way through indexing. What was written is kept; indexing again resumes."""
 
 
 def stable_id(*parts: str) -> str:
@@ -205,8 +211,18 @@ def build_vector_index(
     logger.info("%s: %d passages, %d new", collection_name, len(nodes), len(new_nodes))
     vector_store = ChromaVectorStore(chroma_collection=collection)
     index = VectorStoreIndex.from_vector_store(vector_store, embed_model=embed_model)
-    if new_nodes:
-        index.insert_nodes(new_nodes, show_progress=show_progress, insert_batch_size=insert_batch_size)
+    batches = [new_nodes[i : i + insert_batch_size] for i in range(0, len(new_nodes), insert_batch_size)]
+    done = 0
+    for batch in tqdm(batches, desc=f"indexing {collection_name}", unit="batch", disable=not show_progress):
+        try:
+            index.insert_nodes(batch)
+        except Exception as exc:  # a store or embedder failure of any kind: say where it stopped
+            raise IndexingInterrupted(
+                f"indexing {collection_name!r} stopped after {done} of {len(new_nodes)} new passages: "
+                f"{describe_client(client)} failed ({type(exc).__name__}: {exc}). The passages written are kept; "
+                "index again to resume."
+            ) from exc
+        done += len(batch)
     return index
 
 
