@@ -1,0 +1,53 @@
+"""A scripted LM that misbehaves in every way an LM can, one way per call."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+
+from llama_index_mhop.lm import function_lm, output_schema, render_fields
+
+FAULTS = ("raise", "hang", "empty", "invalid_json", "wrong_shape", "too_many")
+
+
+def _too_many(schema: dict) -> dict:
+    values = {}
+    for name, field in schema["properties"].items():
+        kind = field.get("type")
+        if kind == "array":
+            values[name] = [f"{name} item {i}" for i in range(50)]
+        elif kind == "object" and "fact" in field.get("properties", {}):
+            values[name] = {"fact": [[f"subject {i}", "relates to", f"object {i}"] for i in range(40)]}
+        elif kind in ("integer", "number"):
+            values[name] = 10_000
+        else:
+            values[name] = "word " * 2000
+    return values
+
+
+def faulty_lm(faults=FAULTS, hang_seconds: float = 1.5):
+    """An LM that answers each call with the next fault of ``faults`` (cycling)."""
+    script = itertools.cycle(faults)
+    calls: list[str] = []
+
+    def chat(messages):
+        fault = next(script)
+        calls.append(fault)
+        schema = output_schema(messages[0][1]) or {"properties": {"answer": {"type": "string"}}}
+        if fault == "raise":
+            raise RuntimeError("scripted LM failure")
+        if fault == "hang":
+            time.sleep(hang_seconds)
+            return ""
+        if fault == "empty":
+            return ""
+        if fault == "invalid_json":
+            return render_fields({name: "{not: valid json [" for name in schema["properties"]})
+        if fault == "wrong_shape":
+            return render_fields({name: json.dumps({"unexpected": [1, 2]}) for name in schema["properties"]})
+        return render_fields(_too_many(schema))
+
+    lm = function_lm(chat, model="scripted/faulty")
+    lm.fault_calls = calls
+    return lm
