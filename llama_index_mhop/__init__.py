@@ -2,6 +2,7 @@
 
 - :class:`PerspectiveQueryTransform`: 4-5 reformulations of a query from different angles.
 - :class:`RRFFusionRetriever`: iterative perspective retrieval fused by Reciprocal Rank Fusion.
+- :class:`ConfidenceLoopRetriever`: entity-chain queries, a confidence check, targeted follow-up, listwise rerank.
 - :class:`DSPyFactFilter`: recognition memory over (subject, predicate, object) fact nodes.
 - :func:`reciprocal_rank_fusion`, :func:`build_vector_index`: the pieces they stand on.
 """
@@ -9,10 +10,11 @@
 from .fusion import reciprocal_rank_fusion
 from .postprocessors import DSPyFactFilter, fact_node
 from .query_transforms import PerspectiveQueryTransform
-from .retrievers import RRFFusionRetriever
+from .retrievers import ConfidenceLoopRetriever, RRFFusionRetriever
 from .stores import build_vector_index, load_documents, load_vector_index
 
 __all__ = [
+    "ConfidenceLoopRetriever",
     "DSPyFactFilter",
     "PerspectiveQueryTransform",
     "RRFFusionRetriever",

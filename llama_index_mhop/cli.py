@@ -67,8 +67,18 @@ def _rrf_fusion(index: Any, top_k: int, lm: Any) -> Any:
     return RRFFusionRetriever.from_defaults(index, similarity_top_k=top_k, lm=lm)
 
 
+def _confidence_loop(index: Any, top_k: int, lm: Any) -> Any:
+    from .retrievers import ConfidenceLoopRetriever
+
+    return ConfidenceLoopRetriever.from_defaults(index, similarity_top_k=top_k, lm=lm)
+
+
 #: Retrievers over the passage index, by the names the CLI and the benchmark use.
-RETRIEVERS: dict[str, Callable[[Any, int, Any], Any]] = {"vector": _vector, "rrf_fusion": _rrf_fusion}
+RETRIEVERS: dict[str, Callable[[Any, int, Any], Any]] = {
+    "vector": _vector,
+    "rrf_fusion": _rrf_fusion,
+    "confidence_loop": _confidence_loop,
+}
 RETRIEVER_NAMES = tuple(RETRIEVERS)
 
 

@@ -10,7 +10,16 @@ from __future__ import annotations
 import dspy
 from pydantic import BaseModel, Field
 
-__all__ = ["AnswerFromPassages", "Fact", "FactFilterSignature", "QueryPerspectiveGenerator"]
+__all__ = [
+    "AnswerFromPassages",
+    "ConfidenceEvaluator",
+    "EntityAndGapAnalyzer",
+    "Fact",
+    "FactFilterSignature",
+    "ListwiseDocumentReranker",
+    "QueryPerspectiveGenerator",
+    "TargetedQueryGenerator",
+]
 
 
 class Fact(BaseModel):
@@ -56,3 +65,55 @@ class AnswerFromPassages(dspy.Signature):
     question: str = dspy.InputField()
     passages: str = dspy.InputField(desc="numbered passages retrieved for the question")
     answer: str = dspy.OutputField(desc="a short answer")
+
+
+# -- the confidence loop (seed 001). Output fields are plain text on purpose: numbers and lists come back from
+# LMs in many shapes, and llama_index_mhop.parsing reads them defensively instead of letting a typed field
+# reject an answer such as "85%" outright.
+
+
+class EntityAndGapAnalyzer(dspy.Signature):
+    """Extract the entity chains of a multi-hop question or claim: the named entities it mentions and the
+    unnamed entities that connect them (for example "the film shot in Leland in 1986" -> its director).
+    Then write 2-3 short search queries, each aimed at a different link of the chain, that together would find
+    every document needed to answer or verify it."""
+
+    query: str = dspy.InputField(desc="the question or claim")
+    entity_chains: str = dspy.OutputField(
+        desc="one chain per line, e.g. 'Leland, North Carolina -> film shot there in 1986 -> its director'"
+    )
+    queries: str = dspy.OutputField(desc="2-3 search queries, one per line")
+
+
+class ConfidenceEvaluator(dspy.Signature):
+    """Judge whether the retrieved passages contain enough evidence to answer or verify the query. Give a
+    confidence from 0 to 100 and list what is still missing: entity chains not yet followed, bridging entities
+    that a passage mentions but that no passage describes, or facts that no passage states."""
+
+    query: str = dspy.InputField(desc="the question or claim")
+    passages: str = dspy.InputField(desc="the retrieved passages, numbered")
+    confidence: str = dspy.OutputField(desc="an integer from 0 to 100")
+    missing_information: str = dspy.OutputField(
+        desc="missing entities or facts, one per line; 'none' if nothing is missing"
+    )
+
+
+class TargetedQueryGenerator(dspy.Signature):
+    """Write 1-2 highly targeted search queries that would retrieve the missing information for the query.
+    Aim each query at one gap (name the bridging entity and what is asked about it); do not repeat the queries
+    already issued."""
+
+    query: str = dspy.InputField(desc="the question or claim")
+    missing_information: str = dspy.InputField(desc="the gaps to fill, one per line")
+    issued_queries: str = dspy.InputField(desc="queries already issued, one per line")
+    queries: str = dspy.OutputField(desc="1-2 search queries, one per line")
+
+
+class ListwiseDocumentReranker(dspy.Signature):
+    """Rank all the passages together by how much each contributes to answering or verifying the query.
+    Consider the passages as a set: a passage that names the bridging entity connecting two others matters,
+    and so does the passage about that bridging entity. Return the passage indices, most useful first."""
+
+    query: str = dspy.InputField(desc="the question or claim")
+    passages: str = dspy.InputField(desc="the passages, each introduced by its index in square brackets")
+    ranking: str = dspy.OutputField(desc="comma-separated passage indices (0-based), most useful first")

@@ -160,3 +160,11 @@ def _rrf_fusion(ctx: BenchContext) -> BaseRetriever:
     from ..retrievers.rrf_fusion import RRFFusionRetriever
 
     return RRFFusionRetriever.from_defaults(ctx.vector_index, similarity_top_k=ctx.top_k, lm=ctx.lm)
+
+
+@register_retriever("confidence_loop", "entity-chain queries (k=23), confidence check, gap queries (k=15), "
+                    "listwise rerank (seed 001)", needs_index="vector")
+def _confidence_loop(ctx: BenchContext) -> BaseRetriever:
+    from ..retrievers.confidence_loop import ConfidenceLoopRetriever
+
+    return ConfidenceLoopRetriever.from_defaults(ctx.vector_index, similarity_top_k=ctx.top_k, lm=ctx.lm)

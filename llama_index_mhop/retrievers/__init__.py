@@ -1,5 +1,6 @@
 """The project's LlamaIndex retrievers, one file each."""
 
+from .confidence_loop import ConfidenceLoopModule, ConfidenceLoopRetriever
 from .rrf_fusion import RRFFusionRetriever
 
-__all__ = ["RRFFusionRetriever"]
+__all__ = ["ConfidenceLoopModule", "ConfidenceLoopRetriever", "RRFFusionRetriever"]

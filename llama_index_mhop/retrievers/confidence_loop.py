@@ -1,27 +1,28 @@
-"""Confidence-loop retrieval (seed 001): entity-chain queries, a confidence check, targeted follow-up, listwise rerank.
+"""Confidence-loop retrieval (seed 001): entity-chain queries, a confidence check, targeted follow-up, rerank.
 
-The flow of seed 001 (the HoVer multi-hop pipeline with confidence-based self-verification), over any LlamaIndex
-retriever:
+The flow of seed 001 (the HoVer multi-hop pipeline with confidence-based self-verification), over any
+LlamaIndex retriever:
 
-1. Round 1: ``EntityAndGapAnalyzer`` reads the entity chains of the query and writes 2-3 search queries aimed at
-   different links of the chain; the query itself is issued beside them (the original query's ranking is the
-   strongest single signal). Each query retrieves ``round1_k`` (23) passages.
+1. Round 1: ``EntityAndGapAnalyzer`` reads the entity chains of the query and writes 2-3 search queries
+   aimed at different links of the chain; the query itself is issued beside them (the original query's
+   ranking is the strongest single signal). Each query retrieves ``round1_k`` (23) passages.
 2. The passages are de-duplicated, first-seen order kept.
 3. ``ConfidenceEvaluator`` judges whether they suffice: a confidence from 0 to 100 and the missing pieces.
 4. Round 2, only when the confidence is below ``confidence_threshold`` (80): ``TargetedQueryGenerator`` writes
    1-2 queries for the gaps, each retrieving ``round2_k`` (15) more passages; de-duplicated again.
 5. ``ListwiseDocumentReranker`` ranks all passages together; the top ``similarity_top_k`` (21) are returned.
 
-Every step is a DSPy predictor on a class signature (:mod:`llama_index_mhop.confidence_signatures`) and has an
-LLM-free strategy (:mod:`llama_index_mhop.confidence_strategies`, :mod:`llama_index_mhop.listwise_rerank`) that
-is the default when no LM is configured and the fallback when the LM raises, times out or answers something
-unusable (:mod:`llama_index_mhop.parsing`).
+Every step is a DSPy predictor on a class signature (:mod:`llama_index_mhop.signatures`) and has an
+LLM-free strategy (:mod:`llama_index_mhop.confidence_strategies`, :mod:`llama_index_mhop.listwise_rerank`)
+that is the default when no LM is configured and the fallback when the LM raises, times out or answers
+something unusable (:mod:`llama_index_mhop.parsing`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,7 +32,7 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle, QueryType
 
-from ..confidence_signatures import (
+from ..signatures import (
     ConfidenceEvaluator,
     EntityAndGapAnalyzer,
     ListwiseDocumentReranker,
@@ -64,10 +65,10 @@ from ..parsing import parse_confidence, parse_queries, parse_ranking, parse_stri
 __all__ = [
     "DEFAULT_CONFIDENCE_THRESHOLD",
     "DEFAULT_LM_PASSAGES",
+    "DEFAULT_LM_PASSAGE_CHARS",
     "DEFAULT_MAX_ROUND1_QUERIES",
     "DEFAULT_MAX_ROUND2_QUERIES",
     "DEFAULT_ORIGINAL_QUERY_WEIGHT",
-    "DEFAULT_RERANK_PASSAGE_CHARS",
     "DEFAULT_ROUND1_K",
     "DEFAULT_ROUND2_K",
     "DEFAULT_SIMILARITY_TOP_K",
@@ -85,8 +86,8 @@ DEFAULT_MAX_ROUND1_QUERIES = 3
 DEFAULT_MAX_ROUND2_QUERIES = 2
 #: Weight of the original query's ranking in the listwise relevance (the generated queries' rankings weigh 1).
 DEFAULT_ORIGINAL_QUERY_WEIGHT = 3.0
-#: Characters of each passage shown to the LM reranker.
-DEFAULT_RERANK_PASSAGE_CHARS = 300
+#: Characters of each passage shown to the LM (confidence evaluator and reranker).
+DEFAULT_LM_PASSAGE_CHARS = 300
 #: Passages shown to the LM confidence evaluator.
 DEFAULT_LM_PASSAGES = 10
 
@@ -97,22 +98,43 @@ STEP_RERANK = "listwise_document_reranker"
 
 
 class ConfidenceLoopModule(dspy.Module):
-    """The four DSPy predictors of the confidence loop, held as attributes so optimizers and save/load see them.
+    """The four DSPy predictors of the confidence loop, held as attributes so optimizers and save/load see
+    them.
 
-    The retrieval between the steps lives in :class:`ConfidenceLoopRetriever`, which calls these predictors.
+    The retrieval between the steps lives in :class:`ConfidenceLoopRetriever`, which calls these predictors;
+    ``forward(query)`` / ``aforward(query)`` run the whole loop through the retriever that owns the module and
+    return a ``dspy.Prediction`` with ``node_ids``, ``titles``, ``passages`` and ``trace``.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, retriever: ConfidenceLoopRetriever | None = None) -> None:
         super().__init__()
         self.analyzer = dspy.Predict(EntityAndGapAnalyzer)
         self.evaluator = dspy.Predict(ConfidenceEvaluator)
         self.query_generator = dspy.Predict(TargetedQueryGenerator)
         self.reranker = dspy.Predict(ListwiseDocumentReranker)
+        # A weak reference: the retriever owns the module, and copies of the module must not copy the store.
+        self._owner = weakref.ref(retriever) if retriever is not None else None
 
-    def forward(self, **kwargs: Any) -> dspy.Prediction:
-        raise NotImplementedError(
-            "ConfidenceLoopModule only holds the predictors; run the loop with ConfidenceLoopRetriever.retrieve()"
+    def _retriever(self) -> ConfidenceLoopRetriever:
+        owner = self._owner() if self._owner is not None else None
+        if owner is None:
+            raise RuntimeError("this ConfidenceLoopModule is not attached to a ConfidenceLoopRetriever")
+        return owner
+
+    @staticmethod
+    def _prediction(nodes: list[NodeWithScore], trace: dict[str, Any]) -> dspy.Prediction:
+        return dspy.Prediction(
+            node_ids=[n.node.node_id for n in nodes],
+            titles=[str(n.node.metadata.get("title", "")) for n in nodes],
+            passages=[n.node.get_content() for n in nodes],
+            trace=trace,
         )
+
+    def forward(self, query: str) -> dspy.Prediction:
+        return self._prediction(*self._retriever()._loop(_validate_query(query)))
+
+    async def aforward(self, query: str) -> dspy.Prediction:
+        return self._prediction(*(await self._retriever()._aloop(_validate_query(query))))
 
 
 @dataclass
@@ -159,14 +181,31 @@ def _passages_text(views: Sequence[PassageView], chars: int) -> str:
 class ConfidenceLoopRetriever(BaseRetriever):
     """Seed 001's confidence loop as a LlamaIndex retriever over any base retriever.
 
-    Without an LM every step uses its LLM-free strategy; with one (``lm=`` a DSPy LM, ``llm=`` a LlamaIndex LLM, or
-    ``dspy.settings.lm``) every step asks the LM and falls back to the LLM-free strategy, logged at WARNING and
-    counted in :attr:`fallback_counts`, when the LM fails. The trace of the latest query is :attr:`last_trace`.
+    Without an LM every step uses its LLM-free strategy; with one (``lm=`` a DSPy LM, ``llm=`` a LlamaIndex
+    LLM, or ``dspy.settings.lm``) every step asks the LM and falls back to the LLM-free strategy, logged at
+    WARNING and counted in :attr:`fallback_counts`, when the LM fails. The trace of the latest query is
+    :attr:`last_trace`.
 
-    Retrieval depth: give either ``base_retriever`` (called once per query, its results cut to the round's ``k``;
-    it should return at least ``round1_k`` results) or ``retriever_factory`` (``k -> retriever``, called once per
-    distinct ``k``, so every search asks for exactly ``k``). :meth:`from_defaults` builds the factory of a
-    ``VectorStoreIndex``.
+    Retrieval depth: give either ``base_retriever`` (called once per query, its results cut to the round's
+    ``k``; it should return at least ``round1_k`` results) or ``retriever_factory`` (``k -> retriever``,
+    called once per distinct ``k``, so every search asks for exactly ``k``). :meth:`from_defaults` builds the
+    factory of a ``VectorStoreIndex``.
+
+    The trace (:attr:`last_trace`, a JSON-serialisable dict; with concurrent queries, the latest to finish):
+    ``query``; ``rounds`` (per round: ``round``, ``k``, ``queries``, ``retrieved`` per query, ``new_passages``
+    per query); ``entity_chains``; ``confidence``; ``gaps`` (``kind``, ``text``, ``query``, ``entities``,
+    ``source``); ``round2`` (whether it ran); ``steps`` (per step: ``"lm"``, ``"llm_free"`` or
+    ``"fallback"``); ``fallbacks`` (steps that fell back on this query); ``pool_size``, ``pool_ids`` (every
+    passage considered, first-seen order); ``llm_free_order`` (the LLM-free listwise ranking, as indices into
+    ``pool_ids``); ``ranking`` (per returned node: ``id``, ``title``, ``first_stage_score`` and the parts of
+    its LLM-free listwise score); and
+    ``fallback_counts`` (the running totals). Returned nodes are scored ``1 / rank`` (1, 1/2, 1/3, ...),
+    whichever step ranked them.
+
+    LM answers are parsed by :mod:`llama_index_mhop.parsing`: a confidence outside 0-100 is rejected (the
+    LLM-free assessment is used); generated queries beyond the maximum are cut; a ranking keeps its valid
+    indices in the LM's order, followed by the passages it left out in the LLM-free listwise order. The LM is
+    resolved once, when the retriever is built.
 
     Args:
         base_retriever: the retriever that every query goes to.
@@ -187,7 +226,7 @@ class ConfidenceLoopRetriever(BaseRetriever):
         bridge_passages: top passages searched for bridge entities.
         bridge_penalty: LLM-free confidence points taken off per open bridge.
         lm_passages: passages shown to the LM confidence evaluator.
-        rerank_passage_chars: characters of each passage shown to the LM reranker.
+        lm_passage_chars: characters of each passage shown to the LM (confidence evaluator and reranker).
         lm: a DSPy LM (optional).
         llm: a LlamaIndex LLM (optional; not together with ``lm``).
         lm_timeout: seconds before an LM call is abandoned for the LLM-free strategy.
@@ -220,7 +259,7 @@ class ConfidenceLoopRetriever(BaseRetriever):
         bridge_passages: int = DEFAULT_BRIDGE_PASSAGES,
         bridge_penalty: float = DEFAULT_BRIDGE_PENALTY,
         lm_passages: int = DEFAULT_LM_PASSAGES,
-        rerank_passage_chars: int = DEFAULT_RERANK_PASSAGE_CHARS,
+        lm_passage_chars: int = DEFAULT_LM_PASSAGE_CHARS,
         lm: dspy.BaseLM | None = None,
         llm: Any = None,
         lm_timeout: float = DEFAULT_LM_TIMEOUT,
@@ -230,20 +269,32 @@ class ConfidenceLoopRetriever(BaseRetriever):
         if (base_retriever is None) == (retriever_factory is None):
             raise ValueError("give exactly one of base_retriever and retriever_factory")
         for name, value in {
-            "similarity_top_k": similarity_top_k, "round1_k": round1_k, "round2_k": round2_k,
-            "max_round1_queries": max_round1_queries, "confidence_top_n": confidence_top_n,
-            "lm_passages": lm_passages, "rerank_passage_chars": rerank_passage_chars,
+            "similarity_top_k": similarity_top_k,
+            "round1_k": round1_k,
+            "round2_k": round2_k,
+            "max_round1_queries": max_round1_queries,
+            "confidence_top_n": confidence_top_n,
+            "lm_passages": lm_passages,
+            "lm_passage_chars": lm_passage_chars,
         }.items():
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-        for name, value in {"max_round2_queries": max_round2_queries, "link_top": link_top,
-                            "bridge_passages": bridge_passages, "rrf_k": rrf_k}.items():
+        for name, value in {
+            "max_round2_queries": max_round2_queries,
+            "link_top": link_top,
+            "bridge_passages": bridge_passages,
+            "rrf_k": rrf_k,
+        }.items():
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
         if not 0 <= confidence_threshold <= 100:
             raise ValueError(f"confidence_threshold must be between 0 and 100, got {confidence_threshold!r}")
-        for name, value in {"original_query_weight": original_query_weight, "link_weight": link_weight,
-                            "coverage_weight": coverage_weight, "bridge_penalty": bridge_penalty}.items():
+        for name, value in {
+            "original_query_weight": original_query_weight,
+            "link_weight": link_weight,
+            "coverage_weight": coverage_weight,
+            "bridge_penalty": bridge_penalty,
+        }.items():
             if value < 0:
                 raise ValueError(f"{name} must be >= 0, got {value!r}")
         if lm_timeout <= 0:
@@ -267,10 +318,10 @@ class ConfidenceLoopRetriever(BaseRetriever):
         self.bridge_passages = bridge_passages
         self.bridge_penalty = bridge_penalty
         self.lm_passages = lm_passages
-        self.rerank_passage_chars = rerank_passage_chars
+        self.lm_passage_chars = lm_passage_chars
         self.lm_timeout = lm_timeout
         self.lm = resolve_lm(lm=lm, llm=llm)
-        self.program = ConfidenceLoopModule()
+        self.program = ConfidenceLoopModule(self)
         self.fallback_counts = FallbackCounter()
         self.last_trace: dict[str, Any] = {}
         super().__init__(callback_manager=callback_manager, verbose=verbose)
@@ -298,7 +349,9 @@ class ConfidenceLoopRetriever(BaseRetriever):
             **kwargs: any other :class:`ConfidenceLoopRetriever` argument.
         """
         if not hasattr(index, "as_retriever"):
-            raise ValueError(f"index must be a LlamaIndex index with as_retriever(), got {type(index).__name__}")
+            raise ValueError(
+                f"index must be a LlamaIndex index with as_retriever(), got {type(index).__name__}"
+            )
         extra = dict(retriever_kwargs or {})
 
         def factory(k: int) -> BaseRetriever:
@@ -306,7 +359,7 @@ class ConfidenceLoopRetriever(BaseRetriever):
 
         return cls(retriever_factory=factory, similarity_top_k=similarity_top_k, lm=lm, llm=llm, **kwargs)
 
-    # -- public entry points: validate the query before LlamaIndex's dispatch touches it --------------------------
+    # -- public entry points: validate the query before LlamaIndex's dispatch touches it ---------------------
 
     def retrieve(self, str_or_query_bundle: QueryType) -> list[NodeWithScore]:
         _validate_query(str_or_query_bundle)
@@ -316,7 +369,7 @@ class ConfidenceLoopRetriever(BaseRetriever):
         _validate_query(str_or_query_bundle)
         return await super().aretrieve(str_or_query_bundle)
 
-    # -- searching ------------------------------------------------------------------------------------------------
+    # -- searching -------------------------------------------------------------------------------------------
 
     def _retriever_for(self, k: int) -> BaseRetriever:
         if self._retriever_factory is None:
@@ -331,7 +384,7 @@ class ConfidenceLoopRetriever(BaseRetriever):
     async def _asearch(self, query: str, k: int) -> list[NodeWithScore]:
         return list(await self._retriever_for(k).aretrieve(query))[:k]
 
-    # -- the steps: LM inputs, parsers and LLM-free strategies shared by the sync and async paths ----------------
+    # -- the steps: LM inputs, parsers and LLM-free strategies shared by the sync and async paths ------------
 
     def _step_kwargs(self, step: str, trace: dict[str, Any], free: Callable[[], Any]) -> dict[str, Any]:
         def fallback() -> Any:
@@ -341,7 +394,12 @@ class ConfidenceLoopRetriever(BaseRetriever):
             return free()
 
         trace["steps"][step] = "lm"
-        return {"fallback": fallback, "lm": self.lm, "counter": self.fallback_counts, "timeout": self.lm_timeout}
+        return {
+            "fallback": fallback,
+            "lm": self.lm,
+            "counter": self.fallback_counts,
+            "timeout": self.lm_timeout,
+        }
 
     def _analyzer_step(self, query: str, trace: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         def parse(prediction: dspy.Prediction) -> tuple[list[str], list[str]]:
@@ -353,8 +411,12 @@ class ConfidenceLoopRetriever(BaseRetriever):
             analysis = analyze_query(query, self.max_round1_queries)
             return analysis.entity_chains, analysis.queries
 
-        args = {"step": STEP_ANALYZER, "predictor": self.program.analyzer, "inputs": {"query": query},
-                "parse": parse}
+        args = {
+            "step": STEP_ANALYZER,
+            "predictor": self.program.analyzer,
+            "inputs": {"query": query},
+            "parse": parse,
+        }
         return args, self._step_kwargs(STEP_ANALYZER, trace, free)
 
     def _confidence_step(
@@ -370,16 +432,36 @@ class ConfidenceLoopRetriever(BaseRetriever):
             missing = parse_string_list(prediction.get("missing_information") or "", max_items=5)
             return ConfidenceAssessment(confidence, [Gap(GapKind.FACT, text) for text in missing])
 
-        inputs = {"query": query, "passages": _passages_text(views[: self.lm_passages], self.rerank_passage_chars)}
-        args = {"step": STEP_CONFIDENCE, "predictor": self.program.evaluator, "inputs": inputs, "parse": parse}
+        inputs = {
+            "query": query,
+            "passages": _passages_text(views[: self.lm_passages], self.lm_passage_chars),
+        }
+        args = {
+            "step": STEP_CONFIDENCE,
+            "predictor": self.program.evaluator,
+            "inputs": inputs,
+            "parse": parse,
+        }
         return args, self._step_kwargs(STEP_CONFIDENCE, trace, free)
 
-    def _free_assessment(self, query: str, views: list[PassageView], issued: list[str]) -> ConfidenceAssessment:
-        return assess_confidence(query, views, issued, top_n=self.confidence_top_n,
-                                 bridge_passages=self.bridge_passages, bridge_penalty=self.bridge_penalty)
+    def _free_assessment(
+        self, query: str, views: list[PassageView], issued: list[str]
+    ) -> ConfidenceAssessment:
+        return assess_confidence(
+            query,
+            views,
+            issued,
+            top_n=self.confidence_top_n,
+            bridge_passages=self.bridge_passages,
+            bridge_penalty=self.bridge_penalty,
+        )
 
     def _targeted_step(
-        self, query: str, assessment: ConfidenceAssessment, free_gaps: Callable[[], list[Gap]], issued: list[str],
+        self,
+        query: str,
+        assessment: ConfidenceAssessment,
+        free_gaps: Callable[[], list[Gap]],
+        issued: list[str],
         trace: dict[str, Any],
     ) -> tuple[dict[str, Any], dict[str, Any]]:
         def free() -> list[str]:
@@ -392,9 +474,17 @@ class ConfidenceLoopRetriever(BaseRetriever):
         def parse(prediction: dspy.Prediction) -> list[str]:
             return parse_queries(prediction.get("queries"), 1, self.max_round2_queries, exclude=issued)
 
-        inputs = {"query": query, "missing_information": "\n".join(g.text for g in assessment.gaps) or "none",
-                  "issued_queries": "\n".join(issued)}
-        args = {"step": STEP_TARGETED, "predictor": self.program.query_generator, "inputs": inputs, "parse": parse}
+        inputs = {
+            "query": query,
+            "missing_information": "\n".join(g.text for g in assessment.gaps) or "none",
+            "issued_queries": "\n".join(issued),
+        }
+        args = {
+            "step": STEP_TARGETED,
+            "predictor": self.program.query_generator,
+            "inputs": inputs,
+            "parse": parse,
+        }
         return args, self._step_kwargs(STEP_TARGETED, trace, free)
 
     def _rerank_step(
@@ -409,29 +499,51 @@ class ConfidenceLoopRetriever(BaseRetriever):
         def parse(prediction: dspy.Prediction) -> list[int]:
             return parse_ranking(prediction.get("ranking"), len(pool.views), prior=prior)
 
-        inputs = {"query": query, "passages": _passages_text(pool.views, self.rerank_passage_chars)}
+        inputs = {"query": query, "passages": _passages_text(pool.views, self.lm_passage_chars)}
         args = {"step": STEP_RERANK, "predictor": self.program.reranker, "inputs": inputs, "parse": parse}
         return args, self._step_kwargs(STEP_RERANK, trace, free), free_ranking
 
     def _free_rerank(self, query: str, pool: _Pool) -> list[RankedPassage]:
         return listwise_rerank(
-            pool.views, pool.rankings, targets=query_entities(query), link_weight=self.link_weight,
-            coverage_weight=self.coverage_weight, link_top=self.link_top, rrf_k=self.rrf_k,
+            pool.views,
+            pool.rankings,
+            targets=query_entities(query),
+            link_weight=self.link_weight,
+            coverage_weight=self.coverage_weight,
+            link_top=self.link_top,
+            rrf_k=self.rrf_k,
         )
 
     def _round1_order(self, pool: _Pool) -> list[int]:
-        """The pool by weighted Reciprocal Rank Fusion of the round-1 rankings: what the confidence step reads."""
+        """What the confidence step reads: the original query's ranking first (the strongest single ranking),
+        then the other round-1 passages by weighted Reciprocal Rank Fusion of the round-1 rankings."""
+        head = (
+            list(dict.fromkeys(pool.rankings[0][0])) if self.include_original_query and pool.rankings else []
+        )
         scores: dict[int, float] = {}
         for ranking, weight in pool.rankings:
             for rank, index in enumerate(dict.fromkeys(ranking), start=1):
                 scores[index] = scores.get(index, 0.0) + weight / (self.rrf_k + rank)
-        return sorted(scores, key=lambda i: (-scores[i], i))
+        taken = set(head)
+        return head + sorted((i for i in scores if i not in taken), key=lambda i: (-scores[i], i))
 
-    # -- the loop ----------------------------------------------------------------------------------------------------
+    # -- the loop --------------------------------------------------------------------------------------------
 
     def _new_trace(self, query: str) -> dict[str, Any]:
-        return {"query": query, "rounds": [], "entity_chains": [], "confidence": None, "gaps": [],
-                "round2": False, "steps": {}, "fallbacks": [], "pool_size": 0, "ranking": []}
+        return {
+            "query": query,
+            "rounds": [],
+            "entity_chains": [],
+            "confidence": None,
+            "gaps": [],
+            "round2": False,
+            "steps": {},
+            "fallbacks": [],
+            "pool_size": 0,
+            "pool_ids": [],
+            "llm_free_order": [],
+            "ranking": [],
+        }
 
     def _round1_queries(self, query: str, generated: list[str]) -> list[tuple[str, float]]:
         queries = [(query, self.original_query_weight)] if self.include_original_query else []
@@ -442,28 +554,50 @@ class ConfidenceLoopRetriever(BaseRetriever):
                 queries.append((q, 1.0))
         return queries
 
-    def _record_round(self, trace: dict[str, Any], number: int, queries: list[str], k: int,
-                      results: list[list[NodeWithScore]], added: list[int]) -> None:
-        trace["rounds"].append({"round": number, "k": k, "queries": queries,
-                                "retrieved": [len(r) for r in results], "new_passages": added})
+    def _record_round(
+        self,
+        trace: dict[str, Any],
+        number: int,
+        queries: list[str],
+        k: int,
+        results: list[list[NodeWithScore]],
+        added: list[int],
+    ) -> None:
+        trace["rounds"].append(
+            {
+                "round": number,
+                "k": k,
+                "queries": queries,
+                "retrieved": [len(r) for r in results],
+                "new_passages": added,
+            }
+        )
         if self._verbose:
             logger.info("round %d: %s", number, queries)
 
-    def _finish(self, pool: _Pool, ranking: list[int], free_ranking: list[RankedPassage],
-                trace: dict[str, Any]) -> list[NodeWithScore]:
+    def _finish(
+        self, pool: _Pool, ranking: list[int], free_ranking: list[RankedPassage], trace: dict[str, Any]
+    ) -> list[NodeWithScore]:
         parts = {r.index: r for r in free_ranking}
         out: list[NodeWithScore] = []
         for position, index in enumerate(ranking[: self.similarity_top_k]):
             # Reciprocal-rank scores: monotone, and the same whichever step (LM or LLM-free) ranked.
             out.append(NodeWithScore(node=pool.nodes[index].node, score=1.0 / (position + 1)))
             part = parts[index]
-            trace["ranking"].append({
-                "id": pool.views[index].id, "title": pool.views[index].title,
-                "first_stage_score": pool.nodes[index].score, "listwise_score": round(part.score, 6),
-                "relevance": round(part.relevance, 6), "link": round(part.link, 6),
-                "coverage": round(part.coverage, 6),
-            })
+            trace["ranking"].append(
+                {
+                    "id": pool.views[index].id,
+                    "title": pool.views[index].title,
+                    "first_stage_score": pool.nodes[index].score,
+                    "listwise_score": round(part.score, 6),
+                    "relevance": round(part.relevance, 6),
+                    "link": round(part.link, 6),
+                    "coverage": round(part.coverage, 6),
+                }
+            )
         trace["pool_size"] = len(pool.nodes)
+        trace["pool_ids"] = [view.id for view in pool.views]
+        trace["llm_free_order"] = [r.index for r in free_ranking]
         trace["fallback_counts"] = self.fallback_counts.as_dict()
         self.last_trace = trace
         return out
@@ -476,7 +610,12 @@ class ConfidenceLoopRetriever(BaseRetriever):
         return run_round2
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        query = _validate_query(query_bundle)
+        return self._loop(_validate_query(query_bundle))[0]
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return (await self._aloop(_validate_query(query_bundle)))[0]
+
+    def _loop(self, query: str) -> tuple[list[NodeWithScore], dict[str, Any]]:
         trace = self._new_trace(query)
         args, kwargs = self._analyzer_step(query, trace)
         chains, generated = run_lm_step(**args, **kwargs)
@@ -503,10 +642,9 @@ class ConfidenceLoopRetriever(BaseRetriever):
 
         args, kwargs, free_ranking = self._rerank_step(query, pool, trace)
         ranking = run_lm_step(**args, **kwargs)
-        return self._finish(pool, ranking, free_ranking, trace)
+        return self._finish(pool, ranking, free_ranking, trace), trace
 
-    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        query = _validate_query(query_bundle)
+    async def _aloop(self, query: str) -> tuple[list[NodeWithScore], dict[str, Any]]:
         trace = self._new_trace(query)
         args, kwargs = self._analyzer_step(query, trace)
         chains, generated = await arun_lm_step(**args, **kwargs)
@@ -533,4 +671,4 @@ class ConfidenceLoopRetriever(BaseRetriever):
 
         args, kwargs, free_ranking = self._rerank_step(query, pool, trace)
         ranking = await arun_lm_step(**args, **kwargs)
-        return self._finish(pool, ranking, free_ranking, trace)
+        return self._finish(pool, ranking, free_ranking, trace), trace

@@ -29,6 +29,7 @@ version by :meth:`HippoGraphIndex.retrieval_state`, never per query.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -37,8 +38,9 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
+from ..graph.extraction import entity_key
 from ..postprocessors import DEFAULT_FACT_TOP_N, DSPyFactFilter, fact_node
-from ..text import entity_spans
+from ..text import _NON_ENTITY_CAPS, STOPWORDS
 
 if TYPE_CHECKING:
     from ..graph.index import HippoGraphIndex, RetrievalState
@@ -64,6 +66,8 @@ DEFAULT_QUERY_ENTITY_WEIGHT = 0.0
 DEFAULT_DENSE_SEED_TOP_K = 0
 DEFAULT_DENSE_SEED_WEIGHT = 0.0
 _TRACE_TOP = 10
+_MAX_NGRAM = 8
+_QUERY_WORD = re.compile(r"[\w][\w'’.\-&]*")
 
 
 def _min_max(scores: np.ndarray) -> np.ndarray:
@@ -237,13 +241,30 @@ class HippoGraphRetriever(BaseRetriever):
 
     @staticmethod
     def _query_entities(state: RetrievalState, query: str) -> list[int]:
-        from ..graph.extraction import entity_key
+        """Entity nodes the query names: its word n-grams matched against entity keys, longest first.
 
-        found = []
-        for span in entity_spans(query):
-            j = state.entity_key_node.get(entity_key(span))
-            if j is not None and j not in found:
-                found.append(j)
+        An n-gram counts when it holds a capitalised word or a number ("In Love and War", "Heinkel HD 23",
+        "1998") and is not a lone function word, so "Love" and "War" do not match once "In Love and War" has.
+        """
+        words = [(m.group(0), m.start(), m.end()) for m in _QUERY_WORD.finditer(query)]
+        taken = [False] * len(words)
+        found: list[int] = []
+        for length in range(min(_MAX_NGRAM, len(words)), 0, -1):
+            for start in range(len(words) - length + 1):
+                if any(taken[start : start + length]):
+                    continue
+                span = words[start : start + length]
+                if not any(w[0][:1].isupper() or w[0][:1].isdigit() for w in span):
+                    continue
+                if length == 1 and (span[0][0] in _NON_ENTITY_CAPS or span[0][0].lower() in STOPWORDS):
+                    continue
+                node = state.entity_key_node.get(entity_key(query[span[0][1] : span[-1][2]]))
+                if node is None:
+                    continue
+                for i in range(start, start + length):
+                    taken[i] = True
+                if node not in found:
+                    found.append(node)
         return found
 
     def _rank(

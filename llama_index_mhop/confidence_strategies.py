@@ -1,0 +1,422 @@
+"""LLM-free strategies of the confidence loop (seed 001): entity chains, confidence, gaps, targeted queries.
+
+Each function stands in for one DSPy step of :class:`~llama_index_mhop.retrievers.confidence_loop.
+ConfidenceLoopRetriever` when no LM is configured, and is the fallback when the LM fails:
+
+* :func:`analyze_query` (``EntityAndGapAnalyzer``): the query's entities and relation words, and one query
+  per link of the chain (an entity joined with what the query asks about it).
+* :func:`assess_confidence` (``ConfidenceEvaluator``): how well the top passages cover the query's entities
+  and key terms, and the gaps: entities no passage is about, and *bridge entities* that the top passages
+  introduce in the sentence that answers the query's relation but that no query has followed yet.
+* :func:`targeted_queries` (``TargetedQueryGenerator``): one query per gap.
+
+They work on :class:`PassageView`, a passage's id, text and *subject*: its ``title`` metadata when present
+(Wikipedia-style corpora), else the first entity of its first sentence (encyclopedic passages open with their
+subject). The rules follow what is known to work LLM-free on HotpotQA (``DESIGN.md``): keep the original
+query, and follow the bridge entities the top passages introduce.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
+from typing import Any
+
+from .text import content_terms, entity_spans, first_sentence, normalize, relation_words, sentences
+
+__all__ = [
+    "DEFAULT_BRIDGE_PASSAGES",
+    "DEFAULT_BRIDGE_PENALTY",
+    "DEFAULT_CONFIDENCE_TOP_N",
+    "ConfidenceAssessment",
+    "Gap",
+    "GapKind",
+    "PassageView",
+    "QueryAnalysis",
+    "analyze_query",
+    "assess_confidence",
+    "mentions",
+    "names_match",
+    "query_entities",
+    "stem",
+    "targeted_queries",
+]
+
+#: How many of the best-ranked passages the confidence judges.
+DEFAULT_CONFIDENCE_TOP_N = 5
+#: How many of the best-ranked passages are searched for bridge entities.
+DEFAULT_BRIDGE_PASSAGES = 2
+#: Confidence points taken off for each bridge entity that no retrieved passage is about yet.
+DEFAULT_BRIDGE_PENALTY = 10
+_RELATION_WORDS_PER_QUERY = 4
+_MIN_NAME_CHARS = 3
+_MONTHS = frozenset(
+    "january february march april may june july august september october november december".split()
+)
+_PARENTHETICAL = re.compile(r"\s*\([^)]*\)\s*$")
+_POSSESSIVE = re.compile(r"['’]s$")
+_SUFFIXES = ("ations", "ation", "ings", "ing", "ers", "ors", "ies", "ied", "ed", "er", "or", "es", "ly", "s")
+
+
+def stem(word: str) -> str:
+    """A light suffix-stripping stem, enough to match "directed", "director" and "directing".
+
+    Only suffixes that leave at least four letters are stripped, and a final "s" only when it can be a plural
+    ending (so "press" stays "press" but "stars" is "star").
+    """
+    word = word.lower()
+    for suffix in _SUFFIXES:
+        if suffix == "s" and word.endswith(("ss", "us", "is")):
+            continue  # "press", "census", "analysis" are not plurals
+        if word.endswith(suffix) and len(word) - len(suffix) >= 4:
+            return word[: -len(suffix)]
+    return word
+
+
+def _stems(text: str) -> set[str]:
+    return {stem(w) for w in content_terms(text)}
+
+
+def _clean_name(name: str) -> str:
+    name = html.unescape(name).strip()
+    return _POSSESSIVE.sub("", name).strip()
+
+
+@lru_cache(maxsize=8192)
+def _padded(text: str) -> str:
+    return f" {normalize(text)} "
+
+
+def names_match(a: str, b: str) -> bool:
+    """Whether two names refer to the same thing: equal, or one a whole-word part of the other, normalised.
+
+    ``"Leland"`` matches ``"Leland, North Carolina"``; ``"Grace Krilanovich's"`` matches ``"Grace
+    Krilanovich"``. Names shorter than three characters never match (they are initials or noise).
+    """
+    x, y = normalize(_clean_name(a)), normalize(_clean_name(b))
+    if len(x) < _MIN_NAME_CHARS or len(y) < _MIN_NAME_CHARS:
+        return False
+    return x == y or f" {x} " in f" {y} " or f" {y} " in f" {x} "
+
+
+def mentions(text: str, name: str) -> bool:
+    """Whether ``text`` names ``name`` (whole words, normalised). A one-word name must appear capitalised."""
+    key = normalize(_clean_name(name))
+    if len(key) < _MIN_NAME_CHARS or f" {key} " not in _padded(text):
+        return False
+    if " " in key:
+        return True
+    word = re.escape(_clean_name(name))
+    return re.search(rf"(?<!\w){word}(?!\w)", html.unescape(text)) is not None
+
+
+@dataclass(frozen=True)
+class PassageView:
+    """A retrieved passage as the strategies see it: id, text and an optional title."""
+
+    id: str
+    text: str
+    title: str = ""
+
+    @classmethod
+    def from_node(cls, node: Any) -> PassageView:
+        """From a LlamaIndex node: its id, ``get_content()`` text and ``metadata["title"]`` when present."""
+        title = node.metadata.get("title") if isinstance(getattr(node, "metadata", None), dict) else None
+        return cls(id=node.node_id, text=node.get_content(), title=str(title or ""))
+
+    @cached_property
+    def subject(self) -> str:
+        """What the passage is about: its title minus a trailing "(disambiguation)", else its first entity."""
+        if self.title.strip():
+            return _PARENTHETICAL.sub("", _clean_name(self.title)) or _clean_name(self.title)
+        spans = [s for s in entity_spans(first_sentence(self.text)) if not s.isdigit()]
+        return _clean_name(spans[0]) if spans else ""
+
+    @cached_property
+    def stems(self) -> frozenset[str]:
+        return frozenset(_stems(self.text))
+
+    def is_about(self, name: str) -> bool:
+        """Whether the passage's subject is ``name`` (see :func:`names_match`)."""
+        return bool(self.subject) and names_match(self.subject, name)
+
+
+_ADJECTIVE_ENDINGS = ("an", "ish", "ese", "ic")
+
+
+def _is_modifier(query: str, span: str) -> bool:
+    """A one-word nationality-like adjective before a noun ("Jamaican reggae singer", "British comedy").
+
+    Such a word is a weak search anchor. "Copenhagen released" is not one: the word must also end like an
+    adjective (-an, -ish, -ese, -ic).
+    """
+    if " " in span.strip() or not span.lower().endswith(_ADJECTIVE_ENDINGS):
+        return False
+    match = re.search(rf"(?<!\w){re.escape(span)}\s+([a-z][\w-]*)", query)
+    return match is not None and match.group(1) not in _STOP and len(match.group(1)) > 2
+
+
+_STOP = frozenset(
+    "a an the is was are were be been of in on at to for by with from and or as that which who whom whose "
+    "what when where why how has have had do does did its it his her their".split()
+)
+
+
+def query_entities(query: str) -> list[str]:
+    """The query's entities, most specific first: named spans, then one-word modifiers; no years or numbers.
+
+    A span contained in a longer span of the query is dropped ("Flute Sonata" inside "Flute Sonata in C
+    major"), and a possessive "'s" is removed.
+    """
+    spans = [_clean_name(s) for s in entity_spans(query)]
+    spans = [s for s in spans if normalize(s) and not normalize(s).replace(" ", "").isdigit()]
+    spans = [s for s in spans if normalize(s) not in _MONTHS]
+    kept = [s for s in spans if not any(s != t and f" {normalize(s)} " in f" {normalize(t)} " for t in spans)]
+    kept = list(dict.fromkeys(kept))
+    named = [s for s in kept if not _is_modifier(query, s)]
+    return named + [s for s in kept if s not in named]
+
+
+@dataclass(frozen=True)
+class QueryAnalysis:
+    """The LLM-free ``EntityAndGapAnalyzer``: the query's entity chains and the round-1 search queries."""
+
+    entity_chains: list[str]
+    queries: list[str]
+    entities: list[str] = field(default_factory=list)
+    relation: list[str] = field(default_factory=list)
+
+
+def analyze_query(query: str, max_queries: int = 3) -> QueryAnalysis:
+    """Round-1 link queries without an LM: one query per link of the query's entity chain.
+
+    A link query is an entity of the query joined with the first relation words (what the query asks about
+    it), e.g. ``"Leland directed film shot around"``. Named entities come before one-word modifiers, so the
+    slots go to the most specific anchors. The retriever issues the query itself beside these.
+
+    Args:
+        query: the question or claim.
+        max_queries: the most link queries to write (at least 1).
+    """
+    if max_queries < 1:
+        raise ValueError(f"max_queries must be >= 1, got {max_queries}")
+    entities = query_entities(query)
+    relation = relation_words(query, entity_spans(query))
+    relation_text = " ".join(relation[:_RELATION_WORDS_PER_QUERY])
+    chains = [f"{entity} -> {relation_text}" if relation_text else entity for entity in entities]
+    queries: list[str] = []
+    seen = {query.strip().lower()}
+    for entity in entities:
+        if len(queries) >= max_queries:
+            break
+        candidate = f"{entity} {relation_text}".strip()
+        if candidate.lower() not in seen:
+            seen.add(candidate.lower())
+            queries.append(candidate)
+    return QueryAnalysis(entity_chains=chains, queries=queries, entities=entities, relation=relation)
+
+
+class GapKind:
+    """The kinds of missing information (plain strings, so a gap stays JSON-serialisable)."""
+
+    ENTITY = "entity"
+    BRIDGE = "bridge"
+    FACT = "fact"
+
+
+@dataclass(frozen=True)
+class Gap:
+    """A piece of missing information.
+
+    Attributes:
+        kind: ``"entity"`` (a query entity no top passage is about), ``"bridge"`` (an entity a top passage
+            introduces that no retrieved passage is about yet) or ``"fact"`` (free text, e.g. from an LM).
+        text: the gap in words, as shown to an LM.
+        query: the LLM-free search query that would fill it ("" when the gap came from an LM).
+        entities: the entities the gap names.
+        source: the subject of the passage that revealed the gap.
+    """
+
+    kind: str
+    text: str
+    query: str = ""
+    entities: tuple[str, ...] = ()
+    source: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "text": self.text,
+            "query": self.query,
+            "entities": list(self.entities),
+            "source": self.source,
+        }
+
+
+@dataclass(frozen=True)
+class ConfidenceAssessment:
+    """The LLM-free ``ConfidenceEvaluator``'s answer: a confidence from 0 to 100 and the gaps."""
+
+    confidence: int
+    gaps: list[Gap]
+    entity_coverage: float = 0.0
+    term_coverage: float = 0.0
+
+
+def _only_sentence_initial(word: str, text: str) -> bool:
+    """Whether a capitalised word never appears capitalised except at the start of a sentence."""
+    pattern = re.compile(rf"(?<!\w){re.escape(word)}(?!\w)")
+    for match in pattern.finditer(text):
+        before = text[: match.start()].rstrip()
+        if before and before[-1] not in '.!?"“(':
+            return False
+    return True
+
+
+def _bridge_sentence(
+    query_stems: set[str], passage: PassageView, skip: Iterable[str]
+) -> tuple[str, list[str]]:
+    """The passage's sentence that best matches the query and names new entities, and those entities."""
+    skip = list(skip)
+    # The passage's own name is in most of its sentences: it cannot tell which sentence answers the query.
+    query_stems = query_stems - _stems(passage.subject)
+    scored = []
+    for position, sentence in enumerate(sentences(passage.text)):
+        overlap = len(_stems(sentence) & query_stems)
+        scored.append((-overlap, position, sentence))
+    for negative_overlap, _, sentence in sorted(scored):
+        if negative_overlap == 0:
+            break  # a sentence that shares nothing with the query reveals no bridge of this query
+        new = []
+        for span in entity_spans(sentence):
+            name = _clean_name(span)
+            key = normalize(name)
+            if not key or key.replace(" ", "").isdigit() or key in _MONTHS or len(key) < _MIN_NAME_CHARS:
+                continue
+            if name == name.lower() or (" " not in name and _only_sentence_initial(name, passage.text)):
+                continue  # a quoted common word, or a capitalised sentence opener such as "Since"
+            if _is_modifier(sentence, name):
+                continue  # "an American thriller film": an adjective, not an entity to follow
+            if passage.is_about(name) or any(names_match(name, other) for other in skip):
+                continue
+            if not any(names_match(name, seen) for seen in new):
+                new.append(name)
+        if new:
+            return sentence, new
+    return "", []
+
+
+def assess_confidence(
+    query: str,
+    passages: Sequence[PassageView],
+    issued_queries: Sequence[str] = (),
+    top_n: int = DEFAULT_CONFIDENCE_TOP_N,
+    bridge_passages: int = DEFAULT_BRIDGE_PASSAGES,
+    bridge_penalty: float = DEFAULT_BRIDGE_PENALTY,
+) -> ConfidenceAssessment:
+    """Judge without an LM whether the passages suffice, and name what is missing.
+
+    With ``E`` the query's named entities (:func:`query_entities`), ``T`` the stems of its relation words and
+    ``O`` the top-n passages about an entity of ``E`` (the first passage when there are none)::
+
+        entity_coverage = mean over e in E of  1 if a top-n passage is about e,
+                                               0.5 if a top-n passage only mentions e, else 0
+        term_coverage   = |T found in the passages O| / |T|
+        confidence      = 100 * (0.5 * entity_coverage + 0.5 * term_coverage)
+                          - bridge_penalty * (number of open bridge gaps), clipped to 0..100
+
+    Term coverage looks only at the passages about the query's own entities: when what the query asks
+    ("directed", "founded") is answered there, the evidence is local (a comparison or a one-hop question);
+    when it is not, the answer sits one hop away and round 2 should follow a bridge.
+
+    Gaps, in this order: every query entity with coverage below 1 (query: the entity and the relation words);
+    then, for each of the top ``bridge_passages`` passages, a *bridge*: the sentence of that passage that
+    shares the most words with the query (at least one, the passage's own name not counted) and names entities
+    that are neither in the query nor followed by an issued query (query: that sentence, which carries both
+    the bridge entity and the relation it answers). A bridge is *open* when no retrieved passage is about any
+    of its entities yet.
+
+    Args:
+        query: the question or claim.
+        passages: the retrieved passages, best first.
+        issued_queries: queries already issued; entities they name are not gaps.
+        top_n: how many passages the coverage looks at.
+        bridge_passages: how many top passages are searched for bridge entities.
+        bridge_penalty: confidence points taken off per open bridge.
+    """
+    entities = [e for e in query_entities(query) if not _is_modifier(query, e)] or query_entities(query)
+    relation = relation_words(query, entity_spans(query))
+    term_stems = {stem(w) for w in relation}
+    top = list(passages[:top_n])
+    coverage: list[float] = []
+    gaps: list[Gap] = []
+    relation_text = " ".join(relation[:_RELATION_WORDS_PER_QUERY])
+    for entity in entities:
+        if any(p.is_about(entity) for p in top):
+            coverage.append(1.0)
+            continue
+        coverage.append(0.5 if any(mentions(p.text, entity) for p in top) else 0.0)
+        gaps.append(
+            Gap(
+                GapKind.ENTITY,
+                f"a passage about {entity}",
+                f"{entity} {relation_text}".strip(),
+                (entity,),
+                "",
+            )
+        )
+    own = [p for p in top if any(p.is_about(e) for e in entities)] or top[:1]
+    found_stems = set().union(*(p.stems for p in own)) if own else set()
+    term_coverage = len(term_stems & found_stems) / len(term_stems) if term_stems else 1.0
+    entity_coverage = sum(coverage) / len(coverage) if coverage else term_coverage
+
+    query_stems = _stems(query)
+    skip = [*query_entities(query), *(e for q in issued_queries for e in query_entities(q))]
+    open_bridges = 0
+    for passage in top[:bridge_passages]:
+        sentence, new = _bridge_sentence(query_stems, passage, skip)
+        if not new:
+            continue
+        followed = any(p.is_about(name) for p in passages for name in new)
+        open_bridges += not followed
+        text = f"{', '.join(new[:3])} (named by {passage.subject or 'a top passage'})"
+        gaps.append(Gap(GapKind.BRIDGE, text, sentence, tuple(new), passage.subject))
+        skip.extend(new)
+    confidence = 100.0 * (0.5 * entity_coverage + 0.5 * term_coverage) - bridge_penalty * open_bridges
+    return ConfidenceAssessment(
+        confidence=int(round(min(100.0, max(0.0, confidence)))),
+        gaps=gaps,
+        entity_coverage=entity_coverage,
+        term_coverage=term_coverage,
+    )
+
+
+def targeted_queries(
+    query: str, gaps: Sequence[Gap | str], issued_queries: Sequence[str] = (), max_queries: int = 2
+) -> list[str]:
+    """Round-2 queries without an LM: one per gap, in the gaps' order, skipping queries already issued.
+
+    A gap found by :func:`assess_confidence` carries its own query (the bridge sentence, or an entity with the
+    relation words). A gap given as plain text (an LM's ``missing_information``) becomes that text joined with
+    the query's relation words.
+    """
+    if max_queries < 1:
+        raise ValueError(f"max_queries must be >= 1, got {max_queries}")
+    relation_text = " ".join(relation_words(query)[:_RELATION_WORDS_PER_QUERY])
+    issued = {q.strip().lower() for q in issued_queries}
+    out: list[str] = []
+    for gap in gaps:
+        if isinstance(gap, Gap):
+            candidate = gap.query or f"{gap.text} {relation_text}"
+        else:
+            candidate = f"{gap} {relation_text}"
+        candidate = re.sub(r"\s+", " ", candidate).strip()
+        if candidate and candidate.lower() not in issued:
+            issued.add(candidate.lower())
+            out.append(candidate)
+        if len(out) >= max_queries:
+            break
+    return out

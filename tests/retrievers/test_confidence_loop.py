@@ -1,0 +1,566 @@
+"""ConfidenceLoopRetriever: the seed-001 flow, every LM branch with scripted answers, LLM-free quality."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+
+import chromadb
+import pytest
+from dspy.utils import DummyLM
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.llms import MockLLM
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+
+from llama_index_mhop.confidence_strategies import (
+    Gap,
+    GapKind,
+    PassageView,
+    analyze_query,
+    assess_confidence,
+    names_match,
+    query_entities,
+    stem,
+    targeted_queries,
+)
+from llama_index_mhop.listwise_rerank import listwise_rerank
+from llama_index_mhop.retrievers.confidence_loop import ConfidenceLoopRetriever
+from llama_index_mhop.stores import build_vector_index
+
+QUERY = "Who directed the film that was shot in Leland in 1986?"
+Q1, Q2 = "Leland filming location", "film shot in 1986"
+
+# A toy corpus: the Leland passage names the film, the film's passage names its director.
+PASSAGES = [
+    (
+        "Leland, North Carolina",
+        "Leland is a town in Brunswick County. The film Maximum Overdrive was shot in Leland in 1986.",
+    ),
+    ("Maximum Overdrive", "Maximum Overdrive is a 1986 horror film directed by Stephen King."),
+    ("Stephen King", "Stephen King is an American author of horror novels."),
+    ("Brunswick County", "Brunswick County is a county in North Carolina."),
+] + [
+    (f"Distractor {i}", f"Distractor passage number {i} about rivers and towns and film festivals.")
+    for i in range(26)
+]
+NODES = [
+    TextNode(id_=f"n{i:02d}", text=text, metadata={"title": title})
+    for i, (title, text) in enumerate(PASSAGES)
+]
+
+
+def _overlap(query: str, node: TextNode) -> int:
+    words = {w.strip("?.,").lower() for w in query.split()}
+    body = f"{node.metadata['title']} {node.text}".lower()
+    return sum(1 for w in words if len(w) > 2 and w in body)
+
+
+class RecordingRetriever(BaseRetriever):
+    """Ranks the toy corpus by word overlap (ties by corpus order) and records every (query, k) it serves."""
+
+    def __init__(self, k: int, calls: list[tuple[str, int]], delay: float = 0.0) -> None:
+        self.k = k
+        self.calls = calls
+        self.delay = delay
+        self.in_flight = 0
+        self.max_in_flight = 0
+        super().__init__()
+
+    def _rank(self, query: str) -> list[NodeWithScore]:
+        self.calls.append((query, self.k))
+        ranked = sorted(NODES, key=lambda n: -_overlap(query, n))
+        return [NodeWithScore(node=n, score=float(_overlap(query, n))) for n in ranked[: self.k]]
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return self._rank(query_bundle.query_str)
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        await asyncio.sleep(self.delay)
+        self.in_flight -= 1
+        return self._rank(query_bundle.query_str)
+
+
+def make_retriever(
+    calls: list[tuple[str, int]], delay: float = 0.0, shared: dict | None = None, **kwargs
+) -> ConfidenceLoopRetriever:
+    """A confidence loop over the toy corpus; ``shared`` receives the per-k recording retrievers."""
+    shared = {} if shared is None else shared
+
+    def factory(k: int) -> RecordingRetriever:
+        shared.setdefault(k, RecordingRetriever(k, calls, delay))
+        return shared[k]
+
+    return ConfidenceLoopRetriever(retriever_factory=factory, **kwargs)
+
+
+ANALYZER = {"entity_chains": "Leland -> film shot there in 1986 -> director", "queries": f"{Q1}\n{Q2}"}
+RANKING = {"ranking": "1, 0, 2"}
+
+
+def lm_script(confidence: dict, *rest: dict) -> list[dict]:
+    return [ANALYZER, confidence, *rest]
+
+
+# ----------------------------------------------------------------------------------------- the LM branches
+
+
+def test_confidence_90_skips_round_2_with_exact_calls_and_k():
+    calls: list[tuple[str, int]] = []
+    lm = DummyLM(lm_script({"confidence": "90", "missing_information": "none"}, RANKING))
+    retriever = make_retriever(calls, lm=lm)
+    nodes = retriever.retrieve(QUERY)
+    assert calls == [(QUERY, 23), (Q1, 23), (Q2, 23)]
+    trace = retriever.last_trace
+    assert trace["round2"] is False and trace["confidence"] == 90
+    assert [r["queries"] for r in trace["rounds"]] == [[QUERY, Q1, Q2]]
+    assert trace["rounds"][0]["retrieved"] == [23, 23, 23]
+    assert trace["steps"] == {
+        "entity_and_gap_analyzer": "lm",
+        "confidence_evaluator": "lm",
+        "listwise_document_reranker": "lm",
+    }
+    assert trace["entity_chains"] == ["Leland -> film shot there in 1986 -> director"]
+    assert retriever.fallback_counts.total == 0
+    # The LM's ranking 1, 0, 2 is applied to the pool, the rest follows; 21 nodes, reciprocal-rank scores.
+    pool = trace["pool_ids"]
+    assert [n.node.node_id for n in nodes[:3]] == [pool[1], pool[0], pool[2]]
+    assert len(nodes) == 21 and nodes[0].score == 1.0 and nodes[1].score == 0.5
+    json.dumps(trace)  # JSON-serialisable
+
+
+def test_confidence_50_runs_round_2_with_the_gap_queries():
+    calls: list[tuple[str, int]] = []
+    lm = DummyLM(
+        lm_script(
+            {"confidence": "50", "missing_information": "the director of Maximum Overdrive"},
+            {"queries": "Maximum Overdrive director\nStephen King films"},
+            RANKING,
+        )
+    )
+    retriever = make_retriever(calls, lm=lm)
+    retriever.retrieve(QUERY)
+    assert calls == [
+        (QUERY, 23),
+        (Q1, 23),
+        (Q2, 23),
+        ("Maximum Overdrive director", 15),
+        ("Stephen King films", 15),
+    ]
+    trace = retriever.last_trace
+    assert trace["round2"] is True
+    assert trace["rounds"][1] == {
+        "round": 2,
+        "k": 15,
+        "queries": ["Maximum Overdrive director", "Stephen King films"],
+        "retrieved": [15, 15],
+        "new_passages": [0, 0],
+    }
+    assert trace["gaps"][0]["text"] == "the director of Maximum Overdrive"
+
+
+def test_threshold_and_ks_are_constructor_arguments():
+    calls: list[tuple[str, int]] = []
+    lm = DummyLM(
+        lm_script({"confidence": "90", "missing_information": ""}, {"queries": "extra query"}, RANKING)
+    )
+    retriever = make_retriever(
+        calls, lm=lm, confidence_threshold=95, round1_k=5, round2_k=3, similarity_top_k=4
+    )
+    nodes = retriever.retrieve(QUERY)
+    assert calls == [(QUERY, 5), (Q1, 5), (Q2, 5), ("extra query", 3)]
+    assert len(nodes) == 4
+
+
+def test_plain_base_retriever_results_are_cut_to_each_rounds_k():
+    calls: list[tuple[str, int]] = []
+    lm = DummyLM(
+        lm_script({"confidence": "10", "missing_information": "x"}, {"queries": "gap query"}, RANKING)
+    )
+    retriever = ConfidenceLoopRetriever(RecordingRetriever(30, calls), lm=lm)
+    retriever.retrieve(QUERY)
+    assert len(calls) == 4 and {k for _, k in calls} == {30}
+    assert [r["retrieved"] for r in retriever.last_trace["rounds"]] == [[23, 23, 23], [15]]
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected", "round2"),
+    [("85%", 85, False), ("high", 85, False), ("eighty", 80, False), ("0.85", 85, False), ("79", 79, True)],
+)
+def test_confidence_answers_in_text(answer, expected, round2):
+    calls: list[tuple[str, int]] = []
+    script = lm_script({"confidence": answer, "missing_information": "none"})
+    script += [{"queries": "gap query"}, RANKING] if round2 else [RANKING]
+    retriever = make_retriever(calls, lm=DummyLM(script))
+    retriever.retrieve(QUERY)
+    assert retriever.last_trace["confidence"] == expected
+    assert retriever.last_trace["round2"] is round2
+    assert retriever.fallback_counts.total == 0
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"confidence": "150", "missing_information": "none"},
+        {"confidence": "no idea", "missing_information": "none"},
+        {"missing_information": "a gap but no confidence"},
+    ],
+)
+def test_unusable_confidence_falls_back_to_the_llm_free_assessment(bad, caplog):
+    # Threshold 0: no round 2, so the script is analyzer, confidence, ranking whatever the fallback's value.
+    retriever = make_retriever([], lm=DummyLM(lm_script(bad, RANKING)), confidence_threshold=0)
+    with caplog.at_level(logging.WARNING, logger="llama_index_mhop.lm"):
+        nodes = retriever.retrieve(QUERY)
+    trace = retriever.last_trace
+    assert retriever.fallback_counts.as_dict() == {"confidence_evaluator": 1}
+    assert trace["steps"]["confidence_evaluator"] == "fallback"
+    assert trace["fallbacks"] == ["confidence_evaluator"]
+    warnings = [r.getMessage() for r in caplog.records if r.name == "llama_index_mhop.lm"]
+    assert len(warnings) == 1 and warnings[0].startswith("confidence_evaluator: LM step failed")
+    assert 0 <= trace["confidence"] <= 100 and nodes
+
+
+def test_ranking_with_out_of_range_repeated_and_missing_indices():
+    calls: list[tuple[str, int]] = []
+    lm = DummyLM(
+        lm_script({"confidence": "90", "missing_information": "none"}, {"ranking": "5, 5, 999, -1, 2"})
+    )
+    retriever = make_retriever(calls, lm=lm)
+    nodes = retriever.retrieve(QUERY)
+    trace = retriever.last_trace
+    pool, prior = trace["pool_ids"], trace["llm_free_order"]
+    expected = [pool[5], pool[2]] + [pool[i] for i in prior if i not in (5, 2)]
+    assert [n.node.node_id for n in nodes] == expected[:21]
+    assert retriever.fallback_counts.total == 0
+
+
+def test_ranking_without_valid_indices_falls_back_to_the_llm_free_order():
+    calls: list[tuple[str, int]] = []
+    lm = DummyLM(
+        lm_script({"confidence": "90", "missing_information": "none"}, {"ranking": "I would rank them well"})
+    )
+    retriever = make_retriever(calls, lm=lm)
+    nodes = retriever.retrieve(QUERY)
+    trace = retriever.last_trace
+    assert [n.node.node_id for n in nodes] == [trace["pool_ids"][i] for i in trace["llm_free_order"]][:21]
+    assert retriever.fallback_counts.as_dict() == {"listwise_document_reranker": 1}
+
+
+def test_too_many_generated_queries_are_cut_to_max_round1_queries():
+    calls: list[tuple[str, int]] = []
+    analyzer = {"entity_chains": "x", "queries": "a one\nb two\nc three\nd four\ne five"}
+    lm = DummyLM([analyzer, {"confidence": "90", "missing_information": ""}, RANKING])
+    retriever = make_retriever(calls, lm=lm)
+    retriever.retrieve(QUERY)
+    assert [q for q, _ in calls] == [QUERY, "a one", "b two", "c three"]
+
+
+@pytest.mark.parametrize("queries", ["", "none", "[1, 2]", '["", "  "]', QUERY])
+def test_empty_or_non_string_queries_fall_back_to_the_llm_free_analyzer(queries):
+    calls: list[tuple[str, int]] = []
+    lm = DummyLM(
+        [{"entity_chains": "x", "queries": queries}, {"confidence": "90", "missing_information": ""}, RANKING]
+    )
+    retriever = make_retriever(calls, lm=lm)
+    retriever.retrieve(QUERY)
+    expected = [QUERY, *analyze_query(QUERY).queries]
+    assert [q for q, _ in calls] == expected
+    assert retriever.fallback_counts.as_dict() == {"entity_and_gap_analyzer": 1}
+
+
+def test_empty_targeted_queries_fall_back_to_gap_queries():
+    calls: list[tuple[str, int]] = []
+    lm = DummyLM(
+        lm_script(
+            {"confidence": "40", "missing_information": "the director of the film"},
+            {"queries": "   "},
+            RANKING,
+        )
+    )
+    retriever = make_retriever(calls, lm=lm)
+    retriever.retrieve(QUERY)
+    round2 = retriever.last_trace["rounds"][1]["queries"]
+    # The LM's gap (plain text) joined with the query's relation words comes first.
+    assert round2[0] == "the director of the film directed film shot"
+    assert len(round2) == 2 and all(k == 15 for q, k in calls[3:])
+    assert retriever.fallback_counts.as_dict() == {"targeted_query_generator": 1}
+
+
+class RaisingLLM(MockLLM):
+    def chat(self, messages, **kwargs):
+        raise RuntimeError("LM is down")
+
+    async def achat(self, messages, **kwargs):
+        raise RuntimeError("LM is down")
+
+
+class SlowLLM(MockLLM):
+    def chat(self, messages, **kwargs):
+        time.sleep(1.0)
+        return super().chat(messages, **kwargs)
+
+    async def achat(self, messages, **kwargs):
+        await asyncio.sleep(1.0)
+        return await super().achat(messages, **kwargs)
+
+
+@pytest.mark.parametrize("llm", [RaisingLLM(), SlowLLM()], ids=["raises", "times_out"])
+def test_an_lm_that_raises_or_times_out_still_answers_llm_free(llm, caplog):
+    calls: list[tuple[str, int]] = []
+    retriever = make_retriever(calls, llm=llm, lm_timeout=0.2)
+    baseline = make_retriever([])
+    with caplog.at_level(logging.WARNING, logger="llama_index_mhop.lm"):
+        nodes = retriever.retrieve(QUERY)
+    expected = baseline.retrieve(QUERY)
+    assert [n.node.node_id for n in nodes] == [n.node.node_id for n in expected]
+    steps = [
+        "entity_and_gap_analyzer",
+        "confidence_evaluator",
+        "targeted_query_generator",
+        "listwise_document_reranker",
+    ]
+    counted = retriever.fallback_counts.as_dict()
+    assert set(counted) <= set(steps) and counted["entity_and_gap_analyzer"] == 1
+    warnings = [r for r in caplog.records if r.name == "llama_index_mhop.lm" and r.levelno == logging.WARNING]
+    assert len(warnings) == retriever.fallback_counts.total
+
+
+async def test_an_lm_that_raises_on_the_async_path_still_answers():
+    retriever = make_retriever([], llm=RaisingLLM())
+    nodes = await retriever.aretrieve(QUERY)
+    assert nodes and retriever.fallback_counts["entity_and_gap_analyzer"] == 1
+
+
+# ---------------------------------------------------------------------------------------- the LLM-free loop
+
+
+def test_llm_free_default_uses_no_lm_and_follows_the_bridge():
+    calls: list[tuple[str, int]] = []
+    retriever = make_retriever(calls)
+    nodes = retriever.retrieve(QUERY)
+    trace = retriever.last_trace
+    assert set(trace["steps"].values()) == {"llm_free"} and retriever.fallback_counts.total == 0
+    assert calls[0] == (QUERY, 23) and calls[1] == ("Leland directed film shot", 23)
+    titles = [n.node.metadata["title"] for n in nodes]
+    assert titles[:3] == ["Leland, North Carolina", "Maximum Overdrive", "Stephen King"]
+
+
+async def test_round_queries_run_concurrently_on_the_async_path():
+    calls: list[tuple[str, int]] = []
+    lm = DummyLM(lm_script({"confidence": "10", "missing_information": "x"}, {"queries": "g1\ng2"}, RANKING))
+    shared: dict[int, RecordingRetriever] = {}
+    retriever = make_retriever(calls, delay=0.05, shared=shared, lm=lm)
+    await retriever.aretrieve(QUERY)
+    # Every query of a round was in flight at once: the round's searches were gathered, not awaited one by
+    # one.
+    assert shared[23].max_in_flight == 3 and shared[15].max_in_flight == 2
+    assert sorted(calls) == sorted([(QUERY, 23), (Q1, 23), (Q2, 23), ("g1", 15), ("g2", 15)])
+
+
+async def test_sync_and_async_agree_with_a_scripted_lm():
+    script = lm_script(
+        {"confidence": "50", "missing_information": "director"}, {"queries": "Maximum Overdrive"}, RANKING
+    )
+    sync_nodes = make_retriever([], lm=DummyLM(list(script))).retrieve(QUERY)
+    async_nodes = await make_retriever([], lm=DummyLM(list(script))).aretrieve(QUERY)
+    assert [(n.node.node_id, n.score) for n in sync_nodes] == [(n.node.node_id, n.score) for n in async_nodes]
+
+
+def test_the_dspy_module_holds_four_predictors_and_runs_the_loop():
+    retriever = make_retriever([])
+    names = [name for name, _ in retriever.program.named_predictors()]
+    assert names == ["analyzer", "evaluator", "query_generator", "reranker"]
+    prediction = retriever.program(query=QUERY)
+    assert prediction.node_ids == [n.node.node_id for n in retriever.retrieve(QUERY)]
+    assert prediction.titles[0] == "Leland, North Carolina" and prediction.trace["query"] == QUERY
+
+
+async def test_the_dspy_module_runs_the_loop_async():
+    retriever = make_retriever([])
+    prediction = await retriever.program.acall(query=QUERY)
+    assert prediction.node_ids == [n.node.node_id for n in retriever.retrieve(QUERY)]
+
+
+# ------------------------------------------------------------------------------------------- validation
+
+
+@pytest.mark.parametrize("query", ["", "   ", 42, None])
+def test_bad_queries_raise_value_error(query):
+    retriever = make_retriever([])
+    with pytest.raises(ValueError, match="query"):
+        retriever.retrieve(query)
+
+
+async def test_bad_queries_raise_value_error_async():
+    with pytest.raises(ValueError, match="empty"):
+        await make_retriever([]).aretrieve("  ")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"similarity_top_k": 0}, "similarity_top_k"),
+        ({"round1_k": 0}, "round1_k"),
+        ({"round2_k": -1}, "round2_k"),
+        ({"max_round1_queries": 0}, "max_round1_queries"),
+        ({"confidence_threshold": 101}, "confidence_threshold"),
+        ({"lm_timeout": 0}, "lm_timeout"),
+        ({"link_weight": -1.0}, "link_weight"),
+    ],
+)
+def test_bad_arguments_raise_value_error(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        make_retriever([], **kwargs)
+
+
+def test_exactly_one_base_retriever_source():
+    with pytest.raises(ValueError, match="exactly one"):
+        ConfidenceLoopRetriever()
+    with pytest.raises(ValueError, match="exactly one"):
+        ConfidenceLoopRetriever(
+            RecordingRetriever(5, []), retriever_factory=lambda k: RecordingRetriever(k, [])
+        )
+    with pytest.raises(ValueError, match="as_retriever"):
+        ConfidenceLoopRetriever.from_defaults(index=object())
+
+
+# --------------------------------------------------------------------------------------- LLM-free strategies
+
+
+def test_query_entities_put_named_spans_before_modifiers():
+    entities = query_entities("Which Danish heavy metal band from Copenhagen released a compilation album?")
+    assert entities == ["Copenhagen", "Danish"]
+    assert query_entities("Grace Krilanovich's first novel was published in 2005") == ["Grace Krilanovich"]
+
+
+def test_stem_and_names_match():
+    assert stem("directed") == stem("director") == stem("directing") == "direct"
+    assert stem("stars") == "star" and stem("press") == "press"
+    assert names_match("Leland", "Leland, North Carolina") and names_match(
+        "Grace Krilanovich's", "Grace Krilanovich"
+    )
+    assert not names_match("Le", "Leland") and not names_match("Leland", "Lelandia")
+
+
+def test_assess_confidence_formula_and_bridge_gap():
+    views = [PassageView.from_node(n) for n in NODES[:4]]
+    result = assess_confidence(QUERY, views)
+    # Entity "Leland" has its own passage (coverage 1). Relation stems {direct, film, shot} found in the
+    # Leland passage: film, shot -> 2/3. The bridges (Maximum Overdrive, then Stephen King) have their own
+    # passages among the four, so none is open and none costs points.
+    assert result.entity_coverage == 1.0 and result.term_coverage == pytest.approx(2 / 3)
+    assert result.confidence == round(100 * (0.5 * 1.0 + 0.5 * 2 / 3))
+    bridge = [g for g in result.gaps if g.kind == GapKind.BRIDGE][0]
+    assert bridge.entities[0] == "Maximum Overdrive" and bridge.source == "Leland, North Carolina"
+    # With the Leland passage alone the Maximum Overdrive bridge is open and costs bridge_penalty points.
+    open_result = assess_confidence(QUERY, views[:1], bridge_penalty=10)
+    assert open_result.confidence == result.confidence - 10
+
+
+def test_targeted_queries_use_gap_queries_then_text_gaps():
+    gaps = [
+        Gap(GapKind.BRIDGE, "Maximum Overdrive", "The film Maximum Overdrive was shot in Leland in 1986."),
+        "the director",
+    ]
+    assert targeted_queries(QUERY, gaps, issued_queries=[QUERY]) == [
+        "The film Maximum Overdrive was shot in Leland in 1986.",
+        "the director directed film shot",
+    ]
+    assert targeted_queries(QUERY, gaps, max_queries=1) == [
+        "The film Maximum Overdrive was shot in Leland in 1986."
+    ]
+
+
+def test_listwise_rerank_formula_by_hand():
+    views = [
+        PassageView("a", "Leland is a town. Maximum Overdrive was shot there.", "Leland"),
+        PassageView("b", "A distractor about rivers.", "River"),
+        PassageView("c", "Maximum Overdrive is a 1986 film.", "Maximum Overdrive"),
+    ]
+    # One ranking a, b, c with weight 1 and rrf_k 0: relevance 1, 1/2, 1/3 before normalising (max is 1).
+    ranked = listwise_rerank(
+        views, [([0, 1, 2], 1.0)], targets=["Leland"], link_weight=1.0, coverage_weight=0.5, rrf_k=0
+    )
+    # a: 1 + 0.5 coverage = 1.5. Then c is linked from a: 1/3 + 1 * 1 = 1.333 > b's 0.5.
+    assert [r.index for r in ranked] == [0, 2, 1]
+    assert ranked[0].score == pytest.approx(1.5) and ranked[1].score == pytest.approx(1 / 3 + 1.0)
+    assert ranked[1].link == 1.0 and ranked[2].score == pytest.approx(0.5)
+    # Without the link term the first-stage order stays.
+    assert [r.index for r in listwise_rerank(views, [([0, 1, 2], 1.0)], link_weight=0.0, rrf_k=0)] == [
+        0,
+        1,
+        2,
+    ]
+    with pytest.raises(ValueError, match="outside"):
+        listwise_rerank(views, [([0, 7], 1.0)])
+
+
+# ------------------------------------------------------------------------------- real HotpotQA, real Chroma
+
+
+def gold_titles(question: dict) -> set[str]:
+    return {title for title, _ in question["supporting_facts"]}
+
+
+def _titles(nodes: list[NodeWithScore]) -> list[str]:
+    return list(dict.fromkeys(n.node.metadata["title"] for n in nodes))
+
+
+def test_llm_free_recall_is_not_below_plain_vector_on_the_slice(hotpotqa_slice, hotpotqa_slice_index):
+    questions, _ = hotpotqa_slice
+    vector = hotpotqa_slice_index.as_retriever(similarity_top_k=21)
+    loop = ConfidenceLoopRetriever.from_defaults(index=hotpotqa_slice_index)
+    recall = {"vector": {5: 0.0, 21: 0.0}, "loop": {5: 0.0, 21: 0.0}}
+    for question in questions:
+        gold = gold_titles(question)
+        for name, retriever in (("vector", vector), ("loop", loop)):
+            titles = _titles(retriever.retrieve(question["question"]))
+            for k in (5, 21):
+                recall[name][k] += len(gold & set(titles[:k])) / len(gold)
+    assert loop.fallback_counts.total == 0
+    assert recall["loop"][5] >= recall["vector"][5]
+    assert recall["loop"][21] >= recall["vector"][21]
+
+
+def test_gaps_name_the_real_bridge_entity(hotpotqa_questions, hotpotqa_slice_index):
+    question = next(
+        q for q in hotpotqa_questions if q["question"].startswith("Grace Krilanovich's first novel")
+    )
+    loop = ConfidenceLoopRetriever.from_defaults(index=hotpotqa_slice_index)
+    nodes = loop.retrieve(question["question"])
+    trace = loop.last_trace
+    bridge_entities = [e for g in trace["gaps"] if g["kind"] == "bridge" for e in g["entities"]]
+    assert "Two Dollar Radio" in bridge_entities  # the publisher, named only by the author's passage
+    assert trace["round2"] is True
+    assert gold_titles(question) <= set(_titles(nodes))
+
+
+async def test_sync_and_async_agree_on_real_questions(hotpotqa_slice, hotpotqa_slice_index):
+    questions, _ = hotpotqa_slice
+    loop = ConfidenceLoopRetriever.from_defaults(index=hotpotqa_slice_index)
+    for question in questions[:3]:
+        sync_nodes = loop.retrieve(question["question"])
+        async_nodes = await loop.aretrieve(question["question"])
+        assert [(n.node.node_id, n.score) for n in sync_nodes] == [
+            (n.node.node_id, n.score) for n in async_nodes
+        ]
+
+
+def test_from_defaults_over_an_ephemeral_chroma_index(embed_model):
+    from llama_index_mhop.stores import make_document
+
+    docs = [make_document(title, text) for title, text in PASSAGES[:6]]
+    index = build_vector_index(
+        docs,
+        chroma_client=chromadb.EphemeralClient(),
+        collection_name="cl_test",
+        embed_model=embed_model,
+        show_progress=False,
+    )
+    loop = ConfidenceLoopRetriever.from_defaults(index=index, similarity_top_k=3, round1_k=4, round2_k=2)
+    nodes = loop.retrieve(QUERY)
+    assert len(nodes) == 3
+    assert {"Leland, North Carolina", "Maximum Overdrive"} <= set(_titles(nodes))
