@@ -30,14 +30,8 @@ from typing import Any
 import dspy
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
-from llama_index.core.schema import NodeWithScore, QueryBundle, QueryType
+from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from ..signatures import (
-    ConfidenceEvaluator,
-    EntityAndGapAnalyzer,
-    ListwiseDocumentReranker,
-    TargetedQueryGenerator,
-)
 from ..confidence_strategies import (
     DEFAULT_BRIDGE_PASSAGES,
     DEFAULT_BRIDGE_PENALTY,
@@ -61,6 +55,14 @@ from ..listwise_rerank import (
 )
 from ..lm import DEFAULT_LM_TIMEOUT, FallbackCounter, arun_lm_step, resolve_lm, run_lm_step
 from ..parsing import parse_confidence, parse_queries, parse_ranking, parse_string_list
+from ..signatures import (
+    ConfidenceEvaluator,
+    EntityAndGapAnalyzer,
+    ListwiseDocumentReranker,
+    TargetedQueryGenerator,
+)
+from ..validation import check_query
+from .base import CheckedQueryRetriever
 
 __all__ = [
     "DEFAULT_CONFIDENCE_THRESHOLD",
@@ -161,12 +163,7 @@ class _Pool:
 
 
 def _validate_query(query: Any) -> str:
-    text = query.query_str if isinstance(query, QueryBundle) else query
-    if not isinstance(text, str):
-        raise ValueError(f"query must be a string or QueryBundle, got {type(text).__name__}: {text!r}")
-    if not text.strip():
-        raise ValueError(f"query must not be empty or whitespace, got {text!r}")
-    return text.strip()
+    return check_query(query.query_str if isinstance(query, QueryBundle) else query)
 
 
 def _passages_text(views: Sequence[PassageView], chars: int) -> str:
@@ -178,7 +175,7 @@ def _passages_text(views: Sequence[PassageView], chars: int) -> str:
     return "\n".join(lines)
 
 
-class ConfidenceLoopRetriever(BaseRetriever):
+class ConfidenceLoopRetriever(CheckedQueryRetriever):
     """Seed 001's confidence loop as a LlamaIndex retriever over any base retriever.
 
     Without an LM every step uses its LLM-free strategy; with one (``lm=`` a DSPy LM, ``llm=`` a LlamaIndex
@@ -358,16 +355,6 @@ class ConfidenceLoopRetriever(BaseRetriever):
             return index.as_retriever(similarity_top_k=k, **extra)
 
         return cls(retriever_factory=factory, similarity_top_k=similarity_top_k, lm=lm, llm=llm, **kwargs)
-
-    # -- public entry points: validate the query before LlamaIndex's dispatch touches it ---------------------
-
-    def retrieve(self, str_or_query_bundle: QueryType) -> list[NodeWithScore]:
-        _validate_query(str_or_query_bundle)
-        return super().retrieve(str_or_query_bundle)
-
-    async def aretrieve(self, str_or_query_bundle: QueryType) -> list[NodeWithScore]:
-        _validate_query(str_or_query_bundle)
-        return await super().aretrieve(str_or_query_bundle)
 
     # -- searching -------------------------------------------------------------------------------------------
 

@@ -216,17 +216,17 @@ class HippoGraphRetriever(BaseRetriever):
                 # A fact's entity found in many passages says less about which passage is meant.
                 entity_weights[j] += score / counts[j] if counts[j] > 0 else score
                 occurrences[j] += 1
-        if self.query_entity_weight > 0:
-            for j in self._query_entities(state, query):
-                weight = self.query_entity_weight
-                entity_weights[j] += weight / counts[j] if counts[j] > 0 else weight
-                occurrences[j] += 1
         np.divide(entity_weights, occurrences, out=entity_weights, where=occurrences > 0)
         seeded = np.flatnonzero(entity_weights)
         if len(seeded) > self.linking_top_k:
-            # HippoRAG 2 keeps only the linking_top_k best entities in the reset.
+            # HippoRAG 2 keeps only the linking_top_k best fact entities in the reset.
             order = seeded[np.lexsort((seeded, -entity_weights[seeded]))]
             entity_weights[order[self.linking_top_k :]] = 0.0
+        if self.query_entity_weight > 0:
+            # Entities the query names are not cut by linking_top_k: the user asked about them.
+            for j in self._query_entities(state, query):
+                weight = self.query_entity_weight
+                entity_weights[j] += weight / counts[j] if counts[j] > 0 else weight
         passages = len(state.passage_ids)
         normalised = _min_max(dense)
         reset = entity_weights

@@ -20,7 +20,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from ..fusion import DEFAULT_RRF_K, reciprocal_rank_fusion
 from ..query_transforms import PerspectiveQueryTransform
-from ..validation import check_query
+from .base import CheckedQueryRetriever
 
 __all__ = [
     "DEFAULT_CARRY_OVER_TOP_N",
@@ -40,7 +40,7 @@ DEFAULT_CONTEXT_TOP_N = 10
 DEFAULT_SIMILARITY_TOP_K = 21
 
 
-class RRFFusionRetriever(BaseRetriever):
+class RRFFusionRetriever(CheckedQueryRetriever):
     """Iterative multi-perspective retrieval with Reciprocal Rank Fusion (seed 000).
 
     Args:
@@ -130,7 +130,7 @@ class RRFFusionRetriever(BaseRetriever):
         return [NodeWithScore(node=nodes[node_id].node, score=score) for node_id, score in fused]
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        query = check_query(query_bundle.query_str)
+        query = query_bundle.query_str
         nodes: dict[str, NodeWithScore] = {}
         lists: list[list[str]] = []
         context: list[NodeWithScore] = []
@@ -145,7 +145,7 @@ class RRFFusionRetriever(BaseRetriever):
         return self._result(lists, nodes, trace)
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        query = check_query(query_bundle.query_str)
+        query = query_bundle.query_str
         nodes: dict[str, NodeWithScore] = {}
         lists: list[list[str]] = []
         context: list[NodeWithScore] = []

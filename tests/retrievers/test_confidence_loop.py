@@ -387,10 +387,10 @@ async def test_the_dspy_module_runs_the_loop_async():
 # ------------------------------------------------------------------------------------------- validation
 
 
-@pytest.mark.parametrize("query", ["", "   ", 42, None])
-def test_bad_queries_raise_value_error(query):
+@pytest.mark.parametrize("query, error", [("", ValueError), ("   ", ValueError), (42, TypeError), (None, TypeError)])
+def test_bad_queries_raise_clear_errors(query, error):
     retriever = make_retriever([])
-    with pytest.raises(ValueError, match="query"):
+    with pytest.raises(error, match="query"):
         retriever.retrieve(query)
 
 
