@@ -187,10 +187,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except (ValueError, TypeError, ConnectionError, FileNotFoundError, ImportError, IndexingInterrupted) as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
         return 2
     except httpx.TransportError as exc:  # a Chroma server that went away after the client connected
-        console.print(f"[red]error:[/red] the Chroma server stopped answering: {exc}")
+        console.print(f"[red]error:[/red] the Chroma server stopped answering: {exc}", soft_wrap=True)
         return 2
 
 

@@ -1,0 +1,51 @@
+import json
+
+import pytest
+
+from llama_index_mhop.cli import main as mhop
+
+
+@pytest.fixture()
+def corpus(tmp_path):
+    records = [
+        {"title": "Maximum Overdrive", "text": "Maximum Overdrive is a 1986 film written and directed by Stephen King. "
+                                               "It was shot in and around Leland, North Carolina."},
+        {"title": "Stephen King", "text": "Stephen King is an American author of horror novels, born in Portland, "
+                                          "Maine."},
+        {"title": "Portland, Maine", "text": "Portland is the largest city in the U.S. state of Maine."},
+        {"title": "Leland, North Carolina", "text": "Leland is a town in Brunswick County, North Carolina."},
+    ]
+    path = tmp_path / "corpus.json"
+    path.write_text(json.dumps(records))
+    return path
+
+
+def test_index_then_query_every_retriever(corpus, tmp_path, capsys):
+    store = ["--chroma-path", str(tmp_path / "chroma")]
+    assert mhop(["index", str(corpus), "--quiet", *store]) == 0
+    assert mhop(["index", str(corpus), "--quiet", *store]) == 0  # idempotent
+    out = capsys.readouterr().out
+    assert out.count(": 4 passages") == 2
+    for retriever in ("vector", "rrf_fusion", "confidence_loop"):
+        code = mhop(["query", "Where was the director of the film shot in Leland born?", "--retriever", retriever,
+                     "--top-k", "3", "--explain", *store])
+        out = capsys.readouterr().out
+        assert code == 0 and "Maximum Overdrive" in out, retriever
+        if retriever != "vector":
+            assert '"query"' in out or '"rounds"' in out or '"iterations"' in out
+
+
+def test_query_without_an_index_is_a_clear_error(tmp_path, capsys):
+    assert mhop(["query", "anything", "--chroma-path", str(tmp_path / "empty")]) == 2
+    assert "index a corpus first" in capsys.readouterr().out
+
+
+def test_index_of_missing_path_is_a_clear_error(tmp_path, capsys):
+    assert mhop(["index", str(tmp_path / "missing"), "--chroma-path", str(tmp_path / "c")]) == 2
+    assert "does not exist" in capsys.readouterr().out
+
+
+def test_demo_runs_and_marks_gold(tmp_path, capsys):
+    assert mhop(["demo", "--chroma-path", str(tmp_path / "demo"), "--retrievers", "vector,rrf_fusion"]) == 0
+    out = capsys.readouterr().out
+    assert "✓" in out and "Questions with every gold passage in the top 5" in out
