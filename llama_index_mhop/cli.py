@@ -79,25 +79,40 @@ RETRIEVERS: dict[str, Callable[[Any, int, Any], Any]] = {
     "rrf_fusion": _rrf_fusion,
     "confidence_loop": _confidence_loop,
 }
-RETRIEVER_NAMES = tuple(RETRIEVERS)
+#: The graph retriever reads a HippoGraphIndex (built by ``mhop index --graph``), not the passage index.
+GRAPH_RETRIEVER = "hippo_graph"
+RETRIEVER_NAMES = (*RETRIEVERS, GRAPH_RETRIEVER)
 
 
 def make_retriever(name: str, index: Any, top_k: int, lm: Any = None) -> Any:
-    """A retriever of the given name over a passage ``VectorStoreIndex``."""
+    """A retriever of the given name over a passage ``VectorStoreIndex`` (a ``HippoGraphIndex`` for hippo_graph)."""
+    if name == GRAPH_RETRIEVER:
+        return index.as_retriever(similarity_top_k=top_k, lm=lm)
     try:
         factory = RETRIEVERS[name]
     except KeyError:
-        raise SystemExit(f"unknown retriever {name!r}; choose from {', '.join(RETRIEVERS)}") from None
+        raise SystemExit(f"unknown retriever {name!r}; choose from {', '.join(RETRIEVER_NAMES)}") from None
     return factory(index, top_k, lm)
 
 
-def cmd_index(args: argparse.Namespace) -> int:
-    from .stores import build_vector_index
+def _graph_dir(args: argparse.Namespace) -> str:
+    return args.graph_dir or os.path.join(os.path.dirname(os.path.abspath(args.chroma_path)), "graph")
 
-    index = build_vector_index(args.path, collection_name=args.collection, chroma_client=_client(args),
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from .stores import build_vector_index, load_documents
+
+    client = _client(args)
+    index = build_vector_index(args.path, collection_name=args.collection, chroma_client=client,
                                show_progress=not args.quiet)
     count = index.vector_store._collection.count()
     console.print(f"[green]indexed[/green] {args.path} -> collection {args.collection!r}: {count} passages")
+    if args.graph:
+        from .graph import HippoGraphIndex
+
+        graph = HippoGraphIndex.from_documents(load_documents(args.path), chroma_client=client,
+                                               persist_dir=_graph_dir(args), show_progress=not args.quiet)
+        console.print(f"[green]graph[/green] -> {_graph_dir(args)}: {graph.counts()}")
     return 0
 
 
@@ -112,7 +127,15 @@ def _answer(query: str, nodes: Sequence[Any], lm: Any) -> str | None:
 def cmd_query(args: argparse.Namespace) -> int:
     from .stores import load_vector_index
 
-    index = load_vector_index(args.collection, chroma_client=_client(args))
+    client = _client(args)
+    if args.retriever == GRAPH_RETRIEVER:
+        from .graph import HippoGraphIndex
+
+        if not os.path.isdir(_graph_dir(args)):
+            raise FileNotFoundError(f"no graph index at {_graph_dir(args)}; build it with: mhop index PATH --graph")
+        index = HippoGraphIndex.from_persist_dir(_graph_dir(args), chroma_client=client)
+    else:
+        index = load_vector_index(args.collection, chroma_client=client)
     lm = resolve_cli_lm(args.lm)
     retriever = make_retriever(args.retriever, index, args.top_k, lm)
     results = retriever.retrieve(args.query)
@@ -148,6 +171,8 @@ def build_parser() -> argparse.ArgumentParser:
     index = sub.add_parser("index", help="build or update the Chroma index of a folder or JSON corpus")
     index.add_argument("path", help="a folder of .txt/.md files or a JSON corpus")
     index.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    index.add_argument("--graph", action="store_true", help="also build the HippoRAG 2 graph index (hippo_graph)")
+    index.add_argument("--graph-dir", help="where the graph index is kept (default: graph/ beside --chroma-path)")
     _add_store_arguments(index)
     index.set_defaults(func=cmd_index)
 
@@ -157,6 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
     query.add_argument("--top-k", type=int, default=5)
     query.add_argument("--explain", action="store_true", help="print the retriever's trace")
     query.add_argument("--lm", default="none", help="none | local | a dspy model string")
+    query.add_argument("--graph-dir", help="the graph index of hippo_graph (default: graph/ beside --chroma-path)")
     _add_store_arguments(query)
     query.set_defaults(func=cmd_query)
 

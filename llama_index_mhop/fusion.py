@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Hashable, Iterable, Sequence
 from typing import TypeVar
 
@@ -36,7 +38,7 @@ def reciprocal_rank_fusion(
         raise ValueError(f"k must be >= 0, got {k}")
     if top_n is not None and top_n < 0:
         raise ValueError(f"top_n must be >= 0, got {top_n}")
-    scores: dict[H, float] = {}
+    contributions: dict[H, list[float]] = {}
     best_rank: dict[H, int] = {}
     for ranking in ranked_lists:
         seen: set[H] = set()
@@ -44,8 +46,10 @@ def reciprocal_rank_fusion(
             if item in seen:
                 continue
             seen.add(item)
-            scores[item] = scores.get(item, 0.0) + 1.0 / (k + rank)
+            contributions.setdefault(item, []).append(1.0 / (k + rank))
             best_rank[item] = min(best_rank.get(item, rank), rank)
+    # fsum is exactly rounded, so a score does not depend on the order of the lists (plain + would).
+    scores = {item: math.fsum(parts) for item, parts in contributions.items()}
     first_seen = {item: position for position, item in enumerate(scores)}
     fused = sorted(scores.items(), key=lambda pair: (-pair[1], best_rank[pair[0]], first_seen[pair[0]]))
     return fused if top_n is None else fused[:top_n]

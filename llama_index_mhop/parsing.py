@@ -188,7 +188,8 @@ def parse_ranking(
     if sorted(order) != list(range(n)):
         raise ValueError(f"prior must be a permutation of range({n}), got {list(prior or [])[:10]}")
     text = _as_text(value)
-    numbers = [int(m.group(0)) for m in _INT.finditer(text)]
+    # An index has a few digits; a longer run is noise (and int() refuses runs past 4,300 digits).
+    numbers = [int(m.group(0)) for m in _INT.finditer(text) if len(m.group(0).lstrip("-+")) <= 9]
     if n == 0:
         return []
     if one_based is None:
@@ -223,7 +224,7 @@ def parse_string_list(
     if text.startswith("["):
         try:
             loaded = json.loads(text)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):  # deep nesting overflows the decoder
             loaded = None
         if isinstance(loaded, list):
             items = [item for item in loaded if isinstance(item, str)]

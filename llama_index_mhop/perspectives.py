@@ -118,7 +118,8 @@ def heuristic_perspectives(query: str, context: Sequence[ContextPassage] = ()) -
 
     candidates = [context_focus, entity_focus, relationship_focus, temporal_focus, comparison_focus]
     fillers = [_join(query, b) for b in bridges] + [_join(e, relation) for e in entities]
-    fillers += [_join(b, relation) for b in bridges] + [f"{query} background", f"{query} details"]
+    fillers += [_join(b, relation) for b in bridges]
+    fillers += [f"{query} {angle}" for angle in ("background", "details", "history", "overview")]
     return _dedupe_fill(candidates, fillers)
 
 
@@ -126,10 +127,11 @@ def _dedupe_fill(candidates: Sequence[str], fillers: Sequence[str]) -> list[str]
     out: list[str] = []
     seen: set[str] = set()
     for text in [*candidates, *fillers]:
+        text = text[:_MAX_PERSPECTIVE_CHARS].strip()
         key = normalize(text)
         if key and key not in seen:
             seen.add(key)
-            out.append(text[:_MAX_PERSPECTIVE_CHARS].strip())
+            out.append(text)
         if len(out) == MAX_PERSPECTIVES:
             break
     return out

@@ -22,17 +22,17 @@ def corpus(tmp_path):
 
 def test_index_then_query_every_retriever(corpus, tmp_path, capsys):
     store = ["--chroma-path", str(tmp_path / "chroma")]
-    assert mhop(["index", str(corpus), "--quiet", *store]) == 0
+    assert mhop(["index", str(corpus), "--quiet", "--graph", *store]) == 0
     assert mhop(["index", str(corpus), "--quiet", *store]) == 0  # idempotent
     out = capsys.readouterr().out
-    assert out.count(": 4 passages") == 2
-    for retriever in ("vector", "rrf_fusion", "confidence_loop"):
+    assert out.count(": 4 passages") == 2 and "'passages': 4" in out
+    for retriever in ("vector", "rrf_fusion", "confidence_loop", "hippo_graph"):
         code = mhop(["query", "Where was the director of the film shot in Leland born?", "--retriever", retriever,
                      "--top-k", "3", "--explain", *store])
         out = capsys.readouterr().out
         assert code == 0 and "Maximum Overdrive" in out, retriever
         if retriever != "vector":
-            assert '"query"' in out or '"rounds"' in out or '"iterations"' in out
+            assert '"query"' in out or '"rounds"' in out or '"iterations"' in out or '"facts"' in out
 
 
 def test_query_without_an_index_is_a_clear_error(tmp_path, capsys):

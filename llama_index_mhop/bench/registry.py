@@ -168,3 +168,18 @@ def _confidence_loop(ctx: BenchContext) -> BaseRetriever:
     from ..retrievers.confidence_loop import ConfidenceLoopRetriever
 
     return ConfidenceLoopRetriever.from_defaults(ctx.vector_index, similarity_top_k=ctx.top_k, lm=ctx.lm)
+
+
+@register_retriever("hippo_graph", "HippoRAG 2 memory: facts, recognition memory, Personalized PageRank over an "
+                    "entity/fact/passage graph built at indexing time (seeds 003, 004)")
+def _hippo_graph(ctx: BenchContext) -> BaseRetriever:
+    from ..graph import HippoGraphIndex
+
+    name = ctx.collection_name.replace("mhop_bench_", "mhop_hippo_")
+    existing = {getattr(c, "name", c) for c in ctx.chroma_client.list_collections()}
+    for suffix in ("passages", "entities", "facts"):  # a fresh build, so its index time is real
+        if f"{name}_{suffix}" in existing:
+            ctx.chroma_client.delete_collection(f"{name}_{suffix}")
+    index = HippoGraphIndex.from_documents(ctx.documents, embed_model=ctx.embed_model, chroma_client=ctx.chroma_client,
+                                           name=name, show_progress=ctx.show_progress)
+    return index.as_retriever(similarity_top_k=ctx.top_k, lm=ctx.lm)

@@ -1,5 +1,14 @@
-"""The knowledge graph of HippoRAG 2-style retrieval and the Personalized PageRank that searches it."""
+"""HippoRAG 2-style memory: extraction, the knowledge graph, its Chroma-backed index, and Personalized PageRank."""
 
+from .extraction import (
+    ExtractEntitiesAndTriples,
+    OpenIEExtractor,
+    entity_key,
+    extract_llm_free,
+    title_entities,
+)
+from .index import EmptyIndexError, HippoGraphIndex
+from .knowledge_graph import KnowledgeGraph
 from .ppr import (
     DEFAULT_DAMPING,
     DEFAULT_MAX_ITER,
@@ -13,7 +22,15 @@ __all__ = [
     "DEFAULT_DAMPING",
     "DEFAULT_MAX_ITER",
     "DEFAULT_TOL",
+    "EmptyIndexError",
+    "ExtractEntitiesAndTriples",
+    "HippoGraphIndex",
+    "KnowledgeGraph",
+    "OpenIEExtractor",
     "PageRankGraph",
+    "entity_key",
+    "extract_llm_free",
     "personalized_pagerank",
+    "title_entities",
     "transition_matrix",
 ]

@@ -1,0 +1,479 @@
+"""A seeded synthetic multi-hop corpus of any size, written in the raw HotpotQA format (for scaling runs).
+
+Real multi-hop datasets come with a fixed corpus (HotpotQA-100 has 994 passages), so they cannot show how cost
+and recall move as a corpus grows. This generator invents a small encyclopedia of any size whose multi-hop
+questions still have known gold passages:
+
+* entities with generated names: rivers, towns (on a river, in a province), people (born in a town, some
+  working for a company) and companies (founded by a person, headquartered in a town), each one passage whose
+  **first sentence names the entities it links to**, as an encyclopedia's opening sentence does;
+* filler passages (festivals held in a town, songs written by a person, crafts that link to nothing);
+* 2-hop and 3-hop questions that name only the first entity of a chain ("Which river flows through the
+  birthplace of the founder of Tarsen Mills?"): every later hop is reachable only through the *bridge entity*
+  the previous hop's passage names, and no bridge entity appears in the question.
+
+Passages only name entities created before them, and the question chains are created first from their own
+random stream, so for one seed and one number of questions the corpus of N passages is a prefix of the corpus of
+M > N passages: the questions are the same at every size, only the distractors grow.
+
+The dataset is written as ``questions.json`` (raw HotpotQA records: ``_id``, ``question``, ``answer``, ``type``,
+``level``, ``supporting_facts`` as ``[title, 0]`` pairs, ``context`` of the gold passages and up to 8 distractors,
+plus ``hops``, ``chain`` and ``bridge_entities``) and ``corpus.json`` (``{title: [sentences]}``), so
+:func:`~llama_index_mhop.bench.loaders.load_dataset` reads it. From the command line::
+
+    python -m llama_index_mhop.bench.synthetic --passages 10000 --questions 50 --seed 0 --out data/syn-10k
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "DEFAULT_N_QUESTIONS",
+    "DEFAULT_SEED",
+    "QUESTION_KINDS",
+    "SyntheticDataset",
+    "SyntheticEntity",
+    "generate_dataset",
+    "write_dataset",
+]
+
+DEFAULT_SEED = 0
+DEFAULT_N_QUESTIONS = 50
+#: How many non-gold passages of the question chains go into a question's ``context`` (HotpotQA shows 8).
+N_CONTEXT_DISTRACTORS = 8
+
+# Share of each passage kind among the passages added after the question chains.
+_BACKGROUND_WEIGHTS = {"river": 0.05, "town": 0.2, "person": 0.35, "company": 0.15, "filler": 0.25}
+
+_ONSETS = ("b br c ch d dr f g gr h k l m n p r s st t tr th v w z".split())
+_VOWELS = ("a e i o u a e o ei ou".split())
+_CODAS = ("", "", "", "", "n", "r", "l", "s", "m", "nd", "rk", "st")
+_TOWN_SUFFIXES = ("", "", "ford", "wick", "by", "ton", "holm", "mouth", "field", "stead", "bury")
+# Given names repeat across people (as real ones do); the first half are "she", the second half "he".
+_GIVEN_NAMES = tuple(
+    """Ada Alda Bela Brenna Calla Dagny Edda Elin Fenna Greta Hilde Ilse Jonna Kira Lene Linnea Mira Noor Oda
+    Petra Rosa Runa Selma Tilde Una Anselm Arvo Bertil Corin Dorian Emric Galen Halvar Ivo Jarek Kaspar Lars
+    Magnus Nils Osric Quill Sander Soren Tobin Viggo Wendel Yorick Zeno Henrik Matthis""".split()
+)
+_OCCUPATIONS = ("cartographer", "engineer", "painter", "botanist", "architect", "merchant", "composer",
+                "surveyor", "printer", "chemist", "clockmaker", "shipwright", "historian", "physician")
+# (industry, the noun in the company's name, what it is known for)
+_INDUSTRIES = (("textile", "Mills", "woollen cloth"), ("engineering", "Works", "steam pumps"),
+               ("brewing", "Brewery", "pale ale"), ("shipping", "Lines", "coastal freight"),
+               ("publishing", "Press", "school atlases"), ("ironworking", "Foundry", "cast-iron stoves"),
+               ("insurance", "Mutual", "marine policies"), ("glassmaking", "Glassworks", "window glass"),
+               ("milling", "Flour Company", "rye flour"), ("rope-making", "Ropeworks", "hemp cordage"))
+_TOWN_KINDS = ("market town", "village", "port town", "mill town", "cathedral town", "small town")
+_TOWN_FEATURES = ("its covered market", "a medieval bridge", "an annual horse fair", "its sandstone church",
+                  "a lace-making tradition", "a disused canal basin", "its botanical garden", "a large salt works")
+_FILLER_CRAFTS = ("pottery", "weaving", "embroidery", "basketry", "woodcarving", "bookbinding")
+_FILLER_SONGS = ("ballad", "hymn", "march", "waltz", "lullaby", "sea shanty")
+# Words of the templates that a generated name must not be (a town called "Lake" would read as a lake).
+_RESERVED_WORDS = frozenset(
+    """lake river the sea land mark shire mills works brewery lines press foundry mutual glassworks flour
+    company ropeworks festival town village port city founder born north south east west saint""".split()
+)
+
+
+@dataclass
+class SyntheticEntity:
+    """One passage of the corpus: its title, kind, sentences and the titles its first sentence links to."""
+
+    title: str
+    kind: str
+    sentences: list[str]
+    links: dict[str, str] = field(default_factory=dict)  # relation -> title of the linked entity (or a name)
+
+
+@dataclass
+class SyntheticDataset:
+    """A generated corpus and its questions, as raw HotpotQA records."""
+
+    questions: list[dict[str, Any]]
+    corpus: dict[str, list[str]]
+    seed: int
+    n_chain_passages: int
+
+    def write(self, folder: str | os.PathLike[str]) -> Path:
+        """Write ``questions.json`` and ``corpus.json`` into ``folder`` (created); returns the folder."""
+        out = Path(folder)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "questions.json").write_text(json.dumps(self.questions, indent=1, ensure_ascii=False) + "\n",
+                                            encoding="utf-8")
+        (out / "corpus.json").write_text(json.dumps(self.corpus, ensure_ascii=False) + "\n", encoding="utf-8")
+        return out
+
+
+def _a(word: str) -> str:
+    """``word`` with its indefinite article ("an engineer", "a town")."""
+    return ("an " if word[:1].lower() in "aeiou" else "a ") + word
+
+
+class _World:
+    """The entities made so far. Every new passage names only entities that already exist.
+
+    Provinces and seas are names only (no passage), drawn once per seed.
+    """
+
+    def __init__(self, seed: int) -> None:
+        self.entities: dict[str, SyntheticEntity] = {}
+        self.by_kind: dict[str, list[str]] = {"river": [], "town": [], "person": [], "company": [], "filler": []}
+        # Given names and the templates' own words are never generated as names.
+        self._words: set[str] = {w.lower() for w in _GIVEN_NAMES} | set(_RESERVED_WORDS)
+        #: Titles a chain made so far: nothing else in the chain may link to them (no shortcut past a hop).
+        self.reserved: set[str] = set()
+        self.collecting = False
+        places = random.Random(f"mhop-synthetic-places-{seed}")
+        self.provinces = [self.word(places) + places.choice(("land", "ia", "mark", "shire")) for _ in range(40)]
+        self.waters = [f"Lake {self.word(places)}" if i % 2 else f"the {self.word(places)} Sea" for i in range(16)]
+
+    # -- names: every generated word is used once, so no name is part of another -------------------------------
+
+    def word(self, rng: random.Random) -> str:
+        for _ in range(1000):
+            candidate = "".join(rng.choice(_ONSETS) + rng.choice(_VOWELS) + rng.choice(_CODAS)
+                                for _ in range(2)).capitalize()
+            if len(candidate) >= 4 and candidate.lower() not in self._words:
+                self._words.add(candidate.lower())
+                return candidate
+        raise RuntimeError("ran out of generated names")  # the name space holds millions; not reached
+
+    def pick(self, kind: str, rng: random.Random, make: Callable[[], str] | None = None) -> str | None:
+        """A random existing entity of ``kind`` outside :attr:`reserved`; else ``make()`` (or None)."""
+        pool = self.by_kind[kind]
+        for _ in range(20 if pool else 0):
+            title = rng.choice(pool)
+            if title not in self.reserved:
+                return title
+        return make() if make is not None else None
+
+    def add(self, entity: SyntheticEntity) -> str:
+        self.entities[entity.title] = entity
+        self.by_kind[entity.kind].append(entity.title)
+        self._words.add(entity.title.lower())
+        if self.collecting:
+            self.reserved.add(entity.title)
+        return entity.title
+
+    # -- entities --------------------------------------------------------------------------------------------
+
+    def river(self, rng: random.Random) -> str:
+        title = f"{self.word(rng)} River"
+        province, water, length = rng.choice(self.provinces), rng.choice(self.waters), rng.randint(20, 400)
+        first = rng.choice((
+            f"The {title} is a river of {province} that flows {length} km into {water}.",
+            f"The {title} rises in the hills of {province} and runs {length} km to {water}.",
+        ))
+        rest = [f"Its valley was surveyed in {rng.randint(1700, 1900)}.",
+                rng.choice(("It is navigable by barges in its lower course.", "Its waters are rich in trout.",
+                            "Several water mills once stood on its banks."))]
+        return self.add(SyntheticEntity(title, "river", [first, *rest], {"province": province, "mouth": water}))
+
+    def town(self, rng: random.Random, river: str | None = None) -> str:
+        title = self.word(rng) + rng.choice(_TOWN_SUFFIXES)
+        river = river or self.pick("river", rng, lambda: self.river(rng))
+        province = rng.choice(self.provinces)
+        kind = rng.choice(_TOWN_KINDS)
+        first = rng.choice((
+            f"{title} is {_a(kind)} on the {river} in {province}.",
+            f"{title} is {_a(kind)} in {province}, built on the banks of the {river}.",
+            f"{title} is {_a(kind)} of {province} that lies on the {river}.",
+        ))
+        rest = [f"It has a population of about {rng.randint(2, 90) * 1000} and is known for "
+                f"{rng.choice(_TOWN_FEATURES)}."]
+        if rng.random() < 0.3 and (twin := self.pick("town", rng)):
+            rest.append(f"It has been twinned with {twin} since {rng.randint(1950, 2010)}.")
+        return self.add(SyntheticEntity(title, "town", [first, *rest], {"river": river, "province": province}))
+
+    def person(self, rng: random.Random, town: str | None = None, employer: str | None = None,
+               with_employer: bool | None = None) -> str:
+        given = rng.randrange(len(_GIVEN_NAMES))
+        title = f"{_GIVEN_NAMES[given]} {self.word(rng)}"
+        town = town or self.pick("town", rng, lambda: self.town(rng))
+        if employer is None and (with_employer if with_employer is not None else rng.random() < 0.5):
+            employer = self.pick("company", rng, lambda: self.company(rng))
+        born = rng.randint(1780, 1930)
+        job = rng.choice(_OCCUPATIONS)
+        links = {"birthplace": town}
+        if employer:
+            links["employer"] = employer
+            first = rng.choice((
+                f"{title} ({born}–{born + rng.randint(40, 90)}) was {_a(job)} born in {town} who worked for "
+                f"{employer}.",
+                f"{title} was {_a(job)} from {town}, born in {born}, who spent most of a long career at "
+                f"{employer}.",
+            ))
+        else:
+            first = rng.choice((
+                f"{title} ({born}–{born + rng.randint(40, 90)}) was {_a(job)} born in {town}.",
+                f"{title} was {_a(job)} born in {born} in {town}.",
+            ))
+        pronoun = "She" if given < len(_GIVEN_NAMES) // 2 else "He"
+        rest = [f"{pronoun} trained in {rng.choice(('the capital', 'a local workshop', 'a provincial academy'))} "
+                f"and published {rng.randint(2, 30)} works."]
+        if rng.random() < 0.25 and (friend := self.pick("person", rng)):
+            rest.append(f"{pronoun} corresponded for years with {friend}.")
+        return self.add(SyntheticEntity(title, "person", [first, *rest], links))
+
+    def company(self, rng: random.Random, founder: str | None = None, headquarters: str | None = None) -> str:
+        industry, noun, product = rng.choice(_INDUSTRIES)
+        title = f"{self.word(rng)} {noun}"
+        founder = founder or self.pick("person", rng, lambda: self.person(rng, with_employer=False))
+        headquarters = headquarters or self.pick("town", rng, lambda: self.town(rng))
+        year = rng.randint(1820, 1980)
+        first = rng.choice((
+            f"{title} is {_a(industry)} company founded in {year} by {founder}, with its headquarters in "
+            f"{headquarters}.",
+            f"{title} is {_a(industry)} firm headquartered in {headquarters} and founded by {founder} in {year}.",
+        ))
+        rest = [f"It employs about {rng.randint(1, 60) * 50} people and is best known for {product}."]
+        if rng.random() < 0.3 and (branch := self.pick("town", rng)) and branch != headquarters:
+            rest.append(f"In {year + rng.randint(5, 40)} it opened a branch in {branch}.")
+        links = {"founder": founder, "headquarters": headquarters}
+        return self.add(SyntheticEntity(title, "company", [first, *rest], links))
+
+    def filler(self, rng: random.Random) -> str:
+        roll = rng.random()
+        if roll < 0.4 and self.by_kind["town"]:
+            town = rng.choice(self.by_kind["town"])
+            title = f"{self.word(rng)} Festival"
+            first = (f"The {title} is an annual {rng.choice(('harvest', 'music', 'lantern', 'boat'))} festival "
+                     f"held each {rng.choice(('spring', 'summer', 'autumn', 'winter'))} in {town}.")
+            links = {"place": town}
+        elif roll < 0.7 and self.by_kind["person"]:
+            writer = rng.choice(self.by_kind["person"])
+            kind = rng.choice(_FILLER_SONGS)
+            name = self.word(rng)
+            title = f"{name} ({kind})"
+            first = f"\"{name}\" is {_a(kind)} written by {writer} in {rng.randint(1800, 1950)}."
+            links = {"writer": writer}
+        else:
+            craft = rng.choice(_FILLER_CRAFTS)
+            title = f"{self.word(rng)} {craft}"
+            first = f"{title} is a regional style of {craft} with geometric patterns in two colours."
+            links = {}
+        rest = [rng.choice(("It is described in several local histories.", "It remains popular with visitors.",
+                            "Its origins are disputed among historians."))]
+        return self.add(SyntheticEntity(title, "filler", [first, *rest], links))
+
+
+# -- question chains ----------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Kind:
+    hops: int
+    templates: tuple[str, ...]
+    build: Callable[[_World, random.Random], tuple[list[str], str]]  # -> (chain of gold titles, answer)
+
+
+def _founder_birthplace(world: _World, rng: random.Random) -> tuple[list[str], str]:
+    town = world.town(rng)
+    founder = world.person(rng, town=town, with_employer=False)
+    company = world.company(rng, founder=founder)
+    return [company, founder], town
+
+
+def _birthplace_river(world: _World, rng: random.Random) -> tuple[list[str], str]:
+    river = world.river(rng)
+    town = world.town(rng, river=river)
+    person = world.person(rng, town=town)
+    return [person, town], river
+
+
+def _headquarters_province(world: _World, rng: random.Random) -> tuple[list[str], str]:
+    town = world.town(rng)
+    company = world.company(rng, headquarters=town)
+    return [company, town], world.entities[town].links["province"]
+
+
+def _employer_founder(world: _World, rng: random.Random) -> tuple[list[str], str]:
+    founder = world.person(rng, with_employer=False)
+    company = world.company(rng, founder=founder)
+    person = world.person(rng, employer=company)
+    return [person, company], founder
+
+
+def _founder_birthplace_river(world: _World, rng: random.Random) -> tuple[list[str], str]:
+    river = world.river(rng)
+    town = world.town(rng, river=river)
+    founder = world.person(rng, town=town, with_employer=False)
+    company = world.company(rng, founder=founder)
+    return [company, founder, town], river
+
+
+def _founder_birthplace_province(world: _World, rng: random.Random) -> tuple[list[str], str]:
+    town = world.town(rng)
+    founder = world.person(rng, town=town, with_employer=False)
+    company = world.company(rng, founder=founder)
+    return [company, founder, town], world.entities[town].links["province"]
+
+
+def _employer_founder_birthplace(world: _World, rng: random.Random) -> tuple[list[str], str]:
+    town = world.town(rng)
+    founder = world.person(rng, town=town, with_employer=False)
+    company = world.company(rng, founder=founder)
+    person = world.person(rng, employer=company)
+    return [person, company, founder], town
+
+
+def _employer_headquarters_river(world: _World, rng: random.Random) -> tuple[list[str], str]:
+    river = world.river(rng)
+    town = world.town(rng, river=river)
+    company = world.company(rng, headquarters=town)
+    person = world.person(rng, employer=company)
+    return [person, company, town], river
+
+
+#: The question chains: name -> hops, question templates ({0} is the first entity) and chain builder.
+QUESTION_KINDS: dict[str, _Kind] = {
+    "founder_birthplace": _Kind(2, ("Where was the founder of {0} born?",
+                                    "In which town was the person who founded {0} born?"), _founder_birthplace),
+    "birthplace_river": _Kind(2, ("Which river flows through the birthplace of {0}?",
+                                  "On which river lies the town where {0} was born?"), _birthplace_river),
+    "headquarters_province": _Kind(2, ("In which province is the town where {0} has its headquarters?",),
+                                   _headquarters_province),
+    "employer_founder": _Kind(2, ("Who founded the company that {0} worked for?",
+                                  "Who was the founder of the firm that employed {0}?"), _employer_founder),
+    "founder_birthplace_river": _Kind(3, ("Which river flows through the birthplace of the founder of {0}?",
+                                          "On which river lies the town where the founder of {0} was born?"),
+                                      _founder_birthplace_river),
+    "founder_birthplace_province": _Kind(3, ("In which province was the founder of {0} born?",),
+                                         _founder_birthplace_province),
+    "employer_founder_birthplace": _Kind(3, ("Where was the founder of the company that {0} worked for born?",),
+                                         _employer_founder_birthplace),
+    "employer_headquarters_river": _Kind(3, ("On which river is the headquarters town of the firm that "
+                                             "employed {0}?",), _employer_headquarters_river),
+}
+
+
+def _check_chain(world: _World, chain: Sequence[str], answer: str, question: str) -> None:
+    """Each hop's passage names the next hop (the bridge) and the last names the answer; no bridge is asked."""
+    for here, nxt in zip(chain, [*chain[1:], answer], strict=True):
+        if nxt not in world.entities[here].sentences[0]:
+            raise AssertionError(f"{here!r} does not name {nxt!r}")  # a generator bug, not bad input
+    for bridge in chain[1:]:
+        if re.search(rf"\b{re.escape(bridge)}\b", question, re.IGNORECASE):
+            raise AssertionError(f"bridge {bridge!r} appears in the question {question!r}")
+
+
+def _check_args(n_passages: int, n_questions: int, three_hop_share: float) -> None:
+    if isinstance(n_questions, bool) or not isinstance(n_questions, int) or n_questions < 1:
+        raise ValueError(f"n_questions must be an integer >= 1, got {n_questions!r}")
+    if isinstance(n_passages, bool) or not isinstance(n_passages, int) or n_passages < 1:
+        raise ValueError(f"n_passages must be an integer >= 1, got {n_passages!r}")
+    if not 0.0 <= three_hop_share <= 1.0:
+        raise ValueError(f"three_hop_share must be in [0, 1], got {three_hop_share!r}")
+
+
+def generate_dataset(
+    n_passages: int,
+    n_questions: int = DEFAULT_N_QUESTIONS,
+    seed: int = DEFAULT_SEED,
+    three_hop_share: float = 0.5,
+) -> SyntheticDataset:
+    """Generate a corpus of exactly ``n_passages`` passages and ``n_questions`` multi-hop questions.
+
+    Args:
+        n_passages: passages in the corpus (the question chains take about 4 per question; the rest are
+            background entities and fillers).
+        n_questions: questions; ``three_hop_share`` of them are 3-hop, the rest 2-hop, the kinds of each taking
+            turns.
+        seed: the random seed; the same arguments always give the same dataset.
+        three_hop_share: the share of 3-hop questions.
+
+    Returns:
+        The :class:`SyntheticDataset`; the corpus for ``n_passages`` is a prefix (in insertion order) of the
+        corpus for any larger ``n_passages`` with the same seed and questions.
+
+    Raises:
+        ValueError: a bad argument, or ``n_passages`` smaller than the passages the question chains need.
+    """
+    _check_args(n_passages, n_questions, three_hop_share)
+    chain_rng = random.Random(f"mhop-synthetic-chains-{seed}")
+    world = _World(seed)
+    n_three = round(n_questions * three_hop_share)
+    kinds = {hops: [name for name, kind in QUESTION_KINDS.items() if kind.hops == hops] for hops in (2, 3)}
+    plan = [3] * n_three + [2] * (n_questions - n_three)
+    chain_rng.shuffle(plan)
+    turns = {2: 0, 3: 0}
+    questions: list[dict[str, Any]] = []
+    for number, hops in enumerate(plan):
+        name = kinds[hops][turns[hops] % len(kinds[hops])]
+        turns[hops] += 1
+        kind = QUESTION_KINDS[name]
+        world.reserved, world.collecting = set(), True
+        chain, answer = kind.build(world, chain_rng)
+        world.collecting = False
+        text = chain_rng.choice(kind.templates).format(chain[0])
+        _check_chain(world, chain, answer, text)
+        questions.append({
+            "_id": f"syn{seed}-{number:04d}",
+            "question": text,
+            "answer": answer,
+            "type": "bridge",
+            "level": "hard" if hops == 3 else "medium",
+            "supporting_facts": [[title, 0] for title in chain],
+            "context": [],
+            "hops": hops,
+            "kind": name,
+            "chain": list(chain),
+            "bridge_entities": list(chain[1:]),
+        })
+    n_chain = len(world.entities)
+    if n_passages < n_chain:
+        raise ValueError(f"n_passages={n_passages} is smaller than the {n_chain} passages that {n_questions} "
+                         "question chains need; ask for more passages or fewer questions")
+    # The context of a question: its gold passages and distractors from the chains (the same at every size).
+    chain_titles = list(world.entities)
+    for record in questions:
+        gold = record["chain"]
+        others = [t for t in chain_titles if t not in gold]
+        shown = gold + chain_rng.sample(others, min(N_CONTEXT_DISTRACTORS, len(others)))
+        chain_rng.shuffle(shown)
+        record["context"] = [[t, list(world.entities[t].sentences)] for t in shown]
+    world.reserved = set()
+    background_rng = random.Random(f"mhop-synthetic-background-{seed}")
+    kinds_order, weights = zip(*_BACKGROUND_WEIGHTS.items(), strict=True)
+    while len(world.entities) < n_passages:
+        kind = background_rng.choices(kinds_order, weights)[0]
+        getattr(world, kind)(background_rng)
+    # A new entity may create the one it links to first (only when none exists, never past the chains): trim.
+    corpus = {title: list(entity.sentences) for title, entity in list(world.entities.items())[:n_passages]}
+    return SyntheticDataset(questions=questions, corpus=corpus, seed=seed, n_chain_passages=n_chain)
+
+
+def write_dataset(
+    folder: str | os.PathLike[str],
+    n_passages: int,
+    n_questions: int = DEFAULT_N_QUESTIONS,
+    seed: int = DEFAULT_SEED,
+    three_hop_share: float = 0.5,
+) -> Path:
+    """Generate a dataset (see :func:`generate_dataset`) and write it into ``folder``; returns the folder."""
+    return generate_dataset(n_passages, n_questions, seed, three_hop_share).write(folder)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Write a synthetic multi-hop dataset in the raw HotpotQA format.")
+    parser.add_argument("--passages", type=int, required=True, help="passages in the corpus")
+    parser.add_argument("--questions", type=int, default=DEFAULT_N_QUESTIONS)
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    parser.add_argument("--three-hop-share", type=float, default=0.5)
+    parser.add_argument("--out", required=True, help="folder for questions.json and corpus.json")
+    args = parser.parse_args(argv)
+    out = write_dataset(args.out, args.passages, args.questions, args.seed, args.three_hop_share)
+    print(f"wrote {args.passages} passages and {args.questions} questions to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

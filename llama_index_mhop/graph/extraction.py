@@ -1,0 +1,457 @@
+"""Open information extraction for the HippoRAG 2 memory: named entities and (subject, predicate, object) triples.
+
+HippoRAG 2 (Gutiérrez et al., 2025, "From RAG to Memory", seeds 003/004) builds its graph from an LLM's OpenIE
+of every passage: one call per passage returns the passage's named entities and the triples linking them.
+This module offers that step as a DSPy module (:class:`ExtractEntitiesAndTriples`, retried with backoff) and an
+LLM-free extractor that is both the default and the fallback (:func:`extract_llm_free`).
+
+The LLM-free extractor is built for encyclopedic text, where a passage is about its title:
+
+* the title entity: the title without a parenthetical disambiguation ("Lover Come Back (1961 film)" gives
+  "Lover Come Back"), plus the head of a comma title ("Laie, Hawaii" also gives "Laie"), so that any passage
+  naming the title meets this passage at one entity node;
+* entity spans (:func:`llama_index_mhop.text.entity_spans`: capitalised spans, quoted titles, years) and full dates
+  ("1 October 1943", "October 14, 1982");
+* triples linking the sentence's subject to each other entity of the sentence, with the words before the object as
+  the predicate ("... released by Universal Pictures and directed by Delbert Mann" gives
+  ("Lover Come Back", "directed by", "Delbert Mann")). The subject is the title entity, unless the sentence opens
+  with another entity.
+
+Entities are compared by :func:`entity_key` (accents folded, lowercase, no punctuation, no leading article, no
+possessive), so "Delbert Mann's" in one passage and the title "Delbert Mann" of another are one node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import dspy
+
+from ..lm import FallbackCounter, LMOutputError, arun_lm_step, resolve_lm, run_lm_step
+from ..text import entity_spans, sentences
+
+__all__ = [
+    "DEFAULT_BACKOFF_SECONDS",
+    "DEFAULT_MAX_LLM_FREE_TRIPLES",
+    "DEFAULT_MAX_ATTEMPTS",
+    "EXTRACTION_STEP",
+    "ExtractEntitiesAndTriples",
+    "Extraction",
+    "Extractor",
+    "OpenIEExtractor",
+    "OpenIEModule",
+    "entity_key",
+    "extract_llm_free",
+    "parse_extraction",
+    "title_entities",
+]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_ATTEMPTS = 3
+DEFAULT_BACKOFF_SECONDS = 1.0
+#: Triples kept per passage by the LLM-free extractor (see :func:`extract_llm_free`).
+DEFAULT_MAX_LLM_FREE_TRIPLES = 8
+EXTRACTION_STEP = "hippo_extraction"
+#: Longest entity name kept (characters of its key): longer spans are quoted sentences, not names.
+MAX_ENTITY_CHARS = 80
+#: Longest predicate kept, in words.
+MAX_PREDICATE_WORDS = 4
+
+_MONTHS = (
+    "January|February|March|April|May|June|July|August|September|October|November|December"
+)
+_DATE = re.compile(
+    rf"\b(?:\d{{1,2}} (?:{_MONTHS})(?:,? \d{{4}})?|(?:{_MONTHS}) \d{{1,2}}(?:, \d{{4}})?|(?:{_MONTHS}) \d{{4}})\b"
+)
+_PARENTHETICAL = re.compile(r"\s*\([^()]*\)\s*$")
+_LEADING_ARTICLE = re.compile(r"^(?:the|a|an) ")
+_POSSESSIVE = re.compile(r"(?:'s|’s|'|’)$")
+_WORDS = re.compile(r"[A-Za-z][A-Za-z'’\-]*")
+# Words that carry a relation: a predicate starts at the last of them before the object.
+_VERBS = frozenset(
+    """is was are were be been being has had have became become becomes won wins wrote writes made makes
+    married founded plays played stars starred starring includes included include located born died known
+    called named based directed written produced released published owned formed led leads served serves
+    received features featured hosted created designed developed composed performed recorded signed joined
+    moved lived lives works worked studied taught attended graduated elected appointed succeeded preceded
+    replaced represents represented belongs belonged contains contained consists consisted borders runs ran
+    flows flowed opened closed built""".split()
+)
+_CONJUNCTIONS = frozenset({"and", "or", "but", "nor", "as", "well"})
+
+
+def _fold(text: str) -> str:
+    return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+
+
+def entity_key(name: str) -> str:
+    """The name an entity node is keyed by: accents folded, lowercase, words only, no article, no possessive.
+
+    >>> entity_key("The Hukilau Song"), entity_key("Delbert Mann's"), entity_key("Alû")
+    ('hukilau song', 'delbert mann', 'alu')
+    """
+    text = _POSSESSIVE.sub("", _fold(name).strip())
+    key = " ".join(re.findall(r"[a-z0-9]+", text.lower()))
+    return _LEADING_ARTICLE.sub("", key)
+
+
+def title_entities(title: str) -> list[str]:
+    """The entity names a passage's title stands for: the title without its parenthetical, and a comma title's head.
+
+    >>> title_entities("Lover Come Back (1961 film)"), title_entities("Laie, Hawaii")
+    (['Lover Come Back'], ['Laie, Hawaii', 'Laie'])
+    """
+    title = (title or "").strip()
+    if not title:
+        return []
+    base = _PARENTHETICAL.sub("", title).strip() or title
+    names = [base]
+    head = base.split(",")[0].strip()
+    if head != base and entity_key(head):
+        names.append(head)
+    return [n for n in names if entity_key(n)]
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """One passage's extraction: entity names and (subject, predicate, object) triples, all as written."""
+
+    entities: tuple[str, ...] = ()
+    triples: tuple[tuple[str, str, str], ...] = ()
+    from_lm: bool = field(default=False, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"entities": list(self.entities), "triples": [list(t) for t in self.triples]}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Extraction:
+        return cls(
+            entities=tuple(str(e) for e in data.get("entities", [])),
+            triples=tuple((str(s), str(p), str(o)) for s, p, o in data.get("triples", [])),
+        )
+
+
+def _clean_span(span: str) -> str:
+    span = span.strip().strip("\"“”'‘’.,;:()[]").strip()
+    return _POSSESSIVE.sub("", span).strip()
+
+
+def _is_name(span: str) -> bool:
+    key = entity_key(span)
+    if not key or len(key) > MAX_ENTITY_CHARS:
+        return False
+    first = next((c for c in span if c.isalnum()), "")
+    return bool(first) and (first.isupper() or first.isdigit())
+
+
+_CAPITALISED_WORD = re.compile(r"(?<=[a-z0-9,;:)] )([A-Z][\w'’\-]*)")
+
+
+def _names_inside_sentences(text: str) -> set[str]:
+    """Capitalised words that follow a lowercase word or a comma: capitalised because they are names."""
+    return {entity_key(m.group(1)) for m in _CAPITALISED_WORD.finditer(text)}
+
+
+def _mentions(sentence: str, known: set[str] | None = None) -> list[tuple[int, int, str]]:
+    """(start, end, name) of the sentence's entity mentions, in text order, without overlaps (longest wins).
+
+    A single word opening the sentence ("After", "However", "Films") is capitalised by position only: it is a
+    mention when ``known`` (names seen capitalised inside sentences of the passage, and the title) holds it.
+    """
+    found: list[tuple[int, int, str]] = []
+    for match in _DATE.finditer(sentence):
+        found.append((match.start(), match.end(), match.group(0)))
+    opening = len(sentence) - len(sentence.lstrip("\"“'‘( "))
+    for span in entity_spans(sentence):
+        name = _clean_span(span)
+        if not _is_name(name):
+            continue
+        position = sentence.find(name)
+        if position < 0:
+            continue
+        if known is not None and position == opening and " " not in name and entity_key(name) not in known:
+            continue
+        found.append((position, position + len(name), name))
+    found.sort(key=lambda m: (m[0], -(m[1] - m[0])))
+    kept: list[tuple[int, int, str]] = []
+    for start, end, name in found:
+        if kept and start < kept[-1][1]:  # inside the previous (longer or earlier) mention
+            continue
+        kept.append((start, end, name))
+    return kept
+
+
+def _predicate(gap: str, previous: str | None) -> str:
+    """The relation words before an object: from the last verb-like word of the gap, at most 4 words."""
+    words = [w.lower().strip("'’-") for w in _WORDS.findall(gap)]
+    words = [w for w in words if w and w != "s"]  # "King's short story": the possessive is not a word
+    if not words or all(w in _CONJUNCTIONS for w in words):
+        # "A, B and C": C stands in the same relation as B; with no relation before it, there is no fact.
+        return previous or ""
+    start = None
+    for position in range(len(words) - 1, -1, -1):
+        word = words[position]
+        if word in _VERBS or (len(word) > 4 and word.endswith(("ed", "ing"))):
+            start = position
+            break
+    chosen = words[start:] if start is not None else words
+    chosen = chosen[-MAX_PREDICATE_WORDS:]
+    while len(chosen) > 1 and chosen[0] in _CONJUNCTIONS:
+        chosen = chosen[1:]
+    return " ".join(chosen)
+
+
+def extract_llm_free(
+    text: str, title: str | None = None, max_triples: int | None = DEFAULT_MAX_LLM_FREE_TRIPLES
+) -> Extraction:
+    """LLM-free OpenIE for encyclopedic passages: the title entity, entity spans and subject-centred triples.
+
+    Args:
+        text: the passage.
+        title: the passage's title; its entity (:func:`title_entities`) is the subject of sentences that do not
+            open with another entity.
+        max_triples: keep at most this many triples (None: all): those whose object is a name, in text order, then
+            those whose object is a year or a date. Every fact is embedded, and a long passage's cast list or
+            chronology costs indexing time without linking anything the entity list does not already link.
+
+    Returns:
+        Entity names in order of first mention (title entities first) and triples, both without duplicates
+        (compared by :func:`entity_key`).
+    """
+    subjects = title_entities(title or "")
+    subject_keys = {entity_key(s) for s in subjects}
+    entities: dict[str, str] = {}
+    for name in subjects:
+        entities.setdefault(entity_key(name), name)
+    triples: dict[tuple[str, str, str], tuple[str, str, str]] = {}
+    known = _names_inside_sentences(text or "") | subject_keys
+    for number, sentence in enumerate(sentences(text or "")):
+        mentions = _mentions(sentence, known)
+        for _, _, name in mentions:
+            entities.setdefault(entity_key(name), name)
+        if not mentions:
+            continue
+        opener = mentions[0][2]
+        # The passage is about its title, and so is a sentence unless it opens with another name. The first
+        # sentence always is ("Delbert Martin Mann Jr. (January 30, 1920 ...) was ..." defines "Delbert Mann"),
+        # and a date opening a sentence is not what the sentence is about.
+        opens_with_name = (
+            number > 0
+            and sentence[: mentions[0][0]].strip("\"“'‘( ") in ("", "The", "A", "An")
+            and entity_key(opener) not in subject_keys
+            and re.search(r"[a-z]", entity_key(opener)) is not None
+            and _DATE.fullmatch(opener) is None
+        )
+        if subjects and not opens_with_name:
+            subject, objects, cursor = subjects[0], mentions, 0
+        else:
+            subject, objects, cursor = opener, mentions[1:], mentions[0][1]
+        subject_key = entity_key(subject)
+        previous: str | None = None
+        for start, end, name in objects:
+            key = entity_key(name)
+            gap = sentence[cursor:start]
+            cursor = end
+            if key == subject_key or (subject_key in subject_keys and key in subject_keys):
+                continue
+            previous = _predicate(gap, previous) or None
+            if previous is None:
+                continue
+            triples.setdefault((subject_key, previous, key), (subject, previous, name))
+    facts = list(triples.values())
+    if max_triples is not None and len(facts) > max_triples:
+        dated = [not re.search(r"[a-z]", entity_key(f[2])) for f in facts]
+        chosen = sorted(sorted(range(len(facts)), key=lambda i: (dated[i], i))[:max_triples])
+        facts = [facts[i] for i in chosen]
+    return Extraction(entities=tuple(entities.values()), triples=tuple(facts))
+
+
+class ExtractEntitiesAndTriples(dspy.Signature):
+    """Read the passage and extract its named entities and the facts that connect them.
+
+    List every named entity (people, places, organisations, works, events, dates and other proper names) as it
+    is written in the passage. Then list the facts the passage states as [subject, predicate, object] triples:
+    subject and object are named entities from your list, the predicate is a short relation phrase such as
+    "directed by" or "born in". Resolve pronouns to the entity they refer to; the passage's title names its main
+    subject. Use only what the passage says.
+    """
+
+    title: str = dspy.InputField(desc="the passage's title (may be empty)")
+    passage: str = dspy.InputField(desc="the passage to read")
+    named_entities: list[str] = dspy.OutputField(desc="named entities, as written in the passage")
+    triples: list[list[str]] = dspy.OutputField(desc="facts, each a list of 3 strings: [subject, predicate, object]")
+
+
+def parse_extraction(prediction: Any) -> Extraction:
+    """Validate an LM's extraction; raise :class:`LMOutputError` when it is not usable.
+
+    Entities must be a list of strings; every triple a list of three non-empty strings. An answer with neither
+    entities nor triples is unusable (an encyclopedic passage always names something).
+    """
+    raw_entities = getattr(prediction, "named_entities", None)
+    raw_triples = getattr(prediction, "triples", None)
+    if not isinstance(raw_entities, list) or not all(isinstance(e, str) for e in raw_entities):
+        raise LMOutputError(f"named_entities is not a list of strings: {raw_entities!r:.200}")
+    if not isinstance(raw_triples, list):
+        raise LMOutputError(f"triples is not a list: {raw_triples!r:.200}")
+    triples: list[tuple[str, str, str]] = []
+    for triple in raw_triples:
+        if not (isinstance(triple, (list, tuple)) and len(triple) == 3 and all(isinstance(x, str) for x in triple)):
+            raise LMOutputError(f"a triple is not [subject, predicate, object]: {triple!r:.200}")
+        subject, predicate, obj = (x.strip() for x in triple)
+        if not (entity_key(subject) and predicate and entity_key(obj)):
+            continue  # an empty slot: drop that triple, keep the rest
+        triples.append((subject, predicate, obj))
+    entities = [e.strip() for e in raw_entities if entity_key(e)]
+    if not entities and not triples:
+        raise LMOutputError("the LM extracted no entity and no triple")
+    return Extraction(entities=tuple(entities), triples=tuple(triples), from_lm=True)
+
+
+class OpenIEModule(dspy.Module):
+    """One OpenIE call per passage, retried with exponential backoff when the LM fails or answers badly.
+
+    Args:
+        max_attempts: LM calls per passage before giving up (the caller then uses the LLM-free extractor).
+        backoff_seconds: wait before the second attempt; doubled before each further attempt.
+    """
+
+    def __init__(self, max_attempts: int = DEFAULT_MAX_ATTEMPTS, backoff_seconds: float = DEFAULT_BACKOFF_SECONDS):
+        super().__init__()
+        if max_attempts < 1:
+            raise ValueError(f"max_attempts must be at least 1, got {max_attempts}")
+        self.extract = dspy.Predict(ExtractEntitiesAndTriples)
+        self.max_attempts = max_attempts
+        self.backoff_seconds = backoff_seconds
+
+    def _wait(self, attempt: int) -> float:
+        return self.backoff_seconds * (2**attempt)
+
+    def forward(self, title: str, passage: str) -> dspy.Prediction:
+        error: Exception | None = None
+        for attempt in range(self.max_attempts):
+            try:
+                prediction = self.extract(title=title, passage=passage)
+                parse_extraction(prediction)  # a malformed answer is retried like a failed call
+                return prediction
+            except Exception as exc:  # an LM may fail in any way
+                error = exc
+                logger.debug("extraction attempt %d/%d failed: %s", attempt + 1, self.max_attempts, exc)
+                if attempt + 1 < self.max_attempts:
+                    time.sleep(self._wait(attempt))
+        assert error is not None
+        raise error
+
+    async def aforward(self, title: str, passage: str) -> dspy.Prediction:
+        error: Exception | None = None
+        for attempt in range(self.max_attempts):
+            try:
+                prediction = await self.extract.acall(title=title, passage=passage)
+                parse_extraction(prediction)
+                return prediction
+            except Exception as exc:
+                error = exc
+                logger.debug("extraction attempt %d/%d failed: %s", attempt + 1, self.max_attempts, exc)
+                if attempt + 1 < self.max_attempts:
+                    await asyncio.sleep(self._wait(attempt))
+        assert error is not None
+        raise error
+
+
+@runtime_checkable
+class Extractor(Protocol):
+    """What the graph index needs from an extractor: one :class:`Extraction` per passage."""
+
+    def extract(self, text: str, title: str | None = None) -> Extraction: ...
+
+
+class OpenIEExtractor:
+    """Entities and triples of a passage: the DSPy module when an LM is configured, else the LLM-free rules.
+
+    Every LM call goes through :func:`llama_index_mhop.lm.run_lm_step`; after ``max_attempts`` failed attempts
+    (exception, timeout or malformed answer) the passage gets the LLM-free extraction and
+    :attr:`fallback_counts` counts it. The title entities are always added, whichever path answered.
+
+    Args:
+        lm: a DSPy LM. llm: a LlamaIndex LLM (pass one or the other; neither means ``dspy.settings.lm`` or none).
+        max_attempts: LM attempts per passage. backoff_seconds: first wait between attempts (doubles).
+        timeout: seconds for all attempts of one passage.
+    """
+
+    def __init__(
+        self,
+        lm: Any = None,
+        llm: Any = None,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        backoff_seconds: float = DEFAULT_BACKOFF_SECONDS,
+        timeout: float = 180.0,
+    ) -> None:
+        self.lm = resolve_lm(lm=lm, llm=llm)
+        self.module = OpenIEModule(max_attempts=max_attempts, backoff_seconds=backoff_seconds)
+        self.timeout = timeout
+        self.fallback_counts = FallbackCounter()
+
+    @property
+    def uses_lm(self) -> bool:
+        return self.lm is not None
+
+    def _inputs(self, text: str, title: str | None) -> dict[str, str]:
+        return {"title": title or "", "passage": text}
+
+    def extract(self, text: str, title: str | None = None) -> Extraction:
+        """The passage's entities and triples (one LM call, retried, or the LLM-free rules)."""
+        result = run_lm_step(
+            EXTRACTION_STEP,
+            self.module,
+            self._inputs(text, title),
+            parse_extraction,
+            lambda: extract_llm_free(text, title),
+            self.lm,
+            self.fallback_counts,
+            self.timeout,
+        )
+        return with_title_entities(result, title)
+
+    async def aextract(self, text: str, title: str | None = None) -> Extraction:
+        """The async twin of :meth:`extract`."""
+        result = await arun_lm_step(
+            EXTRACTION_STEP,
+            self.module,
+            self._inputs(text, title),
+            parse_extraction,
+            lambda: extract_llm_free(text, title),
+            self.lm,
+            self.fallback_counts,
+            self.timeout,
+        )
+        return with_title_entities(result, title)
+
+
+def with_title_entities(extraction: Extraction, title: str | None) -> Extraction:
+    """The extraction with the title entities first among its entities (an LM may leave them out)."""
+    names = [*title_entities(title or ""), *extraction.entities]
+    seen: set[str] = set()
+    unique = []
+    for name in names:
+        key = entity_key(name)
+        if key and key not in seen:
+            seen.add(key)
+            unique.append(name)
+    return Extraction(entities=tuple(unique), triples=extraction.triples, from_lm=extraction.from_lm)
+
+
+def iter_entity_keys(extraction: Extraction) -> Iterable[str]:
+    """Keys of every entity the extraction names, in its entity list or in a triple."""
+    for name in extraction.entities:
+        yield entity_key(name)
+    for subject, _, obj in extraction.triples:
+        yield entity_key(subject)
+        yield entity_key(obj)

@@ -1,0 +1,282 @@
+"""HippoGraphIndex: stores, insert/delete consistency, kill-and-resume indexing, persistence, no duplicates."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+
+import chromadb
+import pytest
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.llms import MockLLM
+
+from llama_index_mhop.graph.extraction import Extraction, extract_llm_free
+from llama_index_mhop.graph.index import CHECKPOINT_FILE, CONFIG_FILE, GRAPH_FILE, HippoGraphIndex
+from llama_index_mhop.stores import make_document
+
+DATA = Path(__file__).parent / "data"
+
+
+class WordBagEmbedding(BaseEmbedding):
+    """Deterministic bag-of-words vectors; counts the texts it embeds."""
+
+    dim: int = 4096
+    embedded: int = 0
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "WordBagEmbedding"
+
+    def _vector(self, text: str) -> list[float]:
+        vector = [0.0] * self.dim
+        for word in re.findall(r"[a-z0-9]+", text.lower()):
+            vector[int(hashlib.md5(word.encode()).hexdigest(), 16) % self.dim] += 1.0
+        return vector
+
+    def _get_text_embedding(self, text: str) -> list[float]:
+        self.embedded += 1
+        return self._vector(text)
+
+    def _get_query_embedding(self, query: str) -> list[float]:
+        return self._vector(query)
+
+    async def _aget_query_embedding(self, query: str) -> list[float]:
+        return self._vector(query)
+
+
+class CountingExtractor:
+    """The LLM-free extractor, counting the passages it reads."""
+
+    def __init__(self) -> None:
+        self.titles: list[str] = []
+
+    def extract(self, text: str, title: str | None = None) -> Extraction:
+        self.titles.append(title or "")
+        return extract_llm_free(text, title)
+
+
+def mini_docs():
+    return [make_document(r["title"], r["text"]) for r in json.loads((DATA / "mini_corpus.json").read_text())]
+
+
+MORE = [
+    ("Rock Hudson", "Rock Hudson was an American actor. He starred in Giant with Elizabeth Taylor."),
+    ("Giant (1956 film)", "Giant is a 1956 epic drama film directed by George Stevens."),
+    ("George Stevens", "George Stevens was an American film director. He directed Shane in 1953."),
+    ("Oahu", "Oahu is the third-largest island of Hawaii. Honolulu is on Oahu."),
+    ("Honolulu", "Honolulu is the capital of Hawaii. It lies on Oahu."),
+    ("Elizabeth Taylor", "Elizabeth Taylor was a British-American actress. She starred in Giant."),
+    ("Shane (film)", "Shane is a 1953 Western film directed by George Stevens."),
+]
+
+
+def all_docs():
+    return mini_docs() + [make_document(title, text) for title, text in MORE]
+
+
+def build(docs, name, client=None, **kwargs):
+    return HippoGraphIndex.from_documents(
+        docs, embed_model=kwargs.pop("embed_model", None) or WordBagEmbedding(),
+        chroma_client=client if client is not None else chromadb.EphemeralClient(),
+        name=name, show_progress=False, **kwargs,
+    )
+
+
+def snapshot(index: HippoGraphIndex) -> dict:
+    """Everything that must match between two builds of the same documents."""
+    graph = index.graph
+    return {
+        "edges": graph.edge_list(),
+        "entities": dict(sorted(graph.entity_names.items())),
+        "facts": dict(sorted(graph.facts.items())),
+        "passages": {p: (r.entities, r.facts, r.title_entities) for p, r in sorted(graph.passages.items())},
+        "synonyms": dict(sorted(graph.synonyms.items())),
+        "chroma_passages": sorted(index.passages_collection.get(include=[])["ids"]),
+        "chroma_entities": sorted(index.entities_collection.get(include=[])["ids"]),
+        "chroma_facts": sorted(index.facts_collection.get(include=[])["ids"]),
+    }
+
+
+def test_three_collections_with_counts_matching_the_graph():
+    index = build(mini_docs(), "idx_counts")
+    counts = index.counts()
+    assert counts["passages"] == counts["chroma_passages"] == 5
+    assert counts["entities"] == counts["chroma_entities"] == 14
+    assert counts["facts"] == counts["chroma_facts"] == 14
+    assert {c.name for c in (index.passages_collection, index.entities_collection, index.facts_collection)} == {
+        "idx_counts_passages", "idx_counts_entities", "idx_counts_facts"}
+    fact = index.facts_collection.get(limit=1, include=["documents", "metadatas"])
+    meta = fact["metadatas"][0]
+    assert fact["documents"][0] == f"{meta['subject']} {meta['predicate']} {meta['object']}"
+
+
+def test_passage_nodes_keep_document_metadata():
+    docs = [make_document("Marty (film)", "Marty is a 1955 drama film directed by Delbert Mann.", passage_id="p-7")]
+    index = build(docs, "idx_meta")
+    state = index.retrieval_state()
+    node = state.passage_nodes[0]
+    assert node.metadata["title"] == "Marty (film)"
+    assert node.metadata["passage_id"] == "p-7"
+    assert node.ref_doc_id == docs[0].doc_id
+
+
+def test_reindexing_adds_no_duplicates():
+    client = chromadb.EphemeralClient()
+    index = build(mini_docs(), "idx_twice", client)
+    before = snapshot(index)
+    assert index.insert(mini_docs()) == []
+    assert snapshot(index) == before
+
+
+def test_insert_then_delete_equals_fresh_build():
+    docs = all_docs()
+    index = build(docs[:6], "idx_incr")
+    index.insert(docs[6:])
+    doris = next(d for d in docs if d.metadata["title"] == "Doris Day")
+    giant = next(d for d in docs if d.metadata["title"] == "Giant (1956 film)")
+    assert len(index.delete(doris.doc_id)) == 1  # by document id
+    giant_passage = index.graph.passages_of_document(giant.doc_id)[0]
+    assert index.delete(giant_passage) == [giant_passage]  # by passage id
+    remaining = [d for d in docs if d.doc_id not in (doris.doc_id, giant.doc_id)]
+    fresh = build(remaining, "idx_fresh")
+    assert snapshot(index) == {**snapshot(fresh)}
+    # Entities only Doris Day's passage named are gone; shared ones stay.
+    names = set(index.graph.entity_names.values())
+    assert "doris day" in names  # Lover Come Back still names her
+    assert "rock hudson" in names
+
+
+def test_delete_unknown_id_is_a_clear_error():
+    index = build(mini_docs(), "idx_del_err")
+    with pytest.raises(KeyError, match="no passage or document with id 'nope'"):
+        index.delete("nope")
+
+
+def test_killed_build_resumes_without_redoing_work(tmp_path):
+    docs = all_docs()
+    extractor = CountingExtractor()
+    embedder = WordBagEmbedding()
+
+    def stop_after_second_batch(batch: int, done: int) -> None:
+        if batch == 2:
+            raise KeyboardInterrupt("stopped after batch 2")
+
+    with pytest.raises(KeyboardInterrupt):
+        HippoGraphIndex.from_documents(
+            docs, embed_model=embedder, persist_dir=tmp_path / "run", extractor=extractor,
+            insert_batch_size=3, show_progress=False, name="resume", on_batch_end=stop_after_second_batch,
+        )
+    assert (tmp_path / "run" / CHECKPOINT_FILE).is_file()
+    assert not (tmp_path / "run" / GRAPH_FILE).exists()
+    assert len(extractor.titles) == 6
+    first_titles = list(extractor.titles)
+
+    resumed_extractor = CountingExtractor()
+    resumed = HippoGraphIndex.from_documents(
+        docs, embed_model=embedder, persist_dir=tmp_path / "run", extractor=resumed_extractor,
+        insert_batch_size=3, show_progress=False, name="resume",
+    )
+    # Only the passages after the checkpoint were read again.
+    assert len(resumed_extractor.titles) == len(docs) - 6
+    assert not set(resumed_extractor.titles) & set(first_titles)
+    assert not (tmp_path / "run" / CHECKPOINT_FILE).exists()
+    assert (tmp_path / "run" / GRAPH_FILE).is_file()
+
+    clean = HippoGraphIndex.from_documents(
+        docs, embed_model=WordBagEmbedding(), persist_dir=tmp_path / "clean", show_progress=False, name="resume",
+    )
+    assert resumed.counts() == clean.counts()
+    assert snapshot(resumed) == snapshot(clean)
+
+
+def test_truncated_checkpoint_line_is_ignored(tmp_path):
+    docs = all_docs()
+
+    def stop(batch: int, done: int) -> None:
+        if batch == 1:
+            raise RuntimeError("killed")
+
+    with pytest.raises(RuntimeError):
+        HippoGraphIndex.from_documents(docs, embed_model=WordBagEmbedding(), persist_dir=tmp_path, name="trunc",
+                                       insert_batch_size=4, show_progress=False, on_batch_end=stop)
+    with (tmp_path / CHECKPOINT_FILE).open("a") as handle:
+        handle.write('{"passages": {"abc": {"entit')  # the process died while writing
+    index = HippoGraphIndex.from_documents(docs, embed_model=WordBagEmbedding(), persist_dir=tmp_path,
+                                           name="trunc", insert_batch_size=4, show_progress=False)
+    assert index.counts()["passages"] == len(docs)
+
+
+def test_persist_and_reload(tmp_path):
+    embedder = WordBagEmbedding()
+    index = build(mini_docs(), "idx_persist", embed_model=embedder)  # in-memory Chroma
+    index.persist(tmp_path)
+    for name in (CONFIG_FILE, GRAPH_FILE):
+        data = json.loads((tmp_path / name).read_text())
+        assert data["format_version"] == 1
+    assert not list(tmp_path.rglob("*.pkl")) and not list(tmp_path.rglob("*.pickle"))
+    loaded = HippoGraphIndex.from_persist_dir(tmp_path, embed_model=embedder)
+    assert snapshot(loaded) == snapshot(index)
+    query = "Who directed Lover Come Back?"
+    before = [(n.node.node_id, n.score) for n in index.as_retriever(similarity_top_k=3).retrieve(query)]
+    after = [(n.node.node_id, n.score) for n in loaded.as_retriever(similarity_top_k=3).retrieve(query)]
+    assert after == before
+
+
+def test_from_documents_reopens_a_finished_index(tmp_path):
+    embedder = WordBagEmbedding()
+    first = HippoGraphIndex.from_documents(mini_docs(), embed_model=embedder, persist_dir=tmp_path,
+                                           show_progress=False, name="reopen")
+    extractor = CountingExtractor()
+    again = HippoGraphIndex.from_documents(all_docs(), embed_model=embedder, persist_dir=tmp_path,
+                                           show_progress=False, name="reopen", extractor=extractor)
+    assert len(extractor.titles) == len(MORE)  # only the new documents
+    assert again.counts()["passages"] == first.counts()["passages"] + len(MORE)
+
+
+def test_from_persist_dir_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no HippoGraphIndex saved"):
+        HippoGraphIndex.from_persist_dir(tmp_path)
+    index = build(mini_docs(), "idx_version")
+    index.persist(tmp_path)
+    config = json.loads((tmp_path / CONFIG_FILE).read_text())
+    config["format_version"] = 7
+    (tmp_path / CONFIG_FILE).write_text(json.dumps(config))
+    with pytest.raises(ValueError, match="format version 7"):
+        HippoGraphIndex.from_persist_dir(tmp_path, embed_model=WordBagEmbedding())
+
+
+def test_bad_index_name():
+    with pytest.raises(ValueError, match="index name"):
+        build(mini_docs(), "x")
+
+
+def test_as_query_engine_answers_with_sources():
+    index = build(mini_docs(), "idx_engine")
+    engine = index.as_query_engine(llm=MockLLM(), similarity_top_k=2)
+    response = engine.query("Who directed Marty?")
+    assert len(response.source_nodes) == 2
+    assert engine.retriever.similarity_top_k == 2
+
+
+def test_pagerank_matrix_is_built_once_per_graph_version():
+    index = build(mini_docs(), "idx_version_cache")
+    state = index.retrieval_state()
+    assert index.retrieval_state() is state
+    retriever = index.as_retriever()
+    retriever.retrieve("Who directed Marty?")
+    retriever.retrieve("Where is Laie?")
+    assert index.retrieval_state() is state
+    index.insert([make_document("Oahu", "Oahu is an island of Hawaii.")])
+    assert index.retrieval_state() is not state
+    assert index.retrieval_state().version == index.graph.version
+
+
+def test_hnsw_synonymy_equals_exact_on_a_small_graph():
+    docs = all_docs()
+    exact = build(docs, "idx_syn_exact")
+    searched = build(docs[:8], "idx_syn_hnsw", exact_synonymy_max_entities=0)  # Chroma's HNSW index finds them
+    searched.insert(docs[8:])
+    assert any(d["synonymy"] for _, _, d in exact.graph.graph.edges(data=True))
+    assert snapshot(searched) == snapshot(exact)

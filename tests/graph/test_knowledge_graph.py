@@ -1,0 +1,284 @@
+"""The HippoRAG 2 graph: exact nodes, edges and weights on a fixture corpus, synonymy, removal, JSON round trip."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+
+import chromadb
+import numpy as np
+import pytest
+from llama_index.core.base.embeddings.base import BaseEmbedding
+
+from llama_index_mhop.graph.extraction import entity_key
+from llama_index_mhop.graph.index import HippoGraphIndex
+from llama_index_mhop.graph.knowledge_graph import KnowledgeGraph
+from llama_index_mhop.stores import make_document, stable_id
+
+DATA = Path(__file__).parent / "data"
+
+
+class WordBagEmbedding(BaseEmbedding):
+    """A deterministic bag-of-words embedder: cosine similarities are hand-computable (no shared hashed words)."""
+
+    dim: int = 4096
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "WordBagEmbedding"
+
+    def _vector(self, text: str) -> list[float]:
+        vector = [0.0] * self.dim
+        for word in re.findall(r"[a-z0-9]+", text.lower()):
+            vector[int(hashlib.md5(word.encode()).hexdigest(), 16) % self.dim] += 1.0
+        return vector
+
+    def _get_text_embedding(self, text: str) -> list[float]:
+        return self._vector(text)
+
+    def _get_query_embedding(self, query: str) -> list[float]:
+        return self._vector(query)
+
+    async def _aget_query_embedding(self, query: str) -> list[float]:
+        return self._vector(query)
+
+
+def fixture_documents():
+    return [make_document(r["title"], r["text"]) for r in json.loads((DATA / "mini_corpus.json").read_text())]
+
+
+def eid(key: str) -> str:
+    return stable_id("entity", key)
+
+
+@pytest.fixture(scope="module")
+def mini_index():
+    index = HippoGraphIndex.from_documents(
+        fixture_documents(), embed_model=WordBagEmbedding(), chroma_client=chromadb.EphemeralClient(),
+        name="kg_mini", show_progress=False,
+    )
+    yield index
+    for collection in (index.passages_collection, index.entities_collection, index.facts_collection):
+        index.chroma_client.delete_collection(collection.name)
+
+
+def test_fixture_vocabulary_has_no_hash_collision():
+    words = set()
+    for doc in fixture_documents():
+        words.update(re.findall(r"[a-z0-9]+", (doc.metadata["title"] + " " + doc.text).lower()))
+    slots = {int(hashlib.md5(w.encode()).hexdigest(), 16) % 4096 for w in words}
+    assert len(slots) == len(words)
+
+
+def test_fixture_graph_nodes(mini_index):
+    graph = mini_index.graph
+    entities = {
+        "lover come back", "1961", "delbert mann", "doris day", "rock hudson", "delbert martin mann", "american",
+        "marty", "academy award", "1955", "laie hawaii", "laie", "oahu", "hukilau song",
+    }
+    assert set(graph.entity_names.values()) == entities
+    assert {graph.graph.nodes[e]["name"] for e in graph.entity_names} == entities
+    titles = {r.title for r in graph.passages.values()}
+    assert titles == {"Lover Come Back (1961 film)", "Delbert Mann", "Doris Day", "Marty (film)", "Laie, Hawaii"}
+    assert graph.graph.number_of_nodes() == 5 + 14
+    assert graph.num_facts == 14
+
+
+def test_fixture_graph_edges_and_weights(mini_index):
+    graph = mini_index.graph
+    by_title = {r.title: pid for pid, r in graph.passages.items()}
+    lcb, dm, dd, marty, laie = (by_title[t] for t in (
+        "Lover Come Back (1961 film)", "Delbert Mann", "Doris Day", "Marty (film)", "Laie, Hawaii"))
+    # (u, v): (facts, synonymy, passage). Title edges weigh 10, other passage edges 1; a fact edge counts the
+    # distinct facts linking the pair; the only synonym pair above 0.8 is 2 / sqrt(2 * 3).
+    expected = {
+        (lcb, eid("lover come back")): (0, 0.0, 10.0), (lcb, eid("1961")): (0, 0.0, 1.0),
+        (lcb, eid("delbert mann")): (0, 0.0, 1.0), (lcb, eid("doris day")): (0, 0.0, 1.0),
+        (lcb, eid("rock hudson")): (0, 0.0, 1.0),
+        (dm, eid("delbert mann")): (0, 0.0, 10.0), (dm, eid("delbert martin mann")): (0, 0.0, 1.0),
+        (dm, eid("american")): (0, 0.0, 1.0), (dm, eid("marty")): (0, 0.0, 1.0),
+        (dm, eid("academy award")): (0, 0.0, 1.0),
+        (dd, eid("doris day")): (0, 0.0, 10.0), (dd, eid("american")): (0, 0.0, 1.0),
+        (dd, eid("lover come back")): (0, 0.0, 1.0), (dd, eid("rock hudson")): (0, 0.0, 1.0),
+        (marty, eid("marty")): (0, 0.0, 10.0), (marty, eid("1955")): (0, 0.0, 1.0),
+        (marty, eid("delbert mann")): (0, 0.0, 1.0),
+        (laie, eid("laie hawaii")): (0, 0.0, 10.0), (laie, eid("laie")): (0, 0.0, 10.0),
+        (laie, eid("oahu")): (0, 0.0, 1.0), (laie, eid("hukilau song")): (0, 0.0, 1.0),
+        (eid("lover come back"), eid("1961")): (1, 0.0, 0.0),
+        (eid("lover come back"), eid("delbert mann")): (1, 0.0, 0.0),
+        (eid("lover come back"), eid("doris day")): (2, 0.0, 0.0),  # "stars" and "starred in"
+        (eid("lover come back"), eid("rock hudson")): (1, 0.0, 0.0),
+        (eid("delbert mann"), eid("american")): (1, 0.0, 0.0),
+        (eid("delbert mann"), eid("marty")): (2, 0.0, 0.0),  # "his film" and "directed by"
+        (eid("delbert mann"), eid("academy award")): (1, 0.0, 0.0),
+        (eid("doris day"), eid("american")): (1, 0.0, 0.0),
+        (eid("doris day"), eid("rock hudson")): (1, 0.0, 0.0),
+        (eid("marty"), eid("1955")): (1, 0.0, 0.0),
+        (eid("laie hawaii"), eid("oahu")): (1, 0.0, 0.0),
+        (eid("hukilau song"), eid("laie")): (1, 0.0, 0.0),
+        (eid("delbert mann"), eid("delbert martin mann")): (0, round(2 / np.sqrt(6), 6), 0.0),
+    }
+    got = {}
+    for u, v, data in graph.graph.edges(data=True):
+        key = (u, v) if (u, v) in expected else (v, u)
+        got[key] = (data["facts"], data["synonymy"], data["passage"])
+        assert data["weight"] == pytest.approx(data["facts"] + data["synonymy"] + data["passage"])
+    assert set(got) == set(expected)
+    for key, value in expected.items():
+        assert got[key][0] == value[0] and got[key][2] == value[2], key
+        assert got[key][1] == pytest.approx(value[1], abs=1e-6), key
+
+
+def test_fixture_facts_are_the_extracted_triples(mini_index):
+    graph = mini_index.graph
+    triples = {(graph.entity_names[s], p, graph.entity_names[o]) for s, p, o in graph.facts.values()}
+    assert ("lover come back", "directed by", "delbert mann") in triples
+    assert ("marty", "directed by", "delbert mann") in triples
+    assert ("hukilau song", "written about", "laie") in triples
+    assert ("laie hawaii", "is a town on", "oahu") in triples
+    # Fact ids are the ids fact_node() gives the same triple.
+    for fact_id, (s, p, o) in graph.facts.items():
+        assert fact_id == stable_id("fact", graph.entity_names[s], p, graph.entity_names[o])
+
+
+def test_entity_passage_counts(mini_index):
+    graph = mini_index.graph
+    assert len(graph.entity_passages[eid("delbert mann")]) == 3
+    assert len(graph.entity_passages[eid("american")]) == 2
+    assert len(graph.entity_passages[eid("oahu")]) == 1
+
+
+# ---------------------------------------------------------------------- unit behaviour with hand-made vectors
+
+
+def small_graph(**kwargs) -> KnowledgeGraph:
+    graph = KnowledgeGraph(**kwargs)
+    names = {"a": "alpha river", "b": "alpha rivers", "c": "beta town", "d": "1999"}
+    graph.add_passage("p1", {k: v for k, v in names.items() if k in "abd"}, {"f1": ("a", "flows by", "d")},
+                      title_entities=["a"])
+    graph.add_passage("p2", {k: v for k, v in names.items() if k in "bc"}, {"f2": ("c", "lies on", "b")},
+                      title_entities=["c"])
+    return graph
+
+
+VECTORS = {
+    "a": [1.0, 0.0, 0.0],
+    "b": [0.9, np.sqrt(1 - 0.81), 0.0],  # cos(a, b) = 0.9
+    "c": [0.0, 0.0, 1.0],
+    "d": [1.0, 0.0, 0.0],  # identical to a, but a year gets no synonymy edge
+}
+
+
+def matrix(graph: KnowledgeGraph):
+    ids = sorted(graph.entity_names)
+    return ids, np.array([VECTORS[i] for i in ids])
+
+
+def test_synonymy_edges_threshold_and_letters():
+    graph = small_graph()
+    assert graph.stale_synonyms == {"a", "b", "c", "d"}
+    edges = graph.update_synonymy(*matrix(graph))
+    assert edges == 1
+    assert graph.graph.edges["a", "b"]["synonymy"] == pytest.approx(0.9)
+    assert graph.graph.edges["a", "d"]["synonymy"] == 0.0  # the fact edge only: a year gets no synonym
+    assert graph.graph.edges["a", "d"]["weight"] == 1.0
+    assert graph.stale_synonyms == set()
+
+
+def test_synonymy_top_k_caps_neighbours():
+    graph = KnowledgeGraph(synonymy_top_k=1)
+    graph.add_passage("p", {"x": "xx one", "y": "xx two", "z": "xx three"}, {})
+    ids = ["x", "y", "z"]
+    vectors = np.array([[1.0, 0.0], [0.95, np.sqrt(1 - 0.95**2)], [0.9, -np.sqrt(1 - 0.81)]])
+    graph.update_synonymy(ids, vectors)
+    # x's nearest is y (0.95); y's nearest is x; z's nearest is x (0.9): edges x-y and x-z, not y-z.
+    assert graph.synonyms["x"] == [("y", pytest.approx(0.95))]
+    assert graph.graph.has_edge("x", "y") and graph.graph.has_edge("x", "z")
+    assert not graph.graph.has_edge("y", "z")
+
+
+def test_remove_passage_drops_unsupported_entities_and_facts():
+    graph = small_graph()
+    graph.update_synonymy(*matrix(graph))
+    removed_entities, removed_facts = graph.remove_passage("p1")
+    assert sorted(removed_entities) == ["a", "d"]
+    assert removed_facts == ["f1"]
+    assert set(graph.entity_names) == {"b", "c"}
+    assert set(graph.graph.nodes) == {"p2", "b", "c"}
+    assert "a" not in graph.synonyms and all(e != "a" for e, _ in graph.synonyms.get("b", []))
+    with pytest.raises(KeyError, match="not in the graph"):
+        graph.remove_passage("p1")
+
+
+def test_shared_fact_survives_removal_of_one_supporter():
+    graph = KnowledgeGraph()
+    graph.add_passage("p1", {"a": "ann", "b": "bob"}, {"f": ("a", "knows", "b")})
+    graph.add_passage("p2", {"a": "ann", "b": "bob"}, {"f": ("a", "knows", "b")})
+    assert graph.graph.edges["a", "b"]["facts"] == 1  # one distinct fact, however many passages state it
+    assert graph.remove_passage("p1") == ([], [])
+    assert graph.graph.edges["a", "b"]["facts"] == 1
+
+
+def test_incremental_synonymy_equals_full_build():
+    incremental = KnowledgeGraph()
+    incremental.add_passage("p1", {"a": "alpha river", "d": "1999"}, {})
+    ids, vectors = matrix(incremental)
+    incremental.update_synonymy(ids, vectors)
+    incremental.add_passage("p2", {"b": "alpha rivers", "c": "beta town"}, {})
+    incremental.update_synonymy(*matrix(incremental))
+    full = KnowledgeGraph()
+    full.add_passage("p1", {"a": "alpha river", "d": "1999"}, {})
+    full.add_passage("p2", {"b": "alpha rivers", "c": "beta town"}, {})
+    full.update_synonymy(*matrix(full))
+    assert incremental.edge_list() == full.edge_list()
+    assert incremental.synonyms == full.synonyms
+
+
+def test_json_round_trip_is_exact():
+    graph = small_graph()
+    graph.update_synonymy(*matrix(graph))
+    data = json.loads(json.dumps(graph.to_dict()))
+    assert data["format_version"] == 1
+    again = KnowledgeGraph.from_dict(data)
+    assert again.edge_list() == graph.edge_list()
+    assert again.passages == graph.passages
+    assert again.facts == graph.facts
+    assert again.synonyms == graph.synonyms
+    assert again.title_edge_weight == graph.title_edge_weight
+    assert again.version == graph.version
+
+
+def test_unknown_format_version_is_refused():
+    data = small_graph().to_dict()
+    data["format_version"] = 99
+    with pytest.raises(ValueError, match="format version 99"):
+        KnowledgeGraph.from_dict(data)
+
+
+def test_version_bumps_and_pagerank_cache():
+    graph = small_graph()
+    before = graph.version
+    ppr = graph.pagerank_graph()
+    assert graph.pagerank_graph() is ppr  # cached for this version
+    graph.add_passage("p3", {"c": "beta town"}, {})
+    assert graph.version == before + 1
+    assert graph.pagerank_graph() is not ppr
+    assert graph.pagerank_graph().nodes == graph.node_order()
+
+
+def test_bad_input_is_refused():
+    graph = small_graph()
+    with pytest.raises(ValueError, match="already in the graph"):
+        graph.add_passage("p1", {}, {})
+    with pytest.raises(ValueError, match="not among the passage's entities"):
+        graph.add_passage("p9", {"a": "alpha river"}, {"f9": ("a", "x", "zz")})
+    with pytest.raises(ValueError, match="exactly the graph's"):
+        graph.update_synonymy(["a"], np.ones((1, 3)))
+    with pytest.raises(ValueError, match="title_edge_weight"):
+        KnowledgeGraph(title_edge_weight=0)
+
+
+def test_entity_key_matches_title_mentions():
+    assert entity_key("Delbert Mann's") == entity_key("Delbert Mann") == "delbert mann"
