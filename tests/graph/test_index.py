@@ -2,48 +2,19 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
 from pathlib import Path
 
 import chromadb
 import pytest
-from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.llms import MockLLM
 
 from llama_index_mhop.graph.extraction import Extraction, extract_llm_free
 from llama_index_mhop.graph.index import CHECKPOINT_FILE, CONFIG_FILE, GRAPH_FILE, HippoGraphIndex
 from llama_index_mhop.stores import make_document
+from tests.word_bag import WordBagEmbedding
 
 DATA = Path(__file__).parent / "data"
-
-
-class WordBagEmbedding(BaseEmbedding):
-    """Deterministic bag-of-words vectors; counts the texts it embeds."""
-
-    dim: int = 4096
-    embedded: int = 0
-
-    @classmethod
-    def class_name(cls) -> str:
-        return "WordBagEmbedding"
-
-    def _vector(self, text: str) -> list[float]:
-        vector = [0.0] * self.dim
-        for word in re.findall(r"[a-z0-9]+", text.lower()):
-            vector[int(hashlib.md5(word.encode()).hexdigest(), 16) % self.dim] += 1.0
-        return vector
-
-    def _get_text_embedding(self, text: str) -> list[float]:
-        self.embedded += 1
-        return self._vector(text)
-
-    def _get_query_embedding(self, query: str) -> list[float]:
-        return self._vector(query)
-
-    async def _aget_query_embedding(self, query: str) -> list[float]:
-        return self._vector(query)
 
 
 class CountingExtractor:

@@ -10,39 +10,14 @@ from pathlib import Path
 import chromadb
 import numpy as np
 import pytest
-from llama_index.core.base.embeddings.base import BaseEmbedding
 
 from llama_index_mhop.graph.extraction import entity_key
 from llama_index_mhop.graph.index import HippoGraphIndex
 from llama_index_mhop.graph.knowledge_graph import KnowledgeGraph
 from llama_index_mhop.stores import make_document, stable_id
+from tests.word_bag import WordBagEmbedding
 
 DATA = Path(__file__).parent / "data"
-
-
-class WordBagEmbedding(BaseEmbedding):
-    """A deterministic bag-of-words embedder: cosine similarities are hand-computable (no shared hashed words)."""
-
-    dim: int = 4096
-
-    @classmethod
-    def class_name(cls) -> str:
-        return "WordBagEmbedding"
-
-    def _vector(self, text: str) -> list[float]:
-        vector = [0.0] * self.dim
-        for word in re.findall(r"[a-z0-9]+", text.lower()):
-            vector[int(hashlib.md5(word.encode()).hexdigest(), 16) % self.dim] += 1.0
-        return vector
-
-    def _get_text_embedding(self, text: str) -> list[float]:
-        return self._vector(text)
-
-    def _get_query_embedding(self, query: str) -> list[float]:
-        return self._vector(query)
-
-    async def _aget_query_embedding(self, query: str) -> list[float]:
-        return self._vector(query)
 
 
 def fixture_documents():

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
-import re
 from pathlib import Path
 
 import chromadb
@@ -13,7 +11,6 @@ import networkx as nx
 import numpy as np
 import pytest
 from dspy.utils import DummyLM
-from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 
 from llama_index_mhop.graph.index import EmptyIndexError, HippoGraphIndex
@@ -21,33 +18,9 @@ from llama_index_mhop.postprocessors import DSPyFactFilter
 from llama_index_mhop.retrievers.hippo_graph import HippoGraphRetriever
 from llama_index_mhop.stores import make_document, stable_id
 from tests.conftest import gold_titles
+from tests.word_bag import WordBagEmbedding
 
 DATA = Path(__file__).parents[1] / "graph" / "data"
-
-
-class WordBagEmbedding(BaseEmbedding):
-    """Deterministic bag-of-words vectors (hand-computable similarities)."""
-
-    dim: int = 4096
-
-    @classmethod
-    def class_name(cls) -> str:
-        return "WordBagEmbedding"
-
-    def _vector(self, text: str) -> list[float]:
-        vector = [0.0] * self.dim
-        for word in re.findall(r"[a-z0-9]+", text.lower()):
-            vector[int(hashlib.md5(word.encode()).hexdigest(), 16) % self.dim] += 1.0
-        return vector
-
-    def _get_text_embedding(self, text: str) -> list[float]:
-        return self._vector(text)
-
-    def _get_query_embedding(self, query: str) -> list[float]:
-        return self._vector(query)
-
-    async def _aget_query_embedding(self, query: str) -> list[float]:
-        return self._vector(query)
 
 
 class KeepOnly(BaseNodePostprocessor):
