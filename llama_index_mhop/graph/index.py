@@ -143,6 +143,17 @@ class RetrievalState:
         return self.pagerank.n_nodes
 
 
+def _read_json(path: Path) -> dict[str, Any]:
+    """A saved JSON object, or a ValueError naming the file (a truncated or edited file is never half-read)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: not valid JSON ({exc}); the Chroma data is untouched") from exc
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
 class HippoGraphIndex:
     """HippoRAG 2's memory over Chroma: passage, entity and fact collections and the knowledge graph.
 
@@ -858,13 +869,16 @@ class HippoGraphIndex:
         config_path, graph_path = root / CONFIG_FILE, root / GRAPH_FILE
         if not config_path.is_file() or not graph_path.is_file():
             raise FileNotFoundError(f"no HippoGraphIndex saved in {root} (expected {CONFIG_FILE} and {GRAPH_FILE})")
-        config = json.loads(config_path.read_text(encoding="utf-8"))
+        config = _read_json(config_path)
         if config.get("format_version") != INDEX_FORMAT_VERSION:
             raise ValueError(
                 f"{config_path}: unsupported format version {config.get('format_version')!r} "
                 f"(this code reads {INDEX_FORMAT_VERSION})"
             )
-        graph = KnowledgeGraph.from_dict(json.loads(graph_path.read_text(encoding="utf-8")))
+        try:
+            graph = KnowledgeGraph.from_dict(_read_json(graph_path))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"{graph_path}: not a valid graph file ({type(exc).__name__}: {exc})") from exc
         if chroma_client is not None:
             mode = cls._client_mode(chroma_client)
         elif config.get("chroma", "local") == "local":

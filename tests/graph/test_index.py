@@ -218,6 +218,20 @@ def test_from_persist_dir_errors(tmp_path):
         HippoGraphIndex.from_persist_dir(tmp_path, embed_model=WordBagEmbedding())
 
 
+def test_truncated_or_edited_graph_file_is_a_clear_error(tmp_path):
+    index = build(mini_docs(), "idx_truncated")
+    index.persist(tmp_path)
+    graph_file = tmp_path / GRAPH_FILE
+    text = graph_file.read_text()
+    graph_file.write_text(text[: len(text) // 2])
+    with pytest.raises(ValueError, match=f"{GRAPH_FILE}: not valid JSON"):
+        HippoGraphIndex.from_persist_dir(tmp_path, chroma_client=index.chroma_client, embed_model=WordBagEmbedding())
+    graph_file.write_text('{"nodes": "edited"}')
+    with pytest.raises(ValueError, match=GRAPH_FILE):
+        HippoGraphIndex.from_persist_dir(tmp_path, chroma_client=index.chroma_client, embed_model=WordBagEmbedding())
+    assert index.counts()["passages"] == len(mini_docs())  # the Chroma data is untouched
+
+
 def test_bad_index_name():
     with pytest.raises(ValueError, match="index name"):
         build(mini_docs(), "x")
