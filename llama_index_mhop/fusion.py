@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import math
-
 from collections.abc import Hashable, Iterable, Sequence
 from typing import TypeVar
 
