@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -26,7 +27,9 @@ class ChromaServer:
         self.process: subprocess.Popen | None = None
 
     def start(self, wait: float = 60.0) -> ChromaServer:
-        executable = shutil.which("chroma")
+        # The CLI ships with chromadb in this interpreter's environment, which need not be on PATH.
+        beside = Path(sys.executable).parent / "chroma"
+        executable = str(beside) if beside.is_file() else shutil.which("chroma")
         if executable is None:
             raise RuntimeError("the `chroma` CLI (from chromadb) is not on PATH")
         self.process = subprocess.Popen(
