@@ -24,6 +24,7 @@ import json
 import logging
 import os
 import re
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -209,7 +210,10 @@ class HippoGraphIndex:
         self._client = chroma_client
         self._open_collections()
         self._entity_vectors: dict[str, np.ndarray] = {}
+        # The last complete retrieval state. Writers (insert, delete) hold the lock for their whole change and leave
+        # this state in place, so queries meanwhile answer from the graph as it was before the change.
         self._state: RetrievalState | None = None
+        self._write_lock = threading.RLock()
         #: Seconds spent per indexing phase since this object was created (extraction, entities, facts, ...).
         self.build_seconds: dict[str, float] = {}
 
@@ -427,7 +431,8 @@ class HippoGraphIndex:
         """Add documents: new passages go into the stores and the graph, without rebuilding anything else.
 
         Passages already indexed (same content id) are skipped. With a ``persist_dir`` the work is checkpointed
-        per batch and the index is saved at the end.
+        per batch and the index is saved at the end. Queries running in other threads meanwhile answer from the
+        graph as it was before the insert; later queries see all of it.
 
         Returns:
             The ids of the passages added.
@@ -435,6 +440,10 @@ class HippoGraphIndex:
         docs = [documents] if isinstance(documents, Document) else load_documents(list(documents))
         nodes = chunk_documents(docs, self.chunk_size, self.chunk_overlap)
         show = self.show_progress if show_progress is None else show_progress
+        with self._write_lock:
+            return self._insert_nodes(nodes, show, on_batch_end)
+
+    def _insert_nodes(self, nodes: Sequence[TextNode], show: bool, on_batch_end: BatchHook | None) -> list[str]:
         done_before = set(self._resume_checkpoint())
         todo = [n for n in nodes if n.node_id not in self.graph.passages]
         added = [n.node_id for n in todo]
@@ -531,7 +540,6 @@ class HippoGraphIndex:
         for work in works:
             self._add_to_graph(work.node.node_id, work.entities, work.facts, work.node.ref_doc_id,
                                str(work.node.metadata.get("title", "")), work.title_entities)
-        self._state = None
         self._timed("graph", started)
         bar.update(len(nodes))
 
@@ -625,7 +633,6 @@ class HippoGraphIndex:
         else:
             self.graph.update_synonymy_by_search(self._nearest_entities)
             self._entity_vectors.clear()  # only the new entities' vectors were needed: do not hold them all
-        self._state = None
         self._timed("synonymy", started)
 
     def _vectors_of(self, ids: Sequence[str]) -> np.ndarray:
@@ -728,7 +735,6 @@ class HippoGraphIndex:
             resumed.append(pid)
         if resumed:
             logger.info("%s: resumed %d passages from %s", self.name, len(resumed), path)
-            self._state = None
         return resumed
 
     # ------------------------------------------------------------------ delete
@@ -737,7 +743,8 @@ class HippoGraphIndex:
         """Remove a passage (by node id) or every passage of a document (by ``ref_doc_id``).
 
         The passage nodes, their edges, and the facts and entities no other passage supports leave the graph and
-        the Chroma collections; synonym lists are repaired.
+        the Chroma collections; synonym lists are repaired. Queries running in other threads meanwhile answer
+        from the graph as it was before the delete.
 
         Returns:
             The ids of the passages removed.
@@ -745,28 +752,28 @@ class HippoGraphIndex:
         Raises:
             KeyError: no passage and no document has this id.
         """
-        if doc_id in self.graph.passages:
-            passage_ids = [doc_id]
-        else:
-            passage_ids = self.graph.passages_of_document(doc_id)
-        if not passage_ids:
-            raise KeyError(f"no passage or document with id {doc_id!r} in index {self.name!r}")
-        removed_entities: list[str] = []
-        removed_facts: list[str] = []
-        for pid in passage_ids:
-            entities, facts = self.graph.remove_passage(pid)
-            removed_entities.extend(entities)
-            removed_facts.extend(facts)
-        self._delete(self.passages_collection, passage_ids)
-        self._delete(self.facts_collection, removed_facts)
-        self._delete(self.entities_collection, removed_entities)
-        for entity_id in removed_entities:
-            self._entity_vectors.pop(entity_id, None)
-        self._refresh_synonymy()
-        self._state = None
-        if self.persist_dir is not None:
-            self.persist()
-        return passage_ids
+        with self._write_lock:
+            if doc_id in self.graph.passages:
+                passage_ids = [doc_id]
+            else:
+                passage_ids = self.graph.passages_of_document(doc_id)
+            if not passage_ids:
+                raise KeyError(f"no passage or document with id {doc_id!r} in index {self.name!r}")
+            removed_entities: list[str] = []
+            removed_facts: list[str] = []
+            for pid in passage_ids:
+                entities, facts = self.graph.remove_passage(pid)
+                removed_entities.extend(entities)
+                removed_facts.extend(facts)
+            self._delete(self.passages_collection, passage_ids)
+            self._delete(self.facts_collection, removed_facts)
+            self._delete(self.entities_collection, removed_entities)
+            for entity_id in removed_entities:
+                self._entity_vectors.pop(entity_id, None)
+            self._refresh_synonymy()
+            if self.persist_dir is not None:
+                self.persist()
+            return passage_ids
 
     def delete_ref_doc(self, ref_doc_id: str) -> list[str]:
         """LlamaIndex's name for :meth:`delete` of a document."""
@@ -805,15 +812,16 @@ class HippoGraphIndex:
         target = Path(persist_dir) if persist_dir is not None else self.persist_dir
         if target is None:
             raise ValueError("persist() needs a directory: pass persist_dir=")
-        target.mkdir(parents=True, exist_ok=True)
-        if self._chroma_mode == "ephemeral":
-            self._copy_chroma_to(target / _CHROMA_DIR)
-        self._write_json(target / CONFIG_FILE, self.config())
-        self._write_json(target / GRAPH_FILE, self.graph.to_dict())
-        checkpoint = target / CHECKPOINT_FILE
-        if checkpoint.exists():
-            checkpoint.unlink()  # the graph file now holds everything the checkpoint listed
-        self.persist_dir = target
+        with self._write_lock:  # a complete version, never one an insert is halfway through
+            target.mkdir(parents=True, exist_ok=True)
+            if self._chroma_mode == "ephemeral":
+                self._copy_chroma_to(target / _CHROMA_DIR)
+            self._write_json(target / CONFIG_FILE, self.config())
+            self._write_json(target / GRAPH_FILE, self.graph.to_dict())
+            checkpoint = target / CHECKPOINT_FILE
+            if checkpoint.exists():
+                checkpoint.unlink()  # the graph file now holds everything the checkpoint listed
+            self.persist_dir = target
         return target
 
     @staticmethod
@@ -919,13 +927,30 @@ class HippoGraphIndex:
     def retrieval_state(self, damping: float = DEFAULT_DAMPING) -> RetrievalState:
         """The arrays and PageRank matrix of the current graph version, loaded from Chroma once per version.
 
+        While another thread inserts or deletes, this is the last complete version (never a half-changed graph);
+        the first call after the change loads the new one.
+
         Raises:
             EmptyIndexError: the index holds no passage.
         """
+        state = self._state
+        if state is not None and state.pagerank.damping == damping:
+            if state.version == self.graph.version:
+                return state
+            if not self._write_lock.acquire(blocking=False):
+                return state  # a writer is changing the graph: answer from the version before its change
+        else:
+            self._write_lock.acquire()
+        try:
+            return self._load_retrieval_state(damping)
+        finally:
+            self._write_lock.release()
+
+    def _load_retrieval_state(self, damping: float) -> RetrievalState:
         graph = self.graph
         state = self._state
         if state is not None and state.version == graph.version and state.pagerank.damping == damping:
-            return state
+            return state  # loaded by another query while this one waited
         if graph.num_passages == 0:
             raise EmptyIndexError(f"index {self.name!r} holds no passage: insert documents before retrieving")
         self._refresh_synonymy()

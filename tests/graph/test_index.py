@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import chromadb
@@ -265,3 +266,85 @@ def test_hnsw_synonymy_equals_exact_on_a_small_graph():
     searched.insert(docs[8:])
     assert any(d["synonymy"] for _, _, d in exact.graph.graph.edges(data=True))
     assert snapshot(searched) == snapshot(exact)
+
+
+# -- queries while the graph changes --------------------------------------------------------------------------------
+
+QUERIES = ["Who directed Giant?", "Which island is Honolulu on?", "Who directed Marty?", "Rock Hudson films"]
+
+
+def rankings(index: HippoGraphIndex) -> list[list[tuple[str, float]]]:
+    retriever = index.as_retriever(similarity_top_k=5)
+    return [[(n.node.node_id, n.score) for n in retriever.retrieve(q)] for q in QUERIES]
+
+
+class PausingExtractor:
+    """The LLM-free extractor, stopping before the passage titled ``pause_at`` until :attr:`release` is set."""
+
+    def __init__(self, pause_at: str) -> None:
+        self.pause_at = pause_at
+        self.reached = threading.Event()
+        self.release = threading.Event()
+
+    def extract(self, text: str, title: str | None = None) -> Extraction:
+        if title == self.pause_at:
+            self.reached.set()
+            self.release.wait(timeout=60)
+        return extract_llm_free(text, title)
+
+
+def test_queries_during_an_insert_see_the_graph_before_it_never_a_half_built_one():
+    docs = all_docs()
+    extractor = PausingExtractor(pause_at=MORE[4][0])
+    index = build(mini_docs(), "idx_live", extractor=extractor, insert_batch_size=1)
+    before = rankings(index)
+    after = rankings(build(docs, "idx_live_fresh"))
+    assert before != after  # the inserted passages change the answers
+    writer = threading.Thread(target=index.insert, args=(docs[5:],))
+    writer.start()
+    try:
+        assert extractor.reached.wait(timeout=60)
+        assert index.graph.num_passages == 9  # four of the seven new passages are in the graph already
+        assert rankings(index) == before  # answered at once, from the complete version before the insert
+    finally:
+        extractor.release.set()
+        writer.join(timeout=60)
+    assert rankings(index) == after
+
+
+def race(index: HippoGraphIndex, change) -> list[list[list[tuple[str, float]]]]:
+    """The rankings two reader threads got while ``change()`` ran in this thread."""
+    seen: list[list[list[tuple[str, float]]]] = []
+    done = threading.Event()
+
+    def query_until_done() -> None:
+        while not done.is_set():
+            seen.append(rankings(index))
+
+    readers = [threading.Thread(target=query_until_done) for _ in range(2)]
+    for reader in readers:
+        reader.start()
+    try:
+        change()
+    finally:
+        done.set()
+        for reader in readers:
+            reader.join(timeout=60)
+    assert seen
+    return seen
+
+
+def test_queries_racing_an_insert_and_a_delete_get_the_old_or_the_new_answers():
+    docs = all_docs()
+    doris = next(d for d in docs if d.metadata["title"] == "Doris Day")
+    index = build(mini_docs(), "idx_race", insert_batch_size=1)
+    before = rankings(index)
+    after = rankings(build(docs, "idx_race_all"))
+    without_doris = rankings(build([d for d in docs if d is not doris], "idx_race_doris"))
+    assert len({str(before), str(after), str(without_doris)}) == 3
+    # Each query answers from one complete version (queries of one round may straddle the change).
+    for answers in race(index, lambda: index.insert(docs[5:])):
+        assert all(answer in (old, new) for answer, old, new in zip(answers, before, after, strict=True))
+    for answers in race(index, lambda: index.delete(doris.doc_id)):
+        assert all(answer in (old, new) for answer, old, new in zip(answers, after, without_doris, strict=True))
+    assert rankings(index) == without_doris
