@@ -109,6 +109,23 @@ def _as_text(value: Any) -> str:
     raise LMOutputError(f"expected text, got {type(value).__name__}")
 
 
+def _json_object_field(text: str, keys: Sequence[str]) -> str:
+    """An answer written as a JSON object gives the value under the first of ``keys`` it has, as text; any
+    other answer is returned unchanged. A JSON object that does not decode, or has none of the keys, is not an
+    answer (its numbers mean nothing)."""
+    if not text.lstrip().startswith("{"):
+        return text
+    try:
+        loaded = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:  # deep nesting overflows the decoder
+        raise LMOutputError(f"broken JSON object: {text[:80]!r}") from exc
+    if isinstance(loaded, dict):
+        for key in keys:
+            if key in loaded:
+                return _as_text(loaded[key])
+    raise LMOutputError(f"a JSON object without {' or '.join(map(repr, keys))}: {text[:80]!r}")
+
+
 def _words_to_number(text: str) -> float | None:
     match = _NUMBER_WORDS.search(text)
     if match is None:
@@ -133,10 +150,12 @@ def parse_confidence(value: Any) -> int:
     Out of range is rejected, not clamped: a score above 100 or below 0 (``"150"``, ``"-5"``) means the LM
     misread the scale, so its number says nothing reliable and the LLM-free confidence is used instead.
 
+    An answer written as a JSON object is read from its ``"confidence"`` (or ``"score"``) value.
+
     Raises:
         LMOutputError: the answer is missing, empty, holds no confidence, or is out of range.
     """
-    text = _as_text(value).strip()
+    text = _json_object_field(_as_text(value), ("confidence", "score")).strip()
     if not text:
         raise LMOutputError("empty confidence answer")
     score: float | None = None
@@ -179,6 +198,8 @@ def parse_ranking(
     Indices are 0-based as the prompt asks. When ``one_based`` is None the answer is read as 1-based only if
     it cannot be 0-based: it names ``n`` and never names ``0`` (an LM that counted from 1).
 
+    An answer written as a JSON object is read from its ``"ranking"`` (or ``"order"``, ``"indices"``) value.
+
     Raises:
         LMOutputError: the answer names no valid index at all.
     """
@@ -187,7 +208,7 @@ def parse_ranking(
     order = list(range(n)) if prior is None else list(prior)
     if sorted(order) != list(range(n)):
         raise ValueError(f"prior must be a permutation of range({n}), got {list(prior or [])[:10]}")
-    text = _as_text(value)
+    text = _json_object_field(_as_text(value), ("ranking", "order", "indices"))
     # An index has a few digits; a longer run is noise (and int() refuses runs past 4,300 digits).
     numbers = [int(m.group(0)) for m in _INT.finditer(text) if len(m.group(0).lstrip("-+")) <= 9]
     if n == 0:
@@ -212,16 +233,24 @@ def parse_string_list(
 ) -> list[str]:
     """A list of short strings from an LM answer; empty answers and ``"none"`` give ``[]``.
 
-    Reads a JSON array (non-string items dropped), else one item per line (bullets and numbering stripped),
-    else items separated by semicolons. Items are stripped of quotes, empty ones dropped, duplicates removed
-    (case-insensitively), long ones cut to ``max_chars``, and the list cut to ``max_items``.
+    Reads a JSON array (non-string items dropped), a JSON object (the strings among its values and in its list
+    values), else one item per line (bullets and numbering stripped), else items separated by semicolons. Items
+    are stripped of quotes, empty ones dropped, duplicates removed (case-insensitively), long ones cut to
+    ``max_chars``, and the list cut to ``max_items``.
 
     Raises:
-        LMOutputError: the answer is not text.
+        LMOutputError: the answer is not text, or is a JSON object that does not decode.
     """
     text = _as_text(value).strip()
     items: list[Any]
-    if text.startswith("["):
+    if text.startswith("{"):
+        try:
+            loaded = json.loads(text)
+        except (json.JSONDecodeError, RecursionError) as exc:
+            raise LMOutputError(f"broken JSON object: {text[:80]!r}") from exc
+        values = loaded.values() if isinstance(loaded, dict) else []
+        items = [item for v in values for item in (v if isinstance(v, list) else [v]) if isinstance(item, str)]
+    elif text.startswith("["):
         try:
             loaded = json.loads(text)
         except (json.JSONDecodeError, RecursionError):  # deep nesting overflows the decoder

@@ -167,3 +167,19 @@ def test_parse_queries_below_min_count_raises():
 def test_parse_queries_checks_its_bounds():
     with pytest.raises(ValueError):
         parse_queries("a", 2, 1)
+
+
+def test_answers_written_as_json_objects():
+    assert parse_confidence('{"confidence": 80, "reason": "both hops found"}') == 80
+    assert parse_confidence('{"score": "0.4"}') == 40
+    assert parse_ranking('{"ranking": [2, 0]}', 3) == [2, 0, 1]
+    assert parse_string_list('{"queries": ["Leland film", "1986 film"], "note": 3}') == ["Leland film", "1986 film"]
+    assert parse_string_list('{"unexpected": [1, 2]}') == []
+    # Numbers of an object that holds no answer, or of broken JSON, mean nothing.
+    for bad in ('{"unexpected": [1, 2]}', "{not: valid json [", '{"confidence": null}'):
+        with pytest.raises(LMOutputError):
+            parse_confidence(bad)
+        with pytest.raises(LMOutputError):
+            parse_ranking(bad, 3)
+    with pytest.raises(LMOutputError, match="broken JSON object"):
+        parse_string_list("{not: valid json [")

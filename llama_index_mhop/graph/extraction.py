@@ -290,11 +290,13 @@ class ExtractEntitiesAndTriples(dspy.Signature):
     triples: list[list[str]] = dspy.OutputField(desc="facts, each a list of 3 strings: [subject, predicate, object]")
 
 
-def parse_extraction(prediction: Any) -> Extraction:
+def parse_extraction(prediction: Any, source: str | None = None) -> Extraction:
     """Validate an LM's extraction; raise :class:`LMOutputError` when it is not usable.
 
-    Entities must be a list of strings; every triple a list of three non-empty strings. An answer with neither
-    entities nor triples is unusable (an encyclopedic passage always names something).
+    Entities must be a list of strings; every triple a list of three non-empty strings. With ``source`` (the
+    passage's title and text), entities and triples whose subject or object the source does not name are dropped:
+    an LM that invents names adds nothing to the graph. An answer left with neither entities nor triples is
+    unusable (an encyclopedic passage always names something).
     """
     raw_entities = getattr(prediction, "named_entities", None)
     raw_triples = getattr(prediction, "triples", None)
@@ -302,15 +304,21 @@ def parse_extraction(prediction: Any) -> Extraction:
         raise LMOutputError(f"named_entities is not a list of strings: {raw_entities!r:.200}")
     if not isinstance(raw_triples, list):
         raise LMOutputError(f"triples is not a list: {raw_triples!r:.200}")
+    named = f" {entity_key(source)} " if source is not None else None
+
+    def grounded(name: str) -> bool:
+        key = entity_key(name)
+        return bool(key) and (named is None or f" {key} " in named)
+
     triples: list[tuple[str, str, str]] = []
     for triple in raw_triples:
         if not (isinstance(triple, (list, tuple)) and len(triple) == 3 and all(isinstance(x, str) for x in triple)):
             raise LMOutputError(f"a triple is not [subject, predicate, object]: {triple!r:.200}")
         subject, predicate, obj = (x.strip() for x in triple)
-        if not (entity_key(subject) and predicate and entity_key(obj)):
-            continue  # an empty slot: drop that triple, keep the rest
+        if not (grounded(subject) and predicate and grounded(obj)):
+            continue  # an empty or invented slot: drop that triple, keep the rest
         triples.append((subject, predicate, obj))
-    entities = [e.strip() for e in raw_entities if entity_key(e)]
+    entities = [e.strip() for e in raw_entities if grounded(e)]
     if not entities and not triples:
         raise LMOutputError("the LM extracted no entity and no triple")
     return Extraction(entities=tuple(entities), triples=tuple(triples), from_lm=True)
@@ -340,7 +348,7 @@ class OpenIEModule(dspy.Module):
         for attempt in range(self.max_attempts):
             try:
                 prediction = self.extract(title=title, passage=passage)
-                parse_extraction(prediction)  # a malformed answer is retried like a failed call
+                parse_extraction(prediction, f"{title}\n{passage}")  # a malformed answer is retried like a failure
                 return prediction
             except Exception as exc:  # an LM may fail in any way
                 error = exc
@@ -355,7 +363,7 @@ class OpenIEModule(dspy.Module):
         for attempt in range(self.max_attempts):
             try:
                 prediction = await self.extract.acall(title=title, passage=passage)
-                parse_extraction(prediction)
+                parse_extraction(prediction, f"{title}\n{passage}")
                 return prediction
             except Exception as exc:
                 error = exc
@@ -412,7 +420,7 @@ class OpenIEExtractor:
             EXTRACTION_STEP,
             self.module,
             self._inputs(text, title),
-            parse_extraction,
+            lambda prediction: parse_extraction(prediction, f"{title or ''}\n{text}"),
             lambda: extract_llm_free(text, title),
             self.lm,
             self.fallback_counts,
@@ -426,7 +434,7 @@ class OpenIEExtractor:
             EXTRACTION_STEP,
             self.module,
             self._inputs(text, title),
-            parse_extraction,
+            lambda prediction: parse_extraction(prediction, f"{title or ''}\n{text}"),
             lambda: extract_llm_free(text, title),
             self.lm,
             self.fallback_counts,

@@ -235,6 +235,21 @@ def test_parse_drops_triples_with_empty_slots_and_rejects_bad_shapes():
         parse_extraction(dspy.Prediction(named_entities=["A"], triples=[["A", 1, "B"]]))
 
 
+def test_names_the_passage_does_not_contain_are_dropped():
+    answer = dspy.Prediction(
+        named_entities=["Marty", "Delbert Mann", "Ernest Borgnine", "Mann"],
+        triples=[["Marty", "directed by", "Delbert Mann"], ["Marty", "stars", "Ernest Borgnine"], ["Del", "is", "Marty"]],
+    )
+    source = f"Marty (film)\n{MARTY}"
+    result = parse_extraction(answer, source)
+    assert result.entities == ("Marty", "Delbert Mann", "Mann")  # whole words only: "Del" is not "Delbert"
+    assert result.triples == (("Marty", "directed by", "Delbert Mann"),)
+    invented = dspy.Prediction(named_entities=["Subject 0"], triples=[["Subject 0", "relates to", "Object 0"]])
+    with pytest.raises(ValueError, match="no entity and no triple"):
+        parse_extraction(invented, source)
+    assert parse_extraction(invented).triples == (("Subject 0", "relates to", "Object 0"),)  # no source: no check
+
+
 def test_module_refuses_zero_attempts():
     with pytest.raises(ValueError, match="max_attempts"):
         OpenIEModule(max_attempts=0)
