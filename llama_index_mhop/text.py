@@ -10,6 +10,7 @@ import re
 from functools import lru_cache
 
 __all__ = [
+    "NON_ENTITY_CAPS",
     "STOPWORDS",
     "content_terms",
     "entity_spans",
@@ -30,7 +31,7 @@ STOPWORDS = frozenset(
     yours yourself yourselves one two many much well first also same which whom whose known""".split()
 )
 # Capitalised words that start questions or sentences but are not entities on their own.
-_NON_ENTITY_CAPS = frozenset(
+NON_ENTITY_CAPS = frozenset(
     """A An And Are As At Both But By Did Do Does During For From He Her His How I If In Is It Its Not Of On
     Or She So That The Their There These They This Those To Was We Were What When Where Which While Who Whom
     Whose Why Will With Would Yes No Name Find Give Identify Tell List""".split()
@@ -91,11 +92,11 @@ def entity_spans(text: str) -> tuple[str, ...]:
             else:
                 break
         words = [t[0] for t in tokens[start : last_cap + 1]]
-        while words and words[0].strip(".") in _NON_ENTITY_CAPS:
+        while words and words[0].strip(".") in NON_ENTITY_CAPS:
             words = words[1:]
         span = text[tokens[start + (last_cap + 1 - start - len(words))][1] : tokens[last_cap][2]] if words else ""
         span = span.rstrip(".,;:'’").strip()
-        if span and span not in _NON_ENTITY_CAPS and not span.isdigit():
+        if span and span not in NON_ENTITY_CAPS and not span.isdigit():
             found.append(span)
         i = last_cap + 1
     found.extend(years(text))

@@ -43,7 +43,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from ..graph.extraction import entity_key
 from ..postprocessors import DEFAULT_FACT_TOP_N, DSPyFactFilter, fact_node
-from ..text import _NON_ENTITY_CAPS, STOPWORDS
+from ..text import NON_ENTITY_CAPS, STOPWORDS
 from .base import CheckedQueryRetriever
 
 if TYPE_CHECKING:
@@ -255,7 +255,7 @@ class HippoGraphRetriever(CheckedQueryRetriever):
                 # A name needs a capitalised content word or a number: "The" alone does not make
                 # "The soundtrack" a name.
                 if not any(
-                    (w[0][:1].isupper() and w[0] not in _NON_ENTITY_CAPS and w[0].lower() not in STOPWORDS)
+                    (w[0][:1].isupper() and w[0] not in NON_ENTITY_CAPS and w[0].lower() not in STOPWORDS)
                     or w[0][:1].isdigit()
                     for w in span
                 ):
