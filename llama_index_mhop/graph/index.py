@@ -26,8 +26,9 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -210,12 +211,25 @@ class HippoGraphIndex:
         self._client = chroma_client
         self._open_collections()
         self._entity_vectors: dict[str, np.ndarray] = {}
-        # The last complete retrieval state. Writers (insert, delete) hold the lock for their whole change and leave
-        # this state in place, so queries meanwhile answer from the graph as it was before the change.
+        # Writers (insert, delete) hold the lock for a whole change. Queries meanwhile answer from the loaded state
+        # if it is the graph as the last finished change left it, else wait: never from a half-changed graph.
         self._state: RetrievalState | None = None
         self._write_lock = threading.RLock()
+        self._finished_version = self.graph.version
+        self._changes_running = 0
         #: Seconds spent per indexing phase since this object was created (extraction, entities, facts, ...).
         self.build_seconds: dict[str, float] = {}
+
+    @contextmanager
+    def _change(self) -> Iterator[None]:
+        """Hold the write lock for one insert or delete; when it ends, its graph version is the finished one."""
+        with self._write_lock:
+            self._changes_running += 1
+            try:
+                yield
+            finally:
+                self._changes_running -= 1
+                self._finished_version = self.graph.version
 
     def _timed(self, phase: str, started: float) -> None:
         self.build_seconds[phase] = self.build_seconds.get(phase, 0.0) + time.perf_counter() - started
@@ -440,7 +454,7 @@ class HippoGraphIndex:
         docs = [documents] if isinstance(documents, Document) else load_documents(list(documents))
         nodes = chunk_documents(docs, self.chunk_size, self.chunk_overlap)
         show = self.show_progress if show_progress is None else show_progress
-        with self._write_lock:
+        with self._change():
             return self._insert_nodes(nodes, show, on_batch_end)
 
     def _insert_nodes(self, nodes: Sequence[TextNode], show: bool, on_batch_end: BatchHook | None) -> list[str]:
@@ -752,7 +766,7 @@ class HippoGraphIndex:
         Raises:
             KeyError: no passage and no document has this id.
         """
-        with self._write_lock:
+        with self._change():
             if doc_id in self.graph.passages:
                 passage_ids = [doc_id]
             else:
@@ -927,8 +941,9 @@ class HippoGraphIndex:
     def retrieval_state(self, damping: float = DEFAULT_DAMPING) -> RetrievalState:
         """The arrays and PageRank matrix of the current graph version, loaded from Chroma once per version.
 
-        While another thread inserts or deletes, this is the last complete version (never a half-changed graph);
-        the first call after the change loads the new one.
+        While another thread inserts or deletes, this is the graph as the last finished change left it (or, if that
+        version was never loaded, the call waits for the running change): never a half-changed graph. The first
+        call after a change loads the new version.
 
         Raises:
             EmptyIndexError: the index holds no passage.
@@ -938,7 +953,9 @@ class HippoGraphIndex:
             if state.version == self.graph.version:
                 return state
             if not self._write_lock.acquire(blocking=False):
-                return state  # a writer is changing the graph: answer from the version before its change
+                if state.version == self._finished_version:
+                    return state  # a change is running: answer from the graph as the last finished change left it
+                self._write_lock.acquire()  # the loaded state predates the last finished change: wait for this one
         else:
             self._write_lock.acquire()
         try:
@@ -1005,7 +1022,9 @@ class HippoGraphIndex:
             fact_matrix=fact_matrix,
             pagerank=graph.pagerank_graph(damping=damping),
         )
-        self._state = state
+        if not self._changes_running:  # a query from inside a change (a batch hook) sees it but does not keep it
+            self._state = state
+            self._finished_version = graph.version  # no change is running: this graph is a finished one
         return state
 
     def as_retriever(self, **kwargs: Any) -> HippoGraphRetriever:

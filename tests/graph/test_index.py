@@ -312,6 +312,28 @@ def test_queries_during_an_insert_see_the_graph_before_it_never_a_half_built_one
     assert rankings(index) == after
 
 
+def test_a_query_never_answers_from_a_version_older_than_the_last_finished_change():
+    docs = all_docs()
+    extractor = PausingExtractor(pause_at=MORE[4][0])
+    index = build(mini_docs(), "idx_stale", extractor=extractor, insert_batch_size=1)
+    rankings(index)  # loads the first version
+    index.insert(docs[5:7])  # finishes; no query loads this version
+    writer = threading.Thread(target=index.insert, args=(docs[7:],))
+    writer.start()
+    answers: list = []
+    reader = threading.Thread(target=lambda: answers.append(rankings(index)))
+    try:
+        assert extractor.reached.wait(timeout=60)
+        reader.start()
+        reader.join(timeout=0.5)
+        assert not answers  # it waits for the running insert: the one finished version was never loaded
+    finally:
+        extractor.release.set()
+        writer.join(timeout=60)
+    reader.join(timeout=60)
+    assert answers == [rankings(build(docs, "idx_stale_fresh"))]
+
+
 def race(index: HippoGraphIndex, change) -> list[list[list[tuple[str, float]]]]:
     """The rankings two reader threads got while ``change()`` ran in this thread."""
     seen: list[list[list[tuple[str, float]]]] = []
