@@ -562,8 +562,12 @@ def plot(summary: dict[str, Any], path: Path) -> Path:
         ax.set_xlabel("passages")
         ax.set_title(label, fontsize="medium")
         ax.grid(True, alpha=0.3)
-    axes[0].legend(fontsize="x-small")
-    axes[2].legend(fontsize="x-small", loc="lower right")
+    axes[0].legend(fontsize="x-small", loc="upper left")
+    # The memory panel's legend names only its two black process lines; the retrievers are named in the first.
+    handles, labels = axes[2].get_legend_handles_labels()
+    own = [(h, label) for h, label in zip(handles, labels, strict=True) if label not in names]
+    if own:
+        axes[2].legend(*zip(*own, strict=True), fontsize="x-small", loc="upper left")
     figure.suptitle("synthetic multi-hop corpus: cost and recall against corpus size "
                     "(all-MiniLM-L6-v2, 1 torch thread, shared 2-core machine)")
     figure.tight_layout()
