@@ -109,20 +109,27 @@ def _as_text(value: Any) -> str:
     raise LMOutputError(f"expected text, got {type(value).__name__}")
 
 
+def _json_object(text: str) -> dict[str, Any]:
+    """An answer that starts with ``{``, decoded; one that does not decode is not an answer."""
+    try:
+        loaded = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:  # deep nesting overflows the decoder
+        raise LMOutputError(f"broken JSON object: {text[:80]!r}") from exc
+    if not isinstance(loaded, dict):
+        raise LMOutputError(f"not a JSON object: {text[:80]!r}")
+    return loaded
+
+
 def _json_object_field(text: str, keys: Sequence[str]) -> str:
     """An answer written as a JSON object gives the value under the first of ``keys`` it has, as text; any
     other answer is returned unchanged. A JSON object that does not decode, or has none of the keys, is not an
     answer (its numbers mean nothing)."""
     if not text.lstrip().startswith("{"):
         return text
-    try:
-        loaded = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:  # deep nesting overflows the decoder
-        raise LMOutputError(f"broken JSON object: {text[:80]!r}") from exc
-    if isinstance(loaded, dict):
-        for key in keys:
-            if key in loaded:
-                return _as_text(loaded[key])
+    loaded = _json_object(text)
+    for key in keys:
+        if key in loaded:
+            return _as_text(loaded[key])
     raise LMOutputError(f"a JSON object without {' or '.join(map(repr, keys))}: {text[:80]!r}")
 
 
@@ -244,11 +251,7 @@ def parse_string_list(
     text = _as_text(value).strip()
     items: list[Any]
     if text.startswith("{"):
-        try:
-            loaded = json.loads(text)
-        except (json.JSONDecodeError, RecursionError) as exc:
-            raise LMOutputError(f"broken JSON object: {text[:80]!r}") from exc
-        values = loaded.values() if isinstance(loaded, dict) else []
+        values = _json_object(text).values()
         items = [item for v in values for item in (v if isinstance(v, list) else [v]) if isinstance(item, str)]
     elif text.startswith("["):
         try:

@@ -30,6 +30,7 @@ import time
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Protocol, runtime_checkable
 
 import dspy
@@ -290,6 +291,11 @@ class ExtractEntitiesAndTriples(dspy.Signature):
     triples: list[list[str]] = dspy.OutputField(desc="facts, each a list of 3 strings: [subject, predicate, object]")
 
 
+def _passage_source(title: str | None, passage: str) -> str:
+    """The text an extraction must be grounded in: the passage's title and body."""
+    return f"{title or ''}\n{passage}"
+
+
 def parse_extraction(prediction: Any, source: str | None = None) -> Extraction:
     """Validate an LM's extraction; raise :class:`LMOutputError` when it is not usable.
 
@@ -348,7 +354,7 @@ class OpenIEModule(dspy.Module):
         for attempt in range(self.max_attempts):
             try:
                 prediction = self.extract(title=title, passage=passage)
-                parse_extraction(prediction, f"{title}\n{passage}")  # a malformed answer is retried like a failure
+                parse_extraction(prediction, _passage_source(title, passage))  # a malformed answer is retried
                 return prediction
             except Exception as exc:  # an LM may fail in any way
                 error = exc
@@ -363,7 +369,7 @@ class OpenIEModule(dspy.Module):
         for attempt in range(self.max_attempts):
             try:
                 prediction = await self.extract.acall(title=title, passage=passage)
-                parse_extraction(prediction, f"{title}\n{passage}")
+                parse_extraction(prediction, _passage_source(title, passage))
                 return prediction
             except Exception as exc:
                 error = exc
@@ -420,7 +426,7 @@ class OpenIEExtractor:
             EXTRACTION_STEP,
             self.module,
             self._inputs(text, title),
-            lambda prediction: parse_extraction(prediction, f"{title or ''}\n{text}"),
+            partial(parse_extraction, source=_passage_source(title, text)),
             lambda: extract_llm_free(text, title),
             self.lm,
             self.fallback_counts,
@@ -434,7 +440,7 @@ class OpenIEExtractor:
             EXTRACTION_STEP,
             self.module,
             self._inputs(text, title),
-            lambda prediction: parse_extraction(prediction, f"{title or ''}\n{text}"),
+            partial(parse_extraction, source=_passage_source(title, text)),
             lambda: extract_llm_free(text, title),
             self.lm,
             self.fallback_counts,
