@@ -16,6 +16,7 @@ Registering a retriever::
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -61,15 +62,16 @@ def register_retriever(
     """Decorator registering ``factory(ctx) -> BaseRetriever`` under ``name``.
 
     Args:
-        name: the name used on the command line and in result files (letters, digits, ``_`` and ``-``).
+        name: the name used on the command line and in result files (letters, digits, ``_``, ``-`` and ``+``,
+            the last for a flow composed over another retriever, e.g. ``rrf_fusion+hippo``).
         description: one line shown in listings.
         needs_index: ``"vector"`` when the retriever reads the shared vector index, None otherwise.
 
     Raises:
         ValueError: a bad or already registered name, or an unknown ``needs_index``.
     """
-    if not name or not all(ch.isalnum() or ch in "_-" for ch in name):
-        raise ValueError(f"retriever name must be letters, digits, '_' or '-', got {name!r}")
+    if not name or not all(ch.isalnum() or ch in "_-+" for ch in name):
+        raise ValueError(f"retriever name must be letters, digits, '_', '-' or '+', got {name!r}")
     if needs_index is not None and needs_index not in SHARED_INDEXES:
         raise ValueError(f"needs_index must be None or one of {SHARED_INDEXES}, got {needs_index!r}")
 
@@ -170,9 +172,15 @@ def _confidence_loop(ctx: BenchContext) -> BaseRetriever:
     return ConfidenceLoopRetriever.from_defaults(ctx.vector_index, similarity_top_k=ctx.top_k, lm=ctx.lm)
 
 
-@register_retriever("hippo_graph", "HippoRAG 2 memory: facts, recognition memory, Personalized PageRank over an "
-                    "entity/fact/passage graph built at indexing time (seeds 003, 004)")
-def _hippo_graph(ctx: BenchContext) -> BaseRetriever:
+# The graph index of a run, built once and shared by the retrievers that read it.
+_HIPPO_INDEXES: weakref.WeakKeyDictionary[BenchContext, Any] = weakref.WeakKeyDictionary()
+
+
+def _hippo_index(ctx: BenchContext) -> Any:
+    """The run's HippoGraphIndex: built by the first factory that asks (into fresh collections, so its index
+    time is real and charged to that factory), then reused by every later one."""
+    if ctx in _HIPPO_INDEXES:
+        return _HIPPO_INDEXES[ctx]
     from ..graph import HippoGraphIndex
 
     name = ctx.collection_name.replace("mhop_bench_", "mhop_hippo_")
@@ -182,4 +190,29 @@ def _hippo_graph(ctx: BenchContext) -> BaseRetriever:
             ctx.chroma_client.delete_collection(f"{name}_{suffix}")
     index = HippoGraphIndex.from_documents(ctx.documents, embed_model=ctx.embed_model, chroma_client=ctx.chroma_client,
                                            name=name, show_progress=ctx.show_progress)
-    return index.as_retriever(similarity_top_k=ctx.top_k, lm=ctx.lm)
+    _HIPPO_INDEXES[ctx] = index
+    return index
+
+
+@register_retriever("hippo_graph", "HippoRAG 2 memory: facts, recognition memory, Personalized PageRank over an "
+                    "entity/fact/passage graph built at indexing time (seeds 003, 004)")
+def _hippo_graph(ctx: BenchContext) -> BaseRetriever:
+    return _hippo_index(ctx).as_retriever(similarity_top_k=ctx.top_k, lm=ctx.lm)
+
+
+@register_retriever("rrf_fusion+hippo", "rrf_fusion's flow with hippo_graph as the base retriever of every query "
+                    "(reuses the run's graph index when hippo_graph built it)")
+def _rrf_fusion_hippo(ctx: BenchContext) -> BaseRetriever:
+    from ..retrievers.rrf_fusion import DEFAULT_PERSPECTIVE_TOP_K, RRFFusionRetriever
+
+    base = _hippo_index(ctx).as_retriever(similarity_top_k=max(ctx.top_k, DEFAULT_PERSPECTIVE_TOP_K), lm=ctx.lm)
+    return RRFFusionRetriever(base_retriever=base, similarity_top_k=ctx.top_k, lm=ctx.lm)
+
+
+@register_retriever("confidence_loop+hippo", "confidence_loop's flow with hippo_graph as the base retriever of "
+                    "every query (reuses the run's graph index when hippo_graph built it)")
+def _confidence_loop_hippo(ctx: BenchContext) -> BaseRetriever:
+    from ..retrievers.confidence_loop import ConfidenceLoopRetriever
+
+    return ConfidenceLoopRetriever.from_defaults(_hippo_index(ctx), similarity_top_k=ctx.top_k, lm=ctx.lm,
+                                                 retriever_kwargs={"lm": ctx.lm})

@@ -42,17 +42,9 @@ from ..confidence_strategies import (
     PassageView,
     analyze_query,
     assess_confidence,
-    query_entities,
     targeted_queries,
 )
-from ..listwise_rerank import (
-    DEFAULT_COVERAGE_WEIGHT,
-    DEFAULT_LINK_TOP,
-    DEFAULT_LINK_WEIGHT,
-    DEFAULT_RERANK_RRF_K,
-    RankedPassage,
-    listwise_rerank,
-)
+from ..listwise_rerank import DEFAULT_RERANK_RRF_K, RankedPassage, listwise_rerank
 from ..lm import DEFAULT_LM_TIMEOUT, FallbackCounter, arun_lm_step, resolve_lm, run_lm_step
 from ..parsing import parse_confidence, parse_queries, parse_ranking, parse_string_list
 from ..signatures import (
@@ -87,7 +79,7 @@ DEFAULT_CONFIDENCE_THRESHOLD = 80
 DEFAULT_MAX_ROUND1_QUERIES = 3
 DEFAULT_MAX_ROUND2_QUERIES = 2
 #: Weight of the original query's ranking in the listwise relevance (the generated queries' rankings weigh 1).
-DEFAULT_ORIGINAL_QUERY_WEIGHT = 3.0
+DEFAULT_ORIGINAL_QUERY_WEIGHT = 1.0
 #: Characters of each passage shown to the LM (confidence evaluator and reranker).
 DEFAULT_LM_PASSAGE_CHARS = 300
 #: Passages shown to the LM confidence evaluator.
@@ -194,8 +186,8 @@ class ConfidenceLoopRetriever(CheckedQueryRetriever):
     ``source``); ``round2`` (whether it ran); ``steps`` (per step: ``"lm"``, ``"llm_free"`` or
     ``"fallback"``); ``fallbacks`` (steps that fell back on this query); ``pool_size``, ``pool_ids`` (every
     passage considered, first-seen order); ``llm_free_order`` (the LLM-free listwise ranking, as indices into
-    ``pool_ids``); ``ranking`` (per returned node: ``id``, ``title``, ``first_stage_score`` and the parts of
-    its LLM-free listwise score); and
+    ``pool_ids``); ``ranking`` (per returned node: ``id``, ``title``, ``first_stage_score``, its LLM-free
+    ``relevance`` and ``linked_from``, the passage whose bridge led it there); and
     ``fallback_counts`` (the running totals). Returned nodes are scored ``1 / rank`` (1, 1/2, 1/3, ...),
     whichever step ranked them.
 
@@ -214,10 +206,8 @@ class ConfidenceLoopRetriever(CheckedQueryRetriever):
         max_round1_queries: generated round-1 queries at most (3); the query itself is issued beside them.
         max_round2_queries: targeted round-2 queries at most (2).
         include_original_query: also search with the query itself in round 1 (recommended).
-        original_query_weight: weight of the original query's ranking in the listwise relevance.
-        link_weight: weight of the link term of the LLM-free listwise score.
-        coverage_weight: weight of the entity-coverage term of the LLM-free listwise score.
-        link_top: how many top passages lift the passages they name (LLM-free listwise score).
+        original_query_weight: weight of the original query's ranking in the round-1 fusion and the listwise
+            relevance (1: plain RRF; the LLM-free rerank keeps the query's own ranking as its anchor anyway).
         rrf_k: the rank constant of the LLM-free listwise relevance.
         confidence_top_n: passages the LLM-free confidence looks at.
         bridge_passages: top passages searched for bridge entities.
@@ -248,9 +238,6 @@ class ConfidenceLoopRetriever(CheckedQueryRetriever):
         max_round2_queries: int = DEFAULT_MAX_ROUND2_QUERIES,
         include_original_query: bool = True,
         original_query_weight: float = DEFAULT_ORIGINAL_QUERY_WEIGHT,
-        link_weight: float = DEFAULT_LINK_WEIGHT,
-        coverage_weight: float = DEFAULT_COVERAGE_WEIGHT,
-        link_top: int = DEFAULT_LINK_TOP,
         rrf_k: int = DEFAULT_RERANK_RRF_K,
         confidence_top_n: int = DEFAULT_CONFIDENCE_TOP_N,
         bridge_passages: int = DEFAULT_BRIDGE_PASSAGES,
@@ -278,7 +265,6 @@ class ConfidenceLoopRetriever(CheckedQueryRetriever):
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
         for name, value in {
             "max_round2_queries": max_round2_queries,
-            "link_top": link_top,
             "bridge_passages": bridge_passages,
             "rrf_k": rrf_k,
         }.items():
@@ -288,8 +274,6 @@ class ConfidenceLoopRetriever(CheckedQueryRetriever):
             raise ValueError(f"confidence_threshold must be between 0 and 100, got {confidence_threshold!r}")
         for name, value in {
             "original_query_weight": original_query_weight,
-            "link_weight": link_weight,
-            "coverage_weight": coverage_weight,
             "bridge_penalty": bridge_penalty,
         }.items():
             if value < 0:
@@ -307,9 +291,6 @@ class ConfidenceLoopRetriever(CheckedQueryRetriever):
         self.max_round2_queries = max_round2_queries
         self.include_original_query = include_original_query
         self.original_query_weight = original_query_weight
-        self.link_weight = link_weight
-        self.coverage_weight = coverage_weight
-        self.link_top = link_top
         self.rrf_k = rrf_k
         self.confidence_top_n = confidence_top_n
         self.bridge_passages = bridge_passages
@@ -491,15 +472,7 @@ class ConfidenceLoopRetriever(CheckedQueryRetriever):
         return args, self._step_kwargs(STEP_RERANK, trace, free), free_ranking
 
     def _free_rerank(self, query: str, pool: _Pool) -> list[RankedPassage]:
-        return listwise_rerank(
-            pool.views,
-            pool.rankings,
-            targets=query_entities(query),
-            link_weight=self.link_weight,
-            coverage_weight=self.coverage_weight,
-            link_top=self.link_top,
-            rrf_k=self.rrf_k,
-        )
+        return listwise_rerank(query, pool.views, pool.rankings, rrf_k=self.rrf_k)
 
     def _round1_order(self, pool: _Pool) -> list[int]:
         """What the confidence step reads: the original query's ranking first (the strongest single ranking),
@@ -576,10 +549,8 @@ class ConfidenceLoopRetriever(CheckedQueryRetriever):
                     "id": pool.views[index].id,
                     "title": pool.views[index].title,
                     "first_stage_score": pool.nodes[index].score,
-                    "listwise_score": round(part.score, 6),
                     "relevance": round(part.relevance, 6),
-                    "link": round(part.link, 6),
-                    "coverage": round(part.coverage, 6),
+                    "linked_from": None if part.linked_from is None else pool.views[part.linked_from].id,
                 }
             )
         trace["pool_size"] = len(pool.nodes)
