@@ -47,7 +47,8 @@ from ..text import NON_ENTITY_CAPS, STOPWORDS
 from .base import CheckedQueryRetriever
 
 if TYPE_CHECKING:
-    from ..graph.index import HippoGraphIndex, RetrievalState
+    from ..graph.index import HippoGraphIndex
+    from ..graph.state import RetrievalState
 
 __all__ = [
     "DEFAULT_DAMPING",
