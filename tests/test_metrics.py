@@ -12,10 +12,10 @@ from llama_index_mhop.metrics import (
     all_gold_at_k,
     dedupe,
     f1_at_k,
-    normalize_title,
     precision_at_k,
     recall_at_k,
 )
+from llama_index_mhop.text import normalize_title
 
 METRICS = (precision_at_k, recall_at_k, f1_at_k, all_gold_at_k)
 

@@ -20,14 +20,12 @@ from llama_index_mhop.confidence_strategies import (
     PassageView,
     analyze_query,
     assess_confidence,
-    names_match,
-    query_entities,
-    stem,
     targeted_queries,
 )
 from llama_index_mhop.listwise_rerank import listwise_rerank
 from llama_index_mhop.retrievers.confidence_loop import ConfidenceLoopRetriever
 from llama_index_mhop.stores import build_vector_index
+from llama_index_mhop.text import names_match, query_entities, stem
 
 QUERY = "Who directed the film that was shot in Leland in 1986?"
 Q1, Q2 = "Leland filming location", "film shot in 1986"
