@@ -385,18 +385,6 @@ async def test_the_dspy_module_runs_the_loop_async():
 # ------------------------------------------------------------------------------------------- validation
 
 
-@pytest.mark.parametrize("query, error", [("", ValueError), ("   ", ValueError), (42, TypeError), (None, TypeError)])
-def test_bad_queries_raise_clear_errors(query, error):
-    retriever = make_retriever([])
-    with pytest.raises(error, match="query"):
-        retriever.retrieve(query)
-
-
-async def test_bad_queries_raise_value_error_async():
-    with pytest.raises(ValueError, match="empty"):
-        await make_retriever([]).aretrieve("  ")
-
-
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [

@@ -113,11 +113,6 @@ def test_invalid_arguments(kwargs):
         RRFFusionRetriever(base_retriever=RecordingRetriever(), **kwargs)
 
 
-def test_bad_query():
-    with pytest.raises(ValueError, match="empty"):
-        RRFFusionRetriever(base_retriever=RecordingRetriever()).retrieve("  ")
-
-
 def test_over_real_chroma_keeps_what_the_query_itself_finds(hotpotqa_slice, hotpotqa_slice_index):
     """The original query is one of the perspectives in every iteration, so fusion must not lose the gold
     passages that plain search puts in its own top 7 (the dilution the seed's flow risks)."""
