@@ -95,33 +95,37 @@ class StepRunner:
         return await arun_lm_step(**self._arguments(step, record))
 
 
+def _send(flow: Flow[R], answer: Any) -> tuple[bool, Any]:
+    """``(False, next request)`` or, once the flow has returned, ``(True, its result)``."""
+    try:
+        return False, flow.send(answer)
+    except StopIteration as stop:
+        return True, stop.value
+
+
 def run_flow(
     flow: Flow[R], runner: StepRunner, record: StepRecord, search: Callable[[str, int], list[Any]]
 ) -> R:
     """Drive ``flow`` to its result with blocking LM steps and searches."""
-    answer: Any = None
-    while True:
-        try:
-            request = flow.send(answer)
-        except StopIteration as stop:
-            return stop.value
-        if isinstance(request, Search):
-            answer = [search(query, request.k) for query in request.queries]
+    done, item = _send(flow, None)
+    while not done:
+        if isinstance(item, Search):
+            answer: Any = [search(query, item.k) for query in item.queries]
         else:
-            answer = runner.run(request, record)
+            answer = runner.run(item, record)
+        done, item = _send(flow, answer)
+    return item
 
 
 async def arun_flow(
     flow: Flow[R], runner: StepRunner, record: StepRecord, asearch: Callable[[str, int], Awaitable[list[Any]]]
 ) -> R:
     """Drive ``flow`` to its result with awaited LM steps; the searches of one request run concurrently."""
-    answer: Any = None
-    while True:
-        try:
-            request = flow.send(answer)
-        except StopIteration as stop:
-            return stop.value
-        if isinstance(request, Search):
-            answer = list(await asyncio.gather(*(asearch(query, request.k) for query in request.queries)))
+    done, item = _send(flow, None)
+    while not done:
+        if isinstance(item, Search):
+            answer: Any = list(await asyncio.gather(*(asearch(query, item.k) for query in item.queries)))
         else:
-            answer = await runner.arun(request, record)
+            answer = await runner.arun(item, record)
+        done, item = _send(flow, answer)
+    return item

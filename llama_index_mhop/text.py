@@ -22,7 +22,7 @@ import html
 import re
 import string
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 
 __all__ = [
@@ -51,6 +51,7 @@ __all__ = [
     "strip_parenthetical",
     "strip_possessive",
     "title_entities",
+    "unique_names",
     "years",
 ]
 
@@ -267,16 +268,17 @@ def entity_spans(text: str) -> tuple[str, ...]:
             found.append(span)
         i = last_cap + 1
     found.extend(years(text))
-    return tuple(_unique_names(found))
+    return tuple(unique_names(found))
 
 
-def _unique_names(names: Iterable[str]) -> list[str]:
+def unique_names(names: Iterable[str], key: Callable[[str], str] = normalize) -> list[str]:
+    """The names in order, each once by ``key`` (:func:`normalize` by default); names with an empty key dropped."""
     seen: set[str] = set()
     unique = []
     for name in names:
-        key = normalize(name)
-        if key and key not in seen:
-            seen.add(key)
+        name_key = key(name)
+        if name_key and name_key not in seen:
+            seen.add(name_key)
             unique.append(name)
     return unique
 

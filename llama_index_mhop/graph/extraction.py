@@ -35,7 +35,7 @@ from tenacity import AsyncRetrying, Retrying, before_sleep_log, stop_after_attem
 
 from ..lm import FallbackCounter, arun_lm_step, resolve_lm, run_lm_step
 from ..parsing import LMOutputError
-from ..text import MONTHS, entity_key, entity_spans, sentences, strip_possessive, title_entities
+from ..text import MONTHS, entity_key, entity_spans, sentences, strip_possessive, title_entities, unique_names
 
 __all__ = [
     "DEFAULT_BACKOFF_SECONDS",
@@ -403,14 +403,7 @@ class OpenIEExtractor:
 
 def with_title_entities(extraction: Extraction, title: str | None) -> Extraction:
     """The extraction with the title entities first among its entities (an LM may leave them out)."""
-    names = [*title_entities(title or ""), *extraction.entities]
-    seen: set[str] = set()
-    unique = []
-    for name in names:
-        key = entity_key(name)
-        if key and key not in seen:
-            seen.add(key)
-            unique.append(name)
+    unique = unique_names([*title_entities(title or ""), *extraction.entities], key=entity_key)
     return Extraction(entities=tuple(unique), triples=extraction.triples, from_lm=extraction.from_lm)
 
 
