@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .confidence_strategies import PassageView, bridge_sentence, query_entities, relation_order, stems_of
+from .confidence_strategies import PassageView, bridge_sentence, relation_order
+from .text import query_entities, stems
 
 __all__ = ["bridge_targets", "link_passages"]
 
@@ -32,9 +33,9 @@ def bridge_targets(query: str, source: PassageView, skip: Sequence[str] = ()) ->
         source: a retrieved passage.
         skip: names that are not bridges (the query's entities, entities already followed).
     """
-    query_stems = stems_of(query)
+    query_stems = stems(query)
     sentence, entities = bridge_sentence(query_stems, source, [*query_entities(query), *skip])
-    return relation_order(sentence, entities, query_stems - stems_of(source.subject))
+    return relation_order(sentence, entities, query_stems - stems(source.subject))
 
 
 def link_passages(query: str, sources: Sequence[PassageView], pool: Sequence[PassageView]) -> dict[str, list[str]]:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from .bridges import link_passages
 from .confidence_strategies import PassageView
-from .fusion import anchored_fusion
+from .fusion import anchored_fusion, reciprocal_rank_fusion
 
 __all__ = ["DEFAULT_RERANK_RRF_K", "RankedPassage", "listwise_rerank"]
 
@@ -63,22 +63,19 @@ def listwise_rerank(
     n = len(passages)
     if rrf_k < 0:
         raise ValueError(f"rrf_k must be >= 0, got {rrf_k}")
-    relevance = [0.0] * n
-    first_seen: dict[int, int] = {}
-    for ranking, weight in rankings:
-        if weight < 0:
-            raise ValueError(f"ranking weights must be >= 0, got {weight}")
-        for rank, index in enumerate(dict.fromkeys(ranking), start=1):
+    for ranking, _ in rankings:
+        for index in ranking:
             if not 0 <= index < n:
                 raise ValueError(f"ranking index {index} is outside 0..{n - 1}")
-            first_seen.setdefault(index, len(first_seen))
-            relevance[index] += weight / (rrf_k + rank)
-    for index in range(n):
-        first_seen.setdefault(index, len(first_seen))
+    fused = reciprocal_rank_fusion([r for r, _ in rankings], k=rrf_k, weights=[w for _, w in rankings])
+    relevance = [0.0] * n
+    for index, score in fused:
+        relevance[index] = score
     top = max(relevance, default=0.0)
     if top > 0:
         relevance = [r / top for r in relevance]
-    by_relevance = sorted(range(n), key=lambda i: (-relevance[i], first_seen[i]))
+    # The fused order (ties by best rank, then first seen), then passages no ranking holds.
+    by_relevance = list(dict.fromkeys([*(index for index, _ in fused), *range(n)]))
     anchor = list(dict.fromkeys(rankings[0][0])) if rankings else []
     links: dict[int, list[int]] = {}
     if anchor:

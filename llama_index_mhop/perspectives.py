@@ -18,7 +18,15 @@ from dataclasses import dataclass
 
 from .bridges import bridge_targets
 from .confidence_strategies import PassageView
-from .text import content_terms, entity_spans, normalize, relation_words, sentences, years
+from .text import (
+    content_terms,
+    entity_spans,
+    normalize,
+    relation_words,
+    sentences,
+    strip_parenthetical,
+    years,
+)
 
 __all__ = [
     "MAX_PERSPECTIVES",
@@ -63,8 +71,8 @@ def comparison_sides(query: str, entities: Sequence[str]) -> list[str]:
 
 
 def _title_keys(title: str) -> set[str]:
-    base = re.sub(r"\s*\([^)]*\)\s*$", "", title)  # "Lover Come Back (1961 film)" also names "Lover Come Back"
-    return {normalize(title), normalize(base)} - {""}
+    # "Lover Come Back (1961 film)" also names "Lover Come Back"
+    return {normalize(title), normalize(strip_parenthetical(title))} - {""}
 
 
 def bridge_entities(query: str, context: Sequence[ContextPassage], limit: int = 4) -> list[str]:

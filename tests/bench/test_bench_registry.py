@@ -86,7 +86,7 @@ def test_bm25_finds_a_title_named_in_the_question(slice_context, hotpotqa_slice)
     assert named in passage_ids(bm25.retrieve(question["question"]))[:5]
 
 
-def test_composed_flows_share_the_run_graph_index(slice_context, hotpotqa_slice_index, monkeypatch):
+def test_composed_flows_run_over_the_run_graph_index(slice_context, hotpotqa_slice_index, monkeypatch):
     from llama_index_mhop.retrievers.confidence_loop import ConfidenceLoopRetriever
     from llama_index_mhop.retrievers.rrf_fusion import RRFFusionRetriever
 
@@ -101,8 +101,7 @@ def test_composed_flows_share_the_run_graph_index(slice_context, hotpotqa_slice_
             return hotpotqa_slice_index.as_retriever(similarity_top_k=kwargs["similarity_top_k"])
 
     graph = GraphStandIn()
-    monkeypatch.setitem(registry._HIPPO_INDEXES, slice_context, graph)
-    assert registry._hippo_index(slice_context) is graph  # built once per run, then reused
+    monkeypatch.setattr(slice_context, "_graph_index", graph)  # the run's graph index, as if already built
     rrf = get_retriever_spec("rrf_fusion+hippo").factory(slice_context)
     loop = get_retriever_spec("confidence_loop+hippo").factory(slice_context)
     assert isinstance(rrf, RRFFusionRetriever) and isinstance(loop, ConfidenceLoopRetriever)
