@@ -12,7 +12,8 @@ own hits only by a multi-hop link:
   placed right after it; that passage leads to the next hop the same way;
 * then every other passage by relevance (:func:`~llama_index_mhop.fusion.anchored_fusion`).
 
-Ties keep the order of first appearance, so the result is deterministic.
+Ties follow :func:`~llama_index_mhop.fusion.reciprocal_rank_fusion` (best rank, then first seen), so the result is
+deterministic.
 """
 
 from __future__ import annotations
