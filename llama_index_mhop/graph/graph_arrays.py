@@ -160,8 +160,9 @@ class _Growable:
         self.data = np.zeros(0, dtype=dtype)
         self.size = 0
 
-    def extend(self, values: np.ndarray) -> None:
-        end = self.size + len(values)
+    def extend(self, values: int | np.ndarray, count: int) -> None:
+        """Append ``count`` values (an array of that length, or one value repeated)."""
+        end = self.size + count
         if end > len(self.data):
             grown = np.zeros(max(end, 2 * len(self.data), 256), dtype=self.data.dtype)
             grown[: self.size] = self.data[: self.size]
@@ -197,14 +198,14 @@ class EdgeStore:
 
     def add(self, u: int | np.ndarray, v: int | np.ndarray, channel: int, delta: int | np.ndarray) -> None:
         """Add ``delta`` to ``channel`` of the edges ``(u, v)`` (scalars or equal-length arrays; order free)."""
-        us, vs, deltas = (np.atleast_1d(a) for a in np.broadcast_arrays(
-            np.asarray(u, dtype=np.int32), np.asarray(v, dtype=np.int32), np.asarray(delta, dtype=np.int32)))
-        if us.size == 0:
+        us, vs = np.asarray(u, dtype=np.int32), np.asarray(v, dtype=np.int32)
+        low = np.minimum(us, vs)
+        if low.size == 0:
             return
-        self._u.extend(np.minimum(us, vs))
-        self._v.extend(np.maximum(us, vs))
-        self._channel.extend(np.full(us.shape, channel, dtype=np.int8))
-        self._delta.extend(deltas)
+        self._u.extend(low, low.size)
+        self._v.extend(np.maximum(us, vs), low.size)
+        self._channel.extend(channel, low.size)
+        self._delta.extend(delta, low.size)
         if self._u.size > max(self.compact_every, len(self._pairs)):
             self.compact()
 
