@@ -172,20 +172,33 @@ def _index_worker(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _graph_worker(args: argparse.Namespace) -> dict[str, Any]:
-    import numpy as np
-
     from llama_index_mhop.bench.loaders import load_dataset
-    from llama_index_mhop.graph.extraction import entity_key, extract_llm_free, with_title_entities
-    from llama_index_mhop.graph.knowledge_graph import KnowledgeGraph
+    from llama_index_mhop.graph.extraction import extract_llm_free, with_title_entities
 
     dataset = load_dataset(args.dataset)
     baseline = _peak_rss_mb()
-    start = time.perf_counter()
+    load_before = _load_avg()
+    start, cpu = time.perf_counter(), time.process_time()
     extractions = [with_title_entities(extract_llm_free(p.text, p.title), p.title) for p in dataset.passages]
-    extract_seconds = time.perf_counter() - start
-    start = time.perf_counter()
+    extract_seconds, extract_cpu = time.perf_counter() - start, time.process_time() - cpu
+    start, cpu = time.perf_counter(), time.process_time()
+    graph = _build_graph(dataset.passages, extractions)
+    graph_seconds, graph_cpu = time.perf_counter() - start, time.process_time() - cpu
+    out = _graph_measures(args, graph, baseline, extract_seconds, graph_seconds,
+                          lambda: _build_graph(dataset.passages, extractions))
+    # CPU seconds of this process: on a shared machine they move far less with the load than wall time does.
+    out.update({"extract_cpu_seconds": round(extract_cpu, 3), "graph_build_cpu_seconds": round(graph_cpu, 3),
+                "load_avg_before": load_before, "load_avg_after": _load_avg()})
+    return out
+
+
+def _build_graph(passages: list[Any], extractions: list[Any]) -> Any:
+    """The LLM-free graph of a corpus: passage, entity and fact nodes and edges, no synonymy."""
+    from llama_index_mhop.graph.extraction import entity_key
+    from llama_index_mhop.graph.knowledge_graph import KnowledgeGraph
+
     graph = KnowledgeGraph()
-    for passage, extraction in zip(dataset.passages, extractions, strict=True):
+    for passage, extraction in zip(passages, extractions, strict=True):
         entities = {entity_key(name): entity_key(name) for name in extraction.entities}
         facts = {}
         for subject, predicate, obj in extraction.triples:
@@ -196,7 +209,34 @@ def _graph_worker(args: argparse.Namespace) -> dict[str, Any]:
         entities.pop("", None)
         facts = {k: v for k, v in facts.items() if v[0] and v[2]}
         graph.add_passage(passage.passage_id, entities, facts, title=passage.title)
-    graph_seconds = time.perf_counter() - start
+    return graph
+
+
+def _heap_bytes(rebuild: Any) -> dict[str, Any]:
+    """Python-heap bytes (tracemalloc) of the array graph, and of its networkx export, built once more each."""
+    import tracemalloc
+
+    tracemalloc.start()
+    graph = rebuild()
+    graph.pagerank_graph()  # compacts the edge table, as a query process holds it
+    graph._pagerank = None
+    arrays_bytes = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    tracemalloc.start()
+    exported = graph.to_networkx()
+    networkx_bytes = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    del exported
+    return {"graph_heap_bytes": arrays_bytes, "networkx_export_heap_bytes": networkx_bytes,
+            "graph_heap_bytes_per_passage": round(arrays_bytes / max(1, graph.num_passages), 1)}
+
+
+def _graph_measures(args: argparse.Namespace, graph: Any, baseline: float, extract_seconds: float,
+                    graph_seconds: float, rebuild: Any) -> dict[str, Any]:
+    import numpy as np
+
+    from llama_index_mhop.graph.knowledge_graph import KnowledgeGraph
+
     after_graph = _peak_rss_mb()
     pairs, values = graph._edges.table()
     edge_table_bytes = int(pairs.nbytes + values.nbytes)
@@ -209,16 +249,20 @@ def _graph_worker(args: argparse.Namespace) -> dict[str, Any]:
     rng = np.random.default_rng(0)
     n_passages = graph.num_passages
     exact_ms, push_ms, agree = [], [], []
+    exact_cpu_ms, push_cpu_ms = [], []
+    pagerank.run_push(np.ones(pagerank.n_nodes))  # builds the walk matrix push reads, once per graph version
     for _ in range(PPR_PROBE_QUERIES):
         reset = np.zeros(pagerank.n_nodes)
         reset[:n_passages] = 0.05 * rng.random(n_passages)
         reset[n_passages + rng.choice(pagerank.n_nodes - n_passages, 5, replace=False)] = 1.0
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         exact = pagerank.run_exact(reset)
         exact_ms.append((time.perf_counter() - start) * 1000.0)
-        start = time.perf_counter()
+        exact_cpu_ms.append((time.process_time() - cpu) * 1000.0)
+        start, cpu = time.perf_counter(), time.process_time()
         pushed = pagerank.run_push(reset).scores
         push_ms.append((time.perf_counter() - start) * 1000.0)
+        push_cpu_ms.append((time.process_time() - cpu) * 1000.0)
         agree.append(set(_top(exact[:n_passages], 21)) == set(_top(pushed[:n_passages], 21)))
     folder = Path(args.dataset).parent / "graph-arrays"
     start = time.perf_counter()
@@ -228,8 +272,10 @@ def _graph_worker(args: argparse.Namespace) -> dict[str, Any]:
     KnowledgeGraph.load(folder, mmap=True)
     load_seconds = time.perf_counter() - start
     n_edges = graph.num_edges
+    heap = _heap_bytes(rebuild)
     return {
         "graph_store": "arrays",
+        **heap,
         "n_passages": n_passages,
         "n_entities": graph.num_entities,
         "n_facts": graph.num_facts,
@@ -248,6 +294,8 @@ def _graph_worker(args: argparse.Namespace) -> dict[str, Any]:
         "csr_bytes_per_stored_edge": round(csr_bytes / max(1, m.nnz), 2),
         "ppr_query_ms": round(statistics.median(exact_ms), 3),
         "push_query_ms": round(statistics.median(push_ms), 3),
+        "ppr_query_cpu_ms": round(statistics.median(exact_cpu_ms), 3),
+        "push_query_cpu_ms": round(statistics.median(push_cpu_ms), 3),
         "push_epsilon": pagerank.push_epsilon,
         "push_top21_agreement": sum(agree) / len(agree),
         "baseline_rss_mb": baseline,
