@@ -49,8 +49,8 @@ DEFAULT_DAMPING = 0.5  # HippoRAG 2's value
 DEFAULT_TOL = 1e-10
 DEFAULT_MAX_ITER = 200
 # From this many nodes on, PageRankGraph(method="auto") answers by local push instead of power iteration. On
-# HippoRAG-shaped resets push took 0.83x the exact CPU time at 30k nodes, 0.68x at 90k, 0.63x at 300k
-# (benchmarks/ppr_scaling.py graphs, docs/SCALING.md); below, exact costs a few ms and stays the reference.
+# HippoRAG-shaped resets push took 2x the exact CPU time at 3k nodes, 0.8x at 30k, 0.6x at 90k and 300k
+# (benchmarks/results/ppr_scaling-push.json, docs/SCALING.md); below, exact costs a few ms and stays the reference.
 PUSH_MIN_NODES = 50_000
 PUSH_TOLERANCE = 1e-4  # the push's default epsilon times the number of nodes
 _METHODS = ("auto", "exact", "push")
