@@ -6,7 +6,8 @@ undirected weighted edges, seeded. Every implementation answers the same queries
 entity and passage nodes, damping 0.5 as in HippoRAG 2). Per query time is the median over the queries after
 one warm-up; the one-time builds (our transition matrix, the igraph and networkx graphs) are reported apart.
 Local push (``PageRankGraph.run_push``) is measured against our exact power iteration twice: on those seeded
-resets, and on resets shaped like HippoRAG 2's (a little dense-score mass on every passage), which are not local.
+resets, and on resets shaped like HippoRAG 2's (a little dense-score mass on every passage), which are not local;
+in wall time and in CPU time (the process's own seconds, which a loaded machine disturbs much less).
 
 All three stop at the same accuracy: ours at an L1 change of 1e-10, networkx at ``N * tol = 1e-10`` (its
 criterion is ``L1 change < N * tol``), PRPACK at its fixed 1e-10.
@@ -110,14 +111,17 @@ def dense_resets(n_nodes: int, n_passages: int, n_queries: int, seed: int) -> li
 
 def push_against_exact(graph: PageRankGraph, resets: list[np.ndarray], exact: list[np.ndarray]) -> dict:
     """Local push (the graph's default epsilon) on the same resets: time, top-k agreement, L1 error and bound."""
-    times, same, l1, bounds = [], [], [], []
+    times, same, l1, bounds, cpu, exact_cpu = [], [], [], [], [], []
     for reset, reference in zip(resets, exact, strict=True):
         pushed, seconds = timed(graph.run_push, reset)
         times.append(seconds)
+        cpu.append(cpu_timed(graph.run_push, reset)[1])
+        exact_cpu.append(cpu_timed(graph.run_exact, reset)[1])
         same.append(top_k(pushed.scores) == top_k(reference))
         l1.append(float(np.abs(pushed.scores - reference).sum()))
         bounds.append(pushed.l1_bound)
     return {"push_epsilon": graph.push_epsilon, "query_ms_median": 1e3 * statistics.median(times),
+            "cpu_ms_median": 1e3 * statistics.median(cpu), "exact_cpu_ms_median": 1e3 * statistics.median(exact_cpu),
             f"top{TOP_K}_same_share": sum(same) / len(same), "l1_max": max(l1), "l1_bound_max": max(bounds)}
 
 
@@ -125,6 +129,13 @@ def timed(fn, *args, **kwargs):
     started = time.perf_counter()
     out = fn(*args, **kwargs)
     return out, time.perf_counter() - started
+
+
+def cpu_timed(fn, *args, **kwargs):
+    """Like :func:`timed`, in this process's CPU seconds (steadier than wall time on a loaded machine)."""
+    started = time.process_time()
+    out = fn(*args, **kwargs)
+    return out, time.process_time() - started
 
 
 def top_k(scores: np.ndarray, k: int = TOP_K) -> set[int]:
@@ -262,6 +273,7 @@ def print_table(rows: list[dict]) -> None:
             push = row[key]
             print(f"push on {row['n_edges']} edges, {label} resets: {push['query_ms_median']:.1f} ms "
                   f"(x{row['ratios']['push_over_exact' + ('_dense_reset' if key != 'push' else '')]:.2f} of exact), "
+                  f"CPU {push['cpu_ms_median']:.1f} against exact {push['exact_cpu_ms_median']:.1f} ms, "
                   f"same top-{TOP_K} {push[f'top{TOP_K}_same_share']:.2f}, L1 {push['l1_max']:.2g} "
                   f"<= bound {push['l1_bound_max']:.2g}")
     for row in rows:

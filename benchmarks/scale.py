@@ -216,6 +216,8 @@ def _heap_bytes(rebuild: Any) -> dict[str, Any]:
     """Python-heap bytes (tracemalloc) of the array graph, and of its networkx export, built once more each."""
     import tracemalloc
 
+    import networkx  # noqa: F401  (imported before tracing: its module objects are not the graph's)
+
     tracemalloc.start()
     graph = rebuild()
     graph.pagerank_graph()  # compacts the edge table, as a query process holds it
