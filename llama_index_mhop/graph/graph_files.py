@@ -76,7 +76,7 @@ def _fill_tables(graph: KnowledgeGraph, data: Mapping[str, Any]) -> None:
         for e in record.entities:
             graph.entity_passages.setdefault(e, set()).add(pid)
         for f in record.facts:
-            graph.fact_passages.setdefault(f, set()).add(pid)
+            graph.fact_support[f] = graph.fact_support.get(f, 0) + 1
     graph.synonyms = {e: [(str(o), float(s)) for o, s in lst] for e, lst in data.get("synonyms", {}).items()}
     graph._stale_synonyms = set(data.get("stale_synonyms", []))
     graph.version = int(data.get("version", 0))

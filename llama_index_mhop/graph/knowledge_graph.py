@@ -141,7 +141,7 @@ class KnowledgeGraph(SynonymLists):
         self.facts: dict[str, tuple[str, str, str]] = {}  # fact id -> (subject id, predicate, object id)
         self.passages: dict[str, PassageRecord] = {}
         self.entity_passages: dict[str, set[str]] = {}
-        self.fact_passages: dict[str, set[str]] = {}
+        self.fact_support: dict[str, int] = {}  # fact id -> how many passages state it
         self.synonyms: dict[str, list[tuple[str, float]]] = {}
         self._stale_synonyms: set[str] = set()
         self._nodes = NodeTable()
@@ -234,7 +234,7 @@ class KnowledgeGraph(SynonymLists):
         for entity_id in record.entities:
             self.entity_passages.setdefault(entity_id, set()).add(passage_id)
         for fact_id in record.facts:
-            self.fact_passages.setdefault(fact_id, set()).add(passage_id)
+            self.fact_support[fact_id] = self.fact_support.get(fact_id, 0) + 1
         self._passage_edges(passage, record, 1)
         self._fact_edges(new_facts, 1)
 
@@ -266,10 +266,9 @@ class KnowledgeGraph(SynonymLists):
         record = self.passages.pop(passage_id)
         removed_facts = []
         for fact_id in record.facts:
-            supporters = self.fact_passages[fact_id]
-            supporters.discard(passage_id)
-            if not supporters:
-                del self.fact_passages[fact_id]
+            self.fact_support[fact_id] -= 1
+            if not self.fact_support[fact_id]:
+                del self.fact_support[fact_id]
                 removed_facts.append(fact_id)
         self._fact_edges(removed_facts, -1)
         for fact_id in removed_facts:
