@@ -194,8 +194,8 @@ def _graph_worker(args: argparse.Namespace) -> dict[str, Any]:
 
 def _build_graph(passages: list[Any], extractions: list[Any]) -> Any:
     """The LLM-free graph of a corpus: passage, entity and fact nodes and edges, no synonymy."""
-    from llama_index_mhop.graph.extraction import entity_key
     from llama_index_mhop.graph.knowledge_graph import KnowledgeGraph
+    from llama_index_mhop.text import entity_key
 
     graph = KnowledgeGraph()
     for passage, extraction in zip(passages, extractions, strict=True):

@@ -1,12 +1,12 @@
 """The knowledge graph on disk and out of process: JSON, a folder of ``.npy`` arrays, and networkx/GraphML export.
 
-* :func:`to_dict` / :func:`fill_from_dict`: one JSON object (tables, node and edge lists), the format the index
+* :func:`graph_to_dict` / :func:`fill_graph_from_dict`: one JSON object (tables, node and edge lists), the format the index
   persists today. The edge list is derived data: on reading, the edges are rebuilt from the passage, fact and
   synonym tables and must equal the stored list.
-* :func:`save` / :func:`load`: a folder with ``tables.json`` (passages, entities, facts, synonym lists, the node
+* :func:`save_graph` / :func:`load_graph`: a folder with ``tables.json`` (passages, entities, facts, synonym lists, the node
   table) and the node kinds and edge table as ``.npy`` files, read with ``allow_pickle=False`` and
   memory-mapped when asked, so several query processes share one copy of the edges.
-* :func:`to_networkx`: an ``networkx.Graph`` for inspecting or drawing (``networkx.write_graphml`` writes it).
+* :func:`graph_to_networkx`: a ``networkx.Graph`` for inspecting or drawing (``networkx.write_graphml`` writes it).
 
 The functions take a :class:`~.knowledge_graph.KnowledgeGraph` and fill or read its tables; they hold no rules of
 their own.
@@ -29,7 +29,16 @@ if TYPE_CHECKING:
 
     from .knowledge_graph import KnowledgeGraph
 
-__all__ = ["ARRAY_FORMAT_VERSION", "TABLES_FILE", "fill_from_dict", "load_tables", "save", "to_dict", "to_networkx"]
+__all__ = [
+    "ARRAY_FORMAT_VERSION",
+    "TABLES_FILE",
+    "fill_graph_from_dict",
+    "graph_to_dict",
+    "graph_to_networkx",
+    "load_graph",
+    "load_graph_tables",
+    "save_graph",
+]
 
 ARRAY_FORMAT_VERSION = 1
 TABLES_FILE = "tables.json"
@@ -58,7 +67,7 @@ def _node_list(graph: KnowledgeGraph) -> list[list[str]]:
     return sorted(nodes)
 
 
-def to_dict(graph: KnowledgeGraph, format_version: int) -> dict[str, Any]:
+def graph_to_dict(graph: KnowledgeGraph, format_version: int) -> dict[str, Any]:
     """A JSON-serialisable form: config, records, synonym lists, and the node and edge lists."""
     return {"format_version": format_version, **_tables(graph), "nodes": _node_list(graph),
             "edges": [list(e) for e in graph.edge_list()]}
@@ -82,8 +91,8 @@ def _fill_tables(graph: KnowledgeGraph, data: Mapping[str, Any]) -> None:
     graph.version = int(data.get("version", 0))
 
 
-def fill_from_dict(graph: KnowledgeGraph, data: Mapping[str, Any]) -> None:
-    """Fill an empty graph from :func:`to_dict` output, rebuilding the edges from the tables.
+def fill_graph_from_dict(graph: KnowledgeGraph, data: Mapping[str, Any]) -> None:
+    """Fill an empty graph from :func:`graph_to_dict` output, rebuilding the edges from the tables.
 
     Raises:
         ValueError: the stored node or edge list disagrees with the records.
@@ -109,7 +118,7 @@ def _write_atomic(path: Path, write: Any) -> None:
     os.replace(partial, path)
 
 
-def save(graph: KnowledgeGraph, folder: str | Path) -> Path:
+def save_graph(graph: KnowledgeGraph, folder: str | Path) -> Path:
     """Write the graph to ``folder``: ``tables.json``, ``node_kinds.npy``, ``edge_pairs.npy``, ``edge_values.npy``.
 
     The arrays are written first and the tables last, each file whole or not at all (a reader of a half-written
@@ -128,7 +137,7 @@ def save(graph: KnowledgeGraph, folder: str | Path) -> Path:
     return target
 
 
-def load_tables(folder: str | Path) -> dict[str, Any]:
+def load_graph_tables(folder: str | Path) -> dict[str, Any]:
     """The ``tables.json`` of a saved graph, or a ValueError naming what is wrong."""
     path = Path(folder) / TABLES_FILE
     try:
@@ -144,14 +153,14 @@ def load_tables(folder: str | Path) -> dict[str, Any]:
     return data
 
 
-def load(graph: KnowledgeGraph, folder: str | Path, mmap: bool) -> None:
-    """Fill an empty graph from a folder written by :func:`save` (edges memory-mapped read-only when ``mmap``).
+def load_graph(graph: KnowledgeGraph, folder: str | Path, mmap: bool) -> None:
+    """Fill an empty graph from a folder written by :func:`save_graph` (edges memory-mapped read-only when ``mmap``).
 
     Raises:
         ValueError: a missing or malformed file, or a node table that disagrees with the passages and entities.
     """
     folder = Path(folder)
-    data = load_tables(folder)
+    data = load_graph_tables(folder)
     _fill_tables(graph, data)
     kinds = load_array(folder / _KINDS_FILE, np.int8, 1, mmap=False)
     nodes = NodeTable.from_lists(data["node_keys"], data["free_slots"], kinds)
@@ -163,7 +172,7 @@ def load(graph: KnowledgeGraph, folder: str | Path, mmap: bool) -> None:
     graph._edges = EdgeStore.load(folder, nodes.capacity, mmap)
 
 
-def to_networkx(graph: KnowledgeGraph) -> nx.Graph:
+def graph_to_networkx(graph: KnowledgeGraph) -> nx.Graph:
     """The graph as ``networkx.Graph``: nodes with ``kind`` and ``name``; edges with ``facts``, ``synonymy``,
     ``passage`` and ``weight``."""
     import networkx as nx

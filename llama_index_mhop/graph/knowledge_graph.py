@@ -58,10 +58,17 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from . import graph_files
 from .graph_arrays import FACTS, PLAIN, SYNONYMY, SYNONYMY_SCALE, TITLE, EdgeStore, NodeTable, PassageRecord
+from .graph_files import (
+    fill_graph_from_dict,
+    graph_to_dict,
+    graph_to_networkx,
+    load_graph,
+    load_graph_tables,
+    save_graph,
+)
 from .ppr import DEFAULT_DAMPING, PageRankGraph
-from .synonymy import SynonymLists
+from .synonym_lists import SynonymLists
 
 __all__ = [
     "DEFAULT_SYNONYMY_BLOCK_SIZE",
@@ -312,9 +319,13 @@ class KnowledgeGraph(SynonymLists):
     def _edge_weights(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The edge table: slot pairs, channel values, and each edge's weight (facts + synonymy + passage)."""
         pairs, values = self._edges.table()
+        return pairs, values, self._weights(values)[2]
+
+    def _weights(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per row of channel values: the synonymy weight, the passage weight and the edge's total weight."""
+        synonymy = values[:, SYNONYMY] / SYNONYMY_SCALE
         passage = values[:, PLAIN] * 1.0 + values[:, TITLE] * self.title_edge_weight
-        weight = values[:, FACTS].astype(np.float64) + values[:, SYNONYMY] / SYNONYMY_SCALE + passage
-        return pairs, values, weight
+        return synonymy, passage, values[:, FACTS].astype(np.float64) + synonymy + passage
 
     def edge(self, u: str, v: str) -> EdgeWeights | None:
         """The edge between two nodes, or None when they are not linked."""
@@ -323,25 +334,18 @@ class KnowledgeGraph(SynonymLists):
         values = self._edges.channels_of(self._nodes.slot(u), self._nodes.slot(v))
         if values is None:
             return None
-        passage = values[PLAIN] * 1.0 + values[TITLE] * self.title_edge_weight
-        synonymy = values[SYNONYMY] / SYNONYMY_SCALE
-        weight = float(values[FACTS] + synonymy + passage)
-        return EdgeWeights(int(values[FACTS]), float(synonymy), float(passage), weight) if weight > 0 else None
+        synonymy, passage, weight = (float(w[0]) for w in self._weights(values[None, :]))
+        return EdgeWeights(int(values[FACTS]), synonymy, passage, weight) if weight > 0 else None
 
     def edge_list(self) -> list[tuple[str, str, int, float, float]]:
         """Every edge as ``(u, v, facts, synonymy, passage)`` with ``u < v``, sorted (for comparisons)."""
-        pairs, values, weight = self._edge_weights()
+        pairs, values = self._edges.table()
+        synonymy, passage, weight = self._weights(values)
         keep = weight > 0
-        passage = values[keep, PLAIN] * 1.0 + values[keep, TITLE] * self.title_edge_weight
-        key = self._nodes.key
-        rows = []
-        for (u, v), facts, synonymy, through in zip(pairs[keep].tolist(), values[keep, FACTS].tolist(),
-                                                    (values[keep, SYNONYMY] / SYNONYMY_SCALE).tolist(),
-                                                    passage.tolist(), strict=True):
-            a, b = key(u), key(v)
-            rows.append((min(a, b), max(a, b), facts, synonymy, through))
-        rows.sort()
-        return rows
+        keys = [self._nodes.key(slot) for slot in pairs[keep].ravel().tolist()]
+        columns = (values[keep, FACTS].tolist(), synonymy[keep].tolist(), passage[keep].tolist())
+        return sorted((min(a, b), max(a, b), f, s, p) for a, b, f, s, p in zip(keys[::2], keys[1::2], *columns,
+                                                                                strict=True))
 
     def node_kind(self, key: str) -> str:
         """``"passage"`` or ``"entity"``."""
@@ -397,7 +401,7 @@ class KnowledgeGraph(SynonymLists):
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable form: config, records, synonym lists, and the node and edge lists."""
-        return graph_files.to_dict(self, GRAPH_FORMAT_VERSION)
+        return graph_to_dict(self, GRAPH_FORMAT_VERSION)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> KnowledgeGraph:
@@ -410,12 +414,12 @@ class KnowledgeGraph(SynonymLists):
         if version != GRAPH_FORMAT_VERSION:
             raise ValueError(f"unsupported graph format version {version!r} (this code reads {GRAPH_FORMAT_VERSION})")
         graph = cls(**data.get("config", {}))
-        graph_files.fill_from_dict(graph, data)
+        fill_graph_from_dict(graph, data)
         return graph
 
     def save(self, folder: str | Path) -> Path:
         """Write this version to ``folder`` as ``tables.json`` and ``.npy`` arrays (see :mod:`.graph_files`)."""
-        return graph_files.save(self, folder)
+        return save_graph(self, folder)
 
     @classmethod
     def load(cls, folder: str | Path, mmap: bool = True) -> KnowledgeGraph:
@@ -425,19 +429,18 @@ class KnowledgeGraph(SynonymLists):
         Raises:
             ValueError: a missing, malformed or inconsistent file.
         """
-        graph = cls(**graph_files.load_tables(folder).get("config", {}))
-        graph_files.load(graph, folder, mmap)
+        graph = cls(**load_graph_tables(folder).get("config", {}))
+        load_graph(graph, folder, mmap)
         return graph
 
     def to_networkx(self) -> Any:
         """This version as a ``networkx.Graph`` (nodes: ``kind``, ``name``; edges: ``facts``, ``synonymy``,
         ``passage``, ``weight``); ``networkx.write_graphml(graph.to_networkx(), path)`` writes GraphML."""
-        return graph_files.to_networkx(self)
+        return graph_to_networkx(self)
 
     @property
     def graph(self) -> Any:
-        """This version as a ``networkx.Graph``, built on each access (same as :meth:`to_networkx`; for counts use
-        :attr:`num_nodes` and :attr:`num_edges`)."""
+        """:meth:`to_networkx`, built on each access (for counts use :attr:`num_nodes` and :attr:`num_edges`)."""
         return self.to_networkx()
 
     def __repr__(self) -> str:
