@@ -20,6 +20,9 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
+
+from .terminal import plain_text
 
 __all__ = ["RETRIEVER_NAMES", "main", "make_retriever"]
 
@@ -106,13 +109,14 @@ def cmd_index(args: argparse.Namespace) -> int:
     index = build_vector_index(args.path, collection_name=args.collection, chroma_client=client,
                                show_progress=not args.quiet)
     count = index.vector_store._collection.count()
-    console.print(f"[green]indexed[/green] {args.path} -> collection {args.collection!r}: {count} passages")
+    console.print(Text.assemble(("indexed", "green"), " ",
+                                plain_text(f"{args.path} -> collection {args.collection!r}: {count} passages")))
     if args.graph:
         from .graph import HippoGraphIndex
 
         graph = HippoGraphIndex.from_documents(load_documents(args.path), chroma_client=client,
                                                persist_dir=_graph_dir(args), show_progress=not args.quiet)
-        console.print(f"[green]graph[/green] -> {_graph_dir(args)}: {graph.counts()}")
+        console.print(Text.assemble(("graph", "green"), " ", plain_text(f"-> {_graph_dir(args)}: {graph.counts()}")))
     return 0
 
 
@@ -126,7 +130,9 @@ def _answer(query: str, nodes: Sequence[Any], lm: Any) -> str | None:
 
 def cmd_query(args: argparse.Namespace) -> int:
     from .stores import load_vector_index
+    from .validation import check_query
 
+    args.query = check_query(args.query)  # an empty query is an error before any store is opened
     client = _client(args)
     if args.retriever == GRAPH_RETRIEVER:
         from .graph import HippoGraphIndex
@@ -139,20 +145,22 @@ def cmd_query(args: argparse.Namespace) -> int:
     lm = resolve_cli_lm(args.lm)
     retriever = make_retriever(args.retriever, index, args.top_k, lm)
     results = retriever.retrieve(args.query)
-    table = Table(title=f"{args.retriever}: {args.query}")
+    # Passages, titles and the query are untrusted: plain text, never markup (see terminal.plain_text).
+    table = Table(title=plain_text(f"{args.retriever}: {args.query}"))
     for column in ("rank", "score", "title", "passage"):
         table.add_column(column)
     for rank, result in enumerate(results, start=1):
         text = " ".join(result.node.get_content().split())
-        table.add_row(str(rank), f"{result.score or 0.0:.4f}", str(result.node.metadata.get("title", "")),
-                      text[:160] + ("…" if len(text) > 160 else ""))
+        table.add_row(str(rank), f"{result.score or 0.0:.4f}", plain_text(result.node.metadata.get("title", "")),
+                      plain_text(text[:160] + ("…" if len(text) > 160 else "")))
     console.print(table)
     if args.explain:
         trace = getattr(retriever, "last_trace", None)
-        console.print_json(json.dumps(trace or {"note": f"{args.retriever} keeps no trace"}, default=str))
+        trace = trace or {"note": f"{args.retriever} keeps no trace"}
+        console.print(plain_text(json.dumps(trace, indent=2, ensure_ascii=False, default=str)))
     answer = _answer(args.query, results, lm)
     if answer is not None:
-        console.print(f"[bold]answer:[/bold] {answer}")
+        console.print(Text.assemble(("answer:", "bold"), " ", plain_text(answer)))
     return 0
 
 
@@ -213,11 +221,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except (ValueError, TypeError, ConnectionError, FileNotFoundError, ImportError, IndexingInterrupted) as exc:
-        console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
+        _print_error(str(exc))
         return 2
     except httpx.TransportError as exc:  # a Chroma server that went away after the client connected
-        console.print(f"[red]error:[/red] the Chroma server stopped answering: {exc}", soft_wrap=True)
+        _print_error(f"the Chroma server stopped answering: {exc}")
         return 2
+
+
+def _print_error(message: str) -> None:
+    # Messages quote queries, paths and file contents: untrusted, so plain text.
+    console.print(Text.assemble(("error:", "red"), " ", plain_text(message)), soft_wrap=True)
 
 
 if __name__ == "__main__":

@@ -50,6 +50,7 @@ __all__ = [
     "DSPyFactFilter",
     "FactFilterModule",
     "FactSelection",
+    "MAX_FUZZY_FACT_CHARS",
     "fact_node",
     "select_by_mentions",
     "select_by_score",
@@ -57,6 +58,9 @@ __all__ = [
 
 DEFAULT_FACT_TOP_N = 4  # the signature asks for "up to 4" facts, as HippoRAG 2 does
 DEFAULT_FACT_MATCH_CUTOFF = 0.8
+#: Longest normalised fact compared by similarity. difflib's ratio is quadratic in the lengths; a fact is a short
+#: "subject predicate object", so a longer one (from a candidate or the LM) can only match exactly.
+MAX_FUZZY_FACT_CHARS = 512
 FACT_KEYS = ("subject", "predicate", "object")
 STEP = "fact_filter"
 
@@ -220,11 +224,13 @@ class _CandidateMatcher:
             return None
         if key in self.exact:
             return self.exact[key]
+        if len(key) > MAX_FUZZY_FACT_CHARS:
+            return None
         matcher = difflib.SequenceMatcher(None, autojunk=False)
         matcher.set_seq2(key)
         best, best_ratio = None, self.cutoff
         for index, candidate in enumerate(self.keys):
-            if self.exact[candidate] != index:
+            if self.exact[candidate] != index or len(candidate) > MAX_FUZZY_FACT_CHARS:
                 continue
             matcher.set_seq1(candidate)
             if matcher.real_quick_ratio() < best_ratio or matcher.quick_ratio() < best_ratio:
