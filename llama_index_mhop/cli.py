@@ -38,13 +38,18 @@ def _add_store_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a Chroma server's host instead of the embedded store (env MHOP_CHROMA_HOST)")
     parser.add_argument("--chroma-port", type=int, default=os.environ.get("MHOP_CHROMA_PORT"),
                         help="the Chroma server's port (env MHOP_CHROMA_PORT, default 8000)")
+    parser.add_argument("--chroma-timeout", type=float, default=os.environ.get("MHOP_CHROMA_TIMEOUT"),
+                        help="seconds a Chroma server may take to answer (env MHOP_CHROMA_TIMEOUT, default 30)")
     parser.add_argument("--collection", default="mhop_passages", help="the passage collection (default: %(default)s)")
 
 
 def _client(args: argparse.Namespace) -> Any:
-    from .defaults import default_chroma_client
+    from .defaults import DEFAULT_CHROMA_TIMEOUT, default_chroma_client
 
-    return default_chroma_client(args.chroma_path, host=args.chroma_host, port=args.chroma_port)
+    timeout = float(args.chroma_timeout or DEFAULT_CHROMA_TIMEOUT)
+    if not timeout > 0:
+        raise ValueError(f"--chroma-timeout must be a positive number of seconds, got {args.chroma_timeout}")
+    return default_chroma_client(args.chroma_path, host=args.chroma_host, port=args.chroma_port, timeout=timeout)
 
 
 def resolve_cli_lm(spec: str | None) -> Any:

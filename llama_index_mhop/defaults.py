@@ -10,7 +10,8 @@ import logging
 import os
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     import chromadb
@@ -28,6 +29,7 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 DEFAULT_CHROMA_PATH = "./.mhop/chroma"
 #: Seconds a request to a Chroma server may take before it fails (chromadb itself waits forever).
@@ -105,7 +107,7 @@ def default_chroma_client(
         port = int(port or os.environ.get("MHOP_CHROMA_PORT") or 8000)
         settings = Settings(anonymized_telemetry=False)
         try:
-            client = chromadb.HttpClient(host=host, port=port, settings=settings)
+            client = _connect_within(timeout, lambda: chromadb.HttpClient(host=host, port=port, settings=settings))
             _bound_requests(client, timeout)
             client.heartbeat()
         except Exception as exc:  # chromadb raises several transport errors; name the server either way
@@ -114,6 +116,32 @@ def default_chroma_client(
     path = Path(path or DEFAULT_CHROMA_PATH)
     path.mkdir(parents=True, exist_ok=True)
     return chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
+
+
+def _connect_within(timeout: float, connect: Callable[[], T]) -> T:
+    """``connect()``, or TimeoutError after ``timeout`` seconds.
+
+    ``chromadb.HttpClient()`` asks the server who the user is before its requests can be given a timeout, with
+    none of its own: a server that accepts connections but never answers would block it forever. So it runs in
+    a daemon thread; when the server never answers, that thread stays blocked on its socket, and a CLI process
+    still exits.
+    """
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["client"] = connect()
+        except BaseException as exc:  # handed to the caller's thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run, name="chroma-connect", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise TimeoutError(f"no answer within {timeout:g} s (the server accepts connections but does not respond)")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["client"]
 
 
 def _bound_requests(client: Any, timeout: float) -> None:
