@@ -108,10 +108,13 @@ def _graph_dir(args: argparse.Namespace) -> str:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from .stores import build_vector_index, load_documents
+    from .stores import build_vector_index, read_corpus
 
     client = _client(args)
-    index = build_vector_index(args.path, collection_name=args.collection, chroma_client=client,
+    documents, skipped = read_corpus(args.path, strict=args.strict)
+    for file in skipped:
+        console.print(Text.assemble(("skipped", "yellow"), " ", plain_text(file.reason)), soft_wrap=True)
+    index = build_vector_index(documents, collection_name=args.collection, chroma_client=client,
                                show_progress=not args.quiet)
     count = index.vector_store._collection.count()
     console.print(Text.assemble(("indexed", "green"), " ",
@@ -119,7 +122,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     if args.graph:
         from .graph import HippoGraphIndex
 
-        graph = HippoGraphIndex.from_documents(load_documents(args.path), chroma_client=client,
+        graph = HippoGraphIndex.from_documents(documents, chroma_client=client,
                                                persist_dir=_graph_dir(args), show_progress=not args.quiet)
         console.print(Text.assemble(("graph", "green"), " ", plain_text(f"-> {_graph_dir(args)}: {graph.counts()}")))
     return 0
@@ -184,6 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
     index = sub.add_parser("index", help="build or update the Chroma index of a folder or JSON corpus")
     index.add_argument("path", help="a folder of .txt/.md files or a JSON corpus")
     index.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    index.add_argument("--strict", action="store_true",
+                       help="refuse the corpus when a file cannot be read (default: skip the file and name it)")
     index.add_argument("--graph", action="store_true", help="also build the HippoRAG 2 graph index (hippo_graph)")
     index.add_argument("--graph-dir", help="where the graph index is kept (default: graph/ beside --chroma-path)")
     _add_store_arguments(index)
