@@ -9,6 +9,7 @@ from .extraction import (
 )
 from .index import EmptyIndexError, HippoGraphIndex
 from .knowledge_graph import KnowledgeGraph
+from .openie_export import export_openie
 from .openie_file import OpenIEFileError, StoredOpenIE, read_openie, write_openie
 from .ppr import (
     DEFAULT_DAMPING,
@@ -32,6 +33,7 @@ __all__ = [
     "PageRankGraph",
     "StoredOpenIE",
     "entity_key",
+    "export_openie",
     "extract_llm_free",
     "personalized_pagerank",
     "read_openie",

@@ -9,7 +9,7 @@ from pathlib import Path
 import chromadb
 import pytest
 
-from llama_index_mhop.graph import HippoGraphIndex
+from llama_index_mhop.graph import HippoGraphIndex, export_openie
 from llama_index_mhop.graph.extraction import OpenIEExtractor
 from llama_index_mhop.graph.openie_file import OpenIEFileError, StoredOpenIE, read_openie, write_openie
 from llama_index_mhop.lm import function_lm
@@ -84,6 +84,16 @@ def test_export_then_import_round_trips(tmp_path):
     reread = StoredOpenIE(exported, fallback=OpenIEExtractor(lm=scripted_openie_lm()))
     assert [reread.extract(text, title) for title, text, _, _ in fixture_passages()] == [e for _, e in stored.served]
     assert (reread.from_file, reread.extracted) == (5, 0)
+
+
+def test_exported_index_rebuilds_the_same_graph(embed_model, tmp_path):
+    stored = StoredOpenIE(FIXTURE, fallback=OpenIEExtractor(lm=scripted_openie_lm(), backoff_seconds=0))
+    original = build(embed_model, stored, "openie_original")
+    exported = export_openie(original, tmp_path / "openie_results_ner_mhop.json")
+    again = StoredOpenIE(exported, fallback=OpenIEExtractor(lm=None))
+    rebuilt = build(embed_model, again, "openie_rebuilt")
+    assert (again.from_file, again.extracted) == (5, 0)
+    assert graph_snapshot(rebuilt) == graph_snapshot(original)
 
 
 @pytest.mark.parametrize(("content", "message"), [
