@@ -15,7 +15,7 @@ from llama_index_mhop.graph.openie_file import OpenIEFileError, StoredOpenIE, re
 from llama_index_mhop.lm import function_lm
 from llama_index_mhop.stores import make_document
 
-FIXTURE = Path(__file__).resolve().parents[1] / "data" / "openie_results_ner_gpt-4o-mini.json"
+FIXTURE = Path(__file__).resolve().parents[2] / "examples" / "data" / "openie_results_ner_gpt-4o-mini.json"
 EXTRA = ("Bread", "Bread is baked in Leland every morning.", ["Bread", "Leland"], [["Bread", "baked in", "Leland"]])
 
 
