@@ -183,3 +183,13 @@ def _hippo_graph(ctx: BenchContext) -> BaseRetriever:
     index = HippoGraphIndex.from_documents(ctx.documents, embed_model=ctx.embed_model, chroma_client=ctx.chroma_client,
                                            name=name, show_progress=ctx.show_progress)
     return index.as_retriever(similarity_top_k=ctx.top_k, lm=ctx.lm)
+
+
+@register_retriever("vector_fact_filter", "vector, then DSPyFactFilter on its passages: those stating the facts "
+                    "the query needs first (LLM-free without an LM)", needs_index="vector")
+def _vector_fact_filter(ctx: BenchContext) -> BaseRetriever:
+    from ..postprocessors import DSPyFactFilter
+    from .postprocessed import PostprocessedRetriever
+
+    return PostprocessedRetriever(ctx.vector_index.as_retriever(similarity_top_k=ctx.top_k),
+                                  [DSPyFactFilter(lm=ctx.lm)])
