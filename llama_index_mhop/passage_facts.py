@@ -54,7 +54,7 @@ class PassageFacts:
         return triples
 
     def _extract(self, text: str, title: str) -> tuple[Triple, ...]:
-        # Imported here: the graph package sits above the postprocessors (its retriever uses them).
+        # Imported here: importing the graph package imports its retriever, which imports the postprocessors.
         from .graph.extraction import extract_llm_free
 
         extraction = extract_llm_free(text, title) if self.extractor is None else self.extractor.extract(text, title)
