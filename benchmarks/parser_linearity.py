@@ -25,8 +25,14 @@ from typing import Any
 import dspy
 
 from llama_index_mhop.graph.extraction import extract_llm_free, parse_extraction
-from llama_index_mhop.lm import LMOutputError, function_lm
-from llama_index_mhop.parsing import parse_confidence, parse_queries, parse_ranking, parse_string_list
+from llama_index_mhop.lm import function_lm
+from llama_index_mhop.parsing import (
+    LMOutputError,
+    parse_confidence,
+    parse_queries,
+    parse_ranking,
+    parse_string_list,
+)
 from llama_index_mhop.postprocessors import DSPyFactFilter, fact_node
 from llama_index_mhop.text import entity_spans, sentences
 

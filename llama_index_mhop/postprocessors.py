@@ -45,7 +45,8 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from .fact_matching import DEFAULT_FACT_MATCH_CUTOFF, MAX_FUZZY_FACT_CHARS, CandidateMatcher
 from .fact_nodes import fact_node, fact_triple, is_fact_node
 from .fact_selection import FactSelection, node_score, select_by_mentions, select_by_score
-from .lm import DEFAULT_LM_TIMEOUT, FallbackCounter, LMOutputError, arun_lm_step, resolve_lm, run_lm_step
+from .lm import DEFAULT_LM_TIMEOUT, FallbackCounter, arun_lm_step, resolve_lm, run_lm_step
+from .parsing import LMOutputError
 from .passage_facts import PassageFacts
 from .signatures import Fact, FactFilterSignature
 

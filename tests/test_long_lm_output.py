@@ -11,8 +11,13 @@ import pytest
 from dspy.utils import DummyLM
 
 from llama_index_mhop.graph.extraction import MAX_ENTITY_CHARS, MAX_PREDICATE_CHARS, parse_extraction
-from llama_index_mhop.lm import LMOutputError
-from llama_index_mhop.parsing import MAX_LIST_ITEMS, parse_confidence, parse_queries, parse_string_list
+from llama_index_mhop.parsing import (
+    MAX_LIST_ITEMS,
+    LMOutputError,
+    parse_confidence,
+    parse_queries,
+    parse_string_list,
+)
 from llama_index_mhop.postprocessors import DSPyFactFilter, fact_node
 from tests.test_postprocessors import answer, texts
 
