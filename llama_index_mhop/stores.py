@@ -11,6 +11,7 @@ import json
 import logging
 import os
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +30,12 @@ __all__ = [
     "DEFAULT_COLLECTION",
     "CorpusError",
     "IndexingInterrupted",
+    "SkippedFile",
     "all_passages",
     "build_vector_index",
     "chunk_documents",
     "load_documents",
+    "read_corpus",
     "join_sentences",
     "load_vector_index",
     "make_document",
@@ -84,24 +87,41 @@ def make_document(title: str, text: str, **metadata: Any) -> Document:
     )
 
 
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CorpusError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+    except OSError as exc:
+        raise CorpusError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+
+
+def _record_text(body: Any) -> str:
+    """A record's text: a string, or a list of sentences; null is no text (never the word "None")."""
+    if body is None:
+        return ""
+    if isinstance(body, list):
+        return join_sentences([s for s in body if isinstance(s, str)])
+    return str(body)
+
+
 def _from_json(path: Path) -> list[Document]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
+        data = json.loads(_read_text(path))
+    except (json.JSONDecodeError, RecursionError) as exc:  # deep nesting overflows the decoder
         raise CorpusError(f"{path}: not valid JSON ({exc})") from exc
     docs: list[Document] = []
     if isinstance(data, dict):  # {title: [sentences]} or {title: text}
         for title, body in data.items():
-            text = join_sentences(body) if isinstance(body, list) else str(body)
-            docs.append(make_document(str(title), text))
+            docs.append(make_document(str(title), _record_text(body)))
     elif isinstance(data, list):
         for position, record in enumerate(data):
             if isinstance(record, str):
                 docs.append(make_document("", record))
             elif isinstance(record, dict) and ("text" in record or "paragraph_text" in record):
                 body = record.get("text", record.get("paragraph_text"))
-                text = join_sentences(body) if isinstance(body, list) else str(body)
-                docs.append(make_document(str(record.get("title", "")), text))
+                title = record.get("title")
+                docs.append(make_document("" if title is None else str(title), _record_text(body)))
             else:
                 raise CorpusError(f"{path}: record {position} has no 'text' field")
     else:
@@ -109,15 +129,37 @@ def _from_json(path: Path) -> list[Document]:
     return docs
 
 
-def load_documents(source: str | os.PathLike[str] | Sequence[Document]) -> list[Document]:
-    """Documents from a list of LlamaIndex ``Document``, a folder of text files, or a JSON corpus file.
+@dataclass(frozen=True)
+class SkippedFile:
+    """A file of a corpus folder that was not indexed, and why."""
+
+    path: Path
+    reason: str
+
+
+def _read_file(file: Path) -> list[Document]:
+    if file.suffix.lower() == ".json":
+        return _from_json(file)
+    return [make_document(file.stem, _read_text(file), file_path=str(file))]
+
+
+def read_corpus(
+    source: str | os.PathLike[str] | Sequence[Document], strict: bool = False
+) -> tuple[list[Document], list[SkippedFile]]:
+    """Documents from a list of LlamaIndex ``Document``, a folder of text files, or a JSON corpus file, and the
+    files of a folder that could not be read.
 
     JSON corpora may be a list of ``{"title", "text"}`` records (``text`` a string or a list of sentences),
     a list of strings, or an object mapping titles to text or sentences. A text file's title is its stem.
 
+    A file of a folder that cannot be read (not UTF-8, not valid JSON, a record without text) is skipped with a
+    WARNING naming it, and returned among the skipped files; the rest is indexed. With ``strict`` it is an error.
+
     Raises:
-        CorpusError: the path does not exist, or the corpus holds no text.
+        CorpusError: the path does not exist, a file given alone (or any file, with ``strict``) cannot be read,
+            or the corpus holds no text.
     """
+    skipped: list[SkippedFile] = []
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
         if not path.exists():
@@ -128,12 +170,15 @@ def load_documents(source: str | os.PathLike[str] | Sequence[Document]) -> list[
                 files = sorted(path.glob("*.json"))
             docs = []
             for file in files:
-                if file.suffix == ".json":
-                    docs.extend(_from_json(file))
-                else:
-                    docs.append(make_document(file.stem, file.read_text(encoding="utf-8"), file_path=str(file)))
+                try:
+                    docs.extend(_read_file(file))
+                except CorpusError as exc:
+                    if strict:
+                        raise CorpusError(f"{exc} (strict: the corpus is refused)") from None
+                    logger.warning("skipped %s", exc)
+                    skipped.append(SkippedFile(file, str(exc)))
         else:
-            docs = _from_json(path) if path.suffix == ".json" else [make_document(path.stem, path.read_text("utf-8"))]
+            docs = _read_file(path)
     else:
         docs = list(source)
         bad = [type(d).__name__ for d in docs if not isinstance(d, Document)]
@@ -141,9 +186,22 @@ def load_documents(source: str | os.PathLike[str] | Sequence[Document]) -> list[
             raise CorpusError(f"expected LlamaIndex Document objects, got {bad[0]}")
     docs = [d for d in docs if d.text and d.text.strip()]
     if not docs:
-        raise CorpusError(f"the corpus {source!r} holds no text to index" if isinstance(source, (str, Path)) else
-                          "the corpus holds no text to index")
-    return docs
+        named = f"the corpus {source!r}" if isinstance(source, (str, os.PathLike)) else "the corpus"
+        unread = f" (skipped: {'; '.join(s.reason for s in skipped)})" if skipped else ""
+        raise CorpusError(f"{named} holds no text to index{unread}")
+    return docs, skipped
+
+
+def load_documents(
+    source: str | os.PathLike[str] | Sequence[Document], strict: bool = False
+) -> list[Document]:
+    """The documents of :func:`read_corpus` (files that cannot be read are skipped with a WARNING, or refused
+    with ``strict``).
+
+    Raises:
+        CorpusError: see :func:`read_corpus`.
+    """
+    return read_corpus(source, strict=strict)[0]
 
 
 def chunk_documents(
@@ -154,7 +212,8 @@ def chunk_documents(
     nodes: list[TextNode] = []
     seen: set[str] = set()
     for doc in documents:
-        title = str(doc.metadata.get("title", ""))
+        title = doc.metadata.get("title")
+        title = "" if title is None else str(title)
         for position, node in enumerate(splitter.get_nodes_from_documents([doc])):
             node_id = stable_id(title, node.get_content(), str(position))
             if node_id in seen:
@@ -183,6 +242,7 @@ def build_vector_index(
     chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
     show_progress: bool = True,
     insert_batch_size: int = 256,
+    strict: bool = False,
 ) -> VectorStoreIndex:
     """Build or update the Chroma-backed passage index of a corpus and return it as a ``VectorStoreIndex``.
 
@@ -198,13 +258,14 @@ def build_vector_index(
         chunk_overlap: tokens shared by neighbouring chunks of one document.
         show_progress: show a progress bar while embedding.
         insert_batch_size: passages embedded and written per batch.
+        strict: refuse a corpus folder with a file that cannot be read (default: skip it with a WARNING).
 
     Raises:
         CorpusError: the corpus is empty or unreadable.
     """
     from .defaults import default_chroma_client, default_embed_model, describe_client
 
-    documents = load_documents(source)
+    documents = load_documents(source, strict=strict)
     client = chroma_client if chroma_client is not None else default_chroma_client(persist_path)
     embed_model = embed_model or default_embed_model()
     collection = _chroma_collection(client, collection_name)

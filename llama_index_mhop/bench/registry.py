@@ -216,3 +216,13 @@ def _confidence_loop_hippo(ctx: RetrieverContext) -> BaseRetriever:
 
     return ConfidenceLoopRetriever.from_defaults(ctx.graph_index, similarity_top_k=ctx.top_k, lm=ctx.lm,
                                                  retriever_kwargs={"lm": ctx.lm})
+
+
+@register_retriever("vector_fact_filter", "vector, then DSPyFactFilter on its passages: those stating the facts "
+                    "the query needs first (LLM-free without an LM)", needs_index="vector")
+def _vector_fact_filter(ctx: RetrieverContext) -> BaseRetriever:
+    from ..postprocessors import DSPyFactFilter
+    from .postprocessed import PostprocessedRetriever
+
+    return PostprocessedRetriever(ctx.vector_index.as_retriever(similarity_top_k=ctx.top_k),
+                                  [DSPyFactFilter(lm=ctx.lm)])
