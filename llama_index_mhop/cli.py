@@ -102,7 +102,7 @@ def _open_graph(args: argparse.Namespace, client: Any) -> Any:
 def cmd_query(args: argparse.Namespace) -> int:
     from .bench.context import IndexContext
     from .bench.registry import get_retriever_spec
-    from .lm import lm_from_spec
+    from .lm_clients import lm_from_spec
     from .stores import load_vector_index
     from .validation import check_query
 
@@ -110,7 +110,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     client = _client(args)
     lm = lm_from_spec(args.lm)
     context = IndexContext(args.top_k, lm, vector_index=lambda: load_vector_index(args.collection, chroma_client=client),
-                           graph_index=lambda: _open_graph(args, client))
+                           graph_index=lambda: _open_graph(args, client), program=args.program)
     retriever = get_retriever_spec(args.retriever).factory(context)
     results = retriever.retrieve(args.query)
     # Passages, titles and the query are untrusted: plain text, never markup (see terminal.plain_text).
@@ -134,7 +134,7 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
-    from .lm import lm_from_spec
+    from .lm_clients import lm_from_spec
 
     return run_demo(chroma_path=args.chroma_path, retrievers=args.retrievers.split(","), top_k=args.top_k,
                     lm=lm_from_spec(args.lm), console=console)
@@ -161,6 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     query.add_argument("--top-k", type=int, default=5)
     query.add_argument("--explain", action="store_true", help="print the retriever's trace")
     query.add_argument("--lm", default="none", help="none | local | a dspy model string")
+    query.add_argument("--program", help="a compiled program of the retriever (JSON from mhop optimize)")
     query.add_argument("--graph-dir", help="the graph index of hippo_graph (default: graph/ beside --chroma-path)")
     _add_store_arguments(query)
     query.set_defaults(func=cmd_query)
@@ -172,6 +173,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--top-k", type=int, default=5)
     demo.add_argument("--lm", default="none", help="none | local | a dspy model string")
     demo.set_defaults(func=cmd_demo)
+
+    optimize = sub.add_parser("optimize", help="compile a retriever's DSPy program against a retrieval metric")
+    from .bench.optimize import add_optimize_arguments, run_optimize
+
+    add_optimize_arguments(optimize)
+    optimize.set_defaults(func=run_optimize)
 
     bench = sub.add_parser("bench", help="benchmark retrievers on a multi-hop dataset")
     from .bench.cli import add_bench_arguments, run_bench

