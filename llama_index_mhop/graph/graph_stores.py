@@ -28,6 +28,7 @@ __all__ = [
     "existing_ids",
     "fact_text",
     "get_rows",
+    "missing_collections",
     "resolve_client",
     "saved_client",
 ]
@@ -36,6 +37,7 @@ CHROMA_DIR = "chroma"
 CHROMA_BATCH = 2000  # well under Chroma's maximum batch size
 DEFAULT_SHORT_TEXT_BATCH_SIZE = 512
 _SPACE = {"hnsw:space": "cosine"}
+_KINDS = ("passages", "entities", "facts")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,480}[A-Za-z0-9]$")
 
 
@@ -68,6 +70,19 @@ def delete_ids(collection: Any, ids: Sequence[str]) -> None:
         collection.delete(ids=list(ids[start : start + CHROMA_BATCH]))
 
 
+def missing_collections(client: Any, name: str) -> list[str]:
+    """The collections of index ``name`` that the client lacks (looked up without creating anything)."""
+    from chromadb.errors import NotFoundError
+
+    missing = []
+    for kind in _KINDS:
+        try:
+            client.get_collection(f"{name}_{kind}")
+        except NotFoundError:
+            missing.append(f"{name}_{kind}")
+    return missing
+
+
 def client_mode(chroma_client: Any) -> str:
     """"ephemeral" for an in-memory Chroma client (its data is copied out on persist), else "external"."""
     try:
@@ -98,6 +113,8 @@ def saved_client(chroma_client: Any, kind: str, root: Path) -> tuple[Any, str]:
     if chroma_client is not None:
         return chroma_client, client_mode(chroma_client)
     if kind == "local":
+        if not (root / CHROMA_DIR).is_dir():
+            raise ValueError(f"{root / CHROMA_DIR}: no Chroma data beside the saved index: pass its chroma_client")
         return resolve_client(None, root)
     from ..defaults import default_chroma_client
 

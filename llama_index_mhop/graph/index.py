@@ -386,6 +386,7 @@ class HippoGraphIndex:
         saved = read_saved_index(Path(persist_dir))
         root, config, graph = saved.root, saved.config, saved.graph
         chroma_client, mode = saved_client(chroma_client, config.get("chroma", "local"), root)
+        saved.check_store(chroma_client)
         embed_model = embed_model or default_embed_model()
         saved.warn_if_other_embedder(embed_model)
         index = cls(chroma_client=chroma_client, embed_model=embed_model, graph=graph,
