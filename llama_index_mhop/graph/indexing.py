@@ -27,7 +27,7 @@ from .graph_stores import GraphStores, existing_ids
 from .knowledge_graph import KnowledgeGraph
 from .synonymy import SynonymyRefresher
 
-__all__ = ["DEFAULT_INSERT_BATCH_SIZE", "BatchHook", "BatchIndexer", "PassageWork", "PhaseTimer", "passage_work", "remove_passages"]
+__all__ = ["DEFAULT_INSERT_BATCH_SIZE", "BatchHook", "BatchIndexer", "PassageWork", "PhaseTimer", "passage_work"]
 
 logger = logging.getLogger(__name__)
 
@@ -196,15 +196,3 @@ class BatchIndexer:
                 work.entry.add_to(self.graph, work.node.node_id)
         bar.update(len(nodes))
 
-
-def remove_passages(graph: KnowledgeGraph, stores: GraphStores, synonymy: SynonymyRefresher,
-                    passage_ids: Sequence[str]) -> None:
-    """Take passages out of the graph and the stores, with the facts and entities only they supported."""
-    removed_entities: list[str] = []
-    removed_facts: list[str] = []
-    for pid in passage_ids:
-        entities, facts = graph.remove_passage(pid)
-        removed_entities.extend(entities)
-        removed_facts.extend(facts)
-    stores.delete(passage_ids, removed_entities, removed_facts)
-    synonymy.forget(removed_entities)

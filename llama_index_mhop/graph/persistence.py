@@ -12,13 +12,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from llama_index.core.storage.docstore import SimpleDocumentStore
+
 from ..defaults import describe_client
 from ..stores import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
 from .checkpoint import CHECKPOINT_FILE
-from .graph_stores import CHROMA_DIR, DEFAULT_SHORT_TEXT_BATCH_SIZE, missing_collections
+from .graph_stores import CHROMA_DIR, DEFAULT_SHORT_TEXT_BATCH_SIZE, missing_collections, saved_client
 from .indexing import DEFAULT_INSERT_BATCH_SIZE
 from .json_files import check_field, check_value, read_json_object, string_map, triple_map, write_json
 from .knowledge_graph import KnowledgeGraph
+from .sync import DOCSTORE_FILE, finish_removal, load_docstore
 from .synonymy import DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES
 
 if TYPE_CHECKING:
@@ -30,6 +33,7 @@ __all__ = [
     "INDEX_FORMAT_VERSION",
     "SavedIndex",
     "index_config",
+    "open_saved_index",
     "read_saved_index",
     "save_index",
 ]
@@ -73,6 +77,8 @@ def _check_config(config: dict[str, Any], where: str) -> None:
     if config.get("chroma", "local") not in ("local", "external"):
         raise ValueError(f"{where}: chroma: expected \"local\" or \"external\", got {config['chroma']!r}")
     check_field(config.get("embed_model") or {}, "model_name", (str, type(None)), where, "embed_model.", None)
+    for kind, collection in (config.get("collections") or {}).items():
+        check_value(collection, str, where, f"collections.{kind}")
 
 
 def _check_graph_data(data: dict[str, Any], where: str) -> None:
@@ -108,6 +114,7 @@ class SavedIndex:
     root: Path
     config: dict[str, Any]
     graph: KnowledgeGraph
+    docstore: SimpleDocumentStore
 
     def warn_if_other_embedder(self, embed_model: Any) -> None:
         """Log a warning when the index is opened with another embedder than it was built with."""
@@ -119,7 +126,7 @@ class SavedIndex:
     def check_store(self, client: Any) -> None:
         """Refuse a Chroma store without this index's collections, before anything is created in it."""
         name = self.config["name"]
-        missing = missing_collections(client, name)
+        missing = missing_collections(client, self.index_arguments()["collection_prefix"] or name)
         if missing:
             raise ValueError(
                 f"{self.root / CONFIG_FILE}: name: {describe_client(client)} has no collection {missing[0]!r} of "
@@ -129,8 +136,10 @@ class SavedIndex:
     def index_arguments(self) -> dict[str, Any]:
         """The saved name and indexing settings as ``HippoGraphIndex`` arguments."""
         config = self.config
+        passages = (config.get("collections") or {}).get("passages", "")
         return {
             "name": config["name"],
+            "collection_prefix": passages.removesuffix("_passages") if passages.endswith("_passages") else None,
             "chunk_size": config.get("chunk_size", DEFAULT_CHUNK_SIZE),
             "chunk_overlap": config.get("chunk_overlap", DEFAULT_CHUNK_OVERLAP),
             "insert_batch_size": config.get("insert_batch_size", DEFAULT_INSERT_BATCH_SIZE),
@@ -159,7 +168,7 @@ def read_saved_index(root: Path) -> SavedIndex:
     except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
         raise ValueError(f"{graph_path}: not a valid graph file ({type(exc).__name__}: {exc})") from None
     _check_graph_links(graph, str(graph_path))
-    return SavedIndex(root, config, graph)
+    return SavedIndex(root, config, graph, load_docstore(root / DOCSTORE_FILE))
 
 
 def index_config(index: HippoGraphIndex) -> dict[str, Any]:
@@ -188,6 +197,29 @@ def save_index(index: HippoGraphIndex, target: Path) -> None:
         index.stores.copy_to(target / CHROMA_DIR)
     write_json(target / CONFIG_FILE, index_config(index))
     write_json(target / GRAPH_FILE, index.graph.to_dict())
+    write_json(target / DOCSTORE_FILE, index.docstore.to_dict())  # after the graph: see .sync
     checkpoint = target / CHECKPOINT_FILE
     if checkpoint.exists():
         checkpoint.unlink()
+
+
+def open_saved_index(cls: type[HippoGraphIndex], root: Path, chroma_client: Any, embed_model: Any, extractor: Any,
+                     show_progress: bool) -> HippoGraphIndex:
+    """Reopen the index saved in ``root`` (see ``HippoGraphIndex.from_persist_dir``): every file is checked, and
+    the store is checked to hold the index's collections, before anything is written; a removal a killed sync
+    left is then completed."""
+    saved = read_saved_index(root)
+    chroma_client, mode = saved_client(chroma_client, saved.config.get("chroma", "local"), root)
+    saved.check_store(chroma_client)
+    saved.warn_if_other_embedder(embed_model)
+    index = cls(chroma_client=chroma_client, embed_model=embed_model, graph=saved.graph, extractor=extractor,
+                persist_dir=root, chroma_mode=mode, show_progress=show_progress, docstore=saved.docstore,
+                **saved.index_arguments())
+    finish_removal(root, saved.graph, index.stores)
+    stored = index.passages_collection.count()
+    if saved.graph.num_passages and stored < saved.graph.num_passages:
+        raise ValueError(
+            f"the Chroma collection {index.passages_collection.name!r} holds {stored} passages but the graph in "
+            f"{root} has {saved.graph.num_passages}: pass the chroma_client the index was built with"
+        )
+    return index

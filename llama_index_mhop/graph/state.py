@@ -128,12 +128,14 @@ class VersionedState:
 
     Args:
         graph: the graph whose versions are served.
-        load: builds the state of the graph as it is now for a damping (called under the lock).
+        stores: the Chroma collections holding its passage and fact embeddings.
+        before_load: called under the lock before a state is loaded (to bring synonymy edges up to date).
     """
 
-    def __init__(self, graph: KnowledgeGraph, load: Callable[[float], RetrievalState]) -> None:
+    def __init__(self, graph: KnowledgeGraph, stores: GraphStores, before_load: Callable[[], None]) -> None:
         self.graph = graph
-        self._load = load
+        self.stores = stores
+        self._before_load = before_load
         self.lock = threading.RLock()
         self._state: RetrievalState | None = None
         self._finished_version = graph.version
@@ -171,7 +173,10 @@ class VersionedState:
         state = self._state
         if state is not None and state.version == self.graph.version and state.pagerank.damping == damping:
             return state  # loaded by another query while this one waited
-        state = self._load(damping)
+        if self.graph.num_passages == 0:
+            raise EmptyIndexError(f"index {self.stores.name!r} holds no passage: insert documents before retrieving")
+        self._before_load()
+        state = load_retrieval_state(self.graph, self.stores, damping)
         if not self._changes_running:  # a query from inside a change (a batch hook) sees it but does not keep it
             self._state = state
             self._finished_version = self.graph.version  # no change is running: this graph is a finished one

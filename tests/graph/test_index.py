@@ -71,8 +71,8 @@ def snapshot(index: HippoGraphIndex) -> dict:
     }
 
 
-def test_three_collections_with_counts_matching_the_graph():
-    index = build(mini_docs(), "idx_counts")
+def test_three_collections_with_counts_matching_the_graph(tmp_path):
+    index = build(mini_docs(), "idx_counts", client=chromadb.PersistentClient(path=str(tmp_path)))
     counts = index.counts()
     assert counts["passages"] == counts["chroma_passages"] == 5
     assert counts["entities"] == counts["chroma_entities"] == 14

@@ -138,7 +138,8 @@ def test_config_naming_another_index_writes_nothing_to_the_users_store(tmp_path)
     HippoGraphIndex.from_documents(documents(), embed_model=WordBagEmbedding(), chroma_client=client, name="mine",
                                    persist_dir=tmp_path, show_progress=False)
     before = sorted(c.name for c in client.list_collections())
-    edit(tmp_path / CONFIG_FILE, lambda config: config.update(name="other"))
+    edit(tmp_path / CONFIG_FILE, lambda config: config.update(
+        name="other", collections={kind: f"other_{kind}" for kind in ("passages", "entities", "facts")}))
     with pytest.raises(ValueError, match=f"{CONFIG_FILE}: name: .*no collection 'other_passages'"):
         HippoGraphIndex.from_persist_dir(tmp_path, chroma_client=client, embed_model=WordBagEmbedding())
     assert sorted(c.name for c in client.list_collections()) == before
