@@ -112,7 +112,8 @@ def load_documents(source: str | os.PathLike[str] | Sequence[Document]) -> list[
     """Documents from a list of LlamaIndex ``Document``, a folder of text files, or a JSON corpus file.
 
     JSON corpora may be a list of ``{"title", "text"}`` records (``text`` a string or a list of sentences),
-    a list of strings, or an object mapping titles to text or sentences. A text file's title is its stem.
+    a list of strings, or an object mapping titles to text or sentences. A text file's title is its stem; in a
+    folder its doc id is its path relative to the folder, so an edited file keeps its id.
 
     Raises:
         CorpusError: the path does not exist, or the corpus holds no text.
@@ -130,7 +131,9 @@ def load_documents(source: str | os.PathLike[str] | Sequence[Document]) -> list[
                 if file.suffix == ".json":
                     docs.extend(_from_json(file))
                 else:
-                    docs.append(make_document(file.stem, file.read_text(encoding="utf-8"), file_path=str(file)))
+                    doc = make_document(file.stem, file.read_text(encoding="utf-8"), file_path=str(file))
+                    doc.id_ = file.relative_to(path).as_posix()  # a file is known by its path in the folder
+                    docs.append(doc)
         else:
             docs = _from_json(path) if path.suffix == ".json" else [make_document(path.stem, path.read_text("utf-8"))]
     else:

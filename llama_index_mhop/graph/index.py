@@ -330,8 +330,6 @@ class HippoGraphIndex:
         with self._timer("synonymy"):
             self._synonymy.refresh(self.graph)
 
-    # ------------------------------------------------------------------ delete
-
     def delete(self, doc_id: str) -> list[str]:
         """Remove a passage (by node id) or every passage of a document (by doc id, or by its file name when
         that names one document).
@@ -344,8 +342,8 @@ class HippoGraphIndex:
             The ids of the passages removed.
 
         Raises:
-            UnknownDocumentError: (a ``KeyError``) no passage and no document has this id; the message lists
-                close matches.
+            UnknownDocumentError: (a ``KeyError``) no passage or document has this id (the message lists close
+                matches), or a file name names several documents.
         """
         with self._versions.change():
             if doc_id in self.graph.passages:

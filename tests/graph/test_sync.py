@@ -16,6 +16,7 @@ from llama_index.core import Document, Settings, VectorStoreIndex
 
 from llama_index_mhop.graph.extraction import Extraction, extract_llm_free
 from llama_index_mhop.graph.index import HippoGraphIndex, UnknownDocumentError
+from llama_index_mhop.graph.sync import known_doc_ids
 from llama_index_mhop.stores import build_vector_index
 from tests.word_bag import WordBagEmbedding
 
@@ -96,6 +97,20 @@ def test_unchanged_documents_are_neither_extracted_nor_embedded_again(tmp_path):
     assert embedder.embedded == embedded + 1  # the edited passage alone (entities and facts use a batch copy)
     reopened = HippoGraphIndex.from_persist_dir(tmp_path, embed_model=embedder)
     assert reopened.refresh_ref_docs(notes(Pat_Hingle=EDITED)) == [False] * len(NOTES)  # hashes were persisted
+
+
+def test_a_folder_is_synced_by_relative_path(tmp_path):
+    for doc_id, text in NOTES.items():
+        (tmp_path / doc_id).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / doc_id).write_text(text)
+    index = build(tmp_path)
+    assert sorted(known_doc_ids(index.docstore, index.graph)) == sorted(NOTES)
+    (tmp_path / "notes" / "Pat Hingle.txt").write_text(EDITED)
+    index.insert(tmp_path)
+    assert not any("Commissioner Gordon" in t for t in texts(index))
+    assert index.counts()["chroma_passages"] == index.counts()["passages"] == len(NOTES)
+    index.delete_ref_doc("Pat Hingle.txt")
+    assert index.counts()["passages"] == len(NOTES) - 1
 
 
 def test_delete_ref_doc_by_id_or_unambiguous_file_name():
