@@ -95,13 +95,19 @@ def test_list_where_an_object_belongs_in_the_graph(saved):
         reopen(saved)
 
 
-def test_list_where_an_object_belongs_in_the_checkpoint(checkpoint):
-    path = checkpoint / CHECKPOINT_FILE
+def edit_first_record(root, change) -> str:
+    """Apply ``change(passages, first_id)`` to the first batch line of the checkpoint in ``root``."""
+    path = root / CHECKPOINT_FILE
     lines = path.read_text().splitlines()
     record = json.loads(lines[1])
     first = next(iter(record["passages"]))
-    record["passages"][first] = []
+    change(record["passages"], first)
     path.write_text("\n".join([lines[0], json.dumps(record)]) + "\n")
+    return first
+
+
+def test_list_where_an_object_belongs_in_the_checkpoint(checkpoint):
+    first = edit_first_record(checkpoint, lambda passages, pid: passages.update({pid: []}))
     with pytest.raises(ValueError, match=f"{CHECKPOINT_FILE}: line 2: passages.{first}: expected an object"):
         resume(checkpoint)
 
@@ -123,12 +129,7 @@ def test_fact_naming_an_unknown_entity_is_refused_at_load(saved):
 
 
 def test_checkpoint_record_without_entities_is_a_clear_error(checkpoint):
-    path = checkpoint / CHECKPOINT_FILE
-    lines = path.read_text().splitlines()
-    record = json.loads(lines[1])
-    first = next(iter(record["passages"]))
-    del record["passages"][first]["entities"]
-    path.write_text("\n".join([lines[0], json.dumps(record)]) + "\n")
+    first = edit_first_record(checkpoint, lambda passages, pid: passages[pid].pop("entities"))
     with pytest.raises(ValueError, match=rf"{CHECKPOINT_FILE}: line 2: passages\.{first}\.entities: missing"):
         resume(checkpoint)
 

@@ -14,7 +14,6 @@ import chromadb
 import pytest
 from llama_index.core import Document, Settings, VectorStoreIndex
 
-from llama_index_mhop.graph.extraction import Extraction, extract_llm_free
 from llama_index_mhop.graph.index import HippoGraphIndex, UnknownDocumentError
 from llama_index_mhop.graph.sync import known_doc_ids
 from llama_index_mhop.stores import build_vector_index
@@ -38,15 +37,6 @@ def note(doc_id: str, text: str | None = None) -> Document:
 
 def notes(**edits: str) -> list[Document]:
     return [note(doc_id, edits.get(Path(doc_id).stem.replace(" ", "_"))) for doc_id in NOTES]
-
-
-class CountingExtractor:
-    def __init__(self) -> None:
-        self.titles: list[str] = []
-
-    def extract(self, text: str, title: str | None = None) -> Extraction:
-        self.titles.append(title or "")
-        return extract_llm_free(text, title)
 
 
 def build(docs, embed_model=None, **kwargs) -> HippoGraphIndex:
@@ -86,8 +76,8 @@ def test_insert_of_an_edited_document_keeps_one_version():
     assert contents(index) == contents(build(notes(Pat_Hingle=EDITED)))
 
 
-def test_unchanged_documents_are_neither_extracted_nor_embedded_again(tmp_path):
-    embedder, extractor = WordBagEmbedding(), CountingExtractor()
+def test_unchanged_documents_are_neither_extracted_nor_embedded_again(tmp_path, counting_extractor):
+    embedder, extractor = WordBagEmbedding(), counting_extractor()
     build(notes(), embed_model=embedder, persist_dir=tmp_path)
     embedded = embedder.embedded
     index = build(notes(Pat_Hingle=EDITED), embed_model=embedder, persist_dir=tmp_path, extractor=extractor)
