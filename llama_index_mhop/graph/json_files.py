@@ -70,7 +70,7 @@ def check_value(value: Any, kinds: type | tuple[type, ...], where: str, field: s
 
 
 def check_field(data: Mapping[str, Any], key: str, kinds: type | tuple[type, ...], where: str, prefix: str = "",
-                default: Any = ..., ) -> Any:
+                default: Any = ...) -> Any:
     """``data[key]`` checked by :func:`check_value`; ``default`` when absent, or an error when no default."""
     field = f"{prefix}{key}"
     if key not in data:

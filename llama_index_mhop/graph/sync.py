@@ -40,6 +40,7 @@ __all__ = [
     "finish_removal",
     "known_doc_ids",
     "load_docstore",
+    "passages_by_document",
     "plan_sync",
     "resolve_doc_id",
     "as_documents",
@@ -81,31 +82,44 @@ class SyncPlan:
 
 def plan_sync(documents: Sequence[Document], docstore: SimpleDocumentStore, graph: KnowledgeGraph,
               chunk: Callable[[Sequence[Document]], list[TextNode]]) -> SyncPlan:
-    """Sort documents into new, changed and unchanged by doc id and hash (a later duplicate id wins).
+    """Sort documents into new, changed and unchanged by doc id and hash (a repeated id counts once, first).
 
     A document without a recorded hash whose passages are exactly those the graph holds for its id (an index
     built before hashes were kept) counts as unchanged, and its hash is recorded.
     """
-    last = {doc.id_: position for position, doc in enumerate(documents)}
-    plan = SyncPlan()
-    seen: set[str] = set()
+    first: dict[str, int] = {}
     for position, doc in enumerate(documents):
-        recorded = docstore.get_document_hash(doc.id_)
-        if last[doc.id_] != position or recorded == doc.hash:
-            plan.refreshed.append(False)
+        first.setdefault(doc.id_, position)
+    recorded = {doc.id_: docstore.get_document_hash(doc.id_) for doc in documents}
+    candidates = [doc for position, doc in enumerate(documents)
+                  if first[doc.id_] == position and recorded[doc.id_] != doc.hash]
+    new_passages: dict[str, list[TextNode]] = {}
+    for node in chunk(candidates):  # one call: passages shared by two documents are kept once
+        new_passages.setdefault(node.ref_doc_id or "", []).append(node)
+    old_passages = passages_by_document(graph) if candidates else {}
+    plan = SyncPlan(refreshed=[False] * len(documents))
+    for position, doc in enumerate(documents):
+        if first[doc.id_] != position or recorded[doc.id_] == doc.hash:
             continue
-        nodes = [n for n in chunk([doc]) if n.node_id not in seen]
+        nodes = new_passages.get(doc.id_, [])
         new_ids = {n.node_id for n in nodes}
-        old_ids = graph.passages_of_document(doc.id_)
+        old_ids = old_passages.get(doc.id_, [])
         plan.hashes[doc.id_] = doc.hash
-        if recorded is None and old_ids and set(old_ids) == new_ids:
-            plan.refreshed.append(False)
+        if recorded[doc.id_] is None and old_ids and set(old_ids) == new_ids:
             continue
-        plan.refreshed.append(True)
-        seen.update(new_ids)
+        plan.refreshed[position] = True
         plan.nodes.extend(nodes)
         plan.stale.extend(p for p in old_ids if p not in new_ids)
     return plan
+
+
+def passages_by_document(graph: KnowledgeGraph) -> dict[str, list[str]]:
+    """Each doc id's passage ids, in one pass over the graph's passages."""
+    out: dict[str, list[str]] = {}
+    for pid, record in graph.passages.items():
+        if record.ref_doc_id:
+            out.setdefault(record.ref_doc_id, []).append(pid)
+    return out
 
 
 @dataclass
