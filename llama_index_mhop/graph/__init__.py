@@ -7,7 +7,7 @@ from .extraction import (
     extract_llm_free,
     title_entities,
 )
-from .index import EmptyIndexError, HippoGraphIndex
+from .index import EmptyIndexError, HippoGraphIndex, UnknownDocumentError
 from .knowledge_graph import KnowledgeGraph
 from .ppr import (
     DEFAULT_DAMPING,
@@ -28,6 +28,7 @@ __all__ = [
     "KnowledgeGraph",
     "OpenIEExtractor",
     "PageRankGraph",
+    "UnknownDocumentError",
     "entity_key",
     "extract_llm_free",
     "personalized_pagerank",
