@@ -144,3 +144,10 @@ def test_config_naming_another_index_writes_nothing_to_the_users_store(tmp_path)
     with pytest.raises(ValueError, match=f"{CONFIG_FILE}: name: .*no collection 'other_passages'"):
         HippoGraphIndex.from_persist_dir(tmp_path, chroma_client=client, embed_model=WordBagEmbedding())
     assert sorted(c.name for c in client.list_collections()) == before
+
+
+def test_docstore_hash_of_the_wrong_type_is_a_clear_error(saved):
+    path = saved / "hippo_docstore.json"
+    edit(path, lambda data: data["docstore/metadata"][next(iter(data["docstore/metadata"]))].update(doc_hash=[]))
+    with pytest.raises(ValueError, match=r"hippo_docstore.json: docstore/metadata\..+\.doc_hash: expected a string"):
+        reopen(saved)
