@@ -15,13 +15,13 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-__all__ = ["RETRIEVER_NAMES", "main", "make_retriever"]
+__all__ = ["build_parser", "main"]
 
 console = Console()
 
@@ -44,55 +44,10 @@ def _client(args: argparse.Namespace) -> Any:
     return default_chroma_client(args.chroma_path, host=args.chroma_host, port=args.chroma_port)
 
 
-def resolve_cli_lm(spec: str | None) -> Any:
-    """``none`` (or empty): no LM; ``local``: the packaged SmolLM2; anything else: a ``dspy.LM`` model string."""
-    if not spec or spec == "none":
-        return None
-    if spec == "local":
-        from .lm import local_lm
+def _retriever_names() -> list[str]:
+    from .bench.registry import registered_retrievers
 
-        return local_lm()
-    import dspy
-
-    return dspy.LM(spec)
-
-
-def _vector(index: Any, top_k: int, lm: Any) -> Any:
-    return index.as_retriever(similarity_top_k=top_k)
-
-
-def _rrf_fusion(index: Any, top_k: int, lm: Any) -> Any:
-    from .retrievers import RRFFusionRetriever
-
-    return RRFFusionRetriever.from_defaults(index, similarity_top_k=top_k, lm=lm)
-
-
-def _confidence_loop(index: Any, top_k: int, lm: Any) -> Any:
-    from .retrievers import ConfidenceLoopRetriever
-
-    return ConfidenceLoopRetriever.from_defaults(index, similarity_top_k=top_k, lm=lm)
-
-
-#: Retrievers over the passage index, by the names the CLI and the benchmark use.
-RETRIEVERS: dict[str, Callable[[Any, int, Any], Any]] = {
-    "vector": _vector,
-    "rrf_fusion": _rrf_fusion,
-    "confidence_loop": _confidence_loop,
-}
-#: The graph retriever reads a HippoGraphIndex (built by ``mhop index --graph``), not the passage index.
-GRAPH_RETRIEVER = "hippo_graph"
-RETRIEVER_NAMES = (*RETRIEVERS, GRAPH_RETRIEVER)
-
-
-def make_retriever(name: str, index: Any, top_k: int, lm: Any = None) -> Any:
-    """A retriever of the given name over a passage ``VectorStoreIndex`` (a ``HippoGraphIndex`` for hippo_graph)."""
-    if name == GRAPH_RETRIEVER:
-        return index.as_retriever(similarity_top_k=top_k, lm=lm)
-    try:
-        factory = RETRIEVERS[name]
-    except KeyError:
-        raise SystemExit(f"unknown retriever {name!r}; choose from {', '.join(RETRIEVER_NAMES)}") from None
-    return factory(index, top_k, lm)
+    return list(registered_retrievers())
 
 
 def _graph_dir(args: argparse.Namespace) -> str:
@@ -100,12 +55,12 @@ def _graph_dir(args: argparse.Namespace) -> str:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from .stores import build_vector_index, load_documents
+    from .stores import build_vector_index, load_documents, passage_collection
 
     client = _client(args)
     index = build_vector_index(args.path, collection_name=args.collection, chroma_client=client,
                                show_progress=not args.quiet)
-    count = index.vector_store._collection.count()
+    count = passage_collection(index).count()
     console.print(f"[green]indexed[/green] {args.path} -> collection {args.collection!r}: {count} passages")
     if args.graph:
         from .graph import HippoGraphIndex
@@ -124,20 +79,25 @@ def _answer(query: str, nodes: Sequence[Any], lm: Any) -> str | None:
     return answer_question(query, [n.node.get_content() for n in nodes], lm)
 
 
+def _open_graph(args: argparse.Namespace, client: Any) -> Any:
+    from .graph import HippoGraphIndex
+
+    if not os.path.isdir(_graph_dir(args)):
+        raise FileNotFoundError(f"no graph index at {_graph_dir(args)}; build it with: mhop index PATH --graph")
+    return HippoGraphIndex.from_persist_dir(_graph_dir(args), chroma_client=client)
+
+
 def cmd_query(args: argparse.Namespace) -> int:
+    from .bench.context import IndexContext
+    from .bench.registry import get_retriever_spec
+    from .lm import lm_from_spec
     from .stores import load_vector_index
 
     client = _client(args)
-    if args.retriever == GRAPH_RETRIEVER:
-        from .graph import HippoGraphIndex
-
-        if not os.path.isdir(_graph_dir(args)):
-            raise FileNotFoundError(f"no graph index at {_graph_dir(args)}; build it with: mhop index PATH --graph")
-        index = HippoGraphIndex.from_persist_dir(_graph_dir(args), chroma_client=client)
-    else:
-        index = load_vector_index(args.collection, chroma_client=client)
-    lm = resolve_cli_lm(args.lm)
-    retriever = make_retriever(args.retriever, index, args.top_k, lm)
+    lm = lm_from_spec(args.lm)
+    context = IndexContext(args.top_k, lm, vector_index=lambda: load_vector_index(args.collection, chroma_client=client),
+                           graph_index=lambda: _open_graph(args, client))
+    retriever = get_retriever_spec(args.retriever).factory(context)
     results = retriever.retrieve(args.query)
     table = Table(title=f"{args.retriever}: {args.query}")
     for column in ("rank", "score", "title", "passage"):
@@ -158,9 +118,10 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
+    from .lm import lm_from_spec
 
     return run_demo(chroma_path=args.chroma_path, retrievers=args.retrievers.split(","), top_k=args.top_k,
-                    lm=resolve_cli_lm(args.lm), console=console)
+                    lm=lm_from_spec(args.lm), console=console)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -178,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     query = sub.add_parser("query", help="retrieve passages for a question (and answer it when an LM is set)")
     query.add_argument("query")
-    query.add_argument("--retriever", default="rrf_fusion", choices=RETRIEVER_NAMES)
+    query.add_argument("--retriever", default="rrf_fusion", choices=_retriever_names())
     query.add_argument("--top-k", type=int, default=5)
     query.add_argument("--explain", action="store_true", help="print the retriever's trace")
     query.add_argument("--lm", default="none", help="none | local | a dspy model string")
@@ -188,7 +149,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="index the shipped multi-hop corpus and compare retrievers on it")
     demo.add_argument("--chroma-path", default=os.path.join(DEFAULT_HOME, "demo"))
-    demo.add_argument("--retrievers", default=",".join(RETRIEVER_NAMES))
+    demo.add_argument("--retrievers", default="vector,rrf_fusion,confidence_loop,hippo_graph",
+                      help="comma-separated registered retrievers (default: %(default)s)")
     demo.add_argument("--top-k", type=int, default=5)
     demo.add_argument("--lm", default="none", help="none | local | a dspy model string")
     demo.set_defaults(func=cmd_demo)

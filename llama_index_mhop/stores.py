@@ -21,7 +21,7 @@ from llama_index.core.schema import BaseNode, TextNode
 from llama_index.vector_stores.chroma import ChromaVectorStore
 from tqdm.auto import tqdm
 
-from .defaults import default_chroma_client, default_embed_model, describe_client
+from .chroma_batches import existing_ids, iter_all
 
 __all__ = [
     "DEFAULT_CHUNK_OVERLAP",
@@ -36,6 +36,7 @@ __all__ = [
     "join_sentences",
     "load_vector_index",
     "make_document",
+    "passage_collection",
     "stable_id",
 ]
 
@@ -204,12 +205,14 @@ def build_vector_index(
     Raises:
         CorpusError: the corpus is empty or unreadable.
     """
+    from .defaults import default_chroma_client, default_embed_model, describe_client
+
     documents = load_documents(source)
     client = chroma_client if chroma_client is not None else default_chroma_client(persist_path)
     embed_model = embed_model or default_embed_model()
     collection = _chroma_collection(client, collection_name)
     nodes = chunk_documents(documents, chunk_size, chunk_overlap)
-    existing = _existing_ids(collection, [n.node_id for n in nodes])
+    existing = existing_ids(collection, [n.node_id for n in nodes])
     new_nodes = [n for n in nodes if n.node_id not in existing]
     logger.info("%s: %d passages, %d new", collection_name, len(nodes), len(new_nodes))
     vector_store = ChromaVectorStore(chroma_collection=collection)
@@ -229,13 +232,6 @@ def build_vector_index(
     return index
 
 
-def _existing_ids(collection: Any, ids: list[str], batch: int = 2000) -> set[str]:
-    found: set[str] = set()
-    for start in range(0, len(ids), batch):
-        found.update(collection.get(ids=ids[start : start + batch], include=[])["ids"])
-    return found
-
-
 def load_vector_index(
     collection_name: str = DEFAULT_COLLECTION,
     chroma_client: Any = None,
@@ -247,6 +243,8 @@ def load_vector_index(
     Raises:
         CorpusError: the collection does not exist or is empty.
     """
+    from .defaults import default_chroma_client, default_embed_model
+
     client = chroma_client if chroma_client is not None else default_chroma_client(persist_path)
     names = {getattr(c, "name", c) for c in client.list_collections()}
     if collection_name not in names:
@@ -259,17 +257,21 @@ def load_vector_index(
     )
 
 
+def passage_collection(index: VectorStoreIndex) -> Any:
+    """The Chroma collection behind a Chroma-backed ``VectorStoreIndex`` (``ChromaVectorStore.client``)."""
+    store = index.vector_store
+    if not isinstance(store, ChromaVectorStore):
+        raise TypeError(f"expected an index over a ChromaVectorStore, got {type(store).__name__}")
+    return store.client
+
+
 def all_passages(index: VectorStoreIndex, batch: int = 5000) -> list[BaseNode]:
     """Every passage stored in a Chroma-backed index (text and metadata, no embeddings)."""
-    from llama_index.vector_stores.chroma.base import ChromaVectorStore as _Store
-
-    store: _Store = index.vector_store  # type: ignore[assignment]
-    collection = store._collection
-    nodes: list[BaseNode] = []
-    total = collection.count()
-    for offset in range(0, total, batch):
-        page = collection.get(limit=batch, offset=offset, include=["documents", "metadatas"])
-        for node_id, text, meta in zip(page["ids"], page["documents"], page["metadatas"], strict=True):
-            nodes.append(TextNode(id_=node_id, text=text or "", metadata={k: v for k, v in (meta or {}).items()
-                                                                       if not k.startswith("_")}))
-    return nodes
+    return [
+        TextNode(
+            id_=record["id"],
+            text=record["documents"] or "",
+            metadata={k: v for k, v in (record["metadatas"] or {}).items() if not k.startswith("_")},
+        )
+        for record in iter_all(passage_collection(index), ["documents", "metadatas"], batch)
+    ]
