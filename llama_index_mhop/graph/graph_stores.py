@@ -23,16 +23,14 @@ from llama_index.core.schema import MetadataMode, TextNode
 from llama_index.core.vector_stores.utils import metadata_dict_to_node
 from llama_index.vector_stores.chroma import ChromaVectorStore
 
+from ..chroma_batches import CHROMA_BATCH, delete_ids, existing_ids, get_records
+
 __all__ = [
-    "CHROMA_BATCH",
     "CHROMA_DIR",
     "DEFAULT_SHORT_TEXT_BATCH_SIZE",
     "GraphStores",
     "client_mode",
-    "delete_ids",
-    "existing_ids",
     "fact_text",
-    "get_rows",
     "missing_collections",
     "private_client",
     "resolve_client",
@@ -42,7 +40,6 @@ __all__ = [
 ]
 
 CHROMA_DIR = "chroma"
-CHROMA_BATCH = 2000  # well under Chroma's maximum batch size
 DEFAULT_SHORT_TEXT_BATCH_SIZE = 512
 _SPACE = {"hnsw:space": "cosine"}
 _KINDS = ("passages", "entities", "facts")
@@ -52,30 +49,6 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,480}[A-Za-z0-9]$")
 def fact_text(subject: str, predicate: str, obj: str) -> str:
     """The text a fact is embedded and shown as: "subject predicate object"."""
     return f"{subject} {predicate} {obj}"
-
-
-def existing_ids(collection: Any, ids: Sequence[str]) -> set[str]:
-    """The ids among ``ids`` that the collection holds."""
-    found: set[str] = set()
-    for start in range(0, len(ids), CHROMA_BATCH):
-        found.update(collection.get(ids=list(ids[start : start + CHROMA_BATCH]), include=[])["ids"])
-    return found
-
-
-def get_rows(collection: Any, ids: Sequence[str], include: list[str]) -> dict[str, dict[str, Any]]:
-    """``{id: {field: value}}`` for the ids present in the collection."""
-    out: dict[str, dict[str, Any]] = {}
-    for start in range(0, len(ids), CHROMA_BATCH):
-        page = collection.get(ids=list(ids[start : start + CHROMA_BATCH]), include=include)
-        for position, record_id in enumerate(page["ids"]):
-            out[record_id] = {name: page[name][position] for name in include}
-    return out
-
-
-def delete_ids(collection: Any, ids: Sequence[str]) -> None:
-    """Delete records by id, in batches."""
-    for start in range(0, len(ids), CHROMA_BATCH):
-        collection.delete(ids=list(ids[start : start + CHROMA_BATCH]))
 
 
 def missing_collections(client: Any, prefix: str) -> list[str]:
@@ -250,7 +223,7 @@ class GraphStores:
         vectors_by_id: dict[str, np.ndarray] = {}
         if not ids:
             return vectors_by_id
-        stored = get_rows(self.entities, ids, ["embeddings"])
+        stored = get_records(self.entities, ids, ["embeddings"])
         for entity_id, row in stored.items():
             vectors_by_id[entity_id] = np.asarray(row["embeddings"], dtype=np.float32)
         missing = [e for e in ids if e not in stored]

@@ -20,10 +20,11 @@ from typing import Any
 from llama_index.core.schema import MetadataMode, TextNode
 from tqdm.auto import tqdm
 
+from ..chroma_batches import existing_ids
 from ..stores import stable_id
 from .checkpoint import GraphEntry, append_checkpoint, read_checkpoint
 from .extraction import Extraction, Extractor, entity_key, title_entities
-from .graph_stores import GraphStores, existing_ids
+from .graph_stores import GraphStores
 from .knowledge_graph import KnowledgeGraph
 from .synonymy import SynonymyRefresher
 

@@ -19,7 +19,8 @@ import numpy as np
 from llama_index.core.schema import BaseNode
 from llama_index.core.vector_stores.utils import metadata_dict_to_node
 
-from .graph_stores import GraphStores, get_rows
+from ..chroma_batches import get_records
+from .graph_stores import GraphStores
 from .knowledge_graph import KnowledgeGraph
 from .ppr import PageRankGraph
 
@@ -77,7 +78,7 @@ def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: fl
     nodes = graph.node_order()
     passage_ids = nodes[: graph.num_passages]
     entity_ids = nodes[graph.num_passages :]
-    rows = get_rows(stores.passages, passage_ids, ["embeddings", "documents", "metadatas"])
+    rows = get_records(stores.passages, passage_ids, ["embeddings", "documents", "metadatas"])
     missing = [p for p in passage_ids if p not in rows]
     if missing:
         raise ValueError(
@@ -92,7 +93,7 @@ def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: fl
     for e, i in entity_node.items():
         counts[i] = len(graph.entity_passages.get(e, ()))
     fact_ids = sorted(graph.facts)
-    fact_rows = get_rows(stores.facts, fact_ids, ["embeddings", "metadatas"])
+    fact_rows = get_records(stores.facts, fact_ids, ["embeddings", "metadatas"])
     fact_ids = [f for f in fact_ids if f in fact_rows]
     fact_triples = []
     fact_nodes = np.zeros((len(fact_ids), 2), dtype=np.int64)
