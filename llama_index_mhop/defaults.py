@@ -26,6 +26,7 @@ __all__ = [
     "default_embed_model",
     "embedder_model_dir",
     "verify_embedder_files",
+    "resolve_embed_model",
 ]
 
 logger = logging.getLogger(__name__)
@@ -80,6 +81,21 @@ def default_embed_model(embed_batch_size: int = 64) -> BaseEmbedding:
                 model_name=str(model_dir), device="cpu", embed_batch_size=embed_batch_size, normalize=True
             )
         return _embedder
+
+
+def resolve_embed_model(embed_model: BaseEmbedding | None = None) -> BaseEmbedding:
+    """The embedder a component uses: ``embed_model`` if given, else the app's ``Settings.embed_model`` if the app
+    set one, else the packaged all-MiniLM-L6-v2 (:func:`default_embed_model`).
+
+    ``Settings._embed_model`` is read instead of ``Settings.embed_model``: the public property would resolve
+    LlamaIndex's own default (OpenAI) when the app set nothing.
+    """
+    if embed_model is not None:
+        return embed_model
+    from llama_index.core import Settings
+
+    configured = getattr(Settings, "_embed_model", None)
+    return configured if configured is not None else default_embed_model()
 
 
 def default_chroma_client(
