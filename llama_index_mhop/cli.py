@@ -36,6 +36,9 @@ def _add_store_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chroma-port", type=int, default=os.environ.get("MHOP_CHROMA_PORT"),
                         help="the Chroma server's port (env MHOP_CHROMA_PORT, default 8000)")
     parser.add_argument("--collection", default="mhop_passages", help="the passage collection (default: %(default)s)")
+    parser.add_argument("--embed-model", default=None,
+                        help="a local model directory or a sentence-transformers model already on disk "
+                             "(default: the packaged all-MiniLM-L6-v2)")
 
 
 def _client(args: argparse.Namespace) -> Any:
@@ -99,14 +102,24 @@ def _graph_dir(args: argparse.Namespace) -> str:
     return args.graph_dir or os.path.join(os.path.dirname(os.path.abspath(args.chroma_path)), "graph")
 
 
+def _embed_model(args: argparse.Namespace) -> Any:
+    from .defaults import load_embed_model
+
+    return load_embed_model(args.embed_model)
+
+
 def cmd_index(args: argparse.Namespace) -> int:
-    from .stores import build_vector_index, load_documents
+    from .stores import load_documents
+    from .vector_index import sync_vector_index
 
     client = _client(args)
-    index = build_vector_index(args.path, collection_name=args.collection, chroma_client=client,
-                               show_progress=not args.quiet)
-    count = index.vector_store._collection.count()
-    console.print(f"[green]indexed[/green] {args.path} -> collection {args.collection!r}: {count} passages")
+    result = sync_vector_index(args.path, collection_name=args.collection, chroma_client=client,
+                               embed_model=_embed_model(args), show_progress=not args.quiet,
+                               delete_missing=not args.no_delete)
+    counts = ", ".join(f"{n} {what}" for what, n in result.plan.counts().items())
+    passages = result.index.vector_store.client.count()
+    console.print(f"[green]indexed[/green] {args.path} -> collection {args.collection!r}: {counts} "
+                  f"({passages} passages)")
     if args.graph:
         from .graph import HippoGraphIndex
 
@@ -125,7 +138,7 @@ def _answer(query: str, nodes: Sequence[Any], lm: Any) -> str | None:
 
 
 def cmd_query(args: argparse.Namespace) -> int:
-    from .stores import load_vector_index
+    from .vector_index import load_vector_index
 
     client = _client(args)
     if args.retriever == GRAPH_RETRIEVER:
@@ -135,7 +148,7 @@ def cmd_query(args: argparse.Namespace) -> int:
             raise FileNotFoundError(f"no graph index at {_graph_dir(args)}; build it with: mhop index PATH --graph")
         index = HippoGraphIndex.from_persist_dir(_graph_dir(args), chroma_client=client)
     else:
-        index = load_vector_index(args.collection, chroma_client=client)
+        index = load_vector_index(args.collection, chroma_client=client, embed_model=_embed_model(args))
     lm = resolve_cli_lm(args.lm)
     retriever = make_retriever(args.retriever, index, args.top_k, lm)
     results = retriever.retrieve(args.query)
@@ -156,6 +169,16 @@ def cmd_query(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_delete(args: argparse.Namespace) -> int:
+    from .vector_index import delete_documents, load_vector_index
+
+    client = _client(args)
+    index = load_vector_index(args.collection, chroma_client=client, embed_model=_embed_model(args))
+    removed = delete_documents(index, args.doc_ids)
+    console.print(f"[green]removed[/green] {len(removed)} document(s) from collection {args.collection!r}")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
@@ -173,8 +196,15 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     index.add_argument("--graph", action="store_true", help="also build the HippoRAG 2 graph index (hippo_graph)")
     index.add_argument("--graph-dir", help="where the graph index is kept (default: graph/ beside --chroma-path)")
+    index.add_argument("--no-delete", action="store_true",
+                       help="only add and update: keep documents indexed from PATH that are gone from it")
     _add_store_arguments(index)
     index.set_defaults(func=cmd_index)
+
+    delete = sub.add_parser("delete", help="remove documents by doc id (a file name alone when unambiguous)")
+    delete.add_argument("doc_ids", nargs="+", metavar="DOC_ID")
+    _add_store_arguments(delete)
+    delete.set_defaults(func=cmd_delete)
 
     query = sub.add_parser("query", help="retrieve passages for a question (and answer it when an LM is set)")
     query.add_argument("query")
@@ -208,7 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         format="%(levelname)s %(name)s: %(message)s")
     import httpx
 
-    from .stores import IndexingInterrupted
+    from .vector_index import IndexingInterrupted
 
     try:
         return int(args.func(args) or 0)

@@ -27,6 +27,8 @@ __all__ = [
     "describe_client",
     "default_embed_model",
     "embedder_model_dir",
+    "load_embed_model",
+    "resolve_embed_model",
 ]
 
 logger = logging.getLogger(__name__)
@@ -94,6 +96,43 @@ def default_embed_model(embed_batch_size: int = 64) -> BaseEmbedding:
                 model_name=str(model_dir), device="cpu", embed_batch_size=embed_batch_size, normalize=True
             )
         return _embedder
+
+
+def resolve_embed_model(embed_model: BaseEmbedding | None = None) -> BaseEmbedding:
+    """The embedder a component uses: ``embed_model`` if given, else the app's ``Settings.embed_model`` if the app
+    set one, else the packaged all-MiniLM-L6-v2 (:func:`default_embed_model`).
+
+    Reading ``Settings.embed_model`` when the app set none would build LlamaIndex's own default (an OpenAI
+    embedder), so the private field is read instead.
+    """
+    if embed_model is not None:
+        return embed_model
+    from llama_index.core import Settings
+
+    chosen = getattr(Settings, "_embed_model", None)
+    return chosen if chosen is not None else default_embed_model()
+
+
+def load_embed_model(spec: str | os.PathLike[str] | None) -> BaseEmbedding | None:
+    """An embedder named on the command line: a local model directory, or a sentence-transformers model name
+    already in the local Hugging Face cache (nothing is downloaded). None or ``"default"`` gives None, which
+    components resolve with :func:`resolve_embed_model`.
+
+    Raises:
+        FileNotFoundError: no such directory, and no such model on disk.
+    """
+    if spec is None or str(spec) in ("", "default"):
+        return None
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    from llama_index.embeddings.huggingface import HuggingFaceEmbedding
+
+    try:
+        return HuggingFaceEmbedding(model_name=str(spec), device="cpu", normalize=True)
+    except Exception as exc:  # transformers raises OSError, ValueError or its own errors for a missing model
+        raise FileNotFoundError(
+            f"embedder {str(spec)!r} is neither a model directory nor a model on disk ({type(exc).__name__})"
+        ) from exc
 
 
 def default_chroma_client(

@@ -31,7 +31,8 @@ def run_demo(
     """Index the demo corpus under ``chroma_path`` and print, per question, each retriever's top ``top_k``."""
     from .cli import GRAPH_RETRIEVER, make_retriever
     from .defaults import default_chroma_client
-    from .stores import build_vector_index, make_document
+    from .stores import make_document
+    from .vector_index import build_vector_index
 
     console = console or Console()
     corpus, questions = load_demo()

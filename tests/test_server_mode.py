@@ -13,7 +13,7 @@ from pydantic import PrivateAttr
 from llama_index_mhop.cli import main as mhop
 from llama_index_mhop.defaults import default_chroma_client
 from llama_index_mhop.retrievers import RRFFusionRetriever
-from llama_index_mhop.stores import IndexingInterrupted, build_vector_index, load_vector_index
+from llama_index_mhop.vector_index import IndexingInterrupted, build_vector_index, load_vector_index
 from tests.chroma_server import ChromaServer
 
 

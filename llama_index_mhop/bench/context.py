@@ -16,7 +16,8 @@ from llama_index.core import Document, VectorStoreIndex
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.schema import TextNode
 
-from ..stores import build_vector_index, chunk_documents, make_document, stable_id
+from ..stores import chunk_documents, make_document, stable_id
+from ..vector_index import build_vector_index
 from .loaders import Passage
 
 __all__ = ["BenchContext", "passage_documents"]

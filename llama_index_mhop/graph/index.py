@@ -362,7 +362,7 @@ class HippoGraphIndex:
             show_progress: show a progress bar over passages.
             name: prefix of the Chroma collection names.
             extractor: a custom extractor (anything with ``extract(text, title) -> Extraction``); overrides lm/llm.
-            chunk_size: passage size in tokens (longer documents are split, as ``stores.build_vector_index`` does).
+            chunk_size: passage size in tokens (longer documents are split, as ``vector_index.build_vector_index`` does).
             chunk_overlap: tokens shared by neighbouring chunks.
             insert_batch_size: passages per batch (one checkpoint line per batch).
             num_workers: concurrent OpenIE calls when an LM extracts.

@@ -27,7 +27,7 @@ from llama_index_mhop.confidence_strategies import (
 )
 from llama_index_mhop.listwise_rerank import listwise_rerank
 from llama_index_mhop.retrievers.confidence_loop import ConfidenceLoopRetriever
-from llama_index_mhop.stores import build_vector_index
+from llama_index_mhop.vector_index import build_vector_index
 
 QUERY = "Who directed the film that was shot in Leland in 1986?"
 Q1, Q2 = "Leland filming location", "film shot in 1986"
