@@ -21,6 +21,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from .config import CONFIG_FILE, ConfigError, find_config, load_config
+
 __all__ = ["RETRIEVER_NAMES", "main", "make_retriever"]
 
 console = Console()
@@ -179,6 +181,23 @@ def cmd_delete(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_status(args: argparse.Namespace) -> int:
+    from .counters import process_counters
+    from .defaults import describe_client
+    from .vector_index import describe_collection
+
+    client = _client(args)
+    report: dict[str, Any] = {"store": describe_client(client), "passages": describe_collection(client, args.collection)}
+    graph_dir = _graph_dir(args)
+    if os.path.isdir(graph_dir):
+        from .graph import HippoGraphIndex
+
+        report["graph"] = {"dir": graph_dir, **HippoGraphIndex.from_persist_dir(graph_dir, chroma_client=client).counts()}
+    report["process_counters"] = process_counters()
+    print(json.dumps(report, indent=2, default=str))  # plain JSON: stored text is data, never console markup
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
@@ -186,9 +205,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
                     lm=resolve_cli_lm(args.lm), console=console)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(defaults: dict[str, Any] | None = None) -> argparse.ArgumentParser:
+    """The ``mhop`` argument parser; ``defaults`` (from ``mhop.toml``, by argparse dest) replace built-in defaults."""
     parser = argparse.ArgumentParser(prog="mhop", description="Multi-hop retrieval over Chroma for LlamaIndex.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO")
+    parser.add_argument("--config", help=f"a configuration file (default: ./{CONFIG_FILE} when present)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     index = sub.add_parser("index", help="build or update the Chroma index of a folder or JSON corpus")
@@ -216,6 +237,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_store_arguments(query)
     query.set_defaults(func=cmd_query)
 
+    status = sub.add_parser("status", help="what is indexed, where, when it was last synced")
+    status.add_argument("--graph-dir", help="the graph index (default: graph/ beside --chroma-path)")
+    _add_store_arguments(status)
+    status.set_defaults(func=cmd_status)
+
     demo = sub.add_parser("demo", help="index the shipped multi-hop corpus and compare retrievers on it")
     demo.add_argument("--chroma-path", default=os.path.join(DEFAULT_HOME, "demo"))
     demo.add_argument("--retrievers", default=",".join(RETRIEVER_NAMES))
@@ -228,21 +254,35 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_bench_arguments(bench)
     bench.set_defaults(func=run_bench)
+    for command in (index, query, delete, status, demo, bench):
+        known = {action.dest for action in command._actions}
+        command.set_defaults(**{dest: value for dest, value in (defaults or {}).items() if dest in known})
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``mhop`` console script."""
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    first = argparse.ArgumentParser(add_help=False)
+    first.add_argument("--config")
+    try:
+        config = find_config(first.parse_known_args(argv)[0].config)
+        defaults = load_config(config) if config is not None else {}
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    args = build_parser(defaults).parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     import httpx
 
+    from .sync import UnknownDocumentError
     from .vector_index import IndexingInterrupted
 
     try:
         return int(args.func(args) or 0)
-    except (ValueError, TypeError, ConnectionError, FileNotFoundError, ImportError, IndexingInterrupted) as exc:
+    except (ValueError, TypeError, ConnectionError, FileNotFoundError, ImportError, IndexingInterrupted,
+            UnknownDocumentError) as exc:
         console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
         return 2
     except httpx.TransportError as exc:  # a Chroma server that went away after the client connected

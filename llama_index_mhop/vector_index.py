@@ -8,6 +8,7 @@ from; that is all a sync needs to know (:mod:`llama_index_mhop.sync`), so no reg
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import logging
 import os
 from collections import Counter
@@ -23,6 +24,7 @@ from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQu
 from llama_index.vector_stores.chroma import ChromaVectorStore
 from tqdm.auto import tqdm
 
+from .counters import count
 from .rwlock import collection_lock
 from .stores import (
     DEFAULT_CHUNK_OVERLAP,
@@ -44,6 +46,7 @@ __all__ = [
     "build_vector_index",
     "check_embedding_dimension",
     "delete_documents",
+    "describe_collection",
     "load_vector_index",
     "stored_documents",
     "sync_vector_index",
@@ -203,7 +206,43 @@ def sync_vector_index(
         for doc_id in (*plan.removed, *plan.updated):
             collection.delete(where={"document_id": doc_id})
         _insert(index, nodes, client, collection_name, insert_batch_size, show_progress)
+        _record_sync(client, collection_name, plan)
+    count("documents_indexed", len(changed))
+    count("documents_removed", len(plan.removed))
     return SyncResult(index, plan)
+
+
+def _sync_log(client: Any, collection_name: str) -> Any:
+    # Chroma refuses metadata changes on a collection created with a distance function, so the time and counts of
+    # the last sync live in a one-row collection beside it.
+    return client.get_or_create_collection(f"{collection_name}.sync")
+
+
+def _record_sync(client: Any, collection_name: str, plan: SyncPlan) -> None:
+    at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    _sync_log(client, collection_name).upsert(ids=["last"], embeddings=[[0.0]],
+                                                metadatas=[{"at": at, **plan.counts()}])
+
+
+def describe_collection(client: Any, collection_name: str = DEFAULT_COLLECTION) -> dict[str, Any]:
+    """What a passage collection holds: documents, passages, sources, and the time and counts of the last sync.
+
+    Raises:
+        CorpusError: no such collection.
+    """
+    names = {getattr(c, "name", c) for c in client.list_collections()}
+    if collection_name not in names:
+        raise CorpusError(f"no Chroma collection {collection_name!r}; index a corpus first (mhop index PATH)")
+    collection = client.get_collection(collection_name)
+    held = stored_documents(collection)
+    last = _sync_log(client, collection_name).get(ids=["last"], include=["metadatas"])["metadatas"]
+    return {
+        "collection": collection_name,
+        "documents": len(held),
+        "passages": collection.count(),
+        "sources": sorted({d.source for d in held.values() if d.source}),
+        "last_sync": dict(last[0]) if last else None,
+    }
 
 
 def _distinct(documents: Sequence[Document]) -> list[Document]:
