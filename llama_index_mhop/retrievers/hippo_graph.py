@@ -42,12 +42,13 @@ from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from ..graph.extraction import entity_key
+from ..graph.state import RetrievalState
 from ..postprocessors import DEFAULT_FACT_TOP_N, DSPyFactFilter, fact_node
 from ..text import NON_ENTITY_CAPS, STOPWORDS
 from .base import CheckedQueryRetriever
 
 if TYPE_CHECKING:
-    from ..graph.index import HippoGraphIndex, RetrievalState
+    from ..graph.index import HippoGraphIndex
 
 __all__ = [
     "DEFAULT_DAMPING",

@@ -1,0 +1,96 @@
+"""The JSON Lines checkpoint of a graph index build: one line per finished batch, so a killed build resumes.
+
+The first line names the format version and the index; every later line maps each passage id of one batch to
+what the graph needs to add it again without extraction or embedding (:class:`GraphEntry`). A line is appended
+(and fsync'ed) only after the batch's Chroma writes are done. A last line cut short by a kill is ignored; any
+other unreadable line is an error naming the file and the line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .knowledge_graph import KnowledgeGraph
+
+__all__ = ["CHECKPOINT_FILE", "CHECKPOINT_FORMAT_VERSION", "GraphEntry", "append_checkpoint", "read_checkpoint"]
+
+CHECKPOINT_FILE = "hippo_checkpoint.jsonl"
+CHECKPOINT_FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class GraphEntry:
+    """What the graph records of one passage: its entities, facts, document and title entities."""
+
+    entities: dict[str, str]  # entity id -> key
+    facts: dict[str, tuple[str, str, str]]  # fact id -> (subject id, predicate, object id)
+    ref_doc_id: str | None = None
+    title: str = ""
+    title_entities: tuple[str, ...] = field(default_factory=tuple)  # ids of the entities the title names
+
+    def add_to(self, graph: KnowledgeGraph, passage_id: str) -> None:
+        """Add the passage to the graph."""
+        graph.add_passage(passage_id, self.entities, self.facts, ref_doc_id=self.ref_doc_id, title=self.title,
+                          title_entities=self.title_entities)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "entities": self.entities,
+            "facts": {f: list(t) for f, t in self.facts.items()},
+            "ref_doc_id": self.ref_doc_id,
+            "title": self.title,
+            "title_entities": list(self.title_entities),
+        }
+
+    @classmethod
+    def from_json(cls, record: Mapping[str, Any]) -> GraphEntry:
+        return cls(
+            entities=dict(record["entities"]),
+            facts={f: tuple(t) for f, t in record["facts"].items()},
+            ref_doc_id=record.get("ref_doc_id"),
+            title=record.get("title", ""),
+            title_entities=tuple(record.get("title_entities", ())),
+        )
+
+
+def append_checkpoint(path: Path, name: str, entries: Mapping[str, GraphEntry]) -> None:
+    """Append one batch's line (and the header line first, for a new file), flushed to disk."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    new_file = not path.exists()
+    with path.open("a", encoding="utf-8") as handle:
+        if new_file:
+            handle.write(json.dumps({"format_version": CHECKPOINT_FORMAT_VERSION, "name": name}) + "\n")
+        line = {"passages": {pid: entry.to_json() for pid, entry in entries.items()}}
+        handle.write(json.dumps(line, ensure_ascii=False) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def read_checkpoint(path: Path, name: str) -> dict[str, GraphEntry]:
+    """The passages a checkpoint lists (empty when there is no checkpoint).
+
+    Raises:
+        ValueError: a line other than the last is not JSON, or the checkpoint belongs to another index.
+    """
+    if not path.is_file():
+        return {}
+    lines = path.read_text(encoding="utf-8").splitlines()
+    records: dict[str, dict[str, Any]] = {}
+    for number, line in enumerate(lines):
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError:
+            if number == len(lines) - 1:
+                break  # the last line was being written when the run stopped
+            raise ValueError(f"{path}: line {number + 1} is not valid JSON; delete the checkpoint to rebuild") from None
+        if number == 0:
+            if data.get("format_version") != CHECKPOINT_FORMAT_VERSION or data.get("name") != name:
+                raise ValueError(f"{path} belongs to another index ({data}); delete it to rebuild")
+            continue
+        records.update(data.get("passages", {}))
+    return {pid: GraphEntry.from_json(record) for pid, record in records.items()}

@@ -1,0 +1,255 @@
+"""The three Chroma collections of a graph index (passages, entities, facts) and the embedder that fills them.
+
+Every record's id derives from its content (``stores.stable_id``), so storing the same text twice adds nothing.
+Reads, writes and deletes go through Chroma in batches well under its maximum batch size. The passage collection
+is a LlamaIndex ``ChromaVectorStore`` collection, so it opens as an ordinary ``VectorStoreIndex``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.schema import MetadataMode, TextNode
+from llama_index.vector_stores.chroma import ChromaVectorStore
+
+__all__ = [
+    "CHROMA_BATCH",
+    "CHROMA_DIR",
+    "DEFAULT_SHORT_TEXT_BATCH_SIZE",
+    "GraphStores",
+    "client_mode",
+    "delete_ids",
+    "existing_ids",
+    "fact_text",
+    "get_rows",
+    "resolve_client",
+    "saved_client",
+]
+
+CHROMA_DIR = "chroma"
+CHROMA_BATCH = 2000  # well under Chroma's maximum batch size
+DEFAULT_SHORT_TEXT_BATCH_SIZE = 512
+_SPACE = {"hnsw:space": "cosine"}
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,480}[A-Za-z0-9]$")
+
+
+def fact_text(subject: str, predicate: str, obj: str) -> str:
+    """The text a fact is embedded and shown as: "subject predicate object"."""
+    return f"{subject} {predicate} {obj}"
+
+
+def existing_ids(collection: Any, ids: Sequence[str]) -> set[str]:
+    """The ids among ``ids`` that the collection holds."""
+    found: set[str] = set()
+    for start in range(0, len(ids), CHROMA_BATCH):
+        found.update(collection.get(ids=list(ids[start : start + CHROMA_BATCH]), include=[])["ids"])
+    return found
+
+
+def get_rows(collection: Any, ids: Sequence[str], include: list[str]) -> dict[str, dict[str, Any]]:
+    """``{id: {field: value}}`` for the ids present in the collection."""
+    out: dict[str, dict[str, Any]] = {}
+    for start in range(0, len(ids), CHROMA_BATCH):
+        page = collection.get(ids=list(ids[start : start + CHROMA_BATCH]), include=include)
+        for position, record_id in enumerate(page["ids"]):
+            out[record_id] = {name: page[name][position] for name in include}
+    return out
+
+
+def delete_ids(collection: Any, ids: Sequence[str]) -> None:
+    """Delete records by id, in batches."""
+    for start in range(0, len(ids), CHROMA_BATCH):
+        collection.delete(ids=list(ids[start : start + CHROMA_BATCH]))
+
+
+def client_mode(chroma_client: Any) -> str:
+    """"ephemeral" for an in-memory Chroma client (its data is copied out on persist), else "external"."""
+    try:
+        settings = chroma_client.get_settings()
+    except Exception:  # a client without settings: treat it as the user's own store
+        return "external"
+    remote = "fastapi" in str(getattr(settings, "chroma_api_impl", "")).lower()
+    return "ephemeral" if not getattr(settings, "is_persistent", True) and not remote else "external"
+
+
+def resolve_client(chroma_client: Any, persist_dir: str | os.PathLike[str] | None) -> tuple[Any, str]:
+    """The client to use and its mode: the given one, else ``persist_dir/chroma``, else an in-memory client."""
+    if chroma_client is not None:
+        return chroma_client, client_mode(chroma_client)
+    import chromadb
+    from chromadb.config import Settings
+
+    if persist_dir is not None:
+        path = Path(persist_dir) / CHROMA_DIR
+        path.mkdir(parents=True, exist_ok=True)
+        return chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False)), "local"
+    return chromadb.EphemeralClient(settings=Settings(anonymized_telemetry=False)), "ephemeral"
+
+
+def saved_client(chroma_client: Any, kind: str, root: Path) -> tuple[Any, str]:
+    """The client of a saved index and its mode: the given one, else ``root/chroma`` for a "local" index, else
+    the configured default (a server, or ``./.mhop/chroma``) for an index in a Chroma the user named."""
+    if chroma_client is not None:
+        return chroma_client, client_mode(chroma_client)
+    if kind == "local":
+        return resolve_client(None, root)
+    from ..defaults import default_chroma_client
+
+    return default_chroma_client(), "external"
+
+
+class GraphStores:
+    """The ``{name}_passages``, ``{name}_entities`` and ``{name}_facts`` collections of one Chroma client.
+
+    Args:
+        client: the Chroma client holding the collections.
+        name: the collections' prefix.
+        embed_model: the embedder of all three collections.
+        short_text_batch_size: embedding batch size for entity names and facts (None: the embedder's own).
+        mode: "ephemeral" (in-memory, copied out on persist), "local" (``persist_dir/chroma``) or "external".
+
+    Raises:
+        ValueError: a name Chroma would refuse as a collection prefix.
+    """
+
+    def __init__(self, client: Any, name: str, embed_model: BaseEmbedding, short_text_batch_size: int | None,
+                 mode: str) -> None:
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise ValueError(
+                f"index name {name!r} must be 3-480 characters of letters, digits, '.', '_' or '-', starting and "
+                "ending with a letter or digit (it prefixes the Chroma collection names)"
+            )
+        self.name = name
+        self.embed_model = embed_model
+        self.short_text_batch_size = short_text_batch_size
+        self._short_embedder: BaseEmbedding | None = None
+        self._open(client, mode)
+
+    def _open(self, client: Any, mode: str) -> None:
+        self.client = client
+        self.mode = mode
+        self.passages = client.get_or_create_collection(f"{self.name}_passages", metadata=_SPACE)
+        self.entities = client.get_or_create_collection(f"{self.name}_entities", metadata=_SPACE)
+        self.facts = client.get_or_create_collection(f"{self.name}_facts", metadata=_SPACE)
+        self.vector_store = ChromaVectorStore(chroma_collection=self.passages)
+
+    def collection_names(self) -> dict[str, str]:
+        return {"passages": self.passages.name, "entities": self.entities.name, "facts": self.facts.name}
+
+    # ------------------------------------------------------------------ embedding
+
+    def _short_text_embedder(self) -> BaseEmbedding:
+        """The embedder with ``short_text_batch_size``: entity names and facts are a few tokens each, and a
+        forward pass costs about the same for 64 or 512 of them, so large batches embed them several times
+        faster. A shallow pydantic copy shares the loaded model."""
+        model = self.embed_model
+        if self.short_text_batch_size and getattr(model, "embed_batch_size", None) not in (None,
+                                                                                          self.short_text_batch_size):
+            if self._short_embedder is None:
+                try:
+                    self._short_embedder = model.model_copy(update={"embed_batch_size": self.short_text_batch_size})
+                except Exception:  # an embedder that cannot be copied keeps its own batch size
+                    self._short_embedder = model
+            return self._short_embedder
+        return model
+
+    def embed(self, texts: Sequence[str], short: bool = False) -> np.ndarray:
+        """Embed texts, longest first so each batch pads little, and return rows in the input order."""
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        model = self._short_text_embedder() if short else self.embed_model
+        vectors = model.get_text_embedding_batch([texts[i] for i in order], show_progress=False)
+        out = np.empty((len(texts), len(vectors[0])), dtype=np.float32)
+        out[order] = np.asarray(vectors, dtype=np.float32)
+        return out
+
+    # ------------------------------------------------------------------ writing
+
+    def store_entities(self, ids: list[str], keys: dict[str, str]) -> dict[str, np.ndarray]:
+        """Embed and store the entities not yet stored (one left by an interrupted run is reused, not embedded
+        again); return every given entity's vector."""
+        vectors_by_id: dict[str, np.ndarray] = {}
+        if not ids:
+            return vectors_by_id
+        stored = get_rows(self.entities, ids, ["embeddings"])
+        for entity_id, row in stored.items():
+            vectors_by_id[entity_id] = np.asarray(row["embeddings"], dtype=np.float32)
+        missing = [e for e in ids if e not in stored]
+        if not missing:
+            return vectors_by_id
+        vectors = self.embed([keys[e] for e in missing], short=True)
+        for start in range(0, len(missing), CHROMA_BATCH):
+            chunk = missing[start : start + CHROMA_BATCH]
+            self.entities.upsert(
+                ids=chunk,
+                embeddings=vectors[start : start + len(chunk)],
+                documents=[keys[e] for e in chunk],
+                metadatas=[{"name": keys[e]} for e in chunk],
+            )
+        vectors_by_id.update(zip(missing, vectors, strict=True))
+        return vectors_by_id
+
+    def store_facts(self, ids: list[str], texts: dict[str, tuple[str, str, str]],
+                    node_ids: dict[str, tuple[str, str, str]]) -> None:
+        """Embed and store the facts not yet stored; ``texts`` gives their (subject, predicate, object) keys and
+        ``node_ids`` their (subject id, predicate, object id)."""
+        if not ids:
+            return
+        missing = [f for f in ids if f not in existing_ids(self.facts, ids)]
+        if not missing:
+            return
+        vectors = self.embed([fact_text(*texts[f]) for f in missing], short=True)
+        for start in range(0, len(missing), CHROMA_BATCH):
+            chunk = missing[start : start + CHROMA_BATCH]
+            self.facts.upsert(
+                ids=chunk,
+                embeddings=vectors[start : start + len(chunk)],
+                documents=[fact_text(*texts[f]) for f in chunk],
+                metadatas=[
+                    {"subject": texts[f][0], "predicate": texts[f][1], "object": texts[f][2],
+                     "subject_id": node_ids[f][0], "object_id": node_ids[f][2]}
+                    for f in chunk
+                ],
+            )
+
+    def store_passages(self, nodes: Sequence[TextNode]) -> None:
+        """Embed and store the passage nodes not yet stored, with their metadata, through ``ChromaVectorStore``."""
+        existing = existing_ids(self.passages, [n.node_id for n in nodes])
+        missing = [n for n in nodes if n.node_id not in existing]
+        if not missing:
+            return
+        vectors = self.embed([n.get_content(metadata_mode=MetadataMode.EMBED) for n in missing])
+        for node, vector in zip(missing, vectors, strict=True):
+            node.embedding = vector.tolist()
+        self.vector_store.add(list(missing))
+        for node in missing:
+            node.embedding = None
+
+    def delete(self, passages: Sequence[str], entities: Sequence[str], facts: Sequence[str]) -> None:
+        """Delete records from the three collections (passages first: nothing then points to a deleted record)."""
+        delete_ids(self.passages, passages)
+        delete_ids(self.facts, facts)
+        delete_ids(self.entities, entities)
+
+    def copy_to(self, path: Path) -> None:
+        """Copy the three collections into a persistent Chroma store at ``path`` and use it from now on."""
+        import chromadb
+        from chromadb.config import Settings
+
+        path.mkdir(parents=True, exist_ok=True)
+        client = chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
+        for source in (self.passages, self.entities, self.facts):
+            target = client.get_or_create_collection(source.name, metadata=_SPACE)
+            total = source.count()
+            for offset in range(0, total, CHROMA_BATCH):
+                page = source.get(limit=CHROMA_BATCH, offset=offset, include=["embeddings", "documents", "metadatas"])
+                target.upsert(ids=page["ids"], embeddings=page["embeddings"], documents=page["documents"],
+                              metadatas=page["metadatas"])
+        self._open(client, "local")

@@ -1,0 +1,210 @@
+"""The indexing pipeline of a graph index: passages in batches through OpenIE, the three stores and the graph.
+
+Per batch: OpenIE reads every passage once (:mod:`.extraction`); its entities and facts get content ids; new
+entities, then new facts, then the passages are embedded into Chroma (a passage in Chroma has everything it
+points to); one checkpoint line is appended (:mod:`.checkpoint`); and the passages join the graph. A build
+killed midway resumes from the checkpoint without extracting or embedding the listed passages again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from llama_index.core.schema import MetadataMode, TextNode
+from tqdm.auto import tqdm
+
+from ..stores import stable_id
+from .checkpoint import GraphEntry, append_checkpoint, read_checkpoint
+from .extraction import Extraction, Extractor, entity_key, title_entities
+from .graph_stores import GraphStores, existing_ids
+from .knowledge_graph import KnowledgeGraph
+from .synonymy import SynonymyRefresher
+
+__all__ = ["DEFAULT_INSERT_BATCH_SIZE", "BatchHook", "BatchIndexer", "PassageWork", "PhaseTimer", "passage_work", "remove_passages"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_INSERT_BATCH_SIZE = 256
+
+BatchHook = Callable[[int, int], None]
+
+
+class PhaseTimer:
+    """Seconds spent per indexing phase (extraction, entities, facts, passages, graph, synonymy)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, phase: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[phase] = self.seconds.get(phase, 0.0) + time.perf_counter() - started
+
+
+@dataclass
+class PassageWork:
+    """One passage on its way into the index."""
+
+    node: TextNode
+    entry: GraphEntry
+    fact_texts: dict[str, tuple[str, str, str]]  # fact id -> (subject key, predicate, object key)
+
+
+def passage_work(node: TextNode, extraction: Extraction) -> PassageWork:
+    """Content ids for a passage's title entities, entities and facts (facts need both entities and a relation)."""
+    title = str(node.metadata.get("title", ""))
+    entities: dict[str, str] = {}
+    own = []
+    for name in title_entities(title):
+        key = entity_key(name)
+        if key:
+            entities.setdefault(stable_id("entity", key), key)
+            own.append(stable_id("entity", key))
+    for name in extraction.entities:
+        key = entity_key(name)
+        if key:
+            entities.setdefault(stable_id("entity", key), key)
+    facts: dict[str, tuple[str, str, str]] = {}
+    texts: dict[str, tuple[str, str, str]] = {}
+    for subject, predicate, obj in extraction.triples:
+        s_key, o_key = entity_key(subject), entity_key(obj)
+        relation = " ".join(predicate.lower().split())
+        if not s_key or not o_key or not relation or s_key == o_key:
+            continue
+        s_id, o_id = stable_id("entity", s_key), stable_id("entity", o_key)
+        entities.setdefault(s_id, s_key)
+        entities.setdefault(o_id, o_key)
+        fact_id = stable_id("fact", s_key, relation, o_key)  # the id fact_node() gives this fact
+        facts.setdefault(fact_id, (s_id, relation, o_id))
+        texts.setdefault(fact_id, (s_key, relation, o_key))
+    entry = GraphEntry(entities, facts, node.ref_doc_id, title, tuple(dict.fromkeys(own)))
+    return PassageWork(node, entry, texts)
+
+
+@dataclass
+class BatchIndexer:
+    """Runs passages through the pipeline into one index's stores and graph.
+
+    Attributes:
+        stores: the index's Chroma collections. graph: its knowledge graph. extractor: the OpenIE extractor.
+        num_workers: concurrent extractions when the extractor calls an LM.
+        synonymy: told the vectors of new entities. checkpoint: the checkpoint file (None: no checkpoint).
+        timer: where the seconds per phase add up.
+    """
+
+    stores: GraphStores
+    graph: KnowledgeGraph
+    extractor: Extractor
+    num_workers: int
+    synonymy: SynonymyRefresher
+    checkpoint: Path | None
+    timer: PhaseTimer
+
+    def run(self, nodes: Sequence[TextNode], batch_size: int, show: bool,
+            on_batch_end: BatchHook | None = None) -> list[str]:
+        """Add the passages the graph lacks (resuming any checkpointed ones first); return the ids added."""
+        done_before = set(self.resume())
+        todo = [n for n in nodes if n.node_id not in self.graph.passages]
+        added = [n.node_id for n in todo]
+        todo = [n for n in todo if n.node_id not in done_before]
+        started = time.perf_counter()
+        bar = tqdm(total=len(added), desc=f"Indexing {self.stores.name}", unit="passage", disable=not show)
+        bar.update(len(added) - len(todo))
+        batch_number = 0
+        for start in range(0, len(todo), batch_size):
+            batch = todo[start : start + batch_size]
+            self.index_batch(batch, bar)
+            batch_number += 1
+            if on_batch_end is not None:
+                on_batch_end(batch_number, start + len(batch))
+        bar.set_postfix_str("synonymy edges")
+        with self.timer("synonymy"):
+            self.synonymy.refresh(self.graph)
+        bar.close()
+        if added:
+            logger.info("%s: indexed %d passages in %.1fs (%s); seconds by phase: %s", self.stores.name, len(added),
+                        time.perf_counter() - started, self.graph,
+                        {k: round(v, 1) for k, v in self.timer.seconds.items()})
+        return added
+
+    def resume(self) -> list[str]:
+        """Add the passages the checkpoint lists (and Chroma holds) to the graph; return their ids."""
+        if self.checkpoint is None:
+            return []
+        records = read_checkpoint(self.checkpoint, self.stores.name)
+        pending = [pid for pid in records if pid not in self.graph.passages]
+        stored = existing_ids(self.stores.passages, pending)
+        resumed = []
+        for pid in pending:
+            if pid not in stored:
+                continue  # the checkpoint outran Chroma (another client?): index it again
+            records[pid].add_to(self.graph, pid)
+            resumed.append(pid)
+        if resumed:
+            logger.info("%s: resumed %d passages from %s", self.stores.name, len(resumed), self.checkpoint)
+        return resumed
+
+    def _extract(self, nodes: Sequence[TextNode]) -> list[Extraction]:
+        def one(node: TextNode) -> Extraction:
+            return self.extractor.extract(node.get_content(metadata_mode=MetadataMode.NONE),
+                                          str(node.metadata.get("title", "")))
+
+        if getattr(self.extractor, "uses_lm", False) and self.num_workers > 1 and len(nodes) > 1:
+            with ThreadPoolExecutor(max_workers=self.num_workers, thread_name_prefix="hippo-openie") as pool:
+                return list(pool.map(one, nodes))
+        return [one(n) for n in nodes]
+
+    def index_batch(self, nodes: Sequence[TextNode], bar: Any) -> None:
+        """One batch: extraction, entities, facts and passages into Chroma, a checkpoint line, then the graph."""
+        bar.set_postfix_str("extraction")
+        with self.timer("extraction"):
+            works = [passage_work(n, e) for n, e in zip(nodes, self._extract(nodes), strict=True)]
+        # Entities and facts first, passages last: a passage in Chroma has everything it points to.
+        bar.set_postfix_str("entities")
+        with self.timer("entities"):
+            entities: dict[str, str] = {}
+            for work in works:
+                entities.update(work.entry.entities)
+            new_entities = [e for e in entities if e not in self.graph.entity_names]
+            self.synonymy.remember(self.stores.store_entities(new_entities, entities))
+        bar.set_postfix_str("facts")
+        with self.timer("facts"):
+            facts: dict[str, tuple[str, str, str]] = {}
+            fact_ids: dict[str, tuple[str, str, str]] = {}
+            for work in works:
+                facts.update(work.fact_texts)
+                fact_ids.update(work.entry.facts)
+            new_facts = [f for f in facts if f not in self.graph.facts]
+            self.stores.store_facts(new_facts, facts, fact_ids)
+        bar.set_postfix_str("passages")
+        with self.timer("passages"):
+            self.stores.store_passages([w.node for w in works])
+        with self.timer("graph"):
+            if self.checkpoint is not None:
+                append_checkpoint(self.checkpoint, self.stores.name, {w.node.node_id: w.entry for w in works})
+            for work in works:
+                work.entry.add_to(self.graph, work.node.node_id)
+        bar.update(len(nodes))
+
+
+def remove_passages(graph: KnowledgeGraph, stores: GraphStores, synonymy: SynonymyRefresher,
+                    passage_ids: Sequence[str]) -> None:
+    """Take passages out of the graph and the stores, with the facts and entities only they supported."""
+    removed_entities: list[str] = []
+    removed_facts: list[str] = []
+    for pid in passage_ids:
+        entities, facts = graph.remove_passage(pid)
+        removed_entities.extend(entities)
+        removed_facts.extend(facts)
+    stores.delete(passage_ids, removed_entities, removed_facts)
+    synonymy.forget(removed_entities)

@@ -1,0 +1,178 @@
+"""What a query reads: one immutable :class:`RetrievalState` per graph version, and the rule for which version.
+
+A :class:`RetrievalState` holds the arrays a query needs (passage and fact embeddings, node order, the PageRank
+matrix), loaded from Chroma once per graph version, never per query. :class:`VersionedState` decides which one a
+query gets while writers change the graph: writers hold its lock for a whole change; a query in another thread
+meanwhile answers from the loaded state if it is the version the last finished change left, else waits for the
+running change; the first query after a change loads the new version. Never a half-changed graph, never one
+older than the last finished change.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+from llama_index.core.schema import BaseNode
+from llama_index.core.vector_stores.utils import metadata_dict_to_node
+
+from .graph_stores import GraphStores, get_rows
+from .knowledge_graph import KnowledgeGraph
+from .ppr import PageRankGraph
+
+__all__ = ["EmptyIndexError", "RetrievalState", "VersionedState", "load_retrieval_state"]
+
+
+class EmptyIndexError(ValueError):
+    """The index holds no passage to retrieve."""
+
+
+@dataclass
+class RetrievalState:
+    """Everything a query needs, loaded once per graph version (never per query).
+
+    Node order is the PageRank order: the first ``len(passage_ids)`` nodes are the passages.
+    """
+
+    version: int
+    passage_ids: list[str]
+    passage_nodes: list[BaseNode]
+    passage_matrix: np.ndarray
+    entity_ids: list[str]
+    entity_names: list[str]
+    entity_node: dict[str, int]
+    entity_key_node: dict[str, int]
+    passage_counts: np.ndarray  # per node: number of passages containing the entity (0 for passage nodes)
+    fact_ids: list[str]
+    fact_triples: list[tuple[str, str, str]]
+    fact_nodes: np.ndarray  # (facts, 2): node index of subject and object
+    fact_matrix: np.ndarray
+    pagerank: PageRankGraph
+
+    @property
+    def num_nodes(self) -> int:
+        return self.pagerank.n_nodes
+
+
+def _normalise_rows(matrix: np.ndarray) -> np.ndarray:
+    matrix = np.asarray(matrix, dtype=np.float32)
+    if matrix.size == 0:
+        return matrix.reshape(matrix.shape[0], -1)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return matrix / np.where(norms > 0, norms, 1.0)
+
+
+def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: float) -> RetrievalState:
+    """The retrieval state of the graph as it is now, its passage and fact embeddings read from Chroma.
+
+    Raises:
+        EmptyIndexError: the graph holds no passage.
+        ValueError: a passage of the graph is missing from the passage collection.
+    """
+    if graph.num_passages == 0:
+        raise EmptyIndexError(f"index {stores.name!r} holds no passage: insert documents before retrieving")
+    nodes = graph.node_order()
+    passage_ids = nodes[: graph.num_passages]
+    entity_ids = nodes[graph.num_passages :]
+    rows = get_rows(stores.passages, passage_ids, ["embeddings", "documents", "metadatas"])
+    missing = [p for p in passage_ids if p not in rows]
+    if missing:
+        raise ValueError(
+            f"{len(missing)} passages of the graph are missing from Chroma collection {stores.passages.name!r} "
+            f"(e.g. {missing[0]!r}): the stores and the graph disagree"
+        )
+    passage_nodes = [metadata_dict_to_node(rows[p]["metadatas"], text=rows[p]["documents"]) for p in passage_ids]
+    passage_matrix = _normalise_rows(np.vstack([np.asarray(rows[p]["embeddings"]) for p in passage_ids]))
+    entity_node = {e: graph.num_passages + i for i, e in enumerate(entity_ids)}
+    entity_names = [graph.entity_names[e] for e in entity_ids]
+    counts = np.zeros(len(nodes), dtype=np.float64)
+    for e, i in entity_node.items():
+        counts[i] = len(graph.entity_passages.get(e, ()))
+    fact_ids = sorted(graph.facts)
+    fact_rows = get_rows(stores.facts, fact_ids, ["embeddings", "metadatas"])
+    fact_ids = [f for f in fact_ids if f in fact_rows]
+    fact_triples = []
+    fact_nodes = np.zeros((len(fact_ids), 2), dtype=np.int64)
+    for i, f in enumerate(fact_ids):
+        s_id, predicate, o_id = graph.facts[f]
+        fact_triples.append((graph.entity_names[s_id], predicate, graph.entity_names[o_id]))
+        fact_nodes[i] = (entity_node[s_id], entity_node[o_id])
+    fact_matrix = (
+        _normalise_rows(np.vstack([np.asarray(fact_rows[f]["embeddings"]) for f in fact_ids]))
+        if fact_ids
+        else np.zeros((0, passage_matrix.shape[1]), dtype=np.float32)
+    )
+    return RetrievalState(
+        version=graph.version,
+        passage_ids=passage_ids,
+        passage_nodes=passage_nodes,
+        passage_matrix=passage_matrix,
+        entity_ids=entity_ids,
+        entity_names=entity_names,
+        entity_node=entity_node,
+        entity_key_node={name: entity_node[e] for e, name in zip(entity_ids, entity_names, strict=True)},
+        passage_counts=counts,
+        fact_ids=fact_ids,
+        fact_triples=fact_triples,
+        fact_nodes=fact_nodes,
+        fact_matrix=fact_matrix,
+        pagerank=graph.pagerank_graph(damping=damping),
+    )
+
+
+class VersionedState:
+    """The loaded :class:`RetrievalState` of one graph and the lock its writers hold.
+
+    Args:
+        graph: the graph whose versions are served.
+        load: builds the state of the graph as it is now for a damping (called under the lock).
+    """
+
+    def __init__(self, graph: KnowledgeGraph, load: Callable[[float], RetrievalState]) -> None:
+        self.graph = graph
+        self._load = load
+        self.lock = threading.RLock()
+        self._state: RetrievalState | None = None
+        self._finished_version = graph.version
+        self._changes_running = 0
+
+    @contextmanager
+    def change(self) -> Iterator[None]:
+        """Hold the write lock for one change; when it ends, its graph version is the finished one."""
+        with self.lock:
+            self._changes_running += 1
+            try:
+                yield
+            finally:
+                self._changes_running -= 1
+                self._finished_version = self.graph.version
+
+    def get(self, damping: float) -> RetrievalState:
+        """The state a query reads now (see the module docstring for which version)."""
+        state = self._state
+        if state is not None and state.pagerank.damping == damping:
+            if state.version == self.graph.version:
+                return state
+            if not self.lock.acquire(blocking=False):
+                if state.version == self._finished_version:
+                    return state  # a change is running: answer from the graph as the last finished change left it
+                self.lock.acquire()  # the loaded state predates the last finished change: wait for this one
+        else:
+            self.lock.acquire()
+        try:
+            return self._load_current(damping)
+        finally:
+            self.lock.release()
+
+    def _load_current(self, damping: float) -> RetrievalState:
+        state = self._state
+        if state is not None and state.version == self.graph.version and state.pagerank.damping == damping:
+            return state  # loaded by another query while this one waited
+        state = self._load(damping)
+        if not self._changes_running:  # a query from inside a change (a batch hook) sees it but does not keep it
+            self._state = state
+            self._finished_version = self.graph.version  # no change is running: this graph is a finished one
+        return state
