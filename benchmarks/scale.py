@@ -166,8 +166,9 @@ def _graph_worker(args: argparse.Namespace) -> dict[str, Any]:
     import numpy as np
 
     from llama_index_mhop.bench.loaders import load_dataset
-    from llama_index_mhop.graph.extraction import entity_key, extract_llm_free, with_title_entities
+    from llama_index_mhop.graph.extraction import extract_llm_free, with_title_entities
     from llama_index_mhop.graph.knowledge_graph import KnowledgeGraph
+    from llama_index_mhop.text import entity_key
 
     dataset = load_dataset(args.dataset)
     baseline = _peak_rss_mb()

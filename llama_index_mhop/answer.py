@@ -6,7 +6,8 @@ from collections.abc import Sequence
 
 import dspy
 
-from .lm import LMOutputError, run_lm_step
+from .lm import run_lm_step
+from .parsing import LMOutputError
 from .signatures import AnswerFromPassages
 
 __all__ = ["NO_ANSWER", "answer_question"]

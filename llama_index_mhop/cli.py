@@ -15,7 +15,7 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
@@ -23,7 +23,7 @@ from rich.table import Table
 
 from .config import CONFIG_FILE, ConfigError, find_config, load_config
 
-__all__ = ["RETRIEVER_NAMES", "main", "make_retriever"]
+__all__ = ["build_parser", "main"]
 
 console = Console()
 
@@ -49,55 +49,10 @@ def _client(args: argparse.Namespace) -> Any:
     return default_chroma_client(args.chroma_path, host=args.chroma_host, port=args.chroma_port)
 
 
-def resolve_cli_lm(spec: str | None) -> Any:
-    """``none`` (or empty): no LM; ``local``: the packaged SmolLM2; anything else: a ``dspy.LM`` model string."""
-    if not spec or spec == "none":
-        return None
-    if spec == "local":
-        from .lm import local_lm
+def _retriever_names() -> list[str]:
+    from .bench.registry import registered_retrievers
 
-        return local_lm()
-    import dspy
-
-    return dspy.LM(spec)
-
-
-def _vector(index: Any, top_k: int, lm: Any) -> Any:
-    return index.as_retriever(similarity_top_k=top_k)
-
-
-def _rrf_fusion(index: Any, top_k: int, lm: Any) -> Any:
-    from .retrievers import RRFFusionRetriever
-
-    return RRFFusionRetriever.from_defaults(index, similarity_top_k=top_k, lm=lm)
-
-
-def _confidence_loop(index: Any, top_k: int, lm: Any) -> Any:
-    from .retrievers import ConfidenceLoopRetriever
-
-    return ConfidenceLoopRetriever.from_defaults(index, similarity_top_k=top_k, lm=lm)
-
-
-#: Retrievers over the passage index, by the names the CLI and the benchmark use.
-RETRIEVERS: dict[str, Callable[[Any, int, Any], Any]] = {
-    "vector": _vector,
-    "rrf_fusion": _rrf_fusion,
-    "confidence_loop": _confidence_loop,
-}
-#: The graph retriever reads a HippoGraphIndex (built by ``mhop index --graph``), not the passage index.
-GRAPH_RETRIEVER = "hippo_graph"
-RETRIEVER_NAMES = (*RETRIEVERS, GRAPH_RETRIEVER)
-
-
-def make_retriever(name: str, index: Any, top_k: int, lm: Any = None) -> Any:
-    """A retriever of the given name over a passage ``VectorStoreIndex`` (a ``HippoGraphIndex`` for hippo_graph)."""
-    if name == GRAPH_RETRIEVER:
-        return index.as_retriever(similarity_top_k=top_k, lm=lm)
-    try:
-        factory = RETRIEVERS[name]
-    except KeyError:
-        raise SystemExit(f"unknown retriever {name!r}; choose from {', '.join(RETRIEVER_NAMES)}") from None
-    return factory(index, top_k, lm)
+    return list(registered_retrievers())
 
 
 def _graph_dir(args: argparse.Namespace) -> str:
@@ -112,14 +67,14 @@ def _embed_model(args: argparse.Namespace) -> Any:
 
 def cmd_index(args: argparse.Namespace) -> int:
     from .stores import load_documents
-    from .vector_index import sync_vector_index
+    from .vector_index import passage_collection, sync_vector_index
 
     client = _client(args)
     result = sync_vector_index(args.path, collection_name=args.collection, chroma_client=client,
                                embed_model=_embed_model(args), show_progress=not args.quiet,
                                delete_missing=not args.no_delete)
     counts = ", ".join(f"{n} {what}" for what, n in result.plan.counts().items())
-    passages = result.index.vector_store.client.count()
+    passages = passage_collection(result.index).count()
     console.print(f"[green]indexed[/green] {args.path} -> collection {args.collection!r}: {counts} "
                   f"({passages} passages)")
     if args.graph:
@@ -139,20 +94,28 @@ def _answer(query: str, nodes: Sequence[Any], lm: Any) -> str | None:
     return answer_question(query, [n.node.get_content() for n in nodes], lm)
 
 
+def _open_graph(args: argparse.Namespace, client: Any) -> Any:
+    from .graph import HippoGraphIndex
+
+    if not os.path.isdir(_graph_dir(args)):
+        raise FileNotFoundError(f"no graph index at {_graph_dir(args)}; build it with: mhop index PATH --graph")
+    return HippoGraphIndex.from_persist_dir(_graph_dir(args), chroma_client=client)
+
+
 def cmd_query(args: argparse.Namespace) -> int:
+    from .bench.context import IndexContext
+    from .bench.registry import get_retriever_spec
+    from .lm import lm_from_spec
     from .vector_index import load_vector_index
 
     client = _client(args)
-    if args.retriever == GRAPH_RETRIEVER:
-        from .graph import HippoGraphIndex
-
-        if not os.path.isdir(_graph_dir(args)):
-            raise FileNotFoundError(f"no graph index at {_graph_dir(args)}; build it with: mhop index PATH --graph")
-        index = HippoGraphIndex.from_persist_dir(_graph_dir(args), chroma_client=client)
-    else:
-        index = load_vector_index(args.collection, chroma_client=client, embed_model=_embed_model(args))
-    lm = resolve_cli_lm(args.lm)
-    retriever = make_retriever(args.retriever, index, args.top_k, lm)
+    lm = lm_from_spec(args.lm)
+    context = IndexContext(
+        args.top_k, lm,
+        vector_index=lambda: load_vector_index(args.collection, chroma_client=client, embed_model=_embed_model(args)),
+        graph_index=lambda: _open_graph(args, client),
+    )
+    retriever = get_retriever_spec(args.retriever).factory(context)
     results = retriever.retrieve(args.query)
     table = Table(title=f"{args.retriever}: {args.query}")
     for column in ("rank", "score", "title", "passage"):
@@ -200,9 +163,10 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
+    from .lm import lm_from_spec
 
     return run_demo(chroma_path=args.chroma_path, retrievers=args.retrievers.split(","), top_k=args.top_k,
-                    lm=resolve_cli_lm(args.lm), console=console)
+                    lm=lm_from_spec(args.lm), console=console)
 
 
 def build_parser(defaults: dict[str, Any] | None = None) -> argparse.ArgumentParser:
@@ -229,7 +193,7 @@ def build_parser(defaults: dict[str, Any] | None = None) -> argparse.ArgumentPar
 
     query = sub.add_parser("query", help="retrieve passages for a question (and answer it when an LM is set)")
     query.add_argument("query")
-    query.add_argument("--retriever", default="rrf_fusion", choices=RETRIEVER_NAMES)
+    query.add_argument("--retriever", default="rrf_fusion", choices=_retriever_names())
     query.add_argument("--top-k", type=int, default=5)
     query.add_argument("--explain", action="store_true", help="print the retriever's trace")
     query.add_argument("--lm", default="none", help="none | local | a dspy model string")
@@ -244,7 +208,8 @@ def build_parser(defaults: dict[str, Any] | None = None) -> argparse.ArgumentPar
 
     demo = sub.add_parser("demo", help="index the shipped multi-hop corpus and compare retrievers on it")
     demo.add_argument("--chroma-path", default=os.path.join(DEFAULT_HOME, "demo"))
-    demo.add_argument("--retrievers", default=",".join(RETRIEVER_NAMES))
+    demo.add_argument("--retrievers", default="vector,rrf_fusion,confidence_loop,hippo_graph",
+                      help="comma-separated registered retrievers (default: %(default)s)")
     demo.add_argument("--top-k", type=int, default=5)
     demo.add_argument("--lm", default="none", help="none | local | a dspy model string")
     demo.set_defaults(func=cmd_demo)

@@ -18,14 +18,29 @@ query, and follow the bridge entities the top passages introduce.
 
 from __future__ import annotations
 
-import html
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
+from functools import cached_property
 from typing import Any
 
-from .text import content_terms, entity_spans, first_sentence, normalize, relation_words, sentences
+from .text import (
+    MIN_NAME_CHARS,
+    clean_name,
+    entity_spans,
+    first_sentence,
+    is_modifier,
+    is_number_or_date,
+    mentions,
+    names_match,
+    normalize,
+    query_entities,
+    relation_words,
+    sentences,
+    stem,
+    stems,
+    strip_parenthetical,
+)
 
 __all__ = [
     "DEFAULT_BRIDGE_PASSAGES",
@@ -38,10 +53,6 @@ __all__ = [
     "QueryAnalysis",
     "analyze_query",
     "assess_confidence",
-    "mentions",
-    "names_match",
-    "query_entities",
-    "stem",
     "targeted_queries",
 ]
 
@@ -52,65 +63,6 @@ DEFAULT_BRIDGE_PASSAGES = 2
 #: Confidence points taken off for each bridge entity that no retrieved passage is about yet.
 DEFAULT_BRIDGE_PENALTY = 10
 _RELATION_WORDS_PER_QUERY = 4
-_MIN_NAME_CHARS = 3
-_MONTHS = frozenset(
-    "january february march april may june july august september october november december".split()
-)
-_PARENTHETICAL = re.compile(r"\s*\([^)]*\)\s*$")
-_POSSESSIVE = re.compile(r"['’]s$")
-_SUFFIXES = ("ations", "ation", "ings", "ing", "ers", "ors", "ies", "ied", "ed", "er", "or", "es", "ly", "s")
-
-
-def stem(word: str) -> str:
-    """A light suffix-stripping stem, enough to match "directed", "director" and "directing".
-
-    Only suffixes that leave at least four letters are stripped, and a final "s" only when it can be a plural
-    ending (so "press" stays "press" but "stars" is "star").
-    """
-    word = word.lower()
-    for suffix in _SUFFIXES:
-        if suffix == "s" and word.endswith(("ss", "us", "is")):
-            continue  # "press", "census", "analysis" are not plurals
-        if word.endswith(suffix) and len(word) - len(suffix) >= 4:
-            return word[: -len(suffix)]
-    return word
-
-
-def _stems(text: str) -> set[str]:
-    return {stem(w) for w in content_terms(text)}
-
-
-def _clean_name(name: str) -> str:
-    name = html.unescape(name).strip()
-    return _POSSESSIVE.sub("", name).strip()
-
-
-@lru_cache(maxsize=8192)
-def _padded(text: str) -> str:
-    return f" {normalize(text)} "
-
-
-def names_match(a: str, b: str) -> bool:
-    """Whether two names refer to the same thing: equal, or one a whole-word part of the other, normalised.
-
-    ``"Leland"`` matches ``"Leland, North Carolina"``; ``"Grace Krilanovich's"`` matches ``"Grace
-    Krilanovich"``. Names shorter than three characters never match (they are initials or noise).
-    """
-    x, y = normalize(_clean_name(a)), normalize(_clean_name(b))
-    if len(x) < _MIN_NAME_CHARS or len(y) < _MIN_NAME_CHARS:
-        return False
-    return x == y or f" {x} " in f" {y} " or f" {y} " in f" {x} "
-
-
-def mentions(text: str, name: str) -> bool:
-    """Whether ``text`` names ``name`` (whole words, normalised). A one-word name must appear capitalised."""
-    key = normalize(_clean_name(name))
-    if len(key) < _MIN_NAME_CHARS or f" {key} " not in _padded(text):
-        return False
-    if " " in key:
-        return True
-    word = re.escape(_clean_name(name))
-    return re.search(rf"(?<!\w){word}(?!\w)", html.unescape(text)) is not None
 
 
 @dataclass(frozen=True)
@@ -131,53 +83,17 @@ class PassageView:
     def subject(self) -> str:
         """What the passage is about: its title minus a trailing "(disambiguation)", else its first entity."""
         if self.title.strip():
-            return _PARENTHETICAL.sub("", _clean_name(self.title)) or _clean_name(self.title)
+            return strip_parenthetical(clean_name(self.title)) or clean_name(self.title)
         spans = [s for s in entity_spans(first_sentence(self.text)) if not s.isdigit()]
-        return _clean_name(spans[0]) if spans else ""
+        return clean_name(spans[0]) if spans else ""
 
     @cached_property
     def stems(self) -> frozenset[str]:
-        return frozenset(_stems(self.text))
+        return frozenset(stems(self.text))
 
     def is_about(self, name: str) -> bool:
         """Whether the passage's subject is ``name`` (see :func:`names_match`)."""
         return bool(self.subject) and names_match(self.subject, name)
-
-
-_ADJECTIVE_ENDINGS = ("an", "ish", "ese", "ic")
-
-
-def _is_modifier(query: str, span: str) -> bool:
-    """A one-word nationality-like adjective before a noun ("Jamaican reggae singer", "British comedy").
-
-    Such a word is a weak search anchor. "Copenhagen released" is not one: the word must also end like an
-    adjective (-an, -ish, -ese, -ic).
-    """
-    if " " in span.strip() or not span.lower().endswith(_ADJECTIVE_ENDINGS):
-        return False
-    match = re.search(rf"(?<!\w){re.escape(span)}\s+([a-z][\w-]*)", query)
-    return match is not None and match.group(1) not in _STOP and len(match.group(1)) > 2
-
-
-_STOP = frozenset(
-    "a an the is was are were be been of in on at to for by with from and or as that which who whom whose "
-    "what when where why how has have had do does did its it his her their".split()
-)
-
-
-def query_entities(query: str) -> list[str]:
-    """The query's entities, most specific first: named spans, then one-word modifiers; no years or numbers.
-
-    A span contained in a longer span of the query is dropped ("Flute Sonata" inside "Flute Sonata in C
-    major"), and a possessive "'s" is removed.
-    """
-    spans = [_clean_name(s) for s in entity_spans(query)]
-    spans = [s for s in spans if normalize(s) and not normalize(s).replace(" ", "").isdigit()]
-    spans = [s for s in spans if normalize(s) not in _MONTHS]
-    kept = [s for s in spans if not any(s != t and f" {normalize(s)} " in f" {normalize(t)} " for t in spans)]
-    kept = list(dict.fromkeys(kept))
-    named = [s for s in kept if not _is_modifier(query, s)]
-    return named + [s for s in kept if s not in named]
 
 
 @dataclass(frozen=True)
@@ -282,23 +198,22 @@ def _bridge_sentence(
     """The passage's sentence that best matches the query and names new entities, and those entities."""
     skip = list(skip)
     # The passage's own name is in most of its sentences: it cannot tell which sentence answers the query.
-    query_stems = query_stems - _stems(passage.subject)
+    query_stems = query_stems - stems(passage.subject)
     scored = []
     for position, sentence in enumerate(sentences(passage.text)):
-        overlap = len(_stems(sentence) & query_stems)
+        overlap = len(stems(sentence) & query_stems)
         scored.append((-overlap, position, sentence))
     for negative_overlap, _, sentence in sorted(scored):
         if negative_overlap == 0:
             break  # a sentence that shares nothing with the query reveals no bridge of this query
         new = []
         for span in entity_spans(sentence):
-            name = _clean_name(span)
-            key = normalize(name)
-            if not key or key.replace(" ", "").isdigit() or key in _MONTHS or len(key) < _MIN_NAME_CHARS:
+            name = clean_name(span)
+            if is_number_or_date(name) or len(normalize(name)) < MIN_NAME_CHARS:
                 continue
             if name == name.lower() or (" " not in name and _only_sentence_initial(name, passage.text)):
                 continue  # a quoted common word, or a capitalised sentence opener such as "Since"
-            if _is_modifier(sentence, name):
+            if is_modifier(sentence, name):
                 continue  # "an American thriller film": an adjective, not an entity to follow
             if passage.is_about(name) or any(names_match(name, other) for other in skip):
                 continue
@@ -347,7 +262,7 @@ def assess_confidence(
         bridge_passages: how many top passages are searched for bridge entities.
         bridge_penalty: confidence points taken off per open bridge.
     """
-    entities = [e for e in query_entities(query) if not _is_modifier(query, e)] or query_entities(query)
+    entities = [e for e in query_entities(query) if not is_modifier(query, e)] or query_entities(query)
     relation = relation_words(query, entity_spans(query))
     term_stems = {stem(w) for w in relation}
     top = list(passages[:top_n])
@@ -373,7 +288,7 @@ def assess_confidence(
     term_coverage = len(term_stems & found_stems) / len(term_stems) if term_stems else 1.0
     entity_coverage = sum(coverage) / len(coverage) if coverage else term_coverage
 
-    query_stems = _stems(query)
+    query_stems = stems(query)
     skip = [*query_entities(query), *(e for q in issued_queries for e in query_entities(q))]
     open_bridges = 0
     for passage in top[:bridge_passages]:

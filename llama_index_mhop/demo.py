@@ -29,22 +29,27 @@ def run_demo(
     console: Console | None = None,
 ) -> int:
     """Index the demo corpus under ``chroma_path`` and print, per question, each retriever's top ``top_k``."""
-    from .cli import GRAPH_RETRIEVER, make_retriever
+    from .bench.context import IndexContext
+    from .bench.registry import get_retriever_spec
     from .defaults import default_chroma_client
     from .stores import make_document
     from .vector_index import build_vector_index
 
     console = console or Console()
+    specs = [get_retriever_spec(name) for name in retrievers]
     corpus, questions = load_demo()
     documents = [make_document(p["title"], p["text"]) for p in corpus]
     client = default_chroma_client(chroma_path)
-    index = build_vector_index(documents, collection_name="mhop_demo", chroma_client=client, show_progress=False)
-    indexes = {name: index for name in retrievers}
-    if GRAPH_RETRIEVER in retrievers:
+
+    def graph_index() -> Any:
         from .graph import HippoGraphIndex
 
-        indexes[GRAPH_RETRIEVER] = HippoGraphIndex.from_documents(documents, chroma_client=client,
-                                                                  name="mhop_demo_graph", show_progress=False)
+        return HippoGraphIndex.from_documents(documents, chroma_client=client, name="mhop_demo_graph",
+                                              show_progress=False)
+
+    index = build_vector_index(documents, collection_name="mhop_demo", chroma_client=client, show_progress=False)
+    context = IndexContext(top_k, lm, vector_index=lambda: index, graph_index=graph_index)
+    built = {spec.name: spec.factory(context) for spec in specs}
     console.print(f"[bold]Demo corpus:[/bold] {len(documents)} passages, {len(questions)} multi-hop questions "
                   f"(indexed in Chroma at {chroma_path})\n")
     found_all = {name: 0 for name in retrievers}
@@ -57,8 +62,7 @@ def run_demo(
             table.add_column(name)
         columns = []
         for name in retrievers:
-            titles = [r.node.metadata.get("title", "") for r in make_retriever(name, indexes[name], top_k, lm).retrieve(
-                question["question"])]
+            titles = [r.node.metadata.get("title", "") for r in built[name].retrieve(question["question"])]
             found_all[name] += set(gold) <= set(titles)
             columns.append([f"[green]✓ {t}[/green]" if t in gold else t for t in titles])
         for rank in range(top_k):

@@ -1,6 +1,8 @@
-"""Reciprocal Rank Fusion (Cormack, Clarke and Buettcher, SIGIR 2009), as used by seed 000.
+"""Reciprocal Rank Fusion (Cormack, Clarke and Buettcher, SIGIR 2009), as used by seeds 000 and 001.
 
-``score(d) = sum over ranked lists L containing d of 1 / (k + rank_L(d))`` with ranks starting at 1.
+``score(d) = sum over ranked lists L containing d of w_L / (k + rank_L(d))`` with ranks starting at 1 and every
+weight ``w_L`` 1 unless given. The package's one RRF: the fusion retriever, the confidence loop's round-1 order
+and the listwise reranker's relevance all call :func:`reciprocal_rank_fusion`.
 """
 
 from __future__ import annotations
@@ -16,7 +18,10 @@ H = TypeVar("H", bound=Hashable)
 
 
 def reciprocal_rank_fusion(
-    ranked_lists: Iterable[Sequence[H]], k: int = DEFAULT_RRF_K, top_n: int | None = None
+    ranked_lists: Iterable[Sequence[H]],
+    k: int = DEFAULT_RRF_K,
+    top_n: int | None = None,
+    weights: Sequence[float] | None = None,
 ) -> list[tuple[H, float]]:
     """Fuse ranked lists of ids into one ranking by Reciprocal Rank Fusion.
 
@@ -25,27 +30,35 @@ def reciprocal_rank_fusion(
             at its best (first) rank. Empty lists contribute nothing.
         k: the RRF constant (60 in the paper and the seed).
         top_n: keep only the best ``top_n`` (all when None).
+        weights: one weight per ranked list (all 1 when None); a list's contributions are multiplied by it.
 
     Returns:
         ``(id, score)`` pairs, best first. Ties are broken by the id's best rank in any list, then by the order
         in which ids were first seen, so the result is deterministic for a given input.
 
     Raises:
-        ValueError: ``k`` is negative or ``top_n`` is negative.
+        ValueError: ``k``, ``top_n`` or a weight is negative, or ``weights`` and the lists differ in number.
     """
     if k < 0:
         raise ValueError(f"k must be >= 0, got {k}")
     if top_n is not None and top_n < 0:
         raise ValueError(f"top_n must be >= 0, got {top_n}")
+    lists = list(ranked_lists)
+    if weights is None:
+        weights = [1.0] * len(lists)
+    if len(weights) != len(lists):
+        raise ValueError(f"{len(weights)} weights for {len(lists)} ranked lists")
+    if any(w < 0 for w in weights):
+        raise ValueError(f"weights must be >= 0, got {list(weights)}")
     contributions: dict[H, list[float]] = {}
     best_rank: dict[H, int] = {}
-    for ranking in ranked_lists:
+    for ranking, weight in zip(lists, weights, strict=True):
         seen: set[H] = set()
         for rank, item in enumerate(ranking, start=1):
             if item in seen:
                 continue
             seen.add(item)
-            contributions.setdefault(item, []).append(1.0 / (k + rank))
+            contributions.setdefault(item, []).append(weight / (k + rank))
             best_rank[item] = min(best_rank.get(item, rank), rank)
     # fsum is exactly rounded, so a score does not depend on the order of the lists (plain + would).
     scores = {item: math.fsum(parts) for item, parts in contributions.items()}

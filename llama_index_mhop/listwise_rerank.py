@@ -25,7 +25,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .confidence_strategies import PassageView, mentions, names_match
+from .confidence_strategies import PassageView
+from .fusion import reciprocal_rank_fusion
+from .text import mentions, names_match
 
 __all__ = [
     "DEFAULT_COVERAGE_WEIGHT",
@@ -82,22 +84,17 @@ def listwise_rerank(
     n = len(passages)
     if rrf_k < 0 or link_top < 0 or link_weight < 0 or coverage_weight < 0:
         raise ValueError("rrf_k, link_top, link_weight and coverage_weight must be >= 0")
-    relevance = [0.0] * n
-    first_seen: dict[int, int] = {}
-    for ranking, weight in rankings:
-        if weight < 0:
-            raise ValueError(f"ranking weights must be >= 0, got {weight}")
-        seen: set[int] = set()
-        for rank, index in enumerate(ranking, start=1):
+    for ranking, _ in rankings:
+        for index in ranking:
             if not 0 <= index < n:
                 raise ValueError(f"ranking index {index} is outside 0..{n - 1}")
-            if index in seen:
-                continue
-            seen.add(index)
-            first_seen.setdefault(index, len(first_seen))
-            relevance[index] += weight / (rrf_k + rank)
-    for index in range(n):
-        first_seen.setdefault(index, len(first_seen))
+    fused = reciprocal_rank_fusion([r for r, _ in rankings], k=rrf_k, weights=[w for _, w in rankings])
+    relevance = [0.0] * n
+    for index, score in fused:
+        relevance[index] = score
+    # Ties of the greedy choice keep the order of first appearance (in the rankings, then the rest).
+    order = dict.fromkeys([*(index for ranking, _ in rankings for index in ranking), *range(n)])
+    first_seen = {index: position for position, index in enumerate(order)}
     top = max(relevance, default=0.0)
     if top > 0:
         relevance = [r / top for r in relevance]

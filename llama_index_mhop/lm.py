@@ -24,10 +24,10 @@ from dspy.lm15 import Message, Response, TextPart, Usage
 __all__ = [
     "DEFAULT_LM_TIMEOUT",
     "FallbackCounter",
-    "LMOutputError",
     "arun_lm_step",
     "function_lm",
     "llamaindex_lm",
+    "lm_from_spec",
     "local_lm",
     "output_schema",
     "render_fields",
@@ -44,10 +44,6 @@ T = TypeVar("T")
 _ADAPTER = dspy.ChatAdapter(use_json_adapter_fallback=False)
 _LM_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="mhop-lm")
 _logged_no_lm: set[str] = set()
-
-
-class LMOutputError(ValueError):
-    """An LM answer that cannot be turned into a usable value."""
 
 
 class FallbackCounter:
@@ -266,6 +262,16 @@ def local_lm(max_tokens: int = 256, n_ctx: int = 4096, seed: int = 0) -> dspy.LM
     return function_lm(chat, model="local/SmolLM2-135M-Instruct")
 
 
+def lm_from_spec(spec: str | None) -> dspy.BaseLM | None:
+    """The LM a command line names: ``none`` (or empty) for none, ``local`` for the packaged SmolLM2
+    (:func:`local_lm`), anything else a ``dspy.LM`` model string (built here, called only when used)."""
+    if not spec or spec == "none":
+        return None
+    if spec == "local":
+        return local_lm()
+    return dspy.LM(spec)
+
+
 def resolve_lm(lm: Any = None, llm: Any = None) -> dspy.BaseLM | None:
     """The LM a component should use: ``lm`` (a DSPy LM), else ``llm`` (a LlamaIndex LLM), else ``dspy.settings.lm``.
 
@@ -310,7 +316,7 @@ def run_lm_step(
     Args:
         step: a name for logs and the fallback counter.
         predictor: the DSPy module to call with ``inputs``.
-        parse: turns the prediction into the step's value; raises (e.g. :class:`LMOutputError`) when unusable.
+        parse: turns the prediction into the step's value; raises (e.g. :class:`~llama_index_mhop.parsing.LMOutputError`) when unusable.
         fallback: the LLM-free strategy.
         lm: the LM, or None for the LLM-free strategy (logged once at INFO).
         counter: counts fallbacks, so callers can see how often the LM failed.

@@ -4,15 +4,12 @@ Pure functions: no I/O, no index, no LM. A ranking is a sequence of ids, best fi
 answer the question. A ranking may name the same passage twice (two chunks of one passage, or two sub-queries
 finding it): duplicates count once, at their first position, before the ranking is cut at ``k``.
 
-``all_gold_at_k`` at ``k=21`` over normalised titles is HoVer's ``discrete_retrieval_eval`` (Jiang et al., 2020,
-as used by the LangProBe HoVer programs): a question scores 1 only when every gold passage is in the top 21.
+``all_gold_at_k`` at ``k=21`` over normalised titles (:func:`~llama_index_mhop.text.normalize_title`) is
+HoVer's ``discrete_retrieval_eval`` (Jiang et al., 2020, as used by the LangProBe HoVer programs): a question scores 1 only when every gold passage is in the top 21.
 """
 
 from __future__ import annotations
 
-import re
-import string
-import unicodedata
 from collections.abc import Hashable, Iterable, Sequence
 from typing import TypeVar
 
@@ -20,16 +17,11 @@ __all__ = [
     "all_gold_at_k",
     "dedupe",
     "f1_at_k",
-    "normalize_title",
     "precision_at_k",
     "recall_at_k",
 ]
 
 H = TypeVar("H", bound=Hashable)
-
-_PUNCTUATION = frozenset(string.punctuation)
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
-_TITLE_SEPARATOR = " | "
 
 
 def dedupe(items: Iterable[H]) -> list[H]:
@@ -113,22 +105,3 @@ def all_gold_at_k(retrieved: Sequence[H], gold: Iterable[H], k: int) -> float:
     """
     gold_set = _check(gold, k)
     return 1.0 if _hits(retrieved, gold_set, k) == len(gold_set) else 0.0
-
-
-def normalize_title(title: str) -> str:
-    """A title as HoVer's evaluation compares it.
-
-    A rendered passage ``"title | text"`` keeps its first segment; the title is then Unicode-NFD normalised,
-    lower-cased, stripped of ASCII punctuation and of the articles a/an/the, and its whitespace collapsed
-    (the SQuAD answer normalisation that HoVer's ``discrete_retrieval_eval`` applies to titles).
-
-    Raises:
-        ValueError: ``title`` is not a string.
-    """
-    if not isinstance(title, str):
-        raise ValueError(f"title must be a string, got {type(title).__name__}")
-    head = title.split(_TITLE_SEPARATOR, 1)[0]
-    text = unicodedata.normalize("NFD", head).lower()
-    text = "".join(ch for ch in text if ch not in _PUNCTUATION)
-    text = _ARTICLES.sub(" ", text)
-    return " ".join(text.split())

@@ -1,5 +1,4 @@
-"""Defensive parsers of LM answers: any string in, a valid value out, or
-:class:`~llama_index_mhop.lm.LMOutputError`.
+"""Defensive parsers of LM answers: any string in, a valid value out, or :class:`LMOutputError`.
 
 LMs answer in free text even when asked for a number or a list: ``"85%"``, ``"high"``, ``"eighty-five"``,
 ``"[3, 1, 2]"``, a numbered list, a JSON array with a stray number in it. These pure functions turn such
@@ -16,16 +15,20 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from .lm import LMOutputError
-
 __all__ = [
     "CONFIDENCE_WORDS",
-    "MAX_QUERY_CHARS",
+    "MAX_ITEM_CHARS",
+    "LMOutputError",
     "parse_confidence",
     "parse_ranking",
     "parse_string_list",
     "parse_queries",
 ]
+
+
+class LMOutputError(ValueError):
+    """An LM answer that cannot be turned into a usable value."""
+
 
 #: Verbal confidence levels and the score each stands for (checked longest phrase first).
 CONFIDENCE_WORDS: dict[str, int] = {
@@ -44,8 +47,9 @@ CONFIDENCE_WORDS: dict[str, int] = {
     "none": 0,
     "zero": 0,
 }
-#: A generated query longer than this is cut: an LM that pastes a passage is not writing a search query.
-MAX_QUERY_CHARS = 300
+#: An item of an LM's list (a generated query, a gap) longer than this is cut: an LM that pastes a passage is
+#: not writing a search query. (A user's query is checked by :mod:`llama_index_mhop.validation`.)
+MAX_ITEM_CHARS = 300
 
 _UNITS = {
     "zero": 0,
@@ -236,7 +240,7 @@ def parse_ranking(
 
 
 def parse_string_list(
-    value: Any, max_items: int | None = None, max_chars: int = MAX_QUERY_CHARS
+    value: Any, max_items: int | None = None, max_chars: int = MAX_ITEM_CHARS
 ) -> list[str]:
     """A list of short strings from an LM answer; empty answers and ``"none"`` give ``[]``.
 

@@ -16,7 +16,15 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .text import content_terms, entity_spans, normalize, relation_words, sentences, years
+from .text import (
+    content_terms,
+    entity_spans,
+    normalize,
+    relation_words,
+    sentences,
+    strip_parenthetical,
+    years,
+)
 
 __all__ = [
     "MAX_PERSPECTIVES",
@@ -61,8 +69,8 @@ def comparison_sides(query: str, entities: Sequence[str]) -> list[str]:
 
 
 def _title_keys(title: str) -> set[str]:
-    base = re.sub(r"\s*\([^)]*\)\s*$", "", title)  # "Lover Come Back (1961 film)" also names "Lover Come Back"
-    return {normalize(title), normalize(base)} - {""}
+    # "Lover Come Back (1961 film)" also names "Lover Come Back"
+    return {normalize(title), normalize(strip_parenthetical(title))} - {""}
 
 
 def bridge_entities(query: str, context: Sequence[ContextPassage], limit: int = 4) -> list[str]:

@@ -39,7 +39,8 @@ from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
-from .lm import DEFAULT_LM_TIMEOUT, FallbackCounter, LMOutputError, arun_lm_step, resolve_lm, run_lm_step
+from .lm import DEFAULT_LM_TIMEOUT, FallbackCounter, arun_lm_step, resolve_lm, run_lm_step
+from .parsing import LMOutputError
 from .signatures import Fact, FactFilterSignature
 from .stores import stable_id
 from .text import content_terms, entity_spans, normalize

@@ -16,7 +16,8 @@ import dspy
 from llama_index.core.indices.query.query_transform.base import BaseQueryTransform
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 
-from .lm import DEFAULT_LM_TIMEOUT, FallbackCounter, LMOutputError, arun_lm_step, resolve_lm, run_lm_step
+from .lm import DEFAULT_LM_TIMEOUT, FallbackCounter, arun_lm_step, resolve_lm, run_lm_step
+from .parsing import LMOutputError
 from .perspectives import ContextPassage, heuristic_perspectives, repair_perspectives
 from .signatures import QueryPerspectiveGenerator
 from .validation import check_query

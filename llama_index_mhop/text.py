@@ -1,25 +1,61 @@
-"""LLM-free text analysis shared by the LLM-free strategies: entity spans, years, relation words, sentences.
+"""Names and text: the one place for how the package reads English text and matches names.
 
-Tuned for encyclopedic English (Wikipedia-style passages and questions about them): entities are runs of
-capitalised words (allowing short connectors such as "of" or "the" inside a run), quoted titles, and years.
+Every LLM-free strategy (perspectives, the confidence loop, the listwise reranker, the fact filter, OpenIE)
+reads text through this module, so a rule (what a possessive is, what a title names, which words carry no
+meaning) is written once. Tuned for encyclopedic English (Wikipedia-style passages and questions about them):
+entities are runs of capitalised words (allowing short connectors such as "of" or "the" inside a run), quoted
+titles, and years. Pure: the standard library, PyStemmer and no more.
+
+The keys, from loosest to most specific use:
+
+* :func:`normalize`: lowercase ASCII words joined by single spaces; how two strings are compared as names.
+* :func:`clean_name` then :func:`normalize`: a name as written by a passage or an LM, HTML entities decoded
+  and a trailing possessive dropped (:func:`names_match`, :func:`mentions`).
+* :func:`entity_key`: the key of an entity node of the graph: accents folded, possessive and a leading article
+  dropped.
+* :func:`normalize_title`: a title as HoVer's evaluation compares it (the benchmarks' passage ids).
 """
 
 from __future__ import annotations
 
+import html
 import re
+import string
+import unicodedata
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 
 __all__ = [
+    "MIN_NAME_CHARS",
+    "MONTHS",
     "NON_ENTITY_CAPS",
     "STOPWORDS",
+    "clean_name",
     "content_terms",
+    "drop_possessives",
+    "entity_key",
     "entity_spans",
     "first_sentence",
+    "fold_accents",
+    "is_modifier",
+    "is_number_or_date",
+    "mentions",
+    "names_match",
     "normalize",
+    "normalize_title",
+    "query_entities",
     "relation_words",
     "sentences",
+    "stem",
+    "stems",
+    "strip_parenthetical",
+    "strip_possessive",
+    "title_entities",
+    "unique_names",
     "years",
 ]
+
+# -- word lists ------------------------------------------------------------------------------------------------
 
 STOPWORDS = frozenset(
     """a about above after again against all also am an and any are as at be because been before being below
@@ -36,18 +72,150 @@ NON_ENTITY_CAPS = frozenset(
     Or She So That The Their There These They This Those To Was We Were What When Where Which While Who Whom
     Whose Why Will With Would Yes No Name Find Give Identify Tell List""".split()
 )
+#: Month names, lowercase: a date is not an entity to follow.
+MONTHS = (
+    "january", "february", "march", "april", "may", "june",
+    "july", "august", "september", "october", "november", "december",
+)  # fmt: skip
+#: Names shorter than this (normalised) never match: they are initials or noise.
+MIN_NAME_CHARS = 3
+
 _CONNECTORS = frozenset({"of", "the", "de", "da", "del", "du", "von", "van", "der", "la", "le", "for", "on"})
+# Function words that cannot be the noun a nationality-like adjective modifies.
+_FUNCTION_WORDS = frozenset(
+    "a an the is was are were be been of in on at to for by with from and or as that which who whom whose "
+    "what when where why how has have had do does did its it his her their".split()
+)
+_ADJECTIVE_ENDINGS = ("an", "ish", "ese", "ic")
+_MONTH_SET = frozenset(MONTHS)
 
 _TOKEN = re.compile(r"[\w][\w'’.\-]*|\"|“|”|&")
 _QUOTED = re.compile(r"[\"“]([^\"”]{2,80})[\"”]")
 _YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})s?\b")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"“(])")
 _WORD = re.compile(r"[a-z0-9][a-z0-9'\-]*")
+_ASCII_WORD = re.compile(r"[a-z0-9]+")
+_TRAILING_POSSESSIVE = re.compile(r"['’]s?$")
+_POSSESSIVE = re.compile(r"(?<=\w)['’]s\b")
+_TRAILING_PARENTHETICAL = re.compile(r"\s*\([^()]*\)\s*$")
+_LEADING_ARTICLE = re.compile(r"^(?:the|a|an) ")
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCTUATION = frozenset(string.punctuation)
+_TITLE_SEPARATOR = " | "
+
+# -- keys and names ----------------------------------------------------------------------------------------------
 
 
 def normalize(text: str) -> str:
     """Lowercase, drop punctuation and collapse white space: the key used to match names."""
-    return " ".join(re.findall(r"[a-z0-9]+", text.lower()))
+    return " ".join(_ASCII_WORD.findall(text.lower()))
+
+
+def fold_accents(text: str) -> str:
+    """``"Alû"`` -> ``"Alu"``: compatibility-decomposed, combining marks dropped."""
+    return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+
+
+def strip_possessive(name: str) -> str:
+    """A name without its trailing possessive: ``"Delbert Mann's"`` -> ``"Delbert Mann"``, ``"Jesus'"`` -> ``"Jesus"``."""
+    return _TRAILING_POSSESSIVE.sub("", name.strip()).strip()
+
+
+def drop_possessives(text: str) -> str:
+    """Every ``'s`` possessive dropped: ``"The Ancestor's birthday"`` -> ``"The Ancestor birthday"``."""
+    return _POSSESSIVE.sub("", text)
+
+
+def strip_parenthetical(title: str) -> str:
+    """A title without its trailing parenthetical: ``"Lover Come Back (1961 film)"`` -> ``"Lover Come Back"``."""
+    return _TRAILING_PARENTHETICAL.sub("", title)
+
+
+def clean_name(name: str) -> str:
+    """A name as an LM or a passage writes it, made comparable: HTML entities decoded, possessive dropped."""
+    return strip_possessive(html.unescape(name))
+
+
+def entity_key(name: str) -> str:
+    """The name an entity node is keyed by: accents folded, lowercase, words only, no article, no possessive.
+
+    >>> entity_key("The Hukilau Song"), entity_key("Delbert Mann's"), entity_key("Alû")
+    ('hukilau song', 'delbert mann', 'alu')
+    """
+    return _LEADING_ARTICLE.sub("", normalize(strip_possessive(fold_accents(name))))
+
+
+def normalize_title(title: str) -> str:
+    """A title as HoVer's evaluation compares it.
+
+    A rendered passage ``"title | text"`` keeps its first segment; the title is then Unicode-NFD normalised,
+    lower-cased, stripped of ASCII punctuation and of the articles a/an/the, and its whitespace collapsed
+    (the SQuAD answer normalisation that HoVer's ``discrete_retrieval_eval`` applies to titles).
+
+    Raises:
+        ValueError: ``title`` is not a string.
+    """
+    if not isinstance(title, str):
+        raise ValueError(f"title must be a string, got {type(title).__name__}")
+    head = title.split(_TITLE_SEPARATOR, 1)[0]
+    text = unicodedata.normalize("NFD", head).lower()
+    text = "".join(ch for ch in text if ch not in _PUNCTUATION)
+    text = _ARTICLES.sub(" ", text)
+    return " ".join(text.split())
+
+
+def title_entities(title: str) -> list[str]:
+    """The entity names a passage's title stands for: the title without its parenthetical, and a comma title's head.
+
+    >>> title_entities("Lover Come Back (1961 film)"), title_entities("Laie, Hawaii")
+    (['Lover Come Back'], ['Laie, Hawaii', 'Laie'])
+    """
+    title = (title or "").strip()
+    if not title:
+        return []
+    base = strip_parenthetical(title).strip() or title
+    names = [base]
+    head = base.split(",")[0].strip()
+    if head != base and entity_key(head):
+        names.append(head)
+    return [n for n in names if entity_key(n)]
+
+
+@lru_cache(maxsize=8192)
+def _padded(text: str) -> str:
+    return f" {normalize(text)} "
+
+
+def names_match(a: str, b: str) -> bool:
+    """Whether two names refer to the same thing: equal, or one a whole-word part of the other, normalised.
+
+    ``"Leland"`` matches ``"Leland, North Carolina"``; ``"Grace Krilanovich's"`` matches ``"Grace
+    Krilanovich"``. Names shorter than :data:`MIN_NAME_CHARS` never match (they are initials or noise).
+    """
+    x, y = normalize(clean_name(a)), normalize(clean_name(b))
+    if len(x) < MIN_NAME_CHARS or len(y) < MIN_NAME_CHARS:
+        return False
+    return x == y or f" {x} " in f" {y} " or f" {y} " in f" {x} "
+
+
+def mentions(text: str, name: str) -> bool:
+    """Whether ``text`` names ``name`` (whole words, normalised). A one-word name must appear capitalised."""
+    cleaned = clean_name(name)
+    key = normalize(cleaned)
+    if len(key) < MIN_NAME_CHARS or f" {key} " not in _padded(text):
+        return False
+    if " " in key:
+        return True
+    return re.search(rf"(?<!\w){re.escape(cleaned)}(?!\w)", html.unescape(text)) is not None
+
+
+def is_number_or_date(name: str) -> bool:
+    """Whether a name is only digits or a month: a value, not an entity to follow."""
+    key = normalize(name)
+    return not key or key.replace(" ", "").isdigit() or key in _MONTH_SET
+
+
+# -- spans -------------------------------------------------------------------------------------------------------
 
 
 def _is_capitalised(token: str) -> bool:
@@ -100,14 +268,19 @@ def entity_spans(text: str) -> tuple[str, ...]:
             found.append(span)
         i = last_cap + 1
     found.extend(years(text))
+    return tuple(unique_names(found))
+
+
+def unique_names(names: Iterable[str], key: Callable[[str], str] = normalize) -> list[str]:
+    """The names in order, each once by ``key`` (:func:`normalize` by default); names with an empty key dropped."""
     seen: set[str] = set()
     unique = []
-    for span in found:
-        key = normalize(span)
-        if key and key not in seen:
-            seen.add(key)
-            unique.append(span)
-    return tuple(unique)
+    for name in names:
+        name_key = key(name)
+        if name_key and name_key not in seen:
+            seen.add(name_key)
+            unique.append(name)
+    return unique
 
 
 def years(text: str) -> list[str]:
@@ -125,6 +298,56 @@ def relation_words(text: str, entities: tuple[str, ...] | list[str] | None = Non
     entities = entity_spans(text) if entities is None else entities
     inside = {w for span in entities for w in content_terms(span)}
     return [w for w in content_terms(text) if w not in inside]
+
+
+def is_modifier(text: str, span: str) -> bool:
+    """A one-word nationality-like adjective before a noun ("Jamaican reggae singer", "British comedy").
+
+    Such a word is a weak search anchor. "Copenhagen released" is not one: the word must also end like an
+    adjective (-an, -ish, -ese, -ic).
+    """
+    if " " in span.strip() or not span.lower().endswith(_ADJECTIVE_ENDINGS):
+        return False
+    match = re.search(rf"(?<!\w){re.escape(span)}\s+([a-z][\w-]*)", text)
+    return match is not None and match.group(1) not in _FUNCTION_WORDS and len(match.group(1)) > 2
+
+
+def query_entities(query: str) -> list[str]:
+    """The query's entities, most specific first: named spans, then one-word modifiers; no years or numbers.
+
+    A span contained in a longer span of the query is dropped ("Flute Sonata" inside "Flute Sonata in C
+    major"), and a possessive "'s" is removed.
+    """
+    spans = [s for s in (clean_name(s) for s in entity_spans(query)) if not is_number_or_date(s)]
+    kept = [s for s in spans if not any(s != t and f" {normalize(s)} " in f" {normalize(t)} " for t in spans)]
+    kept = list(dict.fromkeys(kept))
+    named = [s for s in kept if not is_modifier(query, s)]
+    return named + [s for s in kept if s not in named]
+
+
+# -- stems and sentences -----------------------------------------------------------------------------------------
+
+_SUFFIXES = ("ations", "ation", "ings", "ing", "ers", "ors", "ies", "ied", "ed", "er", "or", "es", "ly", "s")
+
+
+def stem(word: str) -> str:
+    """A light suffix-stripping stem, enough to match "directed", "director" and "directing".
+
+    Only suffixes that leave at least four letters are stripped, and a final "s" only when it can be a plural
+    ending (so "press" stays "press" but "stars" is "star").
+    """
+    word = word.lower()
+    for suffix in _SUFFIXES:
+        if suffix == "s" and word.endswith(("ss", "us", "is")):
+            continue  # "press", "census", "analysis" are not plurals
+        if word.endswith(suffix) and len(word) - len(suffix) >= 4:
+            return word[: -len(suffix)]
+    return word
+
+
+def stems(text: str) -> set[str]:
+    """The stems of the content words of ``text``."""
+    return {stem(w) for w in content_terms(text)}
 
 
 def sentences(text: str) -> list[str]:

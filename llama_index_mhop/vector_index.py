@@ -24,6 +24,7 @@ from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQu
 from llama_index.vector_stores.chroma import ChromaVectorStore
 from tqdm.auto import tqdm
 
+from .chroma_batches import iter_all
 from .counters import count
 from .rwlock import collection_lock
 from .stores import (
@@ -48,6 +49,7 @@ __all__ = [
     "delete_documents",
     "describe_collection",
     "load_vector_index",
+    "passage_collection",
     "stored_documents",
     "sync_vector_index",
 ]
@@ -94,11 +96,12 @@ class GuardedChromaVectorStore(ChromaVectorStore):
             return super().query(query, **kwargs)
 
 
-def _collection_of(index: VectorStoreIndex) -> Any:
+def passage_collection(index: VectorStoreIndex) -> Any:
+    """The Chroma collection behind a Chroma-backed ``VectorStoreIndex`` (``ChromaVectorStore.client``)."""
     store = index.vector_store
     if not isinstance(store, ChromaVectorStore):
-        raise TypeError(f"expected a Chroma-backed VectorStoreIndex, got a {type(store).__name__} store")
-    return store.client  # ChromaVectorStore.client is its collection
+        raise TypeError(f"expected an index over a ChromaVectorStore, got {type(store).__name__}")
+    return store.client
 
 
 @dataclass(frozen=True)
@@ -116,16 +119,14 @@ def _source_key(source: str | os.PathLike[str] | Sequence[Document]) -> str | No
 def stored_documents(collection: Any, page: int = 5000) -> dict[str, StoredDocument]:
     """What a passage collection holds, by doc id: passage counts per content version, and each one's source."""
     held: dict[str, StoredDocument] = {}
-    for offset in range(0, collection.count(), page):
-        rows = collection.get(limit=page, offset=offset, include=["metadatas"])["metadatas"]
-        for meta in rows:
-            meta = meta or {}
-            doc_id = str(meta.get("document_id", ""))
-            doc = held.setdefault(doc_id, StoredDocument(doc_id))
-            version = str(meta.get(DOC_HASH_KEY, ""))  # rows written before syncs existed have no version
-            doc.passages_by_hash[version] = doc.passages_by_hash.get(version, 0) + 1
-            doc.expected_passages = meta.get(DOC_PASSAGES_KEY, doc.expected_passages)
-            doc.source = meta.get(SOURCE_KEY, doc.source) or None
+    for record in iter_all(collection, ["metadatas"], page):
+        meta = record["metadatas"] or {}
+        doc_id = str(meta.get("document_id", ""))
+        doc = held.setdefault(doc_id, StoredDocument(doc_id))
+        version = str(meta.get(DOC_HASH_KEY, ""))  # rows written before syncs existed have no version
+        doc.passages_by_hash[version] = doc.passages_by_hash.get(version, 0) + 1
+        doc.expected_passages = meta.get(DOC_PASSAGES_KEY, doc.expected_passages)
+        doc.source = meta.get(SOURCE_KEY, doc.source) or None
     return held
 
 
@@ -306,7 +307,7 @@ def delete_documents(index: VectorStoreIndex, doc_ids: Sequence[str]) -> list[st
     Raises:
         UnknownDocumentError: an id matches no indexed document (the message lists the closest ones).
     """
-    collection = _collection_of(index)
+    collection = passage_collection(index)
     with collection_lock(collection).write():
         resolved = match_doc_ids(doc_ids, stored_documents(collection))
         for doc_id in resolved:
@@ -367,12 +368,11 @@ def load_vector_index(
 
 def all_passages(index: VectorStoreIndex, batch: int = 5000) -> list[BaseNode]:
     """Every passage stored in a Chroma-backed index (text and metadata, no embeddings)."""
-    collection = _collection_of(index)
-    nodes: list[BaseNode] = []
-    total = collection.count()
-    for offset in range(0, total, batch):
-        page = collection.get(limit=batch, offset=offset, include=["documents", "metadatas"])
-        for node_id, text, meta in zip(page["ids"], page["documents"], page["metadatas"], strict=True):
-            nodes.append(TextNode(id_=node_id, text=text or "", metadata={k: v for k, v in (meta or {}).items()
-                                                                       if not k.startswith("_")}))
-    return nodes
+    return [
+        TextNode(
+            id_=record["id"],
+            text=record["documents"] or "",
+            metadata={k: v for k, v in (record["metadatas"] or {}).items() if not k.startswith("_")},
+        )
+        for record in iter_all(passage_collection(index), ["documents", "metadatas"], batch)
+    ]

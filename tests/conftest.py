@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
-DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
+# The shared data sits beside the project (../shared/datasets); MHOP_DATASETS points elsewhere (a worktree).
+DATASETS = Path(os.environ.get("MHOP_DATASETS") or Path(__file__).resolve().parents[1].parent / "shared" / "datasets")
 HOTPOTQA = DATASETS / "hotpotqa-100"
 FIXTURES = DATASETS / "fixtures"
 
@@ -66,6 +68,54 @@ def hotpotqa_slice_index(tmp_path_factory, hotpotqa_slice, embed_model):
     return build_vector_index(docs, chroma_client=client, embed_model=embed_model, show_progress=False)
 
 
-def gold_titles(question: dict) -> set[str]:
-    """The gold passages of a raw HotpotQA record: the distinct titles of its supporting facts."""
-    return {title for title, _ in question["supporting_facts"]}
+@pytest.fixture(scope="session")
+def gold_titles():
+    """``gold_titles(question)``: the gold passages of a raw HotpotQA record, the titles of its supporting facts."""
+
+    def titles(question: dict) -> set[str]:
+        return {title for title, _ in question["supporting_facts"]}
+
+    return titles
+
+
+@pytest.fixture(scope="session")
+def mini_graph_documents() -> list:
+    """The graph tests' mini corpus (tests/graph/data/mini_corpus.json) as Documents."""
+    from llama_index_mhop.stores import make_document
+
+    records = json.loads((Path(__file__).parent / "graph" / "data" / "mini_corpus.json").read_text())
+    return [make_document(r["title"], r["text"]) for r in records]
+
+
+@pytest.fixture(scope="session")
+def build_graph():
+    """``build_graph(docs, name, **kwargs)``: a HippoGraphIndex over an ephemeral Chroma, bag-of-words embedded."""
+    import chromadb
+
+    from llama_index_mhop.graph import HippoGraphIndex
+    from tests.word_bag import WordBagEmbedding
+
+    def build(docs: list, name: str, **kwargs):
+        return HippoGraphIndex.from_documents(docs, embed_model=WordBagEmbedding(), chroma_client=chromadb.EphemeralClient(),
+                                              name=name, show_progress=False, **kwargs)
+
+    return build
+
+
+@pytest.fixture(scope="session")
+def graph_snapshot():
+    """``graph_snapshot(index)``: everything that must match between two builds of the same documents."""
+
+    def snapshot(index) -> dict:
+        graph = index.graph
+        return {
+            "edges": graph.edge_list(),
+            "entities": dict(sorted(graph.entity_names.items())),
+            "facts": dict(sorted(graph.facts.items())),
+            "passages": {p: (r.entities, r.facts, r.title_entities) for p, r in sorted(graph.passages.items())},
+            "synonyms": dict(sorted(graph.synonyms.items())),
+            "chroma": [sorted(c.get(include=[])["ids"]) for c in
+                       (index.passages_collection, index.entities_collection, index.facts_collection)],
+        }
+
+    return snapshot

@@ -10,7 +10,7 @@ import pytest
 from llama_index_mhop.retrievers import ConfidenceLoopRetriever, RRFFusionRetriever
 from llama_index_mhop.stores import CorpusError, make_document
 from llama_index_mhop.validation import MAX_QUERY_CHARS
-from llama_index_mhop.vector_index import build_vector_index, load_vector_index
+from llama_index_mhop.vector_index import build_vector_index, load_vector_index, passage_collection
 
 DOCS = [
     ("Sava", "The Sava is a river in Southeast Europe. It flows into the Danube at Belgrade."),
@@ -80,7 +80,7 @@ def test_duplicate_documents_are_indexed_once(embed_model):
     documents = [make_document(title, text) for title, text in DOCS] * 3
     index = build_vector_index(documents, chroma_client=chromadb.EphemeralClient(), embed_model=embed_model,
                                show_progress=False, collection_name="dupes")
-    assert index.vector_store._collection.count() == len(DOCS)
+    assert passage_collection(index).count() == len(DOCS)
 
 
 def test_empty_corpus_and_missing_paths(tmp_path, embed_model):

@@ -42,6 +42,11 @@ def test_top_n_and_k():
         reciprocal_rank_fusion([["a"]], top_n=-2)
 
 
-def test_deterministic_for_equal_input():
-    lists = [["d", "c", "b", "a"], ["a", "b", "c", "d"]]
-    assert reciprocal_rank_fusion(lists) == reciprocal_rank_fusion([list(x) for x in lists])
+def test_weights_multiply_each_lists_contributions():
+    fused = dict(reciprocal_rank_fusion([["a", "b"], ["b"]], k=60, weights=[3.0, 1.0]))
+    assert fused == {"a": pytest.approx(3 / 61), "b": pytest.approx(3 / 62 + 1 / 61)}
+    assert [item for item, _ in reciprocal_rank_fusion([["a"], ["b"]], weights=[0.5, 2.0])] == ["b", "a"]
+    with pytest.raises(ValueError, match="weights"):
+        reciprocal_rank_fusion([["a"]], weights=[-1.0])
+    with pytest.raises(ValueError, match="2 weights for 1"):
+        reciprocal_rank_fusion([["a"]], weights=[1.0, 1.0])

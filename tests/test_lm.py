@@ -8,7 +8,6 @@ from dspy.utils import DummyLM
 
 from llama_index_mhop.lm import (
     FallbackCounter,
-    LMOutputError,
     arun_lm_step,
     function_lm,
     llamaindex_lm,
@@ -17,6 +16,7 @@ from llama_index_mhop.lm import (
     resolve_lm,
     run_lm_step,
 )
+from llama_index_mhop.parsing import LMOutputError
 from llama_index_mhop.signatures import Fact
 
 

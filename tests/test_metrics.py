@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import unicodedata
-
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from llama_index_mhop.metrics import (
     all_gold_at_k,
     dedupe,
     f1_at_k,
-    normalize_title,
     precision_at_k,
     recall_at_k,
 )
+from llama_index_mhop.text import normalize_title
 
 METRICS = (precision_at_k, recall_at_k, f1_at_k, all_gold_at_k)
 
@@ -84,25 +80,6 @@ def test_empty_gold_raises(metric):
 def test_bad_k_raises(metric, k):
     with pytest.raises(ValueError, match="k must be"):
         metric(["a"], ["a"], k)
-
-
-def test_normalize_title_hover_style():
-    assert normalize_title("The Beatles | The Beatles were an English rock band.") == "beatles"
-    assert normalize_title("Glass Harbour (opera)") == "glass harbour opera"
-    assert normalize_title("  An   Officer and a Gentleman ") == "officer and gentleman"
-    composed = unicodedata.normalize("NFC", "Théâtre du Châtelet")
-    assert normalize_title(composed) == normalize_title(unicodedata.normalize("NFD", composed))
-    with pytest.raises(ValueError):
-        normalize_title(None)  # type: ignore[arg-type]
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40))
-def test_normalize_title_matches_the_hover_evaluation(title):
-    """HoVer's discrete_retrieval_eval: dspy.evaluate.normalize_text(doc.split(" | ")[0])."""
-    from dspy.evaluate.metrics import normalize_text
-
-    assert normalize_title(title) == normalize_text(title.split(" | ")[0])
 
 
 def test_all_gold_at_21_is_hovers_discrete_retrieval_eval():

@@ -6,8 +6,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llama_index_mhop.lm import LMOutputError
-from llama_index_mhop.parsing import parse_confidence, parse_queries, parse_ranking, parse_string_list
+from llama_index_mhop.parsing import (
+    LMOutputError,
+    parse_confidence,
+    parse_queries,
+    parse_ranking,
+    parse_string_list,
+)
 
 
 @pytest.mark.parametrize(

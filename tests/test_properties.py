@@ -22,9 +22,9 @@ from scipy import sparse
 from llama_index_mhop.fusion import reciprocal_rank_fusion
 from llama_index_mhop.graph.extraction import Extraction, entity_key, parse_extraction
 from llama_index_mhop.graph.ppr import PageRankGraph, personalized_pagerank, transition_matrix
-from llama_index_mhop.lm import LMOutputError
 from llama_index_mhop.parsing import (
-    MAX_QUERY_CHARS,
+    MAX_ITEM_CHARS,
+    LMOutputError,
     parse_confidence,
     parse_queries,
     parse_ranking,
@@ -196,23 +196,6 @@ def test_ppr_is_a_probability_vector_with_mass_exactly_where_the_walk_can_go(gra
 
 @PROPERTY
 @given(graph=weighted_graphs())
-def test_ppr_is_a_fixed_point_of_the_pagerank_equation(graph) -> None:
-    adjacency, reset, damping = graph
-    scores = personalized_pagerank(transition_matrix(adjacency), reset, damping=damping)
-    # Recomputed from the adjacency directly, not through transition_matrix.
-    dense = adjacency.toarray()
-    out = dense.sum(axis=1)
-    walk = np.zeros_like(scores)
-    for i in np.flatnonzero(out > 0):
-        walk += scores[i] * dense[i] / out[i]
-    dangling = scores[out == 0].sum()
-    r = reset / reset.sum()
-    expected = damping * walk + (damping * dangling + 1.0 - damping) * r
-    assert np.abs(scores - expected).sum() < 1e-8
-
-
-@PROPERTY
-@given(graph=weighted_graphs())
 def test_cached_graph_gives_the_same_scores(graph) -> None:
     adjacency, reset, damping = graph
     cached = PageRankGraph(adjacency, damping=damping).run(reset)
@@ -258,8 +241,8 @@ def test_parse_ranking_returns_a_permutation_or_lm_output_error(value, n, data) 
 
 @PARSER
 @given(value=lm_text | json_values, max_items=st.none() | st.integers(min_value=0, max_value=6),
-       max_chars=st.integers(min_value=1, max_value=MAX_QUERY_CHARS))
-@example(value='["a", "A", " a ", "none", 3, "b"]', max_items=None, max_chars=MAX_QUERY_CHARS)
+       max_chars=st.integers(min_value=1, max_value=MAX_ITEM_CHARS))
+@example(value='["a", "A", " a ", "none", 3, "b"]', max_items=None, max_chars=MAX_ITEM_CHARS)
 def test_parse_string_list_returns_clean_distinct_strings_or_lm_output_error(value, max_items, max_chars) -> None:
     result = _call(parse_string_list, value, max_items=max_items, max_chars=max_chars)
     if result is None:

@@ -95,7 +95,3 @@ def test_context_metadata_reaches_the_generator():
     assert any("Oberoi Group" in s for s in bundle.custom_embedding_strs)
 
 
-@pytest.mark.parametrize("query, error", [("", ValueError), ("   \n", ValueError), (42, TypeError)])
-def test_bad_queries_raise_clear_errors(query, error):
-    with pytest.raises(error):
-        PerspectiveQueryTransform().generate(query)

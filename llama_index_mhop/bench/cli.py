@@ -68,18 +68,6 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
     return parser
 
 
-def _resolve_lm(spec: str) -> Any:
-    if spec in ("", "none"):
-        return None
-    if spec == "local":
-        from ..lm import local_lm
-
-        return local_lm()
-    import dspy
-
-    return dspy.LM(spec)
-
-
 def _print_table(result: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -134,6 +122,7 @@ def _log_wandb(project: str, result: dict[str, Any]) -> None:
 
 def run_bench(args: argparse.Namespace) -> int:
     """Run ``mhop bench`` with parsed arguments; returns the process exit code (0 ok, 2 bad input)."""
+    from ..lm import lm_from_spec
     from .benchmarker import Benchmarker, plot, save_json
 
     try:  # bm25s sets its own logger to DEBUG when imported: import it first, then quiet it
@@ -159,7 +148,7 @@ def run_bench(args: argparse.Namespace) -> int:
 
         benchmarker = Benchmarker(dataset, retrievers, k_values=args.k, chroma_client=chroma_client,
                                   embed_model=load_embed_model(args.embed_model), work_dir=args.work_dir,
-                                  lm=_resolve_lm(args.lm), show_progress=not args.quiet)
+                                  lm=lm_from_spec(args.lm), show_progress=not args.quiet)
     except (ValueError, FileNotFoundError) as exc:
         print(f"mhop bench: {exc}", file=sys.stderr)
         return 2

@@ -1,4 +1,4 @@
-"""What a benchmark run hands each retriever factory: the shared corpus, index, embedder, store and LM.
+"""What a retriever factory reads: the benchmark's shared corpus, index, embedder, store and LM, or a query's indexes.
 
 The context carries the corpus and nothing about the questions: no factory can see the questions or their
 gold passages, so nothing a retriever builds can be fitted to the questions it is scored on.
@@ -8,19 +8,19 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from llama_index.core import Document, VectorStoreIndex
 from llama_index.core.base.embeddings.base import BaseEmbedding
-from llama_index.core.schema import TextNode
+from llama_index.core.schema import BaseNode, TextNode
 
 from ..stores import chunk_documents, make_document, stable_id
-from ..vector_index import build_vector_index
+from ..vector_index import all_passages, build_vector_index
 from .loaders import Passage
 
-__all__ = ["BenchContext", "passage_documents"]
+__all__ = ["BenchContext", "IndexContext", "passage_documents"]
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +69,7 @@ class BenchContext:
         self.show_progress = show_progress
         self._vector_index: VectorStoreIndex | None = vector_index
         self._nodes: list[TextNode] | None = None
+        self._graph_index: Any = None
         #: Seconds spent building the shared vector index (None until it is built; 0.0 when one was given).
         self.vector_index_seconds: float | None = None if vector_index is None else 0.0
 
@@ -110,3 +111,66 @@ class BenchContext:
         if self._nodes is None:
             self._nodes = chunk_documents(self.documents)
         return self._nodes
+
+    @property
+    def graph_index(self) -> Any:
+        """A HippoGraphIndex of the corpus, built fresh on first use (so its build time is a real measurement)."""
+        if self._graph_index is None:
+            from ..graph import HippoGraphIndex
+
+            name = self.collection_name.replace("mhop_bench_", "mhop_hippo_")
+            existing = {getattr(c, "name", c) for c in self.chroma_client.list_collections()}
+            for suffix in ("passages", "entities", "facts"):  # the graph index's collections, left by an earlier run
+                if f"{name}_{suffix}" in existing:
+                    self.chroma_client.delete_collection(f"{name}_{suffix}")
+            self._graph_index = HippoGraphIndex.from_documents(
+                self.documents, embed_model=self.embed_model, chroma_client=self.chroma_client, name=name,
+                show_progress=self.show_progress,
+            )
+        return self._graph_index
+
+
+class IndexContext:
+    """The resources of ``mhop query`` or ``mhop demo``: indexes opened or built by the given loaders on first use.
+
+    Args:
+        top_k: passages each retriever returns.
+        lm: a DSPy LM, or None for the LLM-free strategies.
+        vector_index: returns the passage ``VectorStoreIndex``.
+        graph_index: returns the ``HippoGraphIndex`` (for ``hippo_graph``).
+    """
+
+    def __init__(
+        self,
+        top_k: int,
+        lm: Any = None,
+        vector_index: Callable[[], VectorStoreIndex] | None = None,
+        graph_index: Callable[[], Any] | None = None,
+    ) -> None:
+        self.top_k = top_k
+        self.lm = lm
+        self._loaders: dict[str, Callable[[], Any] | None] = {"vector": vector_index, "graph": graph_index}
+        self._opened: dict[str, Any] = {}
+
+    def _open(self, which: str) -> Any:
+        if which not in self._opened:
+            loader = self._loaders[which]
+            if loader is None:
+                raise ValueError(f"this context has no {which} index")
+            self._opened[which] = loader()
+        return self._opened[which]
+
+    @property
+    def vector_index(self) -> VectorStoreIndex:
+        return self._open("vector")
+
+    @property
+    def nodes(self) -> list[BaseNode]:
+        """Every passage of the vector index (for retrievers that build their own index, such as BM25)."""
+        if "nodes" not in self._opened:
+            self._opened["nodes"] = all_passages(self.vector_index)
+        return self._opened["nodes"]
+
+    @property
+    def graph_index(self) -> Any:
+        return self._open("graph")

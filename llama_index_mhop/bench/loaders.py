@@ -26,8 +26,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..metrics import normalize_title
 from ..stores import join_sentences, stable_id
+from ..text import normalize_title
 
 __all__ = [
     "FORMATS",

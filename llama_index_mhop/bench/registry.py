@@ -1,14 +1,16 @@
-"""Named retriever factories for the benchmark: ``mhop bench --retrievers vector,bm25,...`` (seed 002).
+"""The one registry of named retrievers: ``mhop query --retriever``, ``mhop demo`` and ``mhop bench`` (seed 002).
 
-A factory takes the run's :class:`BenchContext` and returns a LlamaIndex ``BaseRetriever`` (or a
-:class:`~llama_index_mhop.bench.searcher.Searcher`) that returns ``ctx.top_k`` passages. The Benchmarker times
-the factory call as the retriever's own index build; ``needs_index="vector"`` declares that the retriever reads
-the shared Chroma vector index, whose build time is then added to the run's ``index_seconds``.
+A factory takes a :class:`RetrieverContext` (the benchmark's :class:`~llama_index_mhop.bench.context.BenchContext`,
+or the :class:`~llama_index_mhop.bench.context.IndexContext` of a query or the demo) and returns a LlamaIndex
+``BaseRetriever`` (or a :class:`~llama_index_mhop.bench.searcher.Searcher`) that returns ``ctx.top_k`` passages.
+The Benchmarker times the factory call as the retriever's own index build; ``needs_index="vector"`` declares
+that the retriever reads the shared Chroma vector index, whose build time is then added to the run's
+``index_seconds``.
 
 Registering a retriever::
 
     @register_retriever("my_retriever", "one line on what it does", needs_index="vector")
-    def _my_retriever(ctx: BenchContext) -> BaseRetriever:
+    def _my_retriever(ctx: RetrieverContext) -> BaseRetriever:
         from ..retrievers.mine import MyRetriever  # import inside: a broken module fails only its own run
 
         return MyRetriever.from_defaults(index=ctx.vector_index, similarity_top_k=ctx.top_k, lm=ctx.lm)
@@ -18,17 +20,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.llms.types import CompletionResponse, CompletionResponseGen, LLMMetadata
 from llama_index.core.llms import CustomLLM
 
-from .context import BenchContext
 from .searcher import Searcher
 
 __all__ = [
     "SHARED_INDEXES",
+    "RetrieverContext",
     "RetrieverFactory",
     "RetrieverSpec",
     "get_retriever_spec",
@@ -36,7 +38,28 @@ __all__ = [
     "registered_retrievers",
 ]
 
-RetrieverFactory = Callable[[BenchContext], BaseRetriever | Searcher]
+
+
+class RetrieverContext(Protocol):
+    """What a factory reads: the passage index and its nodes, the graph index, the depth and the LM.
+
+    The indexes are built or opened on first use, so a factory pays only for what it reads.
+    """
+
+    top_k: int
+    lm: Any
+
+    @property
+    def vector_index(self) -> Any: ...
+
+    @property
+    def nodes(self) -> list[Any]: ...
+
+    @property
+    def graph_index(self) -> Any: ...
+
+
+RetrieverFactory = Callable[[RetrieverContext], BaseRetriever | Searcher]
 
 #: Shared indexes a factory can declare it reads.
 SHARED_INDEXES = ("vector",)
@@ -119,12 +142,12 @@ class _NoLLM(CustomLLM):
 
 @register_retriever("vector", "dense top-k over the shared Chroma index (LlamaIndex VectorIndexRetriever)",
                     needs_index="vector")
-def _vector(ctx: BenchContext) -> BaseRetriever:
+def _vector(ctx: RetrieverContext) -> BaseRetriever:
     return ctx.vector_index.as_retriever(similarity_top_k=ctx.top_k)
 
 
 @register_retriever("bm25", "BM25 over the same passages (llama-index-retrievers-bm25, English stemming)")
-def _bm25(ctx: BenchContext) -> BaseRetriever:
+def _bm25(ctx: RetrieverContext) -> BaseRetriever:
     from llama_index.retrievers.bm25 import BM25Retriever
 
     return BM25Retriever.from_defaults(nodes=ctx.nodes, similarity_top_k=ctx.top_k)
@@ -132,7 +155,7 @@ def _bm25(ctx: BenchContext) -> BaseRetriever:
 
 @register_retriever("query_fusion", "LlamaIndex QueryFusionRetriever: reciprocal rerank of the vector retriever, "
                     "no generated queries (num_queries=1, no LLM)", needs_index="vector")
-def _query_fusion(ctx: BenchContext) -> BaseRetriever:
+def _query_fusion(ctx: RetrieverContext) -> BaseRetriever:
     from llama_index.core.retrievers import QueryFusionRetriever
 
     # With num_queries=1 no query is generated; QueryFusionRetriever still resolves an LLM when built, so hand it
@@ -156,7 +179,7 @@ def _query_fusion(ctx: BenchContext) -> BaseRetriever:
 
 @register_retriever("rrf_fusion", "3 rounds of 4-5 perspective queries, k=7 each, fused by RRF (seed 000)",
                     needs_index="vector")
-def _rrf_fusion(ctx: BenchContext) -> BaseRetriever:
+def _rrf_fusion(ctx: RetrieverContext) -> BaseRetriever:
     from ..retrievers.rrf_fusion import RRFFusionRetriever
 
     return RRFFusionRetriever.from_defaults(ctx.vector_index, similarity_top_k=ctx.top_k, lm=ctx.lm)
@@ -164,7 +187,7 @@ def _rrf_fusion(ctx: BenchContext) -> BaseRetriever:
 
 @register_retriever("confidence_loop", "entity-chain queries (k=23), confidence check, gap queries (k=15), "
                     "listwise rerank (seed 001)", needs_index="vector")
-def _confidence_loop(ctx: BenchContext) -> BaseRetriever:
+def _confidence_loop(ctx: RetrieverContext) -> BaseRetriever:
     from ..retrievers.confidence_loop import ConfidenceLoopRetriever
 
     return ConfidenceLoopRetriever.from_defaults(ctx.vector_index, similarity_top_k=ctx.top_k, lm=ctx.lm)
@@ -172,14 +195,5 @@ def _confidence_loop(ctx: BenchContext) -> BaseRetriever:
 
 @register_retriever("hippo_graph", "HippoRAG 2 memory: facts, recognition memory, Personalized PageRank over an "
                     "entity/fact/passage graph built at indexing time (seeds 003, 004)")
-def _hippo_graph(ctx: BenchContext) -> BaseRetriever:
-    from ..graph import HippoGraphIndex
-
-    name = ctx.collection_name.replace("mhop_bench_", "mhop_hippo_")
-    existing = {getattr(c, "name", c) for c in ctx.chroma_client.list_collections()}
-    for suffix in ("passages", "entities", "facts"):  # a fresh build, so its index time is real
-        if f"{name}_{suffix}" in existing:
-            ctx.chroma_client.delete_collection(f"{name}_{suffix}")
-    index = HippoGraphIndex.from_documents(ctx.documents, embed_model=ctx.embed_model, chroma_client=ctx.chroma_client,
-                                           name=name, show_progress=ctx.show_progress)
-    return index.as_retriever(similarity_top_k=ctx.top_k, lm=ctx.lm)
+def _hippo_graph(ctx: RetrieverContext) -> BaseRetriever:
+    return ctx.graph_index.as_retriever(similarity_top_k=ctx.top_k, lm=ctx.lm)

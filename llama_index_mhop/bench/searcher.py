@@ -26,15 +26,9 @@ from llama_index.core.indices.query.query_transform.base import BaseQueryTransfo
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
+from ..validation import check_query
+
 __all__ = ["Searcher", "pool_rankings"]
-
-
-def _check_query(query: object) -> str:
-    if not isinstance(query, str):
-        raise ValueError(f"query must be a string, got {type(query).__name__}")
-    if not query.strip():
-        raise ValueError("query is empty or whitespace")
-    return query
 
 
 def _check_k(k: object) -> int:
@@ -119,13 +113,13 @@ class Searcher:
 
     def sub_queries(self, query: str) -> list[QueryBundle]:
         """The bundles searched for ``query`` (just the query itself without a transform)."""
-        query = _check_query(query)
+        query = check_query(query)
         transformed = self.query_transform.run(query) if self.query_transform is not None else None
         return self._bundles(query, transformed)
 
     async def asub_queries(self, query: str) -> list[QueryBundle]:
         """Async :meth:`sub_queries`: an ``arun`` coroutine when the transform has one, else a worker thread."""
-        query = _check_query(query)
+        query = check_query(query)
         transformed = None
         if self.query_transform is not None:
             arun = getattr(self.query_transform, "arun", None)

@@ -23,20 +23,19 @@ possessive), so "Delbert Mann's" in one passage and the title "Delbert Mann" of 
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
-import time
-import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol, runtime_checkable
 
 import dspy
+from tenacity import AsyncRetrying, Retrying, before_sleep_log, stop_after_attempt, wait_exponential
 
-from ..lm import FallbackCounter, LMOutputError, arun_lm_step, resolve_lm, run_lm_step
-from ..text import entity_spans, sentences
+from ..lm import FallbackCounter, arun_lm_step, resolve_lm, run_lm_step
+from ..parsing import LMOutputError
+from ..text import MONTHS, entity_key, entity_spans, sentences, strip_possessive, title_entities, unique_names
 
 __all__ = [
     "DEFAULT_BACKOFF_SECONDS",
@@ -66,15 +65,10 @@ MAX_ENTITY_CHARS = 80
 #: Longest predicate kept, in words.
 MAX_PREDICATE_WORDS = 4
 
-_MONTHS = (
-    "January|February|March|April|May|June|July|August|September|October|November|December"
-)
+_MONTHS = "|".join(month.capitalize() for month in MONTHS)
 _DATE = re.compile(
     rf"\b(?:\d{{1,2}} (?:{_MONTHS})(?:,? \d{{4}})?|(?:{_MONTHS}) \d{{1,2}}(?:, \d{{4}})?|(?:{_MONTHS}) \d{{4}})\b"
 )
-_PARENTHETICAL = re.compile(r"\s*\([^()]*\)\s*$")
-_LEADING_ARTICLE = re.compile(r"^(?:the|a|an) ")
-_POSSESSIVE = re.compile(r"(?:'s|’s|'|’)$")
 _WORDS = re.compile(r"[A-Za-z][A-Za-z'’\-]*")
 # Words that carry a relation: a predicate starts at the last of them before the object.
 _VERBS = frozenset(
@@ -87,38 +81,6 @@ _VERBS = frozenset(
     flows flowed opened closed built""".split()
 )
 _CONJUNCTIONS = frozenset({"and", "or", "but", "nor", "as", "well"})
-
-
-def _fold(text: str) -> str:
-    return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
-
-
-def entity_key(name: str) -> str:
-    """The name an entity node is keyed by: accents folded, lowercase, words only, no article, no possessive.
-
-    >>> entity_key("The Hukilau Song"), entity_key("Delbert Mann's"), entity_key("Alû")
-    ('hukilau song', 'delbert mann', 'alu')
-    """
-    text = _POSSESSIVE.sub("", _fold(name).strip())
-    key = " ".join(re.findall(r"[a-z0-9]+", text.lower()))
-    return _LEADING_ARTICLE.sub("", key)
-
-
-def title_entities(title: str) -> list[str]:
-    """The entity names a passage's title stands for: the title without its parenthetical, and a comma title's head.
-
-    >>> title_entities("Lover Come Back (1961 film)"), title_entities("Laie, Hawaii")
-    (['Lover Come Back'], ['Laie, Hawaii', 'Laie'])
-    """
-    title = (title or "").strip()
-    if not title:
-        return []
-    base = _PARENTHETICAL.sub("", title).strip() or title
-    names = [base]
-    head = base.split(",")[0].strip()
-    if head != base and entity_key(head):
-        names.append(head)
-    return [n for n in names if entity_key(n)]
 
 
 @dataclass(frozen=True)
@@ -141,8 +103,7 @@ class Extraction:
 
 
 def _clean_span(span: str) -> str:
-    span = span.strip().strip("\"“”'‘’.,;:()[]").strip()
-    return _POSSESSIVE.sub("", span).strip()
+    return strip_possessive(span.strip().strip("\"“”'‘’.,;:()[]"))
 
 
 def _is_name(span: str) -> bool:
@@ -346,38 +307,29 @@ class OpenIEModule(dspy.Module):
         self.max_attempts = max_attempts
         self.backoff_seconds = backoff_seconds
 
-    def _wait(self, attempt: int) -> float:
-        return self.backoff_seconds * (2**attempt)
+    def _retrying(self) -> dict[str, Any]:
+        return {
+            "stop": stop_after_attempt(self.max_attempts),
+            "wait": wait_exponential(multiplier=self.backoff_seconds, exp_base=2, min=0, max=float("inf")),
+            "before_sleep": before_sleep_log(logger, logging.DEBUG),
+            "reraise": True,
+        }
+
+    def _checked(self, prediction: dspy.Prediction, title: str, passage: str) -> dspy.Prediction:
+        parse_extraction(prediction, _passage_source(title, passage))  # a malformed answer is retried
+        return prediction
 
     def forward(self, title: str, passage: str) -> dspy.Prediction:
-        error: Exception | None = None
-        for attempt in range(self.max_attempts):
-            try:
-                prediction = self.extract(title=title, passage=passage)
-                parse_extraction(prediction, _passage_source(title, passage))  # a malformed answer is retried
-                return prediction
-            except Exception as exc:  # an LM may fail in any way
-                error = exc
-                logger.debug("extraction attempt %d/%d failed: %s", attempt + 1, self.max_attempts, exc)
-                if attempt + 1 < self.max_attempts:
-                    time.sleep(self._wait(attempt))
-        assert error is not None
-        raise error
+        for attempt in Retrying(**self._retrying()):
+            with attempt:
+                return self._checked(self.extract(title=title, passage=passage), title, passage)
+        raise AssertionError("unreachable: tenacity re-raises the last error")
 
     async def aforward(self, title: str, passage: str) -> dspy.Prediction:
-        error: Exception | None = None
-        for attempt in range(self.max_attempts):
-            try:
-                prediction = await self.extract.acall(title=title, passage=passage)
-                parse_extraction(prediction, _passage_source(title, passage))
-                return prediction
-            except Exception as exc:
-                error = exc
-                logger.debug("extraction attempt %d/%d failed: %s", attempt + 1, self.max_attempts, exc)
-                if attempt + 1 < self.max_attempts:
-                    await asyncio.sleep(self._wait(attempt))
-        assert error is not None
-        raise error
+        async for attempt in AsyncRetrying(**self._retrying()):
+            with attempt:
+                return self._checked(await self.extract.acall(title=title, passage=passage), title, passage)
+        raise AssertionError("unreachable: tenacity re-raises the last error")
 
 
 @runtime_checkable
@@ -451,14 +403,7 @@ class OpenIEExtractor:
 
 def with_title_entities(extraction: Extraction, title: str | None) -> Extraction:
     """The extraction with the title entities first among its entities (an LM may leave them out)."""
-    names = [*title_entities(title or ""), *extraction.entities]
-    seen: set[str] = set()
-    unique = []
-    for name in names:
-        key = entity_key(name)
-        if key and key not in seen:
-            seen.add(key)
-            unique.append(name)
+    unique = unique_names([*title_entities(title or ""), *extraction.entities], key=entity_key)
     return Extraction(entities=tuple(unique), triples=extraction.triples, from_lm=extraction.from_lm)
 
 

@@ -9,7 +9,8 @@ import sys
 import pytest
 
 from llama_index_mhop.bench.benchmarker import validate_result
-from llama_index_mhop.bench.cli import _resolve_lm, add_bench_arguments, main, parse_k_values
+from llama_index_mhop.bench.cli import add_bench_arguments, main, parse_k_values
+from llama_index_mhop.lm import lm_from_spec
 
 
 def test_parse_k_values():
@@ -29,8 +30,8 @@ def test_arguments_and_defaults():
 
 
 def test_lm_option():
-    assert _resolve_lm("none") is None
-    lm = _resolve_lm("openai/gpt-4o-mini")  # built, never called
+    assert lm_from_spec("none") is None
+    lm = lm_from_spec("openai/gpt-4o-mini")  # built, never called
     assert lm.model == "openai/gpt-4o-mini"
 
 

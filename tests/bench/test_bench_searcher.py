@@ -133,10 +133,10 @@ async def test_asearch_matches_search():
     assert RERANK_QUERIES == ["alpha beta gamma", "alpha beta gamma"]
 
 
-@pytest.mark.parametrize("query", ["", "   ", None, 3])
-def test_bad_queries(query):
+@pytest.mark.parametrize("query, error", [("", ValueError), (None, TypeError)])
+def test_bad_queries(query, error):
     searcher = Searcher(FixedRetriever([("a", 1.0)]))
-    with pytest.raises(ValueError, match="query"):
+    with pytest.raises(error, match="query"):
         searcher.search(query, 2)
 
 

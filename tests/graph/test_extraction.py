@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import dspy
 import pytest
 from dspy.utils import DummyLM
 
-from llama_index_mhop.graph import extraction
 from llama_index_mhop.graph.extraction import (
     EXTRACTION_STEP,
     Extraction,
@@ -168,7 +168,7 @@ def test_title_entity_added_when_lm_leaves_it_out():
 
 def test_malformed_answers_are_retried_then_fall_back(monkeypatch):
     waits = []
-    monkeypatch.setattr(extraction.time, "sleep", waits.append)
+    monkeypatch.setattr(time, "sleep", waits.append)
     bad = [
         {"named_entities": "not a list", "triples": "[]"},
         {"named_entities": '["Marty"]', "triples": '[["Marty", "directed by"]]'},  # a triple of two
@@ -183,7 +183,7 @@ def test_malformed_answers_are_retried_then_fall_back(monkeypatch):
 
 
 def test_malformed_then_good_answer_recovers(monkeypatch):
-    monkeypatch.setattr(extraction.time, "sleep", lambda _: None)
+    monkeypatch.setattr(time, "sleep", lambda _: None)
     lm = DummyLM([{"named_entities": "oops", "triples": "oops"}, GOOD])
     extractor = OpenIEExtractor(lm=lm)
     assert extractor.extract(MARTY, "Marty (film)").from_lm
@@ -191,7 +191,7 @@ def test_malformed_then_good_answer_recovers(monkeypatch):
 
 
 def test_raising_lm_is_called_three_times_then_falls_back(monkeypatch):
-    monkeypatch.setattr(extraction.time, "sleep", lambda _: None)
+    monkeypatch.setattr(time, "sleep", lambda _: None)
     lm = RaisingLM()
     extractor = OpenIEExtractor(lm=lm)
     result = extractor.extract(MARTY, "Marty (film)")
@@ -204,7 +204,7 @@ def test_async_path_retries_then_falls_back(monkeypatch):
     async def no_wait(_):
         return None
 
-    monkeypatch.setattr(extraction.asyncio, "sleep", no_wait)
+    monkeypatch.setattr(asyncio, "sleep", no_wait)
     lm = RaisingLM()
     extractor = OpenIEExtractor(lm=lm)
     result = asyncio.run(extractor.aextract(MARTY, "Marty (film)"))

@@ -15,19 +15,11 @@ from llama_index.core.llms import MockLLM
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from llama_index_mhop.confidence_strategies import (
-    Gap,
-    GapKind,
-    PassageView,
     analyze_query,
-    assess_confidence,
-    names_match,
-    query_entities,
-    stem,
-    targeted_queries,
 )
-from llama_index_mhop.listwise_rerank import listwise_rerank
 from llama_index_mhop.retrievers.confidence_loop import ConfidenceLoopRetriever
 from llama_index_mhop.vector_index import build_vector_index
+from tests.lm_faults import FAULTS, faulty_lm
 
 QUERY = "Who directed the film that was shot in Leland in 1986?"
 Q1, Q2 = "Leland filming location", "film shot in 1986"
@@ -387,18 +379,6 @@ async def test_the_dspy_module_runs_the_loop_async():
 # ------------------------------------------------------------------------------------------- validation
 
 
-@pytest.mark.parametrize("query, error", [("", ValueError), ("   ", ValueError), (42, TypeError), (None, TypeError)])
-def test_bad_queries_raise_clear_errors(query, error):
-    retriever = make_retriever([])
-    with pytest.raises(error, match="query"):
-        retriever.retrieve(query)
-
-
-async def test_bad_queries_raise_value_error_async():
-    with pytest.raises(ValueError, match="empty"):
-        await make_retriever([]).aretrieve("  ")
-
-
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
@@ -427,89 +407,14 @@ def test_exactly_one_base_retriever_source():
         ConfidenceLoopRetriever.from_defaults(index=object())
 
 
-# --------------------------------------------------------------------------------------- LLM-free strategies
-
-
-def test_query_entities_put_named_spans_before_modifiers():
-    entities = query_entities("Which Danish heavy metal band from Copenhagen released a compilation album?")
-    assert entities == ["Copenhagen", "Danish"]
-    assert query_entities("Grace Krilanovich's first novel was published in 2005") == ["Grace Krilanovich"]
-
-
-def test_stem_and_names_match():
-    assert stem("directed") == stem("director") == stem("directing") == "direct"
-    assert stem("stars") == "star" and stem("press") == "press"
-    assert names_match("Leland", "Leland, North Carolina") and names_match(
-        "Grace Krilanovich's", "Grace Krilanovich"
-    )
-    assert not names_match("Le", "Leland") and not names_match("Leland", "Lelandia")
-
-
-def test_assess_confidence_formula_and_bridge_gap():
-    views = [PassageView.from_node(n) for n in NODES[:4]]
-    result = assess_confidence(QUERY, views)
-    # Entity "Leland" has its own passage (coverage 1). Relation stems {direct, film, shot} found in the
-    # Leland passage: film, shot -> 2/3. The bridges (Maximum Overdrive, then Stephen King) have their own
-    # passages among the four, so none is open and none costs points.
-    assert result.entity_coverage == 1.0 and result.term_coverage == pytest.approx(2 / 3)
-    assert result.confidence == round(100 * (0.5 * 1.0 + 0.5 * 2 / 3))
-    bridge = [g for g in result.gaps if g.kind == GapKind.BRIDGE][0]
-    assert bridge.entities[0] == "Maximum Overdrive" and bridge.source == "Leland, North Carolina"
-    # With the Leland passage alone the Maximum Overdrive bridge is open and costs bridge_penalty points.
-    open_result = assess_confidence(QUERY, views[:1], bridge_penalty=10)
-    assert open_result.confidence == result.confidence - 10
-
-
-def test_targeted_queries_use_gap_queries_then_text_gaps():
-    gaps = [
-        Gap(GapKind.BRIDGE, "Maximum Overdrive", "The film Maximum Overdrive was shot in Leland in 1986."),
-        "the director",
-    ]
-    assert targeted_queries(QUERY, gaps, issued_queries=[QUERY]) == [
-        "The film Maximum Overdrive was shot in Leland in 1986.",
-        "the director directed film shot",
-    ]
-    assert targeted_queries(QUERY, gaps, max_queries=1) == [
-        "The film Maximum Overdrive was shot in Leland in 1986."
-    ]
-
-
-def test_listwise_rerank_formula_by_hand():
-    views = [
-        PassageView("a", "Leland is a town. Maximum Overdrive was shot there.", "Leland"),
-        PassageView("b", "A distractor about rivers.", "River"),
-        PassageView("c", "Maximum Overdrive is a 1986 film.", "Maximum Overdrive"),
-    ]
-    # One ranking a, b, c with weight 1 and rrf_k 0: relevance 1, 1/2, 1/3 before normalising (max is 1).
-    ranked = listwise_rerank(
-        views, [([0, 1, 2], 1.0)], targets=["Leland"], link_weight=1.0, coverage_weight=0.5, rrf_k=0
-    )
-    # a: 1 + 0.5 coverage = 1.5. Then c is linked from a: 1/3 + 1 * 1 = 1.333 > b's 0.5.
-    assert [r.index for r in ranked] == [0, 2, 1]
-    assert ranked[0].score == pytest.approx(1.5) and ranked[1].score == pytest.approx(1 / 3 + 1.0)
-    assert ranked[1].link == 1.0 and ranked[2].score == pytest.approx(0.5)
-    # Without the link term the first-stage order stays.
-    assert [r.index for r in listwise_rerank(views, [([0, 1, 2], 1.0)], link_weight=0.0, rrf_k=0)] == [
-        0,
-        1,
-        2,
-    ]
-    with pytest.raises(ValueError, match="outside"):
-        listwise_rerank(views, [([0, 7], 1.0)])
-
-
 # ------------------------------------------------------------------------------- real HotpotQA, real Chroma
-
-
-def gold_titles(question: dict) -> set[str]:
-    return {title for title, _ in question["supporting_facts"]}
 
 
 def _titles(nodes: list[NodeWithScore]) -> list[str]:
     return list(dict.fromkeys(n.node.metadata["title"] for n in nodes))
 
 
-def test_llm_free_recall_is_not_below_plain_vector_on_the_slice(hotpotqa_slice, hotpotqa_slice_index):
+def test_llm_free_recall_is_not_below_plain_vector_on_the_slice(hotpotqa_slice, hotpotqa_slice_index, gold_titles):
     questions, _ = hotpotqa_slice
     vector = hotpotqa_slice_index.as_retriever(similarity_top_k=21)
     loop = ConfidenceLoopRetriever.from_defaults(index=hotpotqa_slice_index)
@@ -525,7 +430,7 @@ def test_llm_free_recall_is_not_below_plain_vector_on_the_slice(hotpotqa_slice, 
     assert recall["loop"][21] >= recall["vector"][21]
 
 
-def test_gaps_name_the_real_bridge_entity(hotpotqa_questions, hotpotqa_slice_index):
+def test_gaps_name_the_real_bridge_entity(hotpotqa_questions, hotpotqa_slice_index, gold_titles):
     question = next(
         q for q in hotpotqa_questions if q["question"].startswith("Grace Krilanovich's first novel")
     )
@@ -564,3 +469,32 @@ def test_from_defaults_over_an_ephemeral_chroma_index(embed_model):
     nodes = loop.retrieve(QUERY)
     assert len(nodes) == 3
     assert {"Leland, North Carolina", "Maximum Overdrive"} <= set(_titles(nodes))
+
+
+FAULT_TIMEOUT = 0.5
+
+
+# -- the confidence loop: every step of a failed LM call answers as the LLM-free loop does --------------------------
+
+
+@pytest.mark.parametrize("fault", [f for f in FAULTS if f != "too_many"])
+def test_confidence_loop_falls_back_to_the_llm_free_loop(fault, caplog):
+    expected = [n.node.node_id for n in make_retriever([]).retrieve(QUERY)]
+    retriever = make_retriever([], lm=faulty_lm([fault]), lm_timeout=FAULT_TIMEOUT)
+    with caplog.at_level(logging.WARNING, logger="llama_index_mhop.lm"):
+        assert [n.node.node_id for n in retriever.retrieve(QUERY)] == expected
+    steps = retriever.last_trace["steps"]
+    assert set(steps.values()) == {"fallback"}
+    assert retriever.fallback_counts.total == len(steps) == caplog.text.count("using the LLM-free strategy")
+    asynchronous = make_retriever([], lm=faulty_lm([fault]), lm_timeout=FAULT_TIMEOUT)
+    assert [n.node.node_id for n in asyncio.run(asynchronous.aretrieve(QUERY))] == expected
+    assert asynchronous.fallback_counts.total == len(steps)
+
+
+def test_confidence_loop_survives_ten_times_too_many_items():
+    retriever = make_retriever([], lm=faulty_lm(["too_many"]), lm_timeout=FAULT_TIMEOUT)
+    nodes = retriever.retrieve(QUERY)
+    assert len(nodes) == 21 and len({n.node.node_id for n in nodes}) == 21
+    trace = retriever.last_trace
+    assert all(len(r["queries"]) <= retriever.config.max_round1_queries + 1 for r in trace["rounds"])
+    assert retriever.fallback_counts.total == list(trace["steps"].values()).count("fallback") >= 1

@@ -17,7 +17,6 @@ from llama_index_mhop.graph.index import EmptyIndexError, HippoGraphIndex
 from llama_index_mhop.postprocessors import DSPyFactFilter
 from llama_index_mhop.retrievers.hippo_graph import HippoGraphRetriever
 from llama_index_mhop.stores import make_document, stable_id
-from tests.conftest import gold_titles
 from tests.word_bag import WordBagEmbedding
 
 DATA = Path(__file__).parents[1] / "graph" / "data"
@@ -162,7 +161,7 @@ def slice_index(hotpotqa_slice, embed_model):
                                           name="ret_slice", show_progress=False)
 
 
-def recall_at(retriever, questions, k: int) -> float:
+def recall_at(retriever, questions, k: int, gold_titles) -> float:
     shares = []
     for question in questions:
         titles = [n.node.metadata["title"] for n in retriever.retrieve(question["question"])[:k]]
@@ -171,10 +170,10 @@ def recall_at(retriever, questions, k: int) -> float:
     return 100 * sum(shares) / len(shares)
 
 
-def test_recall_beats_plain_vector_retrieval(slice_index, hotpotqa_slice, hotpotqa_slice_index):
+def test_recall_beats_plain_vector_retrieval(slice_index, hotpotqa_slice, hotpotqa_slice_index, gold_titles):
     questions, _ = hotpotqa_slice
-    hippo = recall_at(slice_index.as_retriever(similarity_top_k=5), questions, 5)
-    vector = recall_at(hotpotqa_slice_index.as_retriever(similarity_top_k=5), questions, 5)
+    hippo = recall_at(slice_index.as_retriever(similarity_top_k=5), questions, 5, gold_titles)
+    vector = recall_at(hotpotqa_slice_index.as_retriever(similarity_top_k=5), questions, 5, gold_titles)
     assert hippo > vector, (hippo, vector)
     assert hippo >= 90.0
 

@@ -8,6 +8,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from llama_index_mhop.fusion import reciprocal_rank_fusion
 from llama_index_mhop.query_transforms import PerspectiveQueryTransform
 from llama_index_mhop.retrievers import RRFFusionRetriever
+from tests.lm_faults import faulty_lm
 
 NODES = [TextNode(id_=f"n{i:02d}", text=f"Passage {i} about Topic{i % 7}", metadata={"title": f"T{i}"})
          for i in range(60)]
@@ -113,16 +114,9 @@ def test_invalid_arguments(kwargs):
         RRFFusionRetriever(base_retriever=RecordingRetriever(), **kwargs)
 
 
-def test_bad_query():
-    with pytest.raises(ValueError, match="empty"):
-        RRFFusionRetriever(base_retriever=RecordingRetriever()).retrieve("  ")
-
-
-def test_over_real_chroma_keeps_what_the_query_itself_finds(hotpotqa_slice, hotpotqa_slice_index):
+def test_over_real_chroma_keeps_what_the_query_itself_finds(hotpotqa_slice, hotpotqa_slice_index, gold_titles):
     """The original query is one of the perspectives in every iteration, so fusion must not lose the gold
     passages that plain search puts in its own top 7 (the dilution the seed's flow risks)."""
-    from tests.conftest import gold_titles
-
     questions, _ = hotpotqa_slice
     retriever = RRFFusionRetriever.from_defaults(hotpotqa_slice_index)
     vector = hotpotqa_slice_index.as_retriever(similarity_top_k=7)
@@ -133,3 +127,14 @@ def test_over_real_chroma_keeps_what_the_query_itself_finds(hotpotqa_slice, hotp
         fused = [n.node.metadata["title"] for n in results]
         plain_hits = gold & {n.node.metadata["title"] for n in vector.retrieve(q["question"])}
         assert plain_hits <= set(fused), q["question"]
+
+
+FAULT_QUERY = "Are Imperial River and Amaradia both located in the same country?"
+
+
+def test_rrf_retriever_answers_with_faulty_lm_sync_and_async():
+    for run in (lambda r: r.retrieve(FAULT_QUERY), lambda r: asyncio.run(r.aretrieve(FAULT_QUERY))):
+        transform = PerspectiveQueryTransform(lm=faulty_lm(), timeout=0.5)
+        retriever = RRFFusionRetriever(base_retriever=RecordingRetriever(), query_transform=transform)
+        assert len(run(retriever)) == 21
+        assert retriever.fallback_counts.total >= 2  # three iterations, faults in order: at least two fall back

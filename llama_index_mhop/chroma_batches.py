@@ -1,0 +1,55 @@
+"""Chroma reads and deletes by id, in batches under Chroma's maximum batch size.
+
+The passage index (:mod:`llama_index_mhop.stores`) and the graph index's stores both go through these, so the
+batch size and the shape of a batched read are decided once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["CHROMA_BATCH", "delete_ids", "existing_ids", "get_records", "iter_all"]
+
+#: Ids per Chroma call: well under Chroma's maximum batch size.
+CHROMA_BATCH = 2000
+
+
+def _batches(ids: Sequence[str], size: int) -> list[list[str]]:
+    return [list(ids[start : start + size]) for start in range(0, len(ids), size)]
+
+
+def existing_ids(collection: Any, ids: Sequence[str], batch: int = CHROMA_BATCH) -> set[str]:
+    """The ids among ``ids`` that the collection holds."""
+    found: set[str] = set()
+    for chunk in _batches(ids, batch):
+        found.update(collection.get(ids=chunk, include=[])["ids"])
+    return found
+
+
+def get_records(
+    collection: Any, ids: Sequence[str], include: list[str], batch: int = CHROMA_BATCH
+) -> dict[str, dict[str, Any]]:
+    """``{id: {field: value}}`` for the ids present in the collection (``include`` names the fields)."""
+    out: dict[str, dict[str, Any]] = {}
+    for chunk in _batches(ids, batch):
+        page = collection.get(ids=chunk, include=include)
+        for position, record_id in enumerate(page["ids"]):
+            out[record_id] = {name: page[name][position] for name in include}
+    return out
+
+
+def delete_ids(collection: Any, ids: Sequence[str], batch: int = CHROMA_BATCH) -> None:
+    """Delete the records of ``ids`` (ids not present are ignored by Chroma)."""
+    for chunk in _batches(ids, batch):
+        collection.delete(ids=chunk)
+
+
+def iter_all(collection: Any, include: list[str], batch: int = 5000) -> list[dict[str, Any]]:
+    """Every record of the collection as ``{"id": ..., field: value}``, page by page."""
+    records: list[dict[str, Any]] = []
+    for offset in range(0, collection.count(), batch):
+        page = collection.get(limit=batch, offset=offset, include=include)
+        for position, record_id in enumerate(page["ids"]):
+            records.append({"id": record_id, **{name: page[name][position] for name in include}})
+    return records

@@ -1,0 +1,332 @@
+"""The confidence loop as a DSPy program: four predictors and the seed-001 flow that calls them.
+
+:class:`ConfidenceLoopModule` holds the predictors as attributes (so optimizers and ``save``/``load`` see them)
+and runs the flow in :meth:`ConfidenceLoopModule.flow`, read top to bottom; ``forward`` and ``aforward`` drive
+that one flow with blocking or awaited calls (:mod:`llama_index_mhop.flow`). Searches go through the search
+callables the owning :class:`~llama_index_mhop.retrievers.confidence_loop.ConfidenceLoopRetriever` hands in.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import dspy
+from llama_index.core.schema import NodeWithScore, QueryBundle
+
+from ..confidence_strategies import (
+    ConfidenceAssessment,
+    Gap,
+    GapKind,
+    PassageView,
+    analyze_query,
+    assess_confidence,
+    targeted_queries,
+)
+from ..flow import Flow, LMStep, Search, StepRecord, StepRunner, arun_flow, run_flow
+from ..fusion import reciprocal_rank_fusion
+from ..listwise_rerank import RankedPassage, listwise_rerank
+from ..lm import FallbackCounter
+from ..parsing import parse_confidence, parse_queries, parse_ranking, parse_string_list
+from ..signatures import (
+    ConfidenceEvaluator,
+    EntityAndGapAnalyzer,
+    ListwiseDocumentReranker,
+    TargetedQueryGenerator,
+)
+from ..text import query_entities
+from ..validation import check_query
+from .confidence_config import ConfidenceLoopConfig
+
+__all__ = ["STEP_ANALYZER", "STEP_CONFIDENCE", "STEP_RERANK", "STEP_TARGETED", "ConfidenceLoopModule"]
+
+logger = logging.getLogger(__name__)
+
+STEP_ANALYZER = "entity_and_gap_analyzer"
+STEP_CONFIDENCE = "confidence_evaluator"
+STEP_TARGETED = "targeted_query_generator"
+STEP_RERANK = "listwise_document_reranker"
+
+SearchFn = Callable[[str, int], list[NodeWithScore]]
+AsyncSearchFn = Callable[[str, int], Awaitable[list[NodeWithScore]]]
+
+
+class _Shared:
+    """What a module uses but does not own (searches, LM runner): shared, never copied, when DSPy copies the
+    module (optimizers work on copies; a copy must not copy the vector store)."""
+
+    def __init__(self, search: SearchFn | None, asearch: AsyncSearchFn | None, runner: StepRunner) -> None:
+        self.search = search
+        self.asearch = asearch
+        self.runner = runner
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _Shared:
+        return self
+
+
+@dataclass
+class _Pool:
+    """The de-duplicated passages retrieved so far and every query's ranking over them."""
+
+    nodes: list[NodeWithScore] = field(default_factory=list)
+    views: list[PassageView] = field(default_factory=list)
+    index: dict[str, int] = field(default_factory=dict)
+    rankings: list[tuple[list[int], float]] = field(default_factory=list)
+
+    def add(self, results: list[NodeWithScore], weight: float) -> int:
+        ranking, added = [], 0
+        for result in results:
+            node_id = result.node.node_id
+            if node_id not in self.index:
+                self.index[node_id] = len(self.nodes)
+                self.nodes.append(result)
+                self.views.append(PassageView.from_node(result.node))
+                added += 1
+            ranking.append(self.index[node_id])
+        self.rankings.append((ranking, weight))
+        return added
+
+
+def _passages_text(views: Sequence[PassageView], chars: int) -> str:
+    lines = []
+    for i, view in enumerate(views):
+        body = " ".join(view.text.split())
+        body = body if len(body) <= chars else body[:chars].rsplit(" ", 1)[0] + " ..."
+        lines.append(f"[{i}] {view.title + ': ' if view.title else ''}{body}")
+    return "\n".join(lines)
+
+
+def query_text(query: Any) -> str:
+    """The checked text of a query string or ``QueryBundle`` (see :func:`~llama_index_mhop.validation.check_query`)."""
+    return check_query(query.query_str if isinstance(query, QueryBundle) else query)
+
+
+class ConfidenceLoopModule(dspy.Module):
+    """Seed 001's confidence loop: ``forward(query)`` returns a ``dspy.Prediction`` with ``nodes``, ``node_ids``,
+    ``titles``, ``passages`` and ``trace``.
+
+    Args:
+        config: the loop's settings.
+        search: ``(query, k) -> nodes``, the blocking search (``forward`` needs it).
+        asearch: the awaitable search (``aforward`` needs it).
+        runner: the LM, fallback counter and timeout of the LM steps (LLM-free when None).
+        verbose: log each round's queries at INFO.
+    """
+
+    def __init__(
+        self,
+        config: ConfidenceLoopConfig | None = None,
+        search: SearchFn | None = None,
+        asearch: AsyncSearchFn | None = None,
+        runner: StepRunner | None = None,
+        verbose: bool = False,
+    ) -> None:
+        super().__init__()
+        self.analyzer = dspy.Predict(EntityAndGapAnalyzer)
+        self.evaluator = dspy.Predict(ConfidenceEvaluator)
+        self.query_generator = dspy.Predict(TargetedQueryGenerator)
+        self.reranker = dspy.Predict(ListwiseDocumentReranker)
+        self.config = config or ConfidenceLoopConfig()
+        self.verbose = verbose
+        self._shared = _Shared(search, asearch, runner or StepRunner(lm=None, counter=FallbackCounter()))
+
+    def forward(self, query: str) -> dspy.Prediction:
+        if self._shared.search is None:
+            raise RuntimeError("this ConfidenceLoopModule has no search: build it through ConfidenceLoopRetriever")
+        record = StepRecord()
+        return self._prediction(run_flow(self.flow(query_text(query), record), self._shared.runner, record,
+                                         self._shared.search))
+
+    async def aforward(self, query: str) -> dspy.Prediction:
+        if self._shared.asearch is None:
+            raise RuntimeError("this ConfidenceLoopModule has no search: build it through ConfidenceLoopRetriever")
+        record = StepRecord()
+        return self._prediction(await arun_flow(self.flow(query_text(query), record), self._shared.runner,
+                                                record, self._shared.asearch))
+
+    def flow(self, query: str, record: StepRecord) -> Flow[tuple[list[NodeWithScore], dict[str, Any]]]:
+        """The loop, top to bottom; yields LM steps and searches to its driver (see :mod:`llama_index_mhop.flow`)."""
+        config = self.config
+        trace = _new_trace(query, record)
+        # 1. Round 1: the entity chains and link queries, the query itself beside them.
+        chains, generated = yield self._analyze(query)
+        trace["entity_chains"] = chains
+        round1 = self._round1_queries(query, generated)
+        issued = [q for q, _ in round1]
+        results = yield Search(issued, config.round1_k)
+        # 2. De-duplicate, first-seen order kept; every query's ranking is kept for the fusion.
+        pool = _Pool()
+        added = [pool.add(r, weight) for r, (_, weight) in zip(results, round1, strict=True)]
+        self._record_round(trace, 1, issued, config.round1_k, results, added)
+        # 3. Confidence over the round-1 passages, the original query's ranking first.
+        views = [pool.views[i] for i in self._round1_order(pool)]
+        assessment = yield self._evaluate(query, views, issued)
+        trace["confidence"] = assessment.confidence
+        trace["gaps"] = [g.as_dict() for g in assessment.gaps]
+        trace["round2"] = assessment.confidence < config.confidence_threshold and config.max_round2_queries > 0
+        # 4. Round 2 for the gaps, only when the confidence is low.
+        if trace["round2"]:
+            round2 = yield self._target(query, assessment, views, issued)
+            results = yield Search(round2, config.round2_k)
+            added = [pool.add(r, 1.0) for r in results]
+            self._record_round(trace, 2, round2, config.round2_k, results, added)
+        # 5. Rank every passage together and keep the top similarity_top_k.
+        free_ranking = listwise_rerank(
+            pool.views,
+            pool.rankings,
+            targets=query_entities(query),
+            link_weight=config.link_weight,
+            coverage_weight=config.coverage_weight,
+            link_top=config.link_top,
+            rrf_k=config.rrf_k,
+        )
+        ranking = yield self._rerank(query, pool, [r.index for r in free_ranking])
+        return self._finish(pool, ranking, free_ranking, trace), trace
+
+    # -- the LM steps: inputs, parser and LLM-free strategy ---------------------------------------------------
+
+    def _analyze(self, query: str) -> LMStep[tuple[list[str], list[str]]]:
+        limit = self.config.max_round1_queries
+
+        def parse(prediction: dspy.Prediction) -> tuple[list[str], list[str]]:
+            queries = parse_queries(prediction.get("queries"), 1, limit, exclude=[query])
+            return parse_string_list(prediction.get("entity_chains") or ""), queries
+
+        def free() -> tuple[list[str], list[str]]:
+            analysis = analyze_query(query, limit)
+            return analysis.entity_chains, analysis.queries
+
+        return LMStep(STEP_ANALYZER, self.analyzer, {"query": query}, parse, free)
+
+    def _free_assessment(self, query: str, views: list[PassageView], issued: list[str]) -> ConfidenceAssessment:
+        config = self.config
+        return assess_confidence(query, views, issued, top_n=config.confidence_top_n,
+                                 bridge_passages=config.bridge_passages, bridge_penalty=config.bridge_penalty)
+
+    def _evaluate(self, query: str, views: list[PassageView], issued: list[str]) -> LMStep[ConfidenceAssessment]:
+        def parse(prediction: dspy.Prediction) -> ConfidenceAssessment:
+            confidence = parse_confidence(prediction.get("confidence"))
+            missing = parse_string_list(prediction.get("missing_information") or "", max_items=5)
+            return ConfidenceAssessment(confidence, [Gap(GapKind.FACT, text) for text in missing])
+
+        shown = _passages_text(views[: self.config.lm_passages], self.config.lm_passage_chars)
+        return LMStep(STEP_CONFIDENCE, self.evaluator, {"query": query, "passages": shown}, parse,
+                      lambda: self._free_assessment(query, views, issued))
+
+    def _target(
+        self, query: str, assessment: ConfidenceAssessment, views: list[PassageView], issued: list[str]
+    ) -> LMStep[list[str]]:
+        limit = self.config.max_round2_queries
+
+        def free() -> list[str]:
+            gaps: list[Gap | str] = list(assessment.gaps)
+            if not any(g.query for g in assessment.gaps):
+                # The gaps came from an LM as plain text: add the LLM-free gaps so a query is always found.
+                gaps.extend(self._free_assessment(query, views, issued).gaps)
+            return targeted_queries(query, gaps, issued, limit)
+
+        def parse(prediction: dspy.Prediction) -> list[str]:
+            return parse_queries(prediction.get("queries"), 1, limit, exclude=issued)
+
+        inputs = {
+            "query": query,
+            "missing_information": "\n".join(g.text for g in assessment.gaps) or "none",
+            "issued_queries": "\n".join(issued),
+        }
+        return LMStep(STEP_TARGETED, self.query_generator, inputs, parse, free)
+
+    def _rerank(self, query: str, pool: _Pool, prior: list[int]) -> LMStep[list[int]]:
+        def parse(prediction: dspy.Prediction) -> list[int]:
+            return parse_ranking(prediction.get("ranking"), len(pool.views), prior=prior)
+
+        inputs = {"query": query, "passages": _passages_text(pool.views, self.config.lm_passage_chars)}
+        return LMStep(STEP_RERANK, self.reranker, inputs, parse, lambda: prior)
+
+    # -- the bookkeeping between the steps --------------------------------------------------------------------
+
+    def _round1_queries(self, query: str, generated: list[str]) -> list[tuple[str, float]]:
+        original = self.config.include_original_query
+        queries = [(query, self.config.original_query_weight)] if original else []
+        seen = {query.lower()} if original else set()
+        for q in generated:
+            if q.lower() not in seen:
+                seen.add(q.lower())
+                queries.append((q, 1.0))
+        return queries
+
+    def _round1_order(self, pool: _Pool) -> list[int]:
+        """What the confidence step reads: the original query's ranking first (the strongest single ranking),
+        then the other round-1 passages by weighted Reciprocal Rank Fusion of the round-1 rankings."""
+        head = list(dict.fromkeys(pool.rankings[0][0])) if self.config.include_original_query else []
+        fused = reciprocal_rank_fusion(
+            [ranking for ranking, _ in pool.rankings], k=self.config.rrf_k, weights=[w for _, w in pool.rankings]
+        )
+        taken = set(head)
+        return head + [index for index, _ in fused if index not in taken]
+
+    def _record_round(
+        self, trace: dict[str, Any], number: int, queries: list[str], k: int, results: list[list[NodeWithScore]],
+        added: list[int],
+    ) -> None:
+        trace["rounds"].append(
+            {"round": number, "k": k, "queries": queries, "retrieved": [len(r) for r in results],
+             "new_passages": added}
+        )
+        if self.verbose:
+            logger.info("round %d: %s", number, queries)
+
+    def _finish(
+        self, pool: _Pool, ranking: list[int], free_ranking: list[RankedPassage], trace: dict[str, Any]
+    ) -> list[NodeWithScore]:
+        parts = {r.index: r for r in free_ranking}
+        out: list[NodeWithScore] = []
+        for position, index in enumerate(ranking[: self.config.similarity_top_k]):
+            # Reciprocal-rank scores: monotone, and the same whichever step (LM or LLM-free) ranked.
+            out.append(NodeWithScore(node=pool.nodes[index].node, score=1.0 / (position + 1)))
+            part = parts[index]
+            trace["ranking"].append(
+                {
+                    "id": pool.views[index].id,
+                    "title": pool.views[index].title,
+                    "first_stage_score": pool.nodes[index].score,
+                    "listwise_score": round(part.score, 6),
+                    "relevance": round(part.relevance, 6),
+                    "link": round(part.link, 6),
+                    "coverage": round(part.coverage, 6),
+                }
+            )
+        trace["pool_size"] = len(pool.nodes)
+        trace["pool_ids"] = [view.id for view in pool.views]
+        trace["llm_free_order"] = [r.index for r in free_ranking]
+        trace["fallback_counts"] = self._shared.runner.counter.as_dict()
+        return out
+
+    @staticmethod
+    def _prediction(result: tuple[list[NodeWithScore], dict[str, Any]]) -> dspy.Prediction:
+        nodes, trace = result
+        return dspy.Prediction(
+            nodes=nodes,
+            node_ids=[n.node.node_id for n in nodes],
+            titles=[str(n.node.metadata.get("title", "")) for n in nodes],
+            passages=[n.node.get_content() for n in nodes],
+            trace=trace,
+        )
+
+
+def _new_trace(query: str, record: StepRecord) -> dict[str, Any]:
+    return {
+        "query": query,
+        "rounds": [],
+        "entity_chains": [],
+        "confidence": None,
+        "gaps": [],
+        "round2": False,
+        "steps": record.steps,
+        "fallbacks": record.fallbacks,
+        "pool_size": 0,
+        "pool_ids": [],
+        "llm_free_order": [],
+        "ranking": [],
+    }
