@@ -1,10 +1,13 @@
-"""Personalized PageRank scaling: ``PageRankGraph`` against igraph (PRPACK) and networkx.
+"""Personalized PageRank scaling: ``PageRankGraph`` (exact and local push) against igraph (PRPACK) and networkx.
 
 Synthetic graphs shaped like a HippoRAG 2 memory graph (passage nodes linked to the entities they mention,
 entity-entity edges from facts between co-mentioned entities, a few synonym edges), of about 10k, 100k and 1M
 undirected weighted edges, seeded. Every implementation answers the same queries (reset vectors on a handful of
 entity and passage nodes, damping 0.5 as in HippoRAG 2). Per query time is the median over the queries after
 one warm-up; the one-time builds (our transition matrix, the igraph and networkx graphs) are reported apart.
+Local push (``PageRankGraph.run_push``) is measured against our exact power iteration twice: on those seeded
+resets, and on resets shaped like HippoRAG 2's (a little dense-score mass on every passage), which are not local;
+in wall time and in CPU time (the process's own seconds, which a loaded machine disturbs much less).
 
 All three stop at the same accuracy: ours at an L1 change of 1e-10, networkx at ``N * tol = 1e-10`` (its
 criterion is ``L1 change < N * tol``), PRPACK at its fixed 1e-10.
@@ -94,10 +97,45 @@ def query_resets(n_nodes: int, n_passages: int, n_queries: int, seed: int) -> li
     return resets
 
 
+def dense_resets(n_nodes: int, n_passages: int, n_queries: int, seed: int) -> list[np.ndarray]:
+    """HippoRAG 2's reset shape: 0.05 x a min-max normalised dense score on every passage, 5 entity seeds."""
+    rng = np.random.default_rng(seed)
+    resets = []
+    for _ in range(n_queries):
+        reset = np.zeros(n_nodes)
+        reset[:n_passages] = 0.05 * rng.random(n_passages)
+        reset[rng.choice(np.arange(n_passages, n_nodes), size=5, replace=False)] = rng.uniform(0.5, 1.0, size=5)
+        resets.append(reset)
+    return resets
+
+
+def push_against_exact(graph: PageRankGraph, resets: list[np.ndarray], exact: list[np.ndarray]) -> dict:
+    """Local push (the graph's default epsilon) on the same resets: time, top-k agreement, L1 error and bound."""
+    times, same, l1, bounds, cpu, exact_cpu = [], [], [], [], [], []
+    for reset, reference in zip(resets, exact, strict=True):
+        pushed, seconds = timed(graph.run_push, reset)
+        times.append(seconds)
+        cpu.append(cpu_timed(graph.run_push, reset)[1])
+        exact_cpu.append(cpu_timed(graph.run_exact, reset)[1])
+        same.append(top_k(pushed.scores) == top_k(reference))
+        l1.append(float(np.abs(pushed.scores - reference).sum()))
+        bounds.append(pushed.l1_bound)
+    return {"push_epsilon": graph.push_epsilon, "query_ms_median": 1e3 * statistics.median(times),
+            "cpu_ms_median": 1e3 * statistics.median(cpu), "exact_cpu_ms_median": 1e3 * statistics.median(exact_cpu),
+            f"top{TOP_K}_same_share": sum(same) / len(same), "l1_max": max(l1), "l1_bound_max": max(bounds)}
+
+
 def timed(fn, *args, **kwargs):
     started = time.perf_counter()
     out = fn(*args, **kwargs)
     return out, time.perf_counter() - started
+
+
+def cpu_timed(fn, *args, **kwargs):
+    """Like :func:`timed`, in this process's CPU seconds (steadier than wall time on a loaded machine)."""
+    started = time.process_time()
+    out = fn(*args, **kwargs)
+    return out, time.process_time() - started
 
 
 def top_k(scores: np.ndarray, k: int = TOP_K) -> set[int]:
@@ -112,14 +150,19 @@ def run_size(target: int, n_queries: int, seed: int, networkx_max_edges: int | N
     n_edges = len(edges)
     result: dict = {"target_edges": target, "n_nodes": n_nodes, "n_edges": n_edges, "n_queries": n_queries}
 
-    ours_graph, build = timed(PageRankGraph.from_edges, n_nodes, edges, weights)
+    ours_graph, build = timed(PageRankGraph.from_edges, n_nodes, edges, weights, method="exact")
     ours_scores, ours_times = [], []
     for i, reset in enumerate(resets):
-        scores, seconds = timed(ours_graph.run, reset)
+        scores, seconds = timed(ours_graph.run_exact, reset)
         if i:
             ours_scores.append(scores)
             ours_times.append(seconds)
     result["ours"] = {"build_s": build, "query_ms_median": 1e3 * statistics.median(ours_times)}
+    result["push"] = push_against_exact(ours_graph, resets[1:], ours_scores)
+    dense = dense_resets(n_nodes, n_passages, n_queries, seed + 2)
+    result["push_dense_reset"] = push_against_exact(ours_graph, dense, [ours_graph.run_exact(r) for r in dense])
+    result["push_dense_reset"]["exact_ms_median"] = 1e3 * statistics.median(
+        timed(ours_graph.run_exact, r)[1] for r in dense)
 
     def build_igraph():
         g = igraph.Graph(n=n_nodes, edges=edges, directed=False)
@@ -176,7 +219,10 @@ def run_size(target: int, n_queries: int, seed: int, networkx_max_edges: int | N
         result["networkx"] = {"build_s": build, "query_ms_median": 1e3 * statistics.median(nx_times)}
         del nx_graph
 
-    ratios = {"ours_over_igraph": result["ours"]["query_ms_median"] / result["igraph"]["query_ms_median"]}
+    ratios = {"ours_over_igraph": result["ours"]["query_ms_median"] / result["igraph"]["query_ms_median"],
+              "push_over_exact": result["push"]["query_ms_median"] / result["ours"]["query_ms_median"],
+              "push_over_exact_dense_reset": result["push_dense_reset"]["query_ms_median"]
+              / result["push_dense_reset"]["exact_ms_median"]}
     overlap = {
         "ours_vs_igraph": [
             len(top_k(a) & top_k(b)) / TOP_K for a, b in zip(ours_scores, ig_scores, strict=True)
@@ -222,6 +268,14 @@ def print_table(rows: list[dict]) -> None:
             f"{row['ratios']['ours_over_igraph']:>7.2f} {'-' if nx_ratio is None else f'{nx_ratio:.1f}':>7} | "
             f"{overlaps}"
         )
+    for row in rows:
+        for label, key in (("seeded", "push"), ("HippoRAG-shaped", "push_dense_reset")):
+            push = row[key]
+            print(f"push on {row['n_edges']} edges, {label} resets: {push['query_ms_median']:.1f} ms "
+                  f"(x{row['ratios']['push_over_exact' + ('_dense_reset' if key != 'push' else '')]:.2f} of exact), "
+                  f"CPU {push['cpu_ms_median']:.1f} against exact {push['exact_cpu_ms_median']:.1f} ms, "
+                  f"same top-{TOP_K} {push[f'top{TOP_K}_same_share']:.2f}, L1 {push['l1_max']:.2g} "
+                  f"<= bound {push['l1_bound_max']:.2g}")
     for row in rows:
         if "skipped" in row["networkx"]:
             print(f"networkx skipped at {row['n_edges']} edges: {row['networkx']['skipped']}")

@@ -36,6 +36,7 @@ import json
 import os
 import platform
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -54,6 +55,7 @@ DEFAULT_RETRIEVERS = ("vector", "bm25", "rrf_fusion", "confidence_loop", "hippo_
 DEFAULT_K_VALUES = (2, 5, 10, 21)
 EMBED_PROBE_PASSAGES = 512
 CHROMA_PROBE_BATCH = 5000
+PPR_PROBE_QUERIES = 7
 
 
 # -- helpers shared by the parent and the workers ---------------------------------------------------------------
@@ -80,6 +82,13 @@ def _disk_mb(path: Path) -> float:
 
 def _load_avg() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
+
+
+def _top(scores: Any, k: int) -> list[int]:
+    """Indices of the ``k`` highest scores (ties: lower index first), as the retriever ranks them."""
+    import numpy as np
+
+    return np.argsort(-scores, kind="stable")[:k].tolist()
 
 
 def _write(path: Path, data: dict[str, Any]) -> None:
@@ -163,21 +172,33 @@ def _index_worker(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _graph_worker(args: argparse.Namespace) -> dict[str, Any]:
-    import numpy as np
-
     from llama_index_mhop.bench.loaders import load_dataset
     from llama_index_mhop.graph.extraction import extract_llm_free, with_title_entities
-    from llama_index_mhop.graph.knowledge_graph import KnowledgeGraph
-    from llama_index_mhop.text import entity_key
 
     dataset = load_dataset(args.dataset)
     baseline = _peak_rss_mb()
-    start = time.perf_counter()
+    load_before = _load_avg()
+    start, cpu = time.perf_counter(), time.process_time()
     extractions = [with_title_entities(extract_llm_free(p.text, p.title), p.title) for p in dataset.passages]
-    extract_seconds = time.perf_counter() - start
-    start = time.perf_counter()
+    extract_seconds, extract_cpu = time.perf_counter() - start, time.process_time() - cpu
+    start, cpu = time.perf_counter(), time.process_time()
+    graph = _build_graph(dataset.passages, extractions)
+    graph_seconds, graph_cpu = time.perf_counter() - start, time.process_time() - cpu
+    out = _graph_measures(args, graph, baseline, extract_seconds, graph_seconds,
+                          lambda: _build_graph(dataset.passages, extractions))
+    # CPU seconds of this process: on a shared machine they move far less with the load than wall time does.
+    out.update({"extract_cpu_seconds": round(extract_cpu, 3), "graph_build_cpu_seconds": round(graph_cpu, 3),
+                "load_avg_before": load_before, "load_avg_after": _load_avg()})
+    return out
+
+
+def _build_graph(passages: list[Any], extractions: list[Any]) -> Any:
+    """The LLM-free graph of a corpus: passage, entity and fact nodes and edges, no synonymy."""
+    from llama_index_mhop.graph.knowledge_graph import KnowledgeGraph
+    from llama_index_mhop.text import entity_key
+
     graph = KnowledgeGraph()
-    for passage, extraction in zip(dataset.passages, extractions, strict=True):
+    for passage, extraction in zip(passages, extractions, strict=True):
         entities = {entity_key(name): entity_key(name) for name in extraction.entities}
         facts = {}
         for subject, predicate, obj in extraction.triples:
@@ -188,26 +209,84 @@ def _graph_worker(args: argparse.Namespace) -> dict[str, Any]:
         entities.pop("", None)
         facts = {k: v for k, v in facts.items() if v[0] and v[2]}
         graph.add_passage(passage.passage_id, entities, facts, title=passage.title)
-    graph_seconds = time.perf_counter() - start
+    return graph
+
+
+def _heap_bytes(rebuild: Any) -> dict[str, Any]:
+    """Python-heap bytes (tracemalloc) of the array graph, and of its networkx export, built once more each."""
+    import tracemalloc
+
+    import networkx  # noqa: F401  (imported before tracing: its module objects are not the graph's)
+
+    tracemalloc.start()
+    graph = rebuild()
+    graph.pagerank_graph()  # compacts the edge table, as a query process holds it
+    graph._pagerank = None
+    arrays_bytes = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    tracemalloc.start()
+    exported = graph.to_networkx()
+    networkx_bytes = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    del exported
+    return {"graph_heap_bytes": arrays_bytes, "networkx_export_heap_bytes": networkx_bytes,
+            "graph_heap_bytes_per_passage": round(arrays_bytes / max(1, graph.num_passages), 1)}
+
+
+def _graph_measures(args: argparse.Namespace, graph: Any, baseline: float, extract_seconds: float,
+                    graph_seconds: float, rebuild: Any) -> dict[str, Any]:
+    import numpy as np
+
+    from llama_index_mhop.graph.knowledge_graph import KnowledgeGraph
+
     after_graph = _peak_rss_mb()
+    pairs, values = graph._edges.table()
+    edge_table_bytes = int(pairs.nbytes + values.nbytes)
     start = time.perf_counter()
     pagerank = graph.pagerank_graph()
     csr_seconds = time.perf_counter() - start
     m = pagerank.transition
     csr_bytes = int(m.data.nbytes + m.indices.nbytes + m.indptr.nbytes)
-    reset = np.zeros(pagerank.n_nodes)
-    reset[: min(5, pagerank.n_nodes)] = 1.0
-    start = time.perf_counter()
-    pagerank.run(reset)
-    ppr_ms = (time.perf_counter() - start) * 1000.0
-    n_edges = graph.graph.number_of_edges()
+    # A HippoRAG-shaped reset: a little on every passage (its dense score), most on a few entities.
+    rng = np.random.default_rng(0)
     n_passages = graph.num_passages
+    exact_ms, push_ms, agree = [], [], []
+    exact_cpu_ms, push_cpu_ms = [], []
+    pagerank.run_push(np.ones(pagerank.n_nodes))  # builds the walk matrix push reads, once per graph version
+    for _ in range(PPR_PROBE_QUERIES):
+        reset = np.zeros(pagerank.n_nodes)
+        reset[:n_passages] = 0.05 * rng.random(n_passages)
+        reset[n_passages + rng.choice(pagerank.n_nodes - n_passages, 5, replace=False)] = 1.0
+        start, cpu = time.perf_counter(), time.process_time()
+        exact = pagerank.run_exact(reset)
+        exact_ms.append((time.perf_counter() - start) * 1000.0)
+        exact_cpu_ms.append((time.process_time() - cpu) * 1000.0)
+        start, cpu = time.perf_counter(), time.process_time()
+        pushed = pagerank.run_push(reset).scores
+        push_ms.append((time.perf_counter() - start) * 1000.0)
+        push_cpu_ms.append((time.process_time() - cpu) * 1000.0)
+        agree.append(set(_top(exact[:n_passages], 21)) == set(_top(pushed[:n_passages], 21)))
+    folder = Path(args.dataset).parent / "graph-arrays"
+    start = time.perf_counter()
+    graph.save(folder)
+    save_seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    KnowledgeGraph.load(folder, mmap=True)
+    load_seconds = time.perf_counter() - start
+    n_edges = graph.num_edges
+    heap = _heap_bytes(rebuild)
     return {
+        "graph_store": "arrays",
+        **heap,
         "n_passages": n_passages,
         "n_entities": graph.num_entities,
         "n_facts": graph.num_facts,
-        "n_nodes": graph.graph.number_of_nodes(),
+        "n_nodes": graph.num_nodes,
         "n_edges": n_edges,
+        "edge_table_bytes": edge_table_bytes,
+        "saved_mb": _disk_mb(folder),
+        "save_seconds": round(save_seconds, 3),
+        "mmap_load_seconds": round(load_seconds, 3),
         "edges_per_passage": round(n_edges / n_passages, 3),
         "extract_seconds": round(extract_seconds, 3),
         "graph_build_seconds": round(graph_seconds, 3),
@@ -215,9 +294,14 @@ def _graph_worker(args: argparse.Namespace) -> dict[str, Any]:
         "csr_nnz": int(m.nnz),
         "csr_bytes": csr_bytes,
         "csr_bytes_per_stored_edge": round(csr_bytes / max(1, m.nnz), 2),
-        "ppr_query_ms": round(ppr_ms, 3),
+        "ppr_query_ms": round(statistics.median(exact_ms), 3),
+        "push_query_ms": round(statistics.median(push_ms), 3),
+        "ppr_query_cpu_ms": round(statistics.median(exact_cpu_ms), 3),
+        "push_query_cpu_ms": round(statistics.median(push_cpu_ms), 3),
+        "push_epsilon": pagerank.push_epsilon,
+        "push_top21_agreement": sum(agree) / len(agree),
         "baseline_rss_mb": baseline,
-        "rss_after_networkx_graph_mb": after_graph,
+        "rss_after_graph_mb": after_graph,
         "peak_rss_mb": _peak_rss_mb(),
     }
 
@@ -290,6 +374,8 @@ def _run_worker(args: argparse.Namespace) -> dict[str, Any]:
     )
     result = bench.run()
     run = result["runs"][0]
+    if built and hasattr(getattr(built[0], "index", None), "retrieval_state"):
+        run["exact_vs_push"] = _exact_vs_push(built[0], dataset.questions, [int(k) for k in args.k.split(",")])
     run.update({
         "own_index": _own_index_stats(built[0] if built else None),
         "baseline_rss_mb": baseline,
@@ -298,6 +384,73 @@ def _run_worker(args: argparse.Namespace) -> dict[str, Any]:
         "load_avg_after": _load_avg(),
     })
     return {"run": run, "result": result}
+
+
+def _exact_vs_push(retriever: Any, questions: list[Any], k_values: list[int]) -> dict[str, Any]:
+    """Exact PPR against local push on the PageRank resets of the benchmark questions.
+
+    Each question is retrieved once more with the graph's ``run`` recording its reset (questions the retriever
+    answers by dense retrieval alone run no PPR); both methods then rank the passages from the same reset.
+    """
+    import numpy as np
+    from llama_index.core.schema import NodeWithScore
+
+    from llama_index_mhop.bench.benchmarker import passage_ids
+
+    state = retriever.index.retrieval_state(damping=retriever.damping)
+    pagerank = state.pagerank
+    recorded: list[tuple[Any, np.ndarray]] = []
+    run = pagerank.run
+    current: list[Any] = []
+
+    def recording_run(reset: Any, damping: float | None = None) -> Any:
+        recorded.append((current[0], np.array(reset, dtype=np.float64)))
+        return run(reset, damping)
+
+    pagerank.run = recording_run  # an instance attribute: the class's method is untouched
+    try:
+        for question in questions:
+            current[:] = [question]
+            retriever.retrieve(question.text)
+    finally:
+        del pagerank.run
+    n_passages = len(state.passage_ids)
+    top = max(k_values)
+    same_set, same_order, l1, bounds, exact_ms, push_ms = [], [], [], [], [], []
+    recall: dict[str, dict[int, list[float]]] = {"exact": {k: [] for k in k_values}, "push": {k: [] for k in k_values}}
+    for question, reset in recorded:
+        start = time.perf_counter()
+        exact = pagerank.run_exact(reset)
+        exact_ms.append((time.perf_counter() - start) * 1000.0)
+        start = time.perf_counter()
+        pushed = pagerank.run_push(reset)
+        push_ms.append((time.perf_counter() - start) * 1000.0)
+        ranked = {"exact": _top(exact[:n_passages], top), "push": _top(pushed.scores[:n_passages], top)}
+        same_set.append(set(ranked["exact"]) == set(ranked["push"]))
+        same_order.append(ranked["exact"] == ranked["push"])
+        l1.append(float(np.abs(exact - pushed.scores).sum()))
+        bounds.append(pushed.l1_bound)
+        gold = set(question.gold_ids)
+        for method, order in ranked.items():
+            ids = passage_ids([NodeWithScore(node=state.passage_nodes[i]) for i in order])
+            for k in k_values:
+                recall[method][k].append(100.0 * len(gold & set(ids[:k])) / max(1, len(gold)))
+    if not recorded:
+        return {"questions": len(questions), "questions_with_ppr": 0}
+    return {
+        "questions": len(questions),
+        "questions_with_ppr": len(recorded),
+        "method_used": pagerank.method,
+        "push_epsilon": pagerank.push_epsilon,
+        f"top{top}_same_set": round(sum(same_set) / len(recorded), 4),
+        f"top{top}_same_order": round(sum(same_order) / len(recorded), 4),
+        "l1_max": max(l1),
+        "l1_bound_max": max(bounds),
+        "exact_ms_p50": round(statistics.median(exact_ms), 3),
+        "push_ms_p50": round(statistics.median(push_ms), 3),
+        "recall_on_ppr_questions": {method: {f"recall@{k}": round(statistics.mean(v), 2) for k, v in per_k.items()}
+                                    for method, per_k in recall.items()},
+    }
 
 
 def _probe_worker(args: argparse.Namespace) -> dict[str, Any]:
@@ -341,11 +494,9 @@ def _own_index_stats(retriever: Any) -> dict[str, Any]:
     if isinstance(phases, dict):
         stats["build_seconds_by_phase"] = {k: round(float(v), 3) for k, v in phases.items()}
     graph = getattr(index, "graph", None)
-    if graph is not None and hasattr(graph, "graph"):
-        stats.update({"n_passages": getattr(graph, "num_passages", None),
-                      "n_entities": getattr(graph, "num_entities", None),
-                      "n_facts": getattr(graph, "num_facts", None),
-                      "n_nodes": graph.graph.number_of_nodes(), "n_edges": graph.graph.number_of_edges()})
+    if graph is not None and hasattr(graph, "num_edges"):
+        stats.update({"n_passages": graph.num_passages, "n_entities": graph.num_entities,
+                      "n_facts": graph.num_facts, "n_nodes": graph.num_nodes, "n_edges": graph.num_edges})
     counts = getattr(index, "counts", None)
     if callable(counts):
         try:
@@ -485,7 +636,7 @@ def run_size(size: int, args: argparse.Namespace, argv: list[str], summary: dict
         run["wall_seconds"] = data.get("wall_seconds")
         entry["runs"] = [r for r in entry["runs"] if r.get("name") != name] + [run]
         if "result" in data:
-            _save_size_result(Path(args.out).with_name(f"scale-{size}.json"), entry, data["result"])
+            _save_size_result(Path(args.out).with_name(f"{Path(args.out).stem}-{size}.json"), entry, data["result"])
         metrics = run.get("metrics", {})
         print(f"[{size}] {name}: index {run.get('index_seconds')} s, p50 {run.get('latency_ms_p50')} ms, "
               f"peak {run.get('peak_rss_mb')} MB, recall@5 {metrics.get('recall@5')}, "

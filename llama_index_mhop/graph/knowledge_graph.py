@@ -1,4 +1,4 @@
-"""The HippoRAG 2 knowledge graph: entity and passage nodes, fact, passage and synonymy edges (networkx).
+"""The HippoRAG 2 knowledge graph: entity and passage nodes, fact, passage and synonymy edges.
 
 HippoRAG 2 (Gutiérrez et al., 2025, "From RAG to Memory", seeds 003/004) links the OpenIE output of a corpus
 into one graph that Personalized PageRank walks at query time:
@@ -43,19 +43,32 @@ either way only new entities and entities whose full top-k list lost a member ar
 The structure changes only through :meth:`KnowledgeGraph.add_passage`, :meth:`KnowledgeGraph.remove_passage` and
 :meth:`KnowledgeGraph.update_synonymy`; each bumps :attr:`KnowledgeGraph.version`, which keys the cached
 PageRank matrix (:meth:`KnowledgeGraph.pagerank_graph`).
+
+Storage is arrays, not a graph library (:mod:`.graph_arrays`): nodes are integer slots, edges integer channels
+summed from appended changes, so the graph costs about 24 bytes per edge and saves as ``.npy`` files that query
+processes memory-map (:meth:`KnowledgeGraph.save`, :meth:`KnowledgeGraph.load`). networkx is an export only
+(:meth:`KnowledgeGraph.to_networkx`).
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
 
-import networkx as nx
 import numpy as np
 
+from .graph_arrays import FACTS, PLAIN, SYNONYMY, SYNONYMY_SCALE, TITLE, EdgeStore, NodeTable, PassageRecord
+from .graph_files import (
+    fill_graph_from_dict,
+    graph_to_dict,
+    graph_to_networkx,
+    load_graph,
+    load_graph_tables,
+    save_graph,
+)
 from .ppr import DEFAULT_DAMPING, PageRankGraph
+from .synonym_lists import SynonymLists
 
 __all__ = [
     "DEFAULT_SYNONYMY_BLOCK_SIZE",
@@ -66,6 +79,7 @@ __all__ = [
     "ENTITY",
     "GRAPH_FORMAT_VERSION",
     "PASSAGE",
+    "EdgeWeights",
     "KnowledgeGraph",
     "PassageRecord",
 ]
@@ -78,21 +92,24 @@ DEFAULT_TITLE_EDGE_WEIGHT = 10.0
 GRAPH_FORMAT_VERSION = 1
 ENTITY = "entity"
 PASSAGE = "passage"
-_SIM_DECIMALS = 6  # similarities are stored rounded: block shapes change the last float bits
+_KIND_CODE = {PASSAGE: 1, ENTITY: 2}
 
 
-@dataclass(frozen=True)
-class PassageRecord:
-    """What one passage contributes: its entity ids (title entities among them), fact ids, and source document."""
-
-    entities: tuple[str, ...]
-    facts: tuple[str, ...]
-    ref_doc_id: str | None = None
-    title: str = field(default="", compare=False)
-    title_entities: tuple[str, ...] = ()
+def _micro(similarity: float) -> int:
+    """A similarity rounded to 6 decimals, in millionths (exact: the stored floats are already rounded)."""
+    return int(round(similarity * SYNONYMY_SCALE))
 
 
-class KnowledgeGraph:
+class EdgeWeights(NamedTuple):
+    """One edge: distinct facts linking the pair, synonymy similarity, passage weight, and their sum."""
+
+    facts: int
+    synonymy: float
+    passage: float
+    weight: float
+
+
+class KnowledgeGraph(SynonymLists):
     """Entity and passage nodes with fact, passage and synonymy edges (see the module docstring for weights).
 
     Args:
@@ -127,21 +144,19 @@ class KnowledgeGraph:
         self.synonymy_top_k = int(synonymy_top_k)
         self.synonymy_min_chars = int(synonymy_min_chars)
         self.synonymy_block_size = int(synonymy_block_size)
-        self.graph = nx.Graph()
         self.entity_names: dict[str, str] = {}
         self.facts: dict[str, tuple[str, str, str]] = {}  # fact id -> (subject id, predicate, object id)
         self.passages: dict[str, PassageRecord] = {}
         self.entity_passages: dict[str, set[str]] = {}
-        self.fact_passages: dict[str, set[str]] = {}
+        self.fact_support: dict[str, int] = {}  # fact id -> how many passages state it
         self.synonyms: dict[str, list[tuple[str, float]]] = {}
         self._stale_synonyms: set[str] = set()
+        self._nodes = NodeTable()
+        self._edges = EdgeStore()
         self.version = 0
         self._pagerank: PageRankGraph | None = None
 
     # ------------------------------------------------------------------ structure
-
-    def __len__(self) -> int:
-        return self.graph.number_of_nodes()
 
     @property
     def num_entities(self) -> int:
@@ -155,34 +170,18 @@ class KnowledgeGraph:
     def num_passages(self) -> int:
         return len(self.passages)
 
+    @property
+    def num_nodes(self) -> int:
+        return len(self._nodes)
+
+    @property
+    def num_edges(self) -> int:
+        """Undirected edges of positive weight."""
+        return int((self._edge_weights()[2] > 0).sum())
+
     def _bump(self) -> None:
         self.version += 1
         self._pagerank = None
-
-    def _add_weight(self, u: str, v: str, kind: str, amount: float) -> None:
-        if self.graph.has_edge(u, v):
-            data = self.graph.edges[u, v]
-        else:
-            self.graph.add_edge(u, v, facts=0, synonymy=0.0, passage=0.0, weight=0.0)
-            data = self.graph.edges[u, v]
-        data[kind] += amount
-        self._reweigh(u, v)
-
-    def _set_weight(self, u: str, v: str, kind: str, value: float) -> None:
-        if not self.graph.has_edge(u, v):
-            if not value:
-                return
-            self.graph.add_edge(u, v, facts=0, synonymy=0.0, passage=0.0, weight=0.0)
-        self.graph.edges[u, v][kind] = value
-        self._reweigh(u, v)
-
-    def _reweigh(self, u: str, v: str) -> None:
-        data = self.graph.edges[u, v]
-        weight = data["facts"] + data["synonymy"] + data["passage"]
-        if weight <= 0:
-            self.graph.remove_edge(u, v)
-        else:
-            data["weight"] = float(weight)
 
     def add_passage(
         self,
@@ -208,34 +207,54 @@ class KnowledgeGraph:
             The ids of the entities and of the facts that are new to the graph.
 
         Raises:
-            ValueError: the passage is already in the graph, or a fact names an entity not in ``entities``.
+            ValueError: the passage is already in the graph, its id is an entity's, or a fact names an entity not
+                in ``entities``.
         """
-        if passage_id in self.passages:
+        if passage_id in self._nodes:
             raise ValueError(f"passage {passage_id!r} is already in the graph")
+        if passage_id in entities:
+            raise ValueError(f"passage {passage_id!r} has the id of one of its entities")
         for fact_id, (subject, _, obj) in facts.items():
             if subject not in entities or obj not in entities:
                 raise ValueError(f"fact {fact_id!r} links an entity that is not among the passage's entities")
         own = tuple(e for e in dict.fromkeys(title_entities) if e in entities)
         new_entities = [e for e in entities if e not in self.entity_names]
         new_facts = [f for f in facts if f not in self.facts]
-        self.graph.add_node(passage_id, kind=PASSAGE, name=title)
-        for entity_id, name in entities.items():
-            if entity_id not in self.entity_names:
-                self.entity_names[entity_id] = name
-                self.graph.add_node(entity_id, kind=ENTITY, name=name)
-                self._stale_synonyms.add(entity_id)  # its synonyms come with the next update_synonymy
-            self.entity_passages.setdefault(entity_id, set()).add(passage_id)
-            self._add_weight(passage_id, entity_id, "passage", self.title_edge_weight if entity_id in own else 1.0)
-        for fact_id in facts:
-            if fact_id not in self.facts:
-                subject, predicate, obj = facts[fact_id]
-                self.facts[fact_id] = (subject, predicate, obj)
-                if subject != obj:
-                    self._add_weight(subject, obj, "facts", 1)
-            self.fact_passages.setdefault(fact_id, set()).add(passage_id)
-        self.passages[passage_id] = PassageRecord(tuple(entities), tuple(facts), ref_doc_id, title, own)
+        for entity_id in new_entities:
+            self.entity_names[entity_id] = entities[entity_id]
+            self._stale_synonyms.add(entity_id)  # its synonyms come with the next update_synonymy
+        for fact_id in new_facts:
+            subject, predicate, obj = facts[fact_id]
+            self.facts[fact_id] = (subject, predicate, obj)
+        record = PassageRecord(tuple(entities), tuple(facts), ref_doc_id, title, own)
+        self.passages[passage_id] = record
+        self._link(passage_id, record, new_entities, new_facts)
         self._bump()
         return new_entities, new_facts
+
+    def _link(self, passage_id: str, record: PassageRecord, new_entities: Sequence[str],
+              new_facts: Sequence[str]) -> None:
+        """Add the passage's node, its new entity nodes, its passage edges and the edges of its new facts."""
+        passage = self._nodes.add(passage_id, _KIND_CODE[PASSAGE])
+        for entity_id in new_entities:
+            self._nodes.add(entity_id, _KIND_CODE[ENTITY])
+        for entity_id in record.entities:
+            self.entity_passages.setdefault(entity_id, set()).add(passage_id)
+        for fact_id in record.facts:
+            self.fact_support[fact_id] = self.fact_support.get(fact_id, 0) + 1
+        self._passage_edges(passage, record, 1)
+        self._fact_edges(new_facts, 1)
+
+    def _passage_edges(self, passage: int, record: PassageRecord, delta: int) -> None:
+        own = set(record.title_entities)
+        for channel, chosen in ((PLAIN, [e for e in record.entities if e not in own]), (TITLE, record.title_entities)):
+            self._edges.add(passage, self._nodes.slots(chosen), channel, delta)
+
+    def _fact_edges(self, fact_ids: Iterable[str], delta: int) -> None:
+        pairs = [(s, o) for s, _, o in (self.facts[f] for f in fact_ids) if s != o]
+        if pairs:
+            self._edges.add(self._nodes.slots(p[0] for p in pairs), self._nodes.slots(p[1] for p in pairs),
+                            FACTS, delta)
 
     def remove_passage(self, passage_id: str) -> tuple[list[str], list[str]]:
         """Remove a passage, its edges, and the facts and entities no other passage supports.
@@ -254,196 +273,83 @@ class KnowledgeGraph:
         record = self.passages.pop(passage_id)
         removed_facts = []
         for fact_id in record.facts:
-            supporters = self.fact_passages[fact_id]
-            supporters.discard(passage_id)
-            if not supporters:
-                del self.fact_passages[fact_id]
-                subject, _, obj = self.facts.pop(fact_id)
-                if subject != obj:
-                    self._add_weight(subject, obj, "facts", -1)
+            self.fact_support[fact_id] -= 1
+            if not self.fact_support[fact_id]:
+                del self.fact_support[fact_id]
                 removed_facts.append(fact_id)
+        self._fact_edges(removed_facts, -1)
+        for fact_id in removed_facts:
+            del self.facts[fact_id]
+        self._passage_edges(self._nodes.slot(passage_id), record, -1)
+        self._nodes.remove(passage_id)
         removed_entities = []
         for entity_id in record.entities:
             supporters = self.entity_passages[entity_id]
             supporters.discard(passage_id)
             if not supporters:
                 removed_entities.append(entity_id)
-        self.graph.remove_node(passage_id)
+        gone = set(removed_entities)
+        lost_pairs = {tuple(sorted((e, o))) for e in removed_entities for o in self._synonym_partners(e)}
+        self._set_synonymy_edges({pair: self._synonymy(*pair) for pair in lost_pairs}, dict.fromkeys(lost_pairs, 0.0))
         for entity_id in removed_entities:
             del self.entity_passages[entity_id]
             del self.entity_names[entity_id]
-            self._drop_synonyms_of(entity_id)
-            self.graph.remove_node(entity_id)
+            self._drop_synonyms_of(entity_id, gone)
+            self._nodes.remove(entity_id)
         self._bump()
         return removed_entities, removed_facts
-
-    def _drop_synonyms_of(self, entity_id: str) -> None:
-        self.synonyms.pop(entity_id, None)
-        self._stale_synonyms.discard(entity_id)
-        for other, neighbours in self.synonyms.items():
-            if any(e == entity_id for e, _ in neighbours):
-                if len(neighbours) >= self.synonymy_top_k:
-                    self._stale_synonyms.add(other)  # a neighbour beyond the old top-k may now qualify
-                self.synonyms[other] = [(e, s) for e, s in neighbours if e != entity_id]
 
     def passages_of_document(self, ref_doc_id: str) -> list[str]:
         """Ids of the passages that came from the document ``ref_doc_id``."""
         return [pid for pid, record in self.passages.items() if record.ref_doc_id == ref_doc_id]
 
-    @property
-    def stale_synonyms(self) -> set[str]:
-        """Entities whose synonym list :meth:`update_synonymy` must (re)compute: new ones, and full lists that lost
-        a neighbour."""
-        return set(self._stale_synonyms)
+    # ------------------------------------------------------------------ edges and PageRank
 
-    # ------------------------------------------------------------------ synonymy
+    def _set_synonymy_edges(self, old: Mapping[tuple[str, str], float], new: Mapping[tuple[str, str], float]) -> None:
+        deltas = {pair: _micro(new[pair]) - _micro(old.get(pair, 0.0)) for pair in new}
+        changed = [(a, b, delta) for (a, b), delta in deltas.items() if delta]
+        if changed:
+            self._edges.add(self._nodes.slots(a for a, _, _ in changed), self._nodes.slots(b for _, b, _ in changed),
+                            SYNONYMY, np.array([delta for _, _, delta in changed]))
 
-    def _eligible(self, entity_id: str) -> bool:
-        key = self.entity_names.get(entity_id, "")
-        return len(re.sub(r"[^a-z0-9]", "", key)) >= self.synonymy_min_chars and bool(re.search(r"[a-z]", key))
+    def _synonymy_edge_count(self) -> int:
+        _, values, weight = self._edge_weights()
+        return int(((values[:, SYNONYMY] != 0) & (weight > 0)).sum())
 
-    def update_synonymy(
-        self, entity_ids: Sequence[str], vectors: np.ndarray, changed: Iterable[str] | None = None
-    ) -> int:
-        """Compute the synonym lists of new and stale entities (:attr:`stale_synonyms`) and of ``changed`` ones,
-        exactly (blocked dot products), and merge them into the other entities' lists.
+    def _edge_weights(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The edge table: slot pairs, channel values, and each edge's weight (facts + synonymy + passage)."""
+        pairs, values = self._edges.table()
+        return pairs, values, self._weights(values)[2]
 
-        The top-k of an unchanged entity over the old entities plus the changed ones is the top-k of its old list
-        plus the changed candidates, so only the changed rows of the similarity matrix are computed, in blocks.
+    def _weights(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per row of channel values: the synonymy weight, the passage weight and the edge's total weight."""
+        synonymy = values[:, SYNONYMY] / SYNONYMY_SCALE
+        passage = values[:, PLAIN] * 1.0 + values[:, TITLE] * self.title_edge_weight
+        return synonymy, passage, values[:, FACTS].astype(np.float64) + synonymy + passage
 
-        Args:
-            entity_ids: every entity of the graph, in the row order of ``vectors``.
-            vectors: one embedding per entity (normalised here).
-            changed: more entities whose synonyms to recompute (all of them for a full rebuild).
+    def edge(self, u: str, v: str) -> EdgeWeights | None:
+        """The edge between two nodes, or None when they are not linked."""
+        if u not in self._nodes or v not in self._nodes:
+            return None
+        values = self._edges.channels_of(self._nodes.slot(u), self._nodes.slot(v))
+        if values is None:
+            return None
+        synonymy, passage, weight = (float(w[0]) for w in self._weights(values[None, :]))
+        return EdgeWeights(int(values[FACTS]), synonymy, passage, weight) if weight > 0 else None
 
-        Returns:
-            The number of synonymy edges in the graph afterwards.
+    def edge_list(self) -> list[tuple[str, str, int, float, float]]:
+        """Every edge as ``(u, v, facts, synonymy, passage)`` with ``u < v``, sorted (for comparisons)."""
+        pairs, values = self._edges.table()
+        synonymy, passage, weight = self._weights(values)
+        keep = weight > 0
+        keys = [self._nodes.key(slot) for slot in pairs[keep].ravel().tolist()]
+        columns = (values[keep, FACTS].tolist(), synonymy[keep].tolist(), passage[keep].tolist())
+        return sorted((min(a, b), max(a, b), f, s, p) for a, b, f, s, p in zip(keys[::2], keys[1::2], *columns,
+                                                                                strict=True))
 
-        Raises:
-            ValueError: ``entity_ids`` is not exactly the graph's entities, or ``vectors`` has the wrong shape.
-        """
-        ids = list(entity_ids)
-        if set(ids) != set(self.entity_names) or len(ids) != len(self.entity_names):
-            raise ValueError(
-                f"update_synonymy needs the embeddings of exactly the graph's {len(self.entity_names)} entities, "
-                f"got {len(ids)}"
-            )
-        matrix = np.asarray(vectors, dtype=np.float32)
-        if matrix.ndim != 2 or matrix.shape[0] != len(ids):
-            raise ValueError(f"vectors must have shape ({len(ids)}, dim), got {matrix.shape}")
-        queries = self._pending(changed)
-        if not ids:
-            return self._apply_synonyms(queries, [])
-        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-        matrix = matrix / np.where(norms > 0, norms, 1.0)
-        eligible = np.array([self._eligible(e) for e in ids], dtype=bool)
-        position = {e: i for i, e in enumerate(ids)}
-        rows = sorted(position[e] for e in queries if eligible[position[e]])
-        # At most about 64M similarities (256 MB) at once, however many entities there are.
-        block_rows = max(1, min(self.synonymy_block_size, (1 << 26) // max(1, len(ids))))
-        threshold = self.synonymy_threshold
-
-        def candidates() -> Iterator[tuple[str, list[tuple[str, float]]]]:
-            for start in range(0, len(rows), block_rows):
-                block = rows[start : start + block_rows]
-                sims = matrix[block] @ matrix.T
-                sims[:, ~eligible] = -np.inf
-                hit_rows, hit_cols = np.nonzero(sims >= threshold)
-                values = sims[hit_rows, hit_cols]
-                per_row: dict[int, list[tuple[str, float]]] = {r: [] for r in range(len(block))}
-                for r, c, v in zip(hit_rows.tolist(), hit_cols.tolist(), values.tolist(), strict=True):
-                    per_row[r].append((ids[c], float(v)))
-                for r, row in enumerate(block):
-                    yield ids[row], per_row[r]
-
-        return self._apply_synonyms(queries, candidates())
-
-    def update_synonymy_by_search(
-        self,
-        search: Callable[[list[str]], list[list[tuple[str, float]]]],
-        changed: Iterable[str] | None = None,
-        batch_size: int = 1024,
-    ) -> int:
-        """Like :meth:`update_synonymy`, with the neighbours found by ``search`` (e.g. an HNSW vector index).
-
-        For large graphs: the all-pairs similarity of :meth:`update_synonymy` grows with the square of the number
-        of entities. ``search(ids)`` returns, for each entity id, its nearest entities as ``(id, cosine)``; it
-        must return at least every neighbour above the threshold among the ``synonymy_top_k`` nearest. A pair is
-        found from the new entity's side only, so an old entity can miss a new synonym that is not among the
-        new entity's own top-k (possible only when more than ``synonymy_top_k`` entities are that similar).
-        """
-        queries = self._pending(changed)
-        ordered = sorted(e for e in queries if self._eligible(e))
-
-        def candidates() -> Iterator[tuple[str, list[tuple[str, float]]]]:
-            for start in range(0, len(ordered), batch_size):
-                batch = ordered[start : start + batch_size]
-                for source, found in zip(batch, search(batch), strict=True):
-                    yield source, [(e, float(v)) for e, v in found
-                                   if v >= self.synonymy_threshold and e in self.entity_names and self._eligible(e)]
-
-        return self._apply_synonyms(queries, candidates())
-
-    def _pending(self, changed: Iterable[str] | None) -> set[str]:
-        queries = {e for e in (changed or ()) if e in self.entity_names}
-        queries |= self._stale_synonyms & set(self.entity_names)
-        self._stale_synonyms.clear()
-        return queries
-
-    def _apply_synonyms(
-        self, queries: set[str], rows: Iterable[tuple[str, list[tuple[str, float]]]]
-    ) -> int:
-        """Replace the lists of ``queries`` by their candidates (top-k) and merge them into the others' lists."""
-        touched: dict[str, list[tuple[str, float]]] = {}  # entity -> its list before this update
-
-        def remember(entity_id: str) -> None:
-            if entity_id not in touched:
-                touched[entity_id] = list(self.synonyms.get(entity_id, []))
-
-        for e in queries:
-            remember(e)
-            self.synonyms.pop(e, None)
-        merges: dict[str, dict[str, float]] = {}
-        for source, found in rows:
-            kept = [(target, round(sim, _SIM_DECIMALS)) for target, sim in found if target != source]
-            self.synonyms[source] = self._top_k(kept)
-            for target, sim in kept:
-                if target not in queries:
-                    merges.setdefault(target, {})[source] = sim
-        for target, candidates in merges.items():
-            remember(target)
-            current = {e: s for e, s in self.synonyms.get(target, [])}
-            current.update(candidates)
-            self.synonyms[target] = self._top_k(list(current.items()))
-        for entity_id in list(self.synonyms):
-            if not self.synonyms[entity_id]:
-                del self.synonyms[entity_id]
-        self._sync_synonymy_edges(touched)
-        self._bump()
-        return sum(1 for _, _, d in self.graph.edges(data=True) if d["synonymy"])
-
-    def _top_k(self, candidates: list[tuple[str, float]]) -> list[tuple[str, float]]:
-        candidates.sort(key=lambda item: (-item[1], item[0]))
-        return candidates[: self.synonymy_top_k]
-
-    def _sync_synonymy_edges(self, touched: Mapping[str, list[tuple[str, float]]]) -> None:
-        pairs: set[tuple[str, str]] = set()
-        for entity_id, before in touched.items():
-            for other, _ in before:
-                pairs.add((entity_id, other))
-            for other, _ in self.synonyms.get(entity_id, []):
-                pairs.add((entity_id, other))
-        for a, b in pairs:
-            if a not in self.entity_names or b not in self.entity_names:
-                continue
-            sim = self._synonymy(a, b)
-            self._set_weight(a, b, "synonymy", sim)
-
-    def _synonymy(self, a: str, b: str) -> float:
-        found = [s for e, s in self.synonyms.get(a, []) if e == b] + [s for e, s in self.synonyms.get(b, []) if e == a]
-        return max(found) if found else 0.0
-
-    # ------------------------------------------------------------------ PageRank
+    def node_kind(self, key: str) -> str:
+        """``"passage"`` or ``"entity"``."""
+        return PASSAGE if self._nodes.kind(self._nodes.slot(key)) == _KIND_CODE[PASSAGE] else ENTITY
 
     def pagerank_graph(self, damping: float = DEFAULT_DAMPING) -> PageRankGraph:
         """The cached PageRank matrix of this graph version (built on first use after each change).
@@ -452,8 +358,13 @@ class KnowledgeGraph:
         """
         if self._pagerank is None or self._pagerank.damping != damping:
             nodes = self.node_order()
-            self._pagerank = PageRankGraph.from_networkx(
-                self.graph, weight="weight", nodelist=nodes, damping=damping, version=self.version
+            position = np.full(self._nodes.capacity, -1, dtype=np.int64)
+            position[self._nodes.slots(nodes)] = np.arange(len(nodes))
+            pairs, _, weight = self._edge_weights()
+            keep = weight > 0
+            edges = np.stack([position[pairs[keep, 0]], position[pairs[keep, 1]]], axis=1)
+            self._pagerank = PageRankGraph.from_edges(
+                len(nodes), edges, weight[keep], nodes=nodes, damping=damping, version=self.version
             )
         return self._pagerank
 
@@ -461,7 +372,23 @@ class KnowledgeGraph:
         """Passage ids then entity ids, each sorted: the row order of :meth:`pagerank_graph`."""
         return sorted(self.passages) + sorted(self.entity_names)
 
-    # ------------------------------------------------------------------ persistence
+    # ------------------------------------------------------------------ persistence and export
+
+    _kind_code = staticmethod(_KIND_CODE.__getitem__)
+
+    def _rebuild_structure(self) -> None:
+        """Nodes and edges from the tables alone (passages, facts, synonym lists), as a fresh build makes them."""
+        self._nodes, self._edges = NodeTable(), EdgeStore()
+        for pid in sorted(self.passages):
+            self._nodes.add(pid, _KIND_CODE[PASSAGE])
+        for entity_id in sorted(self.entity_names):
+            self._nodes.add(entity_id, _KIND_CODE[ENTITY])
+        for pid, record in self.passages.items():
+            self._passage_edges(self._nodes.slot(pid), record, 1)
+        self._fact_edges(self.facts, 1)
+        pairs = {(min(a, b), max(a, b)) for a, lst in self.synonyms.items() for b, _ in lst if b in self.entity_names}
+        self._set_synonymy_edges({}, {pair: self._synonymy(*pair) for pair in sorted(pairs)})
+        self._pagerank = None
 
     def config(self) -> dict[str, Any]:
         return {
@@ -474,25 +401,7 @@ class KnowledgeGraph:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable form: config, records, synonym lists, and the node and edge lists."""
-        return {
-            "format_version": GRAPH_FORMAT_VERSION,
-            "config": self.config(),
-            "version": self.version,
-            "entities": dict(sorted(self.entity_names.items())),
-            "facts": {f: list(t) for f, t in sorted(self.facts.items())},
-            "passages": {
-                pid: {"entities": list(r.entities), "facts": list(r.facts), "ref_doc_id": r.ref_doc_id,
-                      "title": r.title, "title_entities": list(r.title_entities)}
-                for pid, r in sorted(self.passages.items())
-            },
-            "synonyms": {e: [[o, s] for o, s in lst] for e, lst in sorted(self.synonyms.items())},
-            "stale_synonyms": sorted(self._stale_synonyms),
-            "nodes": [[n, d["kind"], d.get("name", "")] for n, d in sorted(self.graph.nodes(data=True))],
-            "edges": sorted(
-                [min(u, v), max(u, v), d["facts"], d["synonymy"], d["passage"]]
-                for u, v, d in self.graph.edges(data=True)
-            ),
-        }
+        return graph_to_dict(self, GRAPH_FORMAT_VERSION)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> KnowledgeGraph:
@@ -505,39 +414,37 @@ class KnowledgeGraph:
         if version != GRAPH_FORMAT_VERSION:
             raise ValueError(f"unsupported graph format version {version!r} (this code reads {GRAPH_FORMAT_VERSION})")
         graph = cls(**data.get("config", {}))
-        graph.entity_names = {str(k): str(v) for k, v in data["entities"].items()}
-        graph.facts = {str(k): (str(s), str(p), str(o)) for k, (s, p, o) in data["facts"].items()}
-        for pid, rec in data["passages"].items():
-            record = PassageRecord(
-                tuple(rec["entities"]), tuple(rec["facts"]), rec.get("ref_doc_id"), rec.get("title", ""),
-                tuple(rec.get("title_entities", ())),
-            )
-            graph.passages[pid] = record
-            for e in record.entities:
-                graph.entity_passages.setdefault(e, set()).add(pid)
-            for f in record.facts:
-                graph.fact_passages.setdefault(f, set()).add(pid)
-        graph.synonyms = {e: [(str(o), float(s)) for o, s in lst] for e, lst in data.get("synonyms", {}).items()}
-        graph._stale_synonyms = set(data.get("stale_synonyms", []))
-        for node, kind, name in data["nodes"]:
-            graph.graph.add_node(node, kind=kind, name=name)
-        for u, v, facts, synonymy, passage in data["edges"]:
-            graph.graph.add_edge(
-                u, v, facts=int(facts), synonymy=float(synonymy), passage=float(passage),
-                weight=float(facts + synonymy + passage),
-            )
-        expected_nodes = set(graph.passages) | set(graph.entity_names)
-        if set(graph.graph.nodes) != expected_nodes:
-            raise ValueError("graph file is inconsistent: its node list does not match its passages and entities")
-        graph.version = int(data.get("version", 0))
+        fill_graph_from_dict(graph, data)
         return graph
 
-    def edge_list(self) -> list[tuple[str, str, int, float, float]]:
-        """Every edge as ``(u, v, facts, synonymy, passage)`` with ``u < v``, sorted (for comparisons)."""
-        return [tuple(e) for e in self.to_dict()["edges"]]  # type: ignore[misc]
+    def save(self, folder: str | Path) -> Path:
+        """Write this version to ``folder`` as ``tables.json`` and ``.npy`` arrays (see :mod:`.graph_files`)."""
+        return save_graph(self, folder)
+
+    @classmethod
+    def load(cls, folder: str | Path, mmap: bool = True) -> KnowledgeGraph:
+        """Read a graph written by :meth:`save`; with ``mmap`` the edge arrays are memory-mapped read-only (shared
+        by every process that loads the folder; a change writes new arrays in memory, never the files).
+
+        Raises:
+            ValueError: a missing, malformed or inconsistent file.
+        """
+        graph = cls(**load_graph_tables(folder).get("config", {}))
+        load_graph(graph, folder, mmap)
+        return graph
+
+    def to_networkx(self) -> Any:
+        """This version as a ``networkx.Graph`` (nodes: ``kind``, ``name``; edges: ``facts``, ``synonymy``,
+        ``passage``, ``weight``); ``networkx.write_graphml(graph.to_networkx(), path)`` writes GraphML."""
+        return graph_to_networkx(self)
+
+    @property
+    def graph(self) -> Any:
+        """:meth:`to_networkx`, built on each access (for counts use :attr:`num_nodes` and :attr:`num_edges`)."""
+        return self.to_networkx()
 
     def __repr__(self) -> str:
         return (
             f"KnowledgeGraph(passages={self.num_passages}, entities={self.num_entities}, facts={self.num_facts}, "
-            f"edges={self.graph.number_of_edges()}, version={self.version})"
+            f"edges={self.num_edges}, version={self.version})"
         )

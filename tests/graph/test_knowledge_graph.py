@@ -54,10 +54,12 @@ def test_fixture_graph_nodes(mini_index):
         "marty", "academy award", "1955", "laie hawaii", "laie", "oahu", "hukilau song",
     }
     assert set(graph.entity_names.values()) == entities
-    assert {graph.graph.nodes[e]["name"] for e in graph.entity_names} == entities
+    exported = graph.to_networkx()
+    assert {exported.nodes[e]["name"] for e in graph.entity_names} == entities
+    assert {graph.node_kind(e) for e in graph.entity_names} == {"entity"}
     titles = {r.title for r in graph.passages.values()}
     assert titles == {"Lover Come Back (1961 film)", "Delbert Mann", "Doris Day", "Marty (film)", "Laie, Hawaii"}
-    assert graph.graph.number_of_nodes() == 5 + 14
+    assert graph.num_nodes == exported.number_of_nodes() == 5 + 14
     assert graph.num_facts == 14
 
 
@@ -96,7 +98,7 @@ def test_fixture_graph_edges_and_weights(mini_index):
         (eid("delbert mann"), eid("delbert martin mann")): (0, round(2 / np.sqrt(6), 6), 0.0),
     }
     got = {}
-    for u, v, data in graph.graph.edges(data=True):
+    for u, v, data in graph.to_networkx().edges(data=True):
         key = (u, v) if (u, v) in expected else (v, u)
         got[key] = (data["facts"], data["synonymy"], data["passage"])
         assert data["weight"] == pytest.approx(data["facts"] + data["synonymy"] + data["passage"])
@@ -156,9 +158,9 @@ def test_synonymy_edges_threshold_and_letters():
     assert graph.stale_synonyms == {"a", "b", "c", "d"}
     edges = graph.update_synonymy(*matrix(graph))
     assert edges == 1
-    assert graph.graph.edges["a", "b"]["synonymy"] == pytest.approx(0.9)
-    assert graph.graph.edges["a", "d"]["synonymy"] == 0.0  # the fact edge only: a year gets no synonym
-    assert graph.graph.edges["a", "d"]["weight"] == 1.0
+    assert graph.edge("a", "b").synonymy == pytest.approx(0.9)
+    assert graph.edge("a", "d").synonymy == 0.0  # the fact edge only: a year gets no synonym
+    assert graph.edge("a", "d").weight == 1.0
     assert graph.stale_synonyms == set()
 
 
@@ -170,8 +172,8 @@ def test_synonymy_top_k_caps_neighbours():
     graph.update_synonymy(ids, vectors)
     # x's nearest is y (0.95); y's nearest is x; z's nearest is x (0.9): edges x-y and x-z, not y-z.
     assert graph.synonyms["x"] == [("y", pytest.approx(0.95))]
-    assert graph.graph.has_edge("x", "y") and graph.graph.has_edge("x", "z")
-    assert not graph.graph.has_edge("y", "z")
+    assert graph.edge("x", "y") is not None and graph.edge("x", "z") is not None
+    assert graph.edge("y", "z") is None
 
 
 def test_remove_passage_drops_unsupported_entities_and_facts():
@@ -181,7 +183,7 @@ def test_remove_passage_drops_unsupported_entities_and_facts():
     assert sorted(removed_entities) == ["a", "d"]
     assert removed_facts == ["f1"]
     assert set(graph.entity_names) == {"b", "c"}
-    assert set(graph.graph.nodes) == {"p2", "b", "c"}
+    assert set(graph.node_order()) == {"p2", "b", "c"} and graph.num_nodes == 3
     assert "a" not in graph.synonyms and all(e != "a" for e, _ in graph.synonyms.get("b", []))
     with pytest.raises(KeyError, match="not in the graph"):
         graph.remove_passage("p1")
@@ -191,9 +193,9 @@ def test_shared_fact_survives_removal_of_one_supporter():
     graph = KnowledgeGraph()
     graph.add_passage("p1", {"a": "ann", "b": "bob"}, {"f": ("a", "knows", "b")})
     graph.add_passage("p2", {"a": "ann", "b": "bob"}, {"f": ("a", "knows", "b")})
-    assert graph.graph.edges["a", "b"]["facts"] == 1  # one distinct fact, however many passages state it
+    assert graph.edge("a", "b").facts == 1  # one distinct fact, however many passages state it
     assert graph.remove_passage("p1") == ([], [])
-    assert graph.graph.edges["a", "b"]["facts"] == 1
+    assert graph.edge("a", "b").facts == 1
 
 
 def test_incremental_synonymy_equals_full_build():

@@ -1,0 +1,236 @@
+"""Synonym lists of entities: who may have synonyms, exact blocked cosine neighbours, and the top-k lists.
+
+:class:`SynonymLists` keeps each entity's top-k synonyms (the knowledge graph mixes it in); the graph turns list
+changes into synonymy edges through ``_set_synonymy_edges``. A pair's edge weight is the larger similarity either
+entity's list holds for the other.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+
+import numpy as np
+
+__all__ = ["SynonymLists", "exact_neighbours", "may_have_synonyms"]
+
+_SIM_DECIMALS = 6  # similarities are stored rounded: block shapes change the last float bits
+_MAX_SIMILARITIES = 1 << 26  # similarities computed at once (256 MB of float32), however many entities there are
+
+
+def may_have_synonyms(key: str, min_chars: int) -> bool:
+    """Whether an entity key gets synonymy edges: at least ``min_chars`` letters or digits, at least one letter.
+
+    Years and numbers embed close to one another ("1961" and "1962") and would otherwise form a clique that
+    links every dated passage.
+    """
+    return len(re.sub(r"[^a-z0-9]", "", key)) >= min_chars and bool(re.search(r"[a-z]", key))
+
+
+def exact_neighbours(
+    ids: Sequence[str],
+    vectors: np.ndarray,
+    eligible: np.ndarray,
+    rows: Sequence[int],
+    threshold: float,
+    block_size: int,
+) -> Iterator[tuple[str, list[tuple[str, float]]]]:
+    """For each row in ``rows``, the eligible entities whose cosine similarity is at least ``threshold``.
+
+    Args:
+        ids: entity ids in the row order of ``vectors``.
+        vectors: unit-normalised float32 embeddings, one row per id.
+        eligible: one bool per id: whether it may be a neighbour.
+        rows: the row indices to search from, in the order they are yielded.
+        threshold: minimum cosine similarity.
+        block_size: rows compared at once (capped so that one block holds about 64M similarities).
+
+    Yields:
+        ``(id, [(neighbour id, similarity), ...])`` per searched row (the row itself included when eligible).
+    """
+    block_rows = max(1, min(block_size, _MAX_SIMILARITIES // max(1, len(ids))))
+    for start in range(0, len(rows), block_rows):
+        block = list(rows[start : start + block_rows])
+        sims = vectors[block] @ vectors.T
+        sims[:, ~eligible] = -np.inf
+        hit_rows, hit_cols = np.nonzero(sims >= threshold)
+        values = sims[hit_rows, hit_cols]
+        per_row: dict[int, list[tuple[str, float]]] = {r: [] for r in range(len(block))}
+        for r, c, v in zip(hit_rows.tolist(), hit_cols.tolist(), values.tolist(), strict=True):
+            per_row[r].append((ids[c], float(v)))
+        for r, row in enumerate(block):
+            yield ids[row], per_row[r]
+
+
+class SynonymLists:
+    """The synonym lists of a knowledge graph's entities (a mixin of :class:`~.knowledge_graph.KnowledgeGraph`).
+
+    The host provides the entity table, the synonymy settings, ``_bump`` (a new graph version),
+    ``_set_synonymy_edges(old, new)`` (move the edges of pairs from old to new weights) and
+    ``_synonymy_edge_count()``.
+    """
+
+    entity_names: dict[str, str]
+    synonyms: dict[str, list[tuple[str, float]]]
+    _stale_synonyms: set[str]
+    synonymy_threshold: float
+    synonymy_top_k: int
+    synonymy_min_chars: int
+    synonymy_block_size: int
+    _bump: Callable[[], None]
+    _set_synonymy_edges: Callable[[Mapping[tuple[str, str], float], Mapping[tuple[str, str], float]], None]
+    _synonymy_edge_count: Callable[[], int]
+
+    @property
+    def stale_synonyms(self) -> set[str]:
+        """Entities whose synonym list :meth:`update_synonymy` must (re)compute: new ones, and full lists that lost
+        a neighbour."""
+        return set(self._stale_synonyms)
+
+    def _synonym_partners(self, entity_id: str) -> set[str]:
+        partners = {e for e, _ in self.synonyms.get(entity_id, [])}
+        partners.update(other for other, lst in self.synonyms.items() if any(e == entity_id for e, _ in lst))
+        return partners
+
+    def _drop_synonyms_of(self, entity_id: str, gone: set[str]) -> None:
+        self.synonyms.pop(entity_id, None)
+        self._stale_synonyms.discard(entity_id)
+        for other, neighbours in self.synonyms.items():
+            if any(e == entity_id for e, _ in neighbours):
+                if len(neighbours) >= self.synonymy_top_k and other not in gone:
+                    self._stale_synonyms.add(other)  # a neighbour beyond the old top-k may now qualify
+                self.synonyms[other] = [(e, s) for e, s in neighbours if e != entity_id]
+
+
+    def _eligible(self, entity_id: str) -> bool:
+        return may_have_synonyms(self.entity_names.get(entity_id, ""), self.synonymy_min_chars)
+
+    def update_synonymy(
+        self, entity_ids: Sequence[str], vectors: np.ndarray, changed: Iterable[str] | None = None
+    ) -> int:
+        """Compute the synonym lists of new and stale entities (:attr:`stale_synonyms`) and of ``changed`` ones,
+        exactly (blocked dot products), and merge them into the other entities' lists.
+
+        The top-k of an unchanged entity over the old entities plus the changed ones is the top-k of its old list
+        plus the changed candidates, so only the changed rows of the similarity matrix are computed, in blocks.
+
+        Args:
+            entity_ids: every entity of the graph, in the row order of ``vectors``.
+            vectors: one embedding per entity (normalised here).
+            changed: more entities whose synonyms to recompute (all of them for a full rebuild).
+
+        Returns:
+            The number of synonymy edges in the graph afterwards.
+
+        Raises:
+            ValueError: ``entity_ids`` is not exactly the graph's entities, or ``vectors`` has the wrong shape.
+        """
+        ids = list(entity_ids)
+        if set(ids) != set(self.entity_names) or len(ids) != len(self.entity_names):
+            raise ValueError(
+                f"update_synonymy needs the embeddings of exactly the graph's {len(self.entity_names)} entities, "
+                f"got {len(ids)}"
+            )
+        matrix = np.asarray(vectors, dtype=np.float32)
+        if matrix.ndim != 2 or matrix.shape[0] != len(ids):
+            raise ValueError(f"vectors must have shape ({len(ids)}, dim), got {matrix.shape}")
+        queries = self._pending(changed)
+        if not ids:
+            return self._apply_synonyms(queries, [])
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+        matrix = matrix / np.where(norms > 0, norms, 1.0)
+        eligible = np.array([self._eligible(e) for e in ids], dtype=bool)
+        position = {e: i for i, e in enumerate(ids)}
+        rows = sorted(position[e] for e in queries if eligible[position[e]])
+        found = exact_neighbours(ids, matrix, eligible, rows, self.synonymy_threshold, self.synonymy_block_size)
+        return self._apply_synonyms(queries, found)
+
+    def update_synonymy_by_search(
+        self,
+        search: Callable[[list[str]], list[list[tuple[str, float]]]],
+        changed: Iterable[str] | None = None,
+        batch_size: int = 1024,
+    ) -> int:
+        """Like :meth:`update_synonymy`, with the neighbours found by ``search`` (e.g. an HNSW vector index).
+
+        For large graphs: the all-pairs similarity of :meth:`update_synonymy` grows with the square of the number
+        of entities. ``search(ids)`` returns, for each entity id, its nearest entities as ``(id, cosine)``; it
+        must return at least every neighbour above the threshold among the ``synonymy_top_k`` nearest. A pair is
+        found from the new entity's side only, so an old entity can miss a new synonym that is not among the
+        new entity's own top-k (possible only when more than ``synonymy_top_k`` entities are that similar).
+        """
+        queries = self._pending(changed)
+        ordered = sorted(e for e in queries if self._eligible(e))
+
+        def candidates() -> Iterable[tuple[str, list[tuple[str, float]]]]:
+            for start in range(0, len(ordered), batch_size):
+                batch = ordered[start : start + batch_size]
+                for source, found in zip(batch, search(batch), strict=True):
+                    yield source, [(e, float(v)) for e, v in found
+                                   if v >= self.synonymy_threshold and e in self.entity_names and self._eligible(e)]
+
+        return self._apply_synonyms(queries, candidates())
+
+    def _pending(self, changed: Iterable[str] | None) -> set[str]:
+        queries = {e for e in (changed or ()) if e in self.entity_names}
+        queries |= self._stale_synonyms & set(self.entity_names)
+        self._stale_synonyms.clear()
+        return queries
+
+    def _apply_synonyms(
+        self, queries: set[str], rows: Iterable[tuple[str, list[tuple[str, float]]]]
+    ) -> int:
+        """Replace the lists of ``queries`` by their candidates (top-k) and merge them into the others' lists."""
+        touched: dict[str, list[tuple[str, float]]] = {}  # entity -> its list before this update
+
+        def remember(entity_id: str) -> None:
+            if entity_id not in touched:
+                touched[entity_id] = list(self.synonyms.get(entity_id, []))
+
+        for e in queries:
+            remember(e)
+            self.synonyms.pop(e, None)
+        merges: dict[str, dict[str, float]] = {}
+        for source, found in rows:
+            kept = [(target, round(sim, _SIM_DECIMALS)) for target, sim in found if target != source]
+            self.synonyms[source] = self._top_k(kept)
+            for target, sim in kept:
+                if target not in queries:
+                    merges.setdefault(target, {})[source] = sim
+        for target, candidates in merges.items():
+            remember(target)
+            current = {e: s for e, s in self.synonyms.get(target, [])}
+            current.update(candidates)
+            self.synonyms[target] = self._top_k(list(current.items()))
+        for entity_id in list(self.synonyms):
+            if not self.synonyms[entity_id]:
+                del self.synonyms[entity_id]
+        self._sync_synonymy_edges(touched)
+        self._bump()
+        return self._synonymy_edge_count()
+
+    def _top_k(self, candidates: list[tuple[str, float]]) -> list[tuple[str, float]]:
+        candidates.sort(key=lambda item: (-item[1], item[0]))
+        return candidates[: self.synonymy_top_k]
+
+    def _sync_synonymy_edges(self, touched: Mapping[str, list[tuple[str, float]]]) -> None:
+        """Move the synonymy edges of the touched entities from their lists before (``touched``) to now."""
+        pairs: set[tuple[str, str]] = set()
+        for entity_id, before in touched.items():
+            for other, _ in before + self.synonyms.get(entity_id, []):
+                if other in self.entity_names and entity_id in self.entity_names:
+                    pairs.add((min(entity_id, other), max(entity_id, other)))
+
+        def before_list(entity_id: str) -> list[tuple[str, float]]:
+            return touched[entity_id] if entity_id in touched else self.synonyms.get(entity_id, [])
+
+        old = {(a, b): self._synonymy(a, b, before_list) for a, b in pairs}
+        self._set_synonymy_edges(old, {(a, b): self._synonymy(a, b) for a, b in pairs})
+
+    def _synonymy(
+        self, a: str, b: str, lists: Callable[[str], list[tuple[str, float]]] | None = None
+    ) -> float:
+        """The synonymy weight of a pair: the larger similarity either entity's list holds for the other."""
+        lists = lists or (lambda e: self.synonyms.get(e, []))
+        found = [s for e, s in lists(a) if e == b] + [s for e, s in lists(b) if e == a]
+        return max(found) if found else 0.0

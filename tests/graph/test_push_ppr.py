@@ -1,0 +1,105 @@
+"""Local-push Personalized PageRank: its proven error bounds against the exact power iteration, and top-k agreement."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from llama_index_mhop.graph import ppr
+from llama_index_mhop.graph.ppr import PageRankGraph
+
+PATH = PageRankGraph.from_edges(4, [(0, 1), (1, 2), (2, 3)], [1.0, 2.0, 1.0], method="exact", tol=1e-14)
+PATH_EXPECTED = np.array([58, 33, 12, 2]) / 105  # hand-computed in test_ppr.py
+
+
+def random_graph(seed: int, n: int, m: int, directed: bool = False, **kwargs) -> PageRankGraph:
+    rng = np.random.default_rng(seed)
+    edges = rng.integers(0, n, size=(m, 2))
+    edges = edges[edges[:, 0] != edges[:, 1]]
+    weights = rng.choice([1.0, 1.0, 1.0, 10.0], size=len(edges)) * rng.uniform(0.8, 1.0, size=len(edges))
+    return PageRankGraph.from_edges(n, edges, weights, directed=directed, tol=1e-14, **kwargs)
+
+
+def test_push_reaches_the_hand_computed_path_scores():
+    reset = np.array([1.0, 0.0, 0.0, 0.0])
+    result = PATH.run_push(reset, epsilon=1e-12)
+    assert np.abs(result.scores - PATH_EXPECTED).sum() <= result.l1_bound <= 1e-10
+    assert result.scores == pytest.approx(PATH_EXPECTED, abs=1e-11)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    n=st.integers(2, 60),
+    density=st.floats(0.5, 4.0),
+    epsilon=st.sampled_from([1e-2, 1e-4, 1e-6, 1e-8]),
+    directed=st.booleans(),
+    seeds=st.integers(1, 5),
+)
+def test_error_is_within_the_proven_bounds(seed, n, density, epsilon, directed, seeds):
+    graph = random_graph(seed, n, int(density * n), directed=directed)
+    rng = np.random.default_rng(seed + 1)
+    reset = np.zeros(n)
+    reset[rng.choice(n, size=min(seeds, n), replace=False)] = rng.uniform(0.1, 1.0, size=min(seeds, n))
+    exact = graph.run_exact(reset)
+    result = graph.run_push(reset, epsilon=epsilon)
+    degree = np.where(graph._out_weight > 0, graph._out_weight, 1.0)
+    assert result.scores.min() >= 0 and result.scores.sum() == pytest.approx(1.0)
+    # Residual left at termination: at most epsilon * d(u) per node.
+    assert result.residual <= epsilon * degree.sum() + 1e-15
+    # The normalised estimate is within 2 |r|_1 / |p|_1 of the exact vector (L1).
+    assert np.abs(exact - result.scores).sum() <= result.l1_bound + 1e-9
+    if not directed and (graph._out_weight > 0).all():
+        # Undirected, no dangling node: the unnormalised PPR sums to 1, the estimate p = scores * mass is a lower
+        # bound of it, and misses at most epsilon * d(u) at each node.
+        missed = exact - result.scores * result.mass
+        assert missed.min() >= -1e-9
+        assert (missed <= epsilon * degree + 1e-9).all()
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_top_k_agrees_with_exact_on_random_graphs(seed):
+    """A passage/entity-shaped graph, a HippoRAG-style reset (a little on every passage, most on a few entities)."""
+    rng = np.random.default_rng(seed)
+    passages, entities = 400, 600
+    n = passages + entities
+    mentions = np.stack([np.repeat(np.arange(passages), 6), passages + rng.integers(0, entities, 6 * passages)], 1)
+    facts = passages + rng.integers(0, entities, size=(800, 2))
+    edges = np.concatenate([mentions, facts[facts[:, 0] != facts[:, 1]]])
+    weights = np.where(np.arange(len(edges)) % 6 == 0, 10.0, 1.0)  # every passage has one title edge
+    graph = PageRankGraph.from_edges(n, edges, weights, tol=1e-14, method="push")
+    reset = np.zeros(n)
+    reset[:passages] = 0.05 * rng.random(passages)
+    reset[passages + rng.choice(entities, 5, replace=False)] = 1.0
+    exact = graph.run_exact(reset)[:passages]
+    pushed = graph.run(reset)[:passages]
+    k = 21
+    top_exact = np.argsort(-exact, kind="stable")[:k]
+    top_push = np.argsort(-pushed, kind="stable")[:k]
+    assert set(top_exact.tolist()) == set(top_push.tolist())
+    assert np.abs(exact - pushed).max() <= graph.run_push(reset).l1_bound
+
+
+def test_method_is_chosen_by_size(monkeypatch):
+    small = random_graph(0, 50, 120)
+    assert small.method == "exact"
+    reset = np.ones(50)
+    assert np.array_equal(small.run(reset), small.run_exact(reset))
+    monkeypatch.setattr(ppr, "PUSH_MIN_NODES", 50)
+    large = random_graph(0, 50, 120)
+    assert large.method == "push"
+    assert np.array_equal(large.run(reset), large.run_push(reset).scores)
+    assert np.abs(large.run(reset) - large.run_exact(reset)).sum() <= large.run_push(reset).l1_bound
+
+
+def test_bad_push_settings_are_refused():
+    with pytest.raises(ValueError, match="method must be one of"):
+        random_graph(0, 5, 5, method="fast")
+    with pytest.raises(ValueError, match="push_epsilon must be > 0"):
+        random_graph(0, 5, 5, push_epsilon=0.0)
+    with pytest.raises(ValueError, match="epsilon must be > 0"):
+        PATH.run_push(np.ones(4), epsilon=-1.0)
+    with pytest.raises(ValueError, match="length 4"):
+        PATH.run_push(np.ones(3))
