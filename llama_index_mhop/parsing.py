@@ -18,6 +18,7 @@ from typing import Any
 __all__ = [
     "CONFIDENCE_WORDS",
     "MAX_ITEM_CHARS",
+    "MAX_LIST_ITEMS",
     "LMOutputError",
     "parse_confidence",
     "parse_ranking",
@@ -50,6 +51,8 @@ CONFIDENCE_WORDS: dict[str, int] = {
 #: An item of an LM's list (a generated query, a gap) longer than this is cut: an LM that pastes a passage is
 #: not writing a search query. (A user's query is checked by :mod:`llama_index_mhop.validation`.)
 MAX_ITEM_CHARS = 300
+#: Items of a list answer read at most: a step asks for a few queries or names, not thousands.
+MAX_LIST_ITEMS = 100
 
 _UNITS = {
     "zero": 0,
@@ -84,9 +87,12 @@ _TENS = {
     "ninety": 90,
 }
 _NUMBER = r"-?\d+(?:\.\d+)?|-?\.\d+"
-_RATIO = re.compile(rf"({_NUMBER})\s*(?:/|out of)\s*(\d+(?:\.\d+)?)", re.IGNORECASE)
-_PERCENT = re.compile(rf"({_NUMBER})\s*(%|percent\b)", re.IGNORECASE)
-_PLAIN = re.compile(_NUMBER)
+# A number and what may follow it (a ratio's denominator, a percent sign). The tails are optional, so a match
+# never fails after its number and never backtracks into it: one pass over the text (a pattern that *needs* a
+# tail, searched, backtracks through every long digit run: quadratic).
+_SCORE = re.compile(
+    rf"({_NUMBER})(?:\s*(?:/|out of)\s*(\d+(?:\.\d+)?)|\s*(%|percent\b))?", re.IGNORECASE
+)
 _NUMBER_WORDS = re.compile(
     r"\b(?:((?:one\s+)?hundred)|("
     + "|".join(_TENS)
@@ -149,6 +155,26 @@ def _words_to_number(text: str) -> float | None:
     return float(_UNITS[single.lower()])
 
 
+def _numeric_confidence(text: str) -> float | None:
+    """The first ratio, else the first percentage, else the first plain number, as a 0-100 score; one pass."""
+    percent: float | None = None
+    plain: str | None = None
+    for match in _SCORE.finditer(text):
+        number, denominator, percent_sign = match.groups()
+        if denominator is not None:
+            if float(denominator) <= 0:
+                raise LMOutputError(f"confidence {text[:80]!r} has a zero denominator")
+            return 100.0 * float(number) / float(denominator)
+        if percent_sign is not None and percent is None:
+            percent = float(number)
+        if plain is None:
+            plain = number
+    if percent is not None or plain is None:
+        return percent
+    score = float(plain)
+    return score * 100.0 if "." in plain and 0.0 <= score <= 1.0 else score
+
+
 def parse_confidence(value: Any) -> int:
     """An LM's confidence answer as an integer from 0 to 100.
 
@@ -169,22 +195,10 @@ def parse_confidence(value: Any) -> int:
     text = _json_object_field(_as_text(value), ("confidence", "score")).strip()
     if not text:
         raise LMOutputError("empty confidence answer")
-    score: float | None = None
-    if match := _RATIO.search(text):
-        numerator, denominator = float(match.group(1)), float(match.group(2))
-        if denominator <= 0:
-            raise LMOutputError(f"confidence {text!r} has a zero denominator")
-        score = 100.0 * numerator / denominator
-    elif match := _PERCENT.search(text):
-        score = float(match.group(1))
-    elif match := _PLAIN.search(text):
-        raw = match.group(0)
-        score = float(raw)
-        if "." in raw and 0.0 <= score <= 1.0:
-            score *= 100.0
-    elif (words := _words_to_number(text)) is not None:
-        score = words
-    else:
+    score = _numeric_confidence(text)
+    if score is None:
+        score = _words_to_number(text)
+    if score is None:
         lowered = " ".join(re.findall(r"[a-z]+", text.lower()))
         for phrase in sorted(CONFIDENCE_WORDS, key=len, reverse=True):
             if re.search(rf"\b{phrase}\b", lowered):
@@ -247,7 +261,7 @@ def parse_string_list(
     Reads a JSON array (non-string items dropped), a JSON object (the strings among its values and in its list
     values), else one item per line (bullets and numbering stripped), else items separated by semicolons. Items
     are stripped of quotes, empty ones dropped, duplicates removed (case-insensitively), long ones cut to
-    ``max_chars``, and the list cut to ``max_items``.
+    ``max_chars``, and the list cut to ``max_items``. Only the first :data:`MAX_LIST_ITEMS` items are read.
 
     Raises:
         LMOutputError: the answer is not text, or is a JSON object that does not decode.
@@ -271,7 +285,7 @@ def parse_string_list(
         items = lines if len(lines) > 1 else (text.split(";") if ";" in text else lines)
     out: list[str] = []
     seen: set[str] = set()
-    for item in items:
+    for item in items[:MAX_LIST_ITEMS]:
         cleaned = _BULLET.sub("", item).strip().strip("\"'“”‘’`").strip()
         cleaned = re.sub(r"\s+", " ", cleaned)[:max_chars].strip()
         key = cleaned.lower()

@@ -3,8 +3,14 @@
 HippoRAG 2 (Gutiérrez et al., 2025, "From RAG to Memory: Non-Parametric Continual Learning for Large Language
 Models") retrieves (subject, predicate, object) facts by embedding similarity, then lets an LM *recognise* the
 few that matter for the query (seeds/003). The entities of the kept facts seed the Personalized PageRank walk.
-Here that step works on fact nodes (see :func:`fact_node`), so it runs inside a graph retriever or as a
-``node_postprocessors`` entry of any query engine whose nodes are facts.
+Here that step works on fact nodes (see :func:`~llama_index_mhop.fact_nodes.fact_node`), inside a graph
+retriever, and on the passage nodes of any standard query engine (``node_postprocessors=[DSPyFactFilter()]``):
+it reads the passages' facts (:mod:`llama_index_mhop.passage_facts`), recognises the ones the query needs, and
+puts the passages that state them first.
+
+The jobs live apart: fact nodes (:mod:`~llama_index_mhop.fact_nodes`), the LLM-free selections
+(:mod:`~llama_index_mhop.fact_selection`), matching an LM's facts back to the candidates
+(:mod:`~llama_index_mhop.fact_matching`); this module holds the DSPy module and the postprocessor.
 
 Three ways to select, all returning input nodes only, at most ``top_n``:
 
@@ -28,22 +34,21 @@ Three ways to select, all returning input nodes only, at most ``top_n``:
 
 from __future__ import annotations
 
-import difflib
 import json
-import re
-from enum import Enum
 from typing import Any
 
 import dspy
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
-from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+from llama_index.core.schema import NodeWithScore, QueryBundle
 
+from .fact_matching import DEFAULT_FACT_MATCH_CUTOFF, MAX_FUZZY_FACT_CHARS, CandidateMatcher
+from .fact_nodes import fact_node, fact_triple, is_fact_node
+from .fact_selection import FactSelection, node_score, select_by_mentions, select_by_score
 from .lm import DEFAULT_LM_TIMEOUT, FallbackCounter, arun_lm_step, resolve_lm, run_lm_step
 from .parsing import LMOutputError
+from .passage_facts import PassageFacts
 from .signatures import Fact, FactFilterSignature
-from .stores import stable_id
-from .text import content_terms, entity_spans, normalize
 
 __all__ = [
     "DEFAULT_FACT_MATCH_CUTOFF",
@@ -51,59 +56,14 @@ __all__ = [
     "DSPyFactFilter",
     "FactFilterModule",
     "FactSelection",
+    "MAX_FUZZY_FACT_CHARS",
     "fact_node",
     "select_by_mentions",
     "select_by_score",
 ]
 
 DEFAULT_FACT_TOP_N = 4  # the signature asks for "up to 4" facts, as HippoRAG 2 does
-DEFAULT_FACT_MATCH_CUTOFF = 0.8
-FACT_KEYS = ("subject", "predicate", "object")
 STEP = "fact_filter"
-
-
-class FactSelection(str, Enum):
-    """LLM-free ways to select facts (the no-LM default and the LM-failure fallback)."""
-
-    MENTIONS = "mentions"
-    """Keep facts whose subject or object the query mentions; drop the rest."""
-    TOP_SCORE = "top_score"
-    """Keep the facts with the best embedding scores."""
-
-
-def fact_node(
-    subject: str, predicate: str, obj: str, score: float | None = None, **metadata: Any
-) -> NodeWithScore:
-    """A fact as a scored node: text ``"subject predicate object"``, the triple in the metadata.
-
-    The node id is derived from the triple, so the same fact always has the same id. The triple keys are kept
-    out of the embedding and LLM views of the node (its text already says it).
-
-    Args:
-        subject: the fact's subject entity.
-        predicate: the relation.
-        obj: the object entity.
-        score: the fact's embedding similarity to the query.
-        **metadata: more metadata (e.g. the source passage ids).
-
-    Raises:
-        ValueError: a part that is not a non-empty string, or metadata that redefines a triple key.
-    """
-    parts = {"subject": subject, "predicate": predicate, "object": obj}
-    for key, value in parts.items():
-        if not isinstance(value, str) or not value.strip():
-            raise ValueError(f"fact {key} must be a non-empty string, got {value!r}")
-    clash = set(FACT_KEYS) & set(metadata)
-    if clash:
-        raise ValueError(f"metadata must not redefine the triple keys {sorted(clash)}")
-    node = TextNode(
-        id_=stable_id("fact", subject, predicate, obj),
-        text=f"{subject} {predicate} {obj}",
-        metadata={**parts, **metadata},
-        excluded_embed_metadata_keys=list(FACT_KEYS),
-        excluded_llm_metadata_keys=list(FACT_KEYS),
-    )
-    return NodeWithScore(node=node, score=None if score is None else float(score))
 
 
 class FactFilterModule(dspy.Module):
@@ -120,131 +80,6 @@ class FactFilterModule(dspy.Module):
         return await self.filter.acall(question=question, fact_before_filter=fact_before_filter)
 
 
-def _triple(node: NodeWithScore) -> tuple[str, str, str]:
-    metadata = node.node.metadata
-    try:
-        triple = tuple(metadata[key] for key in FACT_KEYS)
-    except KeyError as missing:
-        raise ValueError(
-            f"node {node.node.node_id!r} is not a fact node: its metadata lacks {missing}; build fact nodes "
-            "with fact_node(subject, predicate, obj, score)"
-        ) from None
-    if not all(isinstance(part, str) for part in triple):
-        raise ValueError(f"node {node.node.node_id!r}: subject, predicate and object must be strings")
-    return triple  # type: ignore[return-value]
-
-
-def _check_top_n(top_n: int) -> None:
-    if isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 1:
-        raise ValueError(f"top_n must be an integer >= 1, got {top_n!r}")
-
-
-def _score(node: NodeWithScore) -> float:
-    return float("-inf") if node.score is None else float(node.score)
-
-
-_POSSESSIVE = re.compile(r"(?<=\w)['’]s\b")
-
-
-def _drop_possessives(text: str) -> str:
-    """ "The Ancestor's birthday" -> "The Ancestor birthday": a possessive names the same entity."""
-    return _POSSESSIVE.sub("", text)
-
-
-def _contains_words(longer: str, shorter: str) -> bool:
-    """Whether normalised ``shorter`` occurs in normalised ``longer`` on word boundaries."""
-    return f" {shorter} " in f" {longer} "
-
-
-def _mention_strength(argument: str, query_entities: list[str], query_terms: set[str]) -> int:
-    """2 when the argument names an entity of the query, 1 when it shares a content word with it, else 0."""
-    argument = _drop_possessives(argument)
-    key = normalize(argument)
-    if not key:
-        return 0
-    terms = set(content_terms(argument))
-    for entity in query_entities:
-        # The argument names the query's entity, possibly qualified ("dolj county" for "Dolj"). The other
-        # direction is too loose: "river" is inside "Imperial River" but names any river; it only counts as a
-        # shared word below.
-        if key == entity or (_contains_words(key, entity) and content_terms(entity)):
-            return 2
-    return 1 if terms & query_terms else 0
-
-
-def select_by_mentions(query: str, nodes: list[NodeWithScore], top_n: int) -> list[NodeWithScore]:
-    """The LLM-free recognition rule (see the module docstring): mentioned facts, strongest then best scored."""
-    _check_top_n(top_n)
-    query = _drop_possessives(query)
-    query_entities = [key for key in (normalize(span) for span in entity_spans(query)) if key]
-    query_terms = set(content_terms(query))
-    ranked = []
-    for position, node in enumerate(nodes):
-        subject, _, obj = _triple(node)
-        strength = max(
-            _mention_strength(subject, query_entities, query_terms),
-            _mention_strength(obj, query_entities, query_terms),
-        )
-        if strength:
-            ranked.append((-strength, -_score(node), position, node))
-    ranked.sort(key=lambda item: item[:3])
-    return [item[3] for item in ranked[:top_n]]
-
-
-def select_by_score(nodes: list[NodeWithScore], top_n: int) -> list[NodeWithScore]:
-    """The ``top_n`` nodes by embedding score (ties keep the input order)."""
-    _check_top_n(top_n)
-    order = sorted(range(len(nodes)), key=lambda i: (-_score(nodes[i]), i))
-    return [nodes[i] for i in order[:top_n]]
-
-
-def _similarity(a: str, b: str) -> float:
-    return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
-
-
-class _CandidateMatcher:
-    """Maps facts written by an LM back to the candidate facts, by string similarity only."""
-
-    def __init__(self, triples: list[tuple[str, str, str]], cutoff: float) -> None:
-        self.cutoff = cutoff
-        self.keys = [normalize(" ".join(t)) for t in triples]
-        self.subjects = [normalize(t[0]) for t in triples]
-        self.objects = [normalize(t[2]) for t in triples]
-        self.exact: dict[str, int] = {}
-        for index, key in enumerate(self.keys):
-            self.exact.setdefault(key, index)  # duplicate candidates resolve to the first
-
-    def match(self, generated: list[str]) -> int | None:
-        """The index of the candidate the generated fact copies, or None for an invented fact."""
-        key = normalize(" ".join(generated))
-        if not key:
-            return None
-        if key in self.exact:
-            return self.exact[key]
-        matcher = difflib.SequenceMatcher(None, autojunk=False)
-        matcher.set_seq2(key)
-        best, best_ratio = None, self.cutoff
-        for index, candidate in enumerate(self.keys):
-            if self.exact[candidate] != index:
-                continue
-            matcher.set_seq1(candidate)
-            if matcher.real_quick_ratio() < best_ratio or matcher.quick_ratio() < best_ratio:
-                continue
-            ratio = matcher.ratio()
-            if ratio < best_ratio:
-                continue
-            # A triple must also keep its entities: "X located in Georgia" is not "X located in Florida",
-            # however close the strings.
-            if len(generated) == 3 and (
-                _similarity(normalize(generated[0]), self.subjects[index]) < self.cutoff
-                or _similarity(normalize(generated[2]), self.objects[index]) < self.cutoff
-            ):
-                continue
-            if best is None or ratio > best_ratio:
-                best, best_ratio = index, ratio
-        return best
-
-
 class DSPyFactFilter(BaseNodePostprocessor):
     """Recognition memory over fact nodes (HippoRAG 2, seeds/003): keep the few facts the query needs.
 
@@ -256,7 +91,15 @@ class DSPyFactFilter(BaseNodePostprocessor):
         match_cutoff: difflib similarity an LM-written fact needs to a candidate to count as that candidate.
         llm_free_strategy: the selection used when no LM is configured.
         fallback_strategy: the selection used when the LM fails.
+        extractor: reads the facts of passage nodes (``extract(text, title) -> Extraction``, e.g. an
+            ``OpenIEExtractor`` with an LM); default the LLM-free extractor. Facts are cached by passage content.
+        supporting_only: on passage nodes, return only the passages that state a kept fact.
         callback_manager: LlamaIndex callbacks.
+
+    On **passage nodes** (any node without a triple in its metadata, as a standard query engine retrieves them)
+    the filter reads each passage's facts, recognises the facts the query needs among them, and returns the
+    passages that state the kept facts first (in the order of the kept facts), then the other passages in their
+    original order (or, with ``supporting_only``, only the supporting ones). Passages without facts are kept.
 
     Example:
         >>> facts = [fact_node("imperial river", "is located in", "florida", 0.82),
@@ -284,7 +127,12 @@ class DSPyFactFilter(BaseNodePostprocessor):
         description="Selection used when the LM fails or answers nothing usable.",
     )
 
+    supporting_only: bool = Field(
+        default=False, description="On passage nodes, return only the passages that state a kept fact."
+    )
+
     _lm: dspy.BaseLM | None = PrivateAttr(default=None)
+    _passage_facts: PassageFacts = PrivateAttr()
     _module: FactFilterModule = PrivateAttr()
     _fallback_counts: FallbackCounter = PrivateAttr()
 
@@ -297,6 +145,8 @@ class DSPyFactFilter(BaseNodePostprocessor):
         match_cutoff: float = DEFAULT_FACT_MATCH_CUTOFF,
         llm_free_strategy: FactSelection | str = FactSelection.MENTIONS,
         fallback_strategy: FactSelection | str = FactSelection.TOP_SCORE,
+        extractor: Any = None,
+        supporting_only: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(
@@ -305,9 +155,11 @@ class DSPyFactFilter(BaseNodePostprocessor):
             match_cutoff=match_cutoff,
             llm_free_strategy=FactSelection(llm_free_strategy),
             fallback_strategy=FactSelection(fallback_strategy),
+            supporting_only=supporting_only,
             **kwargs,
         )
         self._lm = resolve_lm(lm=lm, llm=llm)
+        self._passage_facts = PassageFacts(extractor)
         self._module = FactFilterModule()
         self._fallback_counts = FallbackCounter()
 
@@ -330,15 +182,30 @@ class DSPyFactFilter(BaseNodePostprocessor):
         """How often the LM step fell back to the LLM-free selection."""
         return self._fallback_counts
 
-    def _prepare(
-        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None
-    ) -> tuple[str, list[tuple[str, str, str]]]:
+    def _prepare(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None) -> str:
         if query_bundle is None:
             raise ValueError("DSPyFactFilter needs the query: pass query_bundle= or query_str=")
         query = query_bundle.query_str
         if not isinstance(query, str) or not query.strip():
             raise ValueError(f"query must be a non-empty string, got {query!r}")
-        return query, [_triple(node) for node in nodes]
+        return query
+
+    def _passage_candidates(self, nodes: list[NodeWithScore]) -> tuple[list[NodeWithScore], list[list[int]]]:
+        """Fact nodes for the facts the passages state, and for each the positions of the passages stating it."""
+        triples, scores, support = self._passage_facts.candidates(nodes)
+        return [fact_node(*triple, score=score) for triple, score in zip(triples, scores, strict=True)], support
+
+    def _passages_for(
+        self, kept: list[NodeWithScore], nodes: list[NodeWithScore], candidates: list[NodeWithScore],
+        support: list[list[int]],
+    ) -> list[NodeWithScore]:
+        position_of = {id(candidate): i for i, candidate in enumerate(candidates)}
+        order: list[int] = []
+        for fact in kept:
+            order.extend(p for p in support[position_of[id(fact)]] if p not in order)
+        if not self.supporting_only:
+            order.extend(p for p in range(len(nodes)) if p not in order)
+        return [nodes[p] for p in order]
 
     def _select(self, strategy: FactSelection, query: str, nodes: list[NodeWithScore]) -> list[NodeWithScore]:
         if strategy is FactSelection.MENTIONS:
@@ -349,7 +216,7 @@ class DSPyFactFilter(BaseNodePostprocessor):
         self, query: str, nodes: list[NodeWithScore], triples: list[tuple[str, str, str]]
     ) -> dict[str, Any]:
         # Candidates go to the LM best-first, as HippoRAG 2 sends its top facts by embedding score.
-        order = sorted(range(len(nodes)), key=lambda i: (-_score(nodes[i]), i))
+        order = sorted(range(len(nodes)), key=lambda i: (-node_score(nodes[i]), i))
         candidates = json.dumps({"fact": [list(triples[i]) for i in order]}, ensure_ascii=False)
         strategy = self.llm_free_strategy if self._lm is None else self.fallback_strategy
 
@@ -377,7 +244,7 @@ class DSPyFactFilter(BaseNodePostprocessor):
             generated = answer["fact"]
         else:
             raise LMOutputError(f"fact_after_filter is not a Fact: {answer!r:.200}")
-        matcher = _CandidateMatcher(triples, self.match_cutoff)
+        matcher = CandidateMatcher(triples, self.match_cutoff)
         chosen: list[int] = []
         # An answer far longer than the candidate list is not a selection from it; read only its head.
         for item in generated[: 2 * len(triples) + self.top_n]:
@@ -395,15 +262,27 @@ class DSPyFactFilter(BaseNodePostprocessor):
     def _postprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
-        query, triples = self._prepare(nodes, query_bundle)
+        query = self._prepare(nodes, query_bundle)
         if not nodes:
             return []
-        return run_lm_step(**self._step_args(query, nodes, triples))
+        if all(is_fact_node(node) for node in nodes):
+            return run_lm_step(**self._step_args(query, nodes, [fact_triple(node) for node in nodes]))
+        candidates, support = self._passage_candidates(nodes)
+        if not candidates:
+            return [] if self.supporting_only else list(nodes)
+        kept = run_lm_step(**self._step_args(query, candidates, [fact_triple(c) for c in candidates]))
+        return self._passages_for(kept, nodes, candidates, support)
 
     async def _apostprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
-        query, triples = self._prepare(nodes, query_bundle)
+        query = self._prepare(nodes, query_bundle)
         if not nodes:
             return []
-        return await arun_lm_step(**self._step_args(query, nodes, triples))
+        if all(is_fact_node(node) for node in nodes):
+            return await arun_lm_step(**self._step_args(query, nodes, [fact_triple(node) for node in nodes]))
+        candidates, support = self._passage_candidates(nodes)
+        if not candidates:
+            return [] if self.supporting_only else list(nodes)
+        kept = await arun_lm_step(**self._step_args(query, candidates, [fact_triple(c) for c in candidates]))
+        return self._passages_for(kept, nodes, candidates, support)

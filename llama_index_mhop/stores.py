@@ -1,6 +1,6 @@
 """Corpora as LlamaIndex documents and passages: loading, doc ids, content hashes, chunking.
 
-A document's doc id is what it is known by across syncs (see :func:`load_documents`); a passage's id is a hash of
+A document's doc id is what it is known by across syncs (see :func:`read_corpus`); a passage's id is a hash of
 its document's id and its own content, so the same corpus always gives the same ids in every store and process.
 """
 
@@ -12,6 +12,7 @@ import logging
 import os
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +24,13 @@ __all__ = [
     "DEFAULT_CHUNK_OVERLAP",
     "DEFAULT_CHUNK_SIZE",
     "CorpusError",
+    "SkippedFile",
     "chunk_documents",
     "content_hash",
     "join_sentences",
     "load_documents",
     "make_document",
+    "read_corpus",
     "stable_id",
 ]
 
@@ -83,6 +86,24 @@ def make_document(title: str, text: str, doc_id: str | None = None, **metadata: 
     )
 
 
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CorpusError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+    except OSError as exc:
+        raise CorpusError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+
+
+def _record_text(body: Any) -> str:
+    """A record's text: a string, or a list of sentences; null is no text (never the word "None")."""
+    if body is None:
+        return ""
+    if isinstance(body, list):
+        return join_sentences([s for s in body if isinstance(s, str)])
+    return str(body)
+
+
 _RECORD_ID_FIELDS = ("id", "_id", "idx")
 
 
@@ -99,8 +120,8 @@ def _record_ids(titles: list[str], texts: list[str], given: list[str | None]) ->
 
 def _from_json(path: Path) -> list[Document]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
+        data = json.loads(_read_text(path))
+    except (json.JSONDecodeError, RecursionError) as exc:  # deep nesting overflows the decoder
         raise CorpusError(f"{path}: not valid JSON ({exc})") from exc
     titles: list[str] = []
     texts: list[str] = []
@@ -108,7 +129,7 @@ def _from_json(path: Path) -> list[Document]:
     if isinstance(data, dict):  # {title: [sentences]} or {title: text}
         for title, body in data.items():
             titles.append(str(title))
-            texts.append(join_sentences(body) if isinstance(body, list) else str(body))
+            texts.append(_record_text(body))
             given.append(None)
     elif isinstance(data, list):
         for position, record in enumerate(data):
@@ -117,9 +138,9 @@ def _from_json(path: Path) -> list[Document]:
                 texts.append(record)
                 given.append(None)
             elif isinstance(record, dict) and ("text" in record or "paragraph_text" in record):
-                body = record.get("text", record.get("paragraph_text"))
-                titles.append(str(record.get("title", "")))
-                texts.append(join_sentences(body) if isinstance(body, list) else str(body))
+                title = record.get("title")
+                titles.append("" if title is None else str(title))
+                texts.append(_record_text(record.get("text", record.get("paragraph_text"))))
                 record_id = next((record[f] for f in _RECORD_ID_FIELDS if record.get(f) is not None), None)
                 given.append(None if record_id is None else str(record_id))
             else:
@@ -130,17 +151,40 @@ def _from_json(path: Path) -> list[Document]:
     return [make_document(t, x, doc_id=d) for t, x, d in zip(titles, texts, ids, strict=True)]
 
 
-def load_documents(source: str | os.PathLike[str] | Sequence[Document]) -> list[Document]:
-    """Documents from a list of LlamaIndex ``Document``, a folder of text files, or a JSON corpus file.
+@dataclass(frozen=True)
+class SkippedFile:
+    """A file of a corpus folder that was not indexed, and why."""
+
+    path: Path
+    reason: str
+
+
+def _read_file(file: Path, doc_id: str) -> list[Document]:
+    if file.suffix.lower() == ".json":
+        return _from_json(file)
+    return [make_document(file.stem, _read_text(file), doc_id=doc_id, file_path=str(file))]
+
+
+def read_corpus(
+    source: str | os.PathLike[str] | Sequence[Document], strict: bool = False
+) -> tuple[list[Document], list[SkippedFile]]:
+    """Documents from a list of LlamaIndex ``Document``, a folder of text files, or a JSON corpus file, and the
+    files of a folder that could not be read.
 
     Each document's ``id_`` is its doc id for syncs: a file's path relative to the folder, a JSON record's
     ``id``/``_id``/``idx`` field, else its title (title and content hash when several records share a title).
+
     JSON corpora may be a list of ``{"title", "text"}`` records (``text`` a string or a list of sentences),
     a list of strings, or an object mapping titles to text or sentences. A text file's title is its stem.
 
+    A file of a folder that cannot be read (not UTF-8, not valid JSON, a record without text) is skipped with a
+    WARNING naming it, and returned among the skipped files; the rest is indexed. With ``strict`` it is an error.
+
     Raises:
-        CorpusError: the path does not exist, or the corpus holds no text.
+        CorpusError: the path does not exist, a file given alone (or any file, with ``strict``) cannot be read,
+            or the corpus holds no text.
     """
+    skipped: list[SkippedFile] = []
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
         if not path.exists():
@@ -151,16 +195,15 @@ def load_documents(source: str | os.PathLike[str] | Sequence[Document]) -> list[
                 files = sorted(path.glob("*.json"))
             docs = []
             for file in files:
-                if file.suffix == ".json":
-                    docs.extend(_from_json(file))
-                else:
-                    doc_id = file.relative_to(path).as_posix()
-                    text = file.read_text(encoding="utf-8")
-                    docs.append(make_document(file.stem, text, doc_id=doc_id, file_path=str(file)))
-        elif path.suffix == ".json":
-            docs = _from_json(path)
+                try:
+                    docs.extend(_read_file(file, file.relative_to(path).as_posix()))
+                except CorpusError as exc:
+                    if strict:
+                        raise CorpusError(f"{exc} (strict: the corpus is refused)") from None
+                    logger.warning("skipped %s", exc)
+                    skipped.append(SkippedFile(file, str(exc)))
         else:
-            docs = [make_document(path.stem, path.read_text("utf-8"), doc_id=path.name, file_path=str(path))]
+            docs = _read_file(path, path.name)
     else:
         docs = list(source)
         bad = [type(d).__name__ for d in docs if not isinstance(d, Document)]
@@ -168,9 +211,22 @@ def load_documents(source: str | os.PathLike[str] | Sequence[Document]) -> list[
             raise CorpusError(f"expected LlamaIndex Document objects, got {bad[0]}")
     docs = [d for d in docs if d.text and d.text.strip()]
     if not docs:
-        raise CorpusError(f"the corpus {source!r} holds no text to index" if isinstance(source, (str, Path)) else
-                          "the corpus holds no text to index")
-    return docs
+        named = f"the corpus {source!r}" if isinstance(source, (str, os.PathLike)) else "the corpus"
+        unread = f" (skipped: {'; '.join(s.reason for s in skipped)})" if skipped else ""
+        raise CorpusError(f"{named} holds no text to index{unread}")
+    return docs, skipped
+
+
+def load_documents(
+    source: str | os.PathLike[str] | Sequence[Document], strict: bool = False
+) -> list[Document]:
+    """The documents of :func:`read_corpus` (files that cannot be read are skipped with a WARNING, or refused
+    with ``strict``).
+
+    Raises:
+        CorpusError: see :func:`read_corpus`.
+    """
+    return read_corpus(source, strict=strict)[0]
 
 
 def chunk_documents(
@@ -181,7 +237,8 @@ def chunk_documents(
     nodes: list[TextNode] = []
     seen: set[str] = set()
     for doc in documents:
-        title = str(doc.metadata.get("title", ""))
+        title = doc.metadata.get("title")
+        title = "" if title is None else str(title)
         for position, node in enumerate(splitter.get_nodes_from_documents([doc])):
             # The doc id is part of a passage's id: a passage belongs to one document, so replacing or removing a
             # document never touches another's passages, even where the two share text.

@@ -31,9 +31,10 @@ from .stores import (
     DEFAULT_CHUNK_OVERLAP,
     DEFAULT_CHUNK_SIZE,
     CorpusError,
+    SkippedFile,
     chunk_documents,
     content_hash,
-    load_documents,
+    read_corpus,
 )
 from .sync import IncomingDocument, StoredDocument, SyncPlan, match_doc_ids, plan_sync
 
@@ -106,10 +107,12 @@ def passage_collection(index: VectorStoreIndex) -> Any:
 
 @dataclass(frozen=True)
 class SyncResult:
-    """What :func:`sync_vector_index` did: the index, and the documents added, updated, removed and left alone."""
+    """What :func:`sync_vector_index` did: the index, the documents added, updated, removed and left alone, and
+    the files of a folder that could not be read (their indexed version, if any, stays)."""
 
     index: VectorStoreIndex
     plan: SyncPlan
+    skipped: tuple[SkippedFile, ...] = ()
 
 
 def _source_key(source: str | os.PathLike[str] | Sequence[Document]) -> str | None:
@@ -157,6 +160,7 @@ def sync_vector_index(
     show_progress: bool = True,
     insert_batch_size: int = 256,
     delete_missing: bool = False,
+    strict: bool = False,
 ) -> SyncResult:
     """Bring the Chroma passage collection in step with a corpus (the rule of :mod:`llama_index_mhop.sync`).
 
@@ -177,6 +181,8 @@ def sync_vector_index(
         show_progress: show a progress bar while embedding.
         insert_batch_size: passages embedded and written per batch.
         delete_missing: mirror a folder or file source (remove what is gone from it).
+        strict: refuse a corpus folder with a file that cannot be read (default: skip it with a WARNING; a
+            skipped file's passages stay as they were).
 
     Raises:
         CorpusError: the corpus is empty or unreadable.
@@ -184,7 +190,8 @@ def sync_vector_index(
     """
     from .defaults import default_chroma_client, resolve_embed_model
 
-    documents = _distinct(load_documents(source))
+    documents, skipped = read_corpus(source, strict=strict)
+    documents = _distinct(documents)
     source_key = _source_key(source)
     if delete_missing and source_key is None:
         raise ValueError("delete_missing needs a folder or file source: a list of documents has no 'missing'")
@@ -194,9 +201,12 @@ def sync_vector_index(
     index = VectorStoreIndex.from_vector_store(GuardedChromaVectorStore(chroma_collection=collection),
                                                embed_model=embed_model)
     with collection_lock(collection).write():
+        held = stored_documents(collection)
+        # A file that could not be read this time is not gone: its indexed version stays.
+        unread = {f.path.relative_to(source_key).as_posix() for f in skipped} if source_key and skipped else set()
         plan = plan_sync(
             [IncomingDocument(d.id_, content_hash(str(d.metadata.get("title", "")), d.text)) for d in documents],
-            stored_documents(collection),
+            {doc_id: doc for doc_id, doc in held.items() if doc_id not in unread},
             mirror_source=source_key if delete_missing else None,
         )
         logger.info("%s: %s", collection_name, plan.counts())
@@ -210,7 +220,7 @@ def sync_vector_index(
         _record_sync(client, collection_name, plan)
     count("documents_indexed", len(changed))
     count("documents_removed", len(plan.removed))
-    return SyncResult(index, plan)
+    return SyncResult(index, plan, tuple(skipped))
 
 
 def _sync_log(client: Any, collection_name: str) -> Any:
@@ -288,6 +298,7 @@ def build_vector_index(
     chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
     show_progress: bool = True,
     insert_batch_size: int = 256,
+    strict: bool = False,
 ) -> VectorStoreIndex:
     """Build or update the Chroma-backed passage index of a corpus and return it as a ``VectorStoreIndex``.
 
@@ -295,7 +306,7 @@ def build_vector_index(
     left alone, so indexing the same corpus twice adds nothing. Arguments as there.
     """
     return sync_vector_index(source, collection_name, chroma_client, persist_path, embed_model, chunk_size,
-                             chunk_overlap, show_progress, insert_batch_size).index
+                             chunk_overlap, show_progress, insert_batch_size, strict=strict).index
 
 
 def delete_documents(index: VectorStoreIndex, doc_ids: Sequence[str]) -> list[str]:

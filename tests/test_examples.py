@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ def run_example(name: str, *args: str, cwd: Path = ROOT) -> str:
     result = subprocess.run(
         [sys.executable, str(ROOT / "examples" / name), *args],
         cwd=cwd, capture_output=True, text=True, timeout=600,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},  # the package of this checkout, not another install
     )
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout
@@ -46,3 +48,15 @@ def test_hippo_graph_query_engine_example_builds_then_reopens(tmp_path):
     assert ranked[:2] == ["Gull Island Overture", "Ilse Dravencourt"]
     assert "query entities: ['gull island overture']" in built
     assert run_example("hippo_graph_query_engine.py", *args) == built  # reopened from disk: the same answers
+
+
+def test_hipporag_openie_import_example(tmp_path):
+    exported = tmp_path / "openie_results_ner_mhop.json"
+    out = run_example("hipporag_openie_import.py", "--export", str(exported))
+    assert "passages from the OpenIE file: 4, extracted: 1" in out
+    assert "KnowledgeGraph(passages=5, entities=12, facts=11," in out
+    ranked = [line.split(maxsplit=2)[2] for line in out.splitlines() if line[:2] in {"1.", "2.", "3."}]
+    assert len(ranked) == 3 and ranked[0] == "Leland, North Carolina" and "Maximum Overdrive" in ranked
+    from llama_index_mhop.graph import read_openie
+
+    assert len(read_openie(exported)) == 5

@@ -376,8 +376,9 @@ def test_bad_input_raises():
     with pytest.raises(ValueError, match="non-empty string"):
         DSPyFactFilter().postprocess_nodes(nodes, query_str="   ")
     plain = NodeWithScore(node=TextNode(text="a passage, not a fact"), score=0.3)
-    with pytest.raises(ValueError, match="not a fact node"):
-        DSPyFactFilter().postprocess_nodes([*nodes, plain], query_str=RIVER_QUERY)
+    # A node without a triple is a passage: one that states no fact is kept as it is (or dropped, if asked).
+    assert DSPyFactFilter().postprocess_nodes([plain], query_str=RIVER_QUERY) == [plain]
+    assert DSPyFactFilter(supporting_only=True).postprocess_nodes([plain], query_str=RIVER_QUERY) == []
     with pytest.raises(ValueError, match="top_n"):
         DSPyFactFilter(top_n=0)
     with pytest.raises(ValueError, match="either lm="):

@@ -197,3 +197,13 @@ def _confidence_loop(ctx: RetrieverContext) -> BaseRetriever:
                     "entity/fact/passage graph built at indexing time (seeds 003, 004)")
 def _hippo_graph(ctx: RetrieverContext) -> BaseRetriever:
     return ctx.graph_index.as_retriever(similarity_top_k=ctx.top_k, lm=ctx.lm)
+
+
+@register_retriever("vector_fact_filter", "vector, then DSPyFactFilter on its passages: those stating the facts "
+                    "the query needs first (LLM-free without an LM)", needs_index="vector")
+def _vector_fact_filter(ctx: RetrieverContext) -> BaseRetriever:
+    from ..postprocessors import DSPyFactFilter
+    from .postprocessed import PostprocessedRetriever
+
+    return PostprocessedRetriever(ctx.vector_index.as_retriever(similarity_top_k=ctx.top_k),
+                                  [DSPyFactFilter(lm=ctx.lm)])

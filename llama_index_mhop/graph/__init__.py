@@ -9,6 +9,8 @@ from .extraction import (
 )
 from .index import EmptyIndexError, HippoGraphIndex
 from .knowledge_graph import KnowledgeGraph
+from .openie_export import export_openie
+from .openie_file import OpenIEFileError, StoredOpenIE, read_openie, write_openie
 from .ppr import (
     DEFAULT_DAMPING,
     DEFAULT_MAX_ITER,
@@ -27,10 +29,15 @@ __all__ = [
     "HippoGraphIndex",
     "KnowledgeGraph",
     "OpenIEExtractor",
+    "OpenIEFileError",
     "PageRankGraph",
+    "StoredOpenIE",
     "entity_key",
+    "export_openie",
     "extract_llm_free",
     "personalized_pagerank",
+    "read_openie",
     "title_entities",
     "transition_matrix",
+    "write_openie",
 ]

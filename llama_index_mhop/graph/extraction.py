@@ -42,6 +42,8 @@ __all__ = [
     "DEFAULT_MAX_LLM_FREE_TRIPLES",
     "DEFAULT_MAX_ATTEMPTS",
     "EXTRACTION_STEP",
+    "MAX_ENTITY_CHARS",
+    "MAX_PREDICATE_CHARS",
     "ExtractEntitiesAndTriples",
     "Extraction",
     "Extractor",
@@ -64,6 +66,8 @@ EXTRACTION_STEP = "hippo_extraction"
 MAX_ENTITY_CHARS = 80
 #: Longest predicate kept, in words.
 MAX_PREDICATE_WORDS = 4
+#: Longest predicate kept from an LM, in characters: a relation is a short phrase, not a sentence.
+MAX_PREDICATE_CHARS = 100
 
 _MONTHS = "|".join(month.capitalize() for month in MONTHS)
 _DATE = re.compile(
@@ -260,7 +264,8 @@ def _passage_source(title: str | None, passage: str) -> str:
 def parse_extraction(prediction: Any, source: str | None = None) -> Extraction:
     """Validate an LM's extraction; raise :class:`LMOutputError` when it is not usable.
 
-    Entities must be a list of strings; every triple a list of three non-empty strings. With ``source`` (the
+    Entities must be a list of strings; every triple a list of three non-empty strings. Names longer than
+    :data:`MAX_ENTITY_CHARS` and predicates longer than :data:`MAX_PREDICATE_CHARS` are dropped. With ``source`` (the
     passage's title and text), entities and triples whose subject or object the source does not name are dropped:
     an LM that invents names adds nothing to the graph. An answer left with neither entities nor triples is
     unusable (an encyclopedic passage always names something).
@@ -275,14 +280,15 @@ def parse_extraction(prediction: Any, source: str | None = None) -> Extraction:
 
     def grounded(name: str) -> bool:
         key = entity_key(name)
-        return bool(key) and (named is None or f" {key} " in named)
+        # A name longer than any entity name is a pasted sentence (and would make matching slow): drop it.
+        return bool(key) and len(key) <= MAX_ENTITY_CHARS and (named is None or f" {key} " in named)
 
     triples: list[tuple[str, str, str]] = []
     for triple in raw_triples:
         if not (isinstance(triple, (list, tuple)) and len(triple) == 3 and all(isinstance(x, str) for x in triple)):
             raise LMOutputError(f"a triple is not [subject, predicate, object]: {triple!r:.200}")
         subject, predicate, obj = (x.strip() for x in triple)
-        if not (grounded(subject) and predicate and grounded(obj)):
+        if not (grounded(subject) and 0 < len(predicate) <= MAX_PREDICATE_CHARS and grounded(obj)):
             continue  # an empty or invented slot: drop that triple, keep the rest
         triples.append((subject, predicate, obj))
     entities = [e.strip() for e in raw_entities if grounded(e)]

@@ -1,0 +1,164 @@
+"""OpenIE results in HippoRAG's file format, read and written, and an extractor that serves them.
+
+HippoRAG (2) saves the OpenIE of a corpus as ``openie_results_ner_<model>.json``::
+
+    {"docs": [{"idx": "chunk-<md5 of passage>", "passage": "...",
+               "extracted_entities": ["..."], "extracted_triples": [["s", "p", "o"], ...]}, ...],
+     "avg_ent_chars": 12.3, "avg_ent_words": 2.1}
+
+A user who paid an LLM for that extraction can bring it across: :class:`StoredOpenIE` serves the stored
+extraction of every passage whose text matches (HippoRAG 2 stores a passage as ``"title\\ntext"``; the bare text
+matches too) and hands the rest to a fallback extractor, counting both. Pass it as
+``HippoGraphIndex.from_documents(..., extractor=StoredOpenIE(path))``. The file is untrusted: it is validated
+record by record, and an error names the file and the record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from .extraction import Extraction, Extractor, OpenIEExtractor
+
+__all__ = ["OpenIEFileError", "StoredOpenIE", "passage_key", "read_openie", "write_openie"]
+
+
+class OpenIEFileError(ValueError):
+    """An OpenIE results file that is not in HippoRAG's format."""
+
+
+def passage_key(passage: str) -> str:
+    """The key a passage's extraction is stored under: the SHA-256 of its stripped text."""
+    return hashlib.sha256(passage.strip().encode("utf-8")).hexdigest()
+
+
+def _strings(value: Any, what: str, where: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise OpenIEFileError(f"{where}: {what} must be a list of strings")
+    return value
+
+
+def _record(record: Any, where: str) -> tuple[str, Extraction]:
+    if not isinstance(record, dict):
+        raise OpenIEFileError(f"{where}: expected an object with 'passage', 'extracted_entities', 'extracted_triples'")
+    passage = record.get("passage")
+    if not isinstance(passage, str) or not passage.strip():
+        raise OpenIEFileError(f"{where}: 'passage' must be a non-empty string")
+    entities = _strings(record.get("extracted_entities", []), "'extracted_entities'", where)
+    raw_triples = record.get("extracted_triples", [])
+    if not isinstance(raw_triples, list):
+        raise OpenIEFileError(f"{where}: 'extracted_triples' must be a list of [subject, predicate, object]")
+    triples = []
+    for number, triple in enumerate(raw_triples):
+        parts = _strings(triple, f"triple {number}", where)
+        if len(parts) != 3:
+            # HippoRAG keeps an LLM's malformed triples in the file and filters them when it builds the graph.
+            continue
+        triples.append((parts[0], parts[1], parts[2]))
+    return passage, Extraction(entities=tuple(entities), triples=tuple(triples), from_lm=True)
+
+
+def read_openie(path: str | os.PathLike[str]) -> dict[str, Extraction]:
+    """The extractions of a HippoRAG OpenIE results file, by :func:`passage_key` of each passage.
+
+    Raises:
+        OpenIEFileError: the file is not JSON in HippoRAG's format (the message names the file and the record).
+    """
+    path = Path(path)
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise OpenIEFileError(f"{path}: not a readable JSON file ({type(exc).__name__}: {exc})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("docs"), list):
+        raise OpenIEFileError(f"{path}: expected an object with a 'docs' list (HippoRAG's OpenIE results)")
+    extractions: dict[str, Extraction] = {}
+    for position, record in enumerate(data["docs"]):
+        passage, extraction = _record(record, f"{path}: docs[{position}]")
+        extractions.setdefault(passage_key(passage), extraction)
+    return extractions
+
+
+def write_openie(path: str | os.PathLike[str], extractions: Iterable[tuple[str, Extraction]]) -> Path:
+    """Write (passage, extraction) pairs as a HippoRAG OpenIE results file; the path written.
+
+    The passage ids are HippoRAG's (``"chunk-"`` and the MD5 of the passage), and the entity averages are
+    computed as HippoRAG computes them, so HippoRAG can read the file back.
+    """
+    docs = [
+        {
+            "idx": "chunk-" + hashlib.md5(passage.encode("utf-8")).hexdigest(),  # noqa: S324 - HippoRAG's id
+            "passage": passage,
+            "extracted_entities": list(extraction.entities),
+            "extracted_triples": [list(triple) for triple in extraction.triples],
+        }
+        for passage, extraction in extractions
+    ]
+    names = [name for doc in docs for name in doc["extracted_entities"]]
+    data = {
+        "docs": docs,
+        "avg_ent_chars": round(sum(len(n) for n in names) / len(names), 4) if names else 0,
+        "avg_ent_words": round(sum(len(n.split()) for n in names) / len(names), 4) if names else 0,
+    }
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    temporary.replace(path)  # a reader never sees half a file
+    return path
+
+
+class StoredOpenIE:
+    """An :class:`~llama_index_mhop.graph.extraction.Extractor` serving stored HippoRAG OpenIE results.
+
+    Args:
+        path: a HippoRAG ``openie_results_ner_<model>.json`` file (read and validated now).
+        fallback: the extractor for passages the file does not hold; default :class:`OpenIEExtractor` (the
+            configured LM, else the LLM-free rules).
+
+    Attributes:
+        from_file: passages served from the file. extracted: passages handed to the fallback.
+        served: every (passage text, extraction) served, in order, for :func:`write_openie`.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], fallback: Extractor | None = None) -> None:
+        self.path = Path(path)
+        self.stored = read_openie(self.path)
+        self.fallback: Extractor = fallback if fallback is not None else OpenIEExtractor()
+        self.from_file = 0
+        self.extracted = 0
+        self.served: list[tuple[str, Extraction]] = []
+        self._lock = threading.Lock()
+
+    @property
+    def uses_lm(self) -> bool:
+        return bool(getattr(self.fallback, "uses_lm", False))
+
+    @property
+    def fallback_counts(self) -> Any:
+        return getattr(self.fallback, "fallback_counts", None)
+
+    def lookup(self, text: str, title: str | None = None) -> Extraction | None:
+        """The stored extraction of the passage (as ``"title\\ntext"`` or as the bare text), or None."""
+        candidates = [f"{title}\n{text}", text] if title else [text]
+        for passage in candidates:
+            found = self.stored.get(passage_key(passage))
+            if found is not None:
+                return found
+        return None
+
+    def extract(self, text: str, title: str | None = None) -> Extraction:
+        """The stored extraction when the file holds the passage, else the fallback's."""
+        stored = self.lookup(text, title)
+        extraction = stored if stored is not None else self.fallback.extract(text, title)
+        with self._lock:
+            if stored is not None:
+                self.from_file += 1
+            else:
+                self.extracted += 1
+            self.served.append((f"{title}\n{text}" if title else text, extraction))
+        return extraction
