@@ -53,6 +53,8 @@ __all__ = [
     "QueryAnalysis",
     "analyze_query",
     "assess_confidence",
+    "bridge_sentence",
+    "relation_order",
     "targeted_queries",
 ]
 
@@ -192,36 +194,69 @@ def _only_sentence_initial(word: str, text: str) -> bool:
     return True
 
 
-def _bridge_sentence(
-    query_stems: set[str], passage: PassageView, skip: Iterable[str]
-) -> tuple[str, list[str]]:
-    """The passage's sentence that best matches the query and names new entities, and those entities."""
+def _new_entities(sentence: str, passage: PassageView, skip: list[str]) -> list[str]:
+    """Entities ``sentence`` names that are neither the passage's subject nor in ``skip``, in order."""
+    new: list[str] = []
+    for span in entity_spans(sentence):
+        name = clean_name(span)
+        if is_number_or_date(name) or len(normalize(name)) < MIN_NAME_CHARS:
+            continue
+        if name == name.lower() or (" " not in name and _only_sentence_initial(name, passage.text)):
+            continue  # a quoted common word, or a capitalised sentence opener such as "Since"
+        if is_modifier(sentence, name):
+            continue  # "an American thriller film": an adjective, not an entity to follow
+        if passage.is_about(name) or any(names_match(name, other) for other in skip):
+            continue
+        if not any(names_match(name, seen) for seen in new):
+            new.append(name)
+    return new
+
+
+def bridge_sentence(query_stems: set[str], passage: PassageView, skip: Iterable[str]) -> tuple[str, list[str]]:
+    """The passage's sentence that best matches the query and names new entities, and those entities.
+
+    Sentences are tried by how many query stems they share (the passage's own name not counted). When none
+    that shares a stem names a new entity (the question may word the relation differently), the first
+    sentence is used: an encyclopedic passage names there what its subject is linked to.
+    """
     skip = list(skip)
     # The passage's own name is in most of its sentences: it cannot tell which sentence answers the query.
     query_stems = query_stems - stems(passage.subject)
     scored = []
     for position, sentence in enumerate(sentences(passage.text)):
         overlap = len(stems(sentence) & query_stems)
-        scored.append((-overlap, position, sentence))
-    for negative_overlap, _, sentence in sorted(scored):
-        if negative_overlap == 0:
-            break  # a sentence that shares nothing with the query reveals no bridge of this query
-        new = []
-        for span in entity_spans(sentence):
-            name = clean_name(span)
-            if is_number_or_date(name) or len(normalize(name)) < MIN_NAME_CHARS:
-                continue
-            if name == name.lower() or (" " not in name and _only_sentence_initial(name, passage.text)):
-                continue  # a quoted common word, or a capitalised sentence opener such as "Since"
-            if is_modifier(sentence, name):
-                continue  # "an American thriller film": an adjective, not an entity to follow
-            if passage.is_about(name) or any(names_match(name, other) for other in skip):
-                continue
-            if not any(names_match(name, seen) for seen in new):
-                new.append(name)
+        if overlap:
+            scored.append((-overlap, position, sentence))
+    for sentence in [sentence for _, _, sentence in sorted(scored)] + sentences(passage.text)[:1]:
+        new = _new_entities(sentence, passage, skip)
         if new:
             return sentence, new
     return "", []
+
+
+_WORD_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’\-]*")
+
+
+def relation_order(sentence: str, entities: Sequence[str], relation_stems: set[str]) -> list[str]:
+    """``entities`` of ``sentence``, those closest after a word whose stem is in ``relation_stems`` first.
+
+    English puts a relation before its object ("founded by X", "born in X"), so the entity a question word
+    governs is the one with such a word closest before it. Entities with none before them follow, in sentence
+    order.
+    """
+    words = [(match.start(), stem(match.group(0))) for match in _WORD_TOKEN.finditer(sentence)]
+
+    def distance(entity: str) -> tuple[int, int]:
+        position = sentence.find(entity)
+        if position < 0:
+            return (len(words) + 1, len(sentence))
+        before = [word for start, word in words if start < position]
+        for gap, word in enumerate(reversed(before)):
+            if word in relation_stems:
+                return (gap, position)
+        return (len(words), position)
+
+    return sorted(entities, key=distance)
 
 
 def assess_confidence(
@@ -248,11 +283,10 @@ def assess_confidence(
     when it is not, the answer sits one hop away and round 2 should follow a bridge.
 
     Gaps, in this order: every query entity with coverage below 1 (query: the entity and the relation words);
-    then, for each of the top ``bridge_passages`` passages, a *bridge*: the sentence of that passage that
-    shares the most words with the query (at least one, the passage's own name not counted) and names entities
-    that are neither in the query nor followed by an issued query (query: that sentence, which carries both
-    the bridge entity and the relation it answers). A bridge is *open* when no retrieved passage is about any
-    of its entities yet.
+    then, for each of the top ``bridge_passages`` passages, a *bridge*: the entities its
+    :func:`bridge_sentence` names that are neither in the query nor followed by an issued query, in
+    :func:`relation_order` (query: the first of them, the entity the question's relation leads to). A bridge
+    is *open* when no retrieved passage is about any of its entities yet.
 
     Args:
         query: the question or claim.
@@ -292,13 +326,15 @@ def assess_confidence(
     skip = [*query_entities(query), *(e for q in issued_queries for e in query_entities(q))]
     open_bridges = 0
     for passage in top[:bridge_passages]:
-        sentence, new = _bridge_sentence(query_stems, passage, skip)
+        sentence, new = bridge_sentence(query_stems, passage, skip)
         if not new:
             continue
+        new = relation_order(sentence, new, query_stems - stems(passage.subject))
         followed = any(p.is_about(name) for p in passages for name in new)
         open_bridges += not followed
         text = f"{', '.join(new[:3])} (named by {passage.subject or 'a top passage'})"
-        gaps.append(Gap(GapKind.BRIDGE, text, sentence, tuple(new), passage.subject))
+        # Search the entity the question's relation leads to: a search for the whole sentence finds its source.
+        gaps.append(Gap(GapKind.BRIDGE, text, new[0], tuple(new), passage.subject))
         skip.extend(new)
     confidence = 100.0 * (0.5 * entity_coverage + 0.5 * term_coverage) - bridge_penalty * open_bridges
     return ConfidenceAssessment(
@@ -314,7 +350,7 @@ def targeted_queries(
 ) -> list[str]:
     """Round-2 queries without an LM: one per gap, in the gaps' order, skipping queries already issued.
 
-    A gap found by :func:`assess_confidence` carries its own query (the bridge sentence, or an entity with the
+    A gap found by :func:`assess_confidence` carries its own query (the bridge entity, or an entity with the
     relation words). A gap given as plain text (an LM's ``missing_information``) becomes that text joined with
     the query's relation words.
     """

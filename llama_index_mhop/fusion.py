@@ -8,10 +8,10 @@ and the listwise reranker's relevance all call :func:`reciprocal_rank_fusion`.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
-__all__ = ["DEFAULT_RRF_K", "reciprocal_rank_fusion"]
+__all__ = ["DEFAULT_RRF_K", "anchored_fusion", "reciprocal_rank_fusion"]
 
 DEFAULT_RRF_K = 60
 H = TypeVar("H", bound=Hashable)
@@ -64,4 +64,45 @@ def reciprocal_rank_fusion(
     scores = {item: math.fsum(parts) for item, parts in contributions.items()}
     first_seen = {item: position for position, item in enumerate(scores)}
     fused = sorted(scores.items(), key=lambda pair: (-pair[1], best_rank[pair[0]], first_seen[pair[0]]))
+    return fused if top_n is None else fused[:top_n]
+
+
+def anchored_fusion(
+    anchor: Sequence[H],
+    reached_from: Mapping[H, Sequence[H]] | None = None,
+    rest: Iterable[H] = (),
+    top_n: int | None = None,
+) -> list[H]:
+    """Fuse around the original query's own ranking without diluting it.
+
+    The ``anchor`` (the query's own ranking) keeps its order. Right after each placed id come the ids reached
+    from it (``reached_from[id]``, e.g. the passage a bridge entity of that passage leads to), then the ids
+    reached from those, depth first, so a chain of hops sits under the passage it starts from. After the anchor
+    come the other candidates in the order of ``rest`` (e.g. a Reciprocal Rank Fusion of the expansion lists),
+    each again followed by what it reaches. Every id appears once, at its first place; no id rises above the
+    anchor's top id.
+
+    Args:
+        anchor: the original query's ranking, best first.
+        reached_from: for an id, the ids reached from it, best first.
+        rest: every other candidate, best first.
+        top_n: keep only the first ``top_n`` (all when None).
+
+    Raises:
+        ValueError: ``top_n`` is negative.
+    """
+    if top_n is not None and top_n < 0:
+        raise ValueError(f"top_n must be >= 0, got {top_n}")
+    reached_from = reached_from or {}
+    fused: list[H] = []
+    placed: set[H] = set()
+    for start in [*anchor, *rest]:
+        stack = [start]
+        while stack:
+            item = stack.pop()
+            if item in placed:
+                continue
+            placed.add(item)
+            fused.append(item)
+            stack.extend(reversed(list(reached_from.get(item, ()))))
     return fused if top_n is None else fused[:top_n]

@@ -1,23 +1,19 @@
-"""An LLM-free listwise reranker: relevance to the query plus what each passage adds to the passages above it.
+"""An LLM-free listwise reranker: the query's own ranking, with each hop placed right after the passage it leads from.
 
 The LLM-free stand-in for seed 001's ``ListwiseDocumentReranker``, which reads all passages together to find
-multi-hop links. Passages are chosen greedily, best first; at each position the passage with the highest gain
-
-    gain(p) = relevance(p) + link_weight * link(p) + coverage_weight * coverage(p)
-
-is placed next, where, with ``S`` the passages already placed:
+multi-hop links. It never dilutes the original query's ranking at the top; a passage rises above the query's
+own hits only by a multi-hop link:
 
 * ``relevance(p) = sum_l w_l / (rrf_k + rank_l(p))`` over the rankings ``l`` that contain ``p`` (weighted
-  Reciprocal Rank Fusion), divided by its maximum so it lies in (0, 1]. The original query's ranking carries
-  the largest weight, so the good first ranking stays on top.
-* ``link(p) = max relevance(s)`` over the first ``link_top`` passages ``s`` of ``S`` whose text names ``p``'s
-  subject (0 when none does): the passage about a bridge entity that a top passage mentions rises with it, the
-  way a hyperlink from a relevant page makes its target relevant.
-* ``coverage(p) = |targets p is about and no passage in S is about| / |targets|``: a passage about a query
-  entity that no higher passage covers rises (diversity over the query's entities, as for comparison
-  questions).
+  Reciprocal Rank Fusion), divided by its maximum so it lies in (0, 1]: the order of every candidate;
+* the *anchor*, the first ranking (the original query's), keeps its order;
+* the *links* (:func:`~llama_index_mhop.bridges.link_passages`): the anchor's top passage leads, through the
+  bridge entity its question-matching sentence names, to the best-ranked passage about that entity, which is
+  placed right after it; that passage leads to the next hop the same way;
+* then every other passage by relevance (:func:`~llama_index_mhop.fusion.anchored_fusion`).
 
-Ties keep the order of first appearance, so the result is deterministic.
+Ties follow :func:`~llama_index_mhop.fusion.reciprocal_rank_fusion` (best rank, then first seen), so the result is
+deterministic.
 """
 
 from __future__ import annotations
@@ -25,54 +21,38 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .bridges import link_passages
 from .confidence_strategies import PassageView
-from .fusion import reciprocal_rank_fusion
-from .text import mentions, names_match
+from .fusion import anchored_fusion, reciprocal_rank_fusion
 
-__all__ = [
-    "DEFAULT_COVERAGE_WEIGHT",
-    "DEFAULT_LINK_TOP",
-    "DEFAULT_LINK_WEIGHT",
-    "DEFAULT_RERANK_RRF_K",
-    "RankedPassage",
-    "listwise_rerank",
-]
+__all__ = ["DEFAULT_RERANK_RRF_K", "RankedPassage", "listwise_rerank"]
 
-DEFAULT_LINK_WEIGHT = 1.0
-DEFAULT_COVERAGE_WEIGHT = 0.5
-DEFAULT_LINK_TOP = 3
 DEFAULT_RERANK_RRF_K = 60
 
 
 @dataclass(frozen=True)
 class RankedPassage:
-    """One position of the listwise ranking: the passage's index in the input and the parts of its gain."""
+    """One position of the listwise ranking: the passage's index in the input, its relevance, and the index
+    of the passage that led to it by a bridge link (None when it holds its place by relevance)."""
 
     index: int
-    score: float
     relevance: float
-    link: float
-    coverage: float
+    linked_from: int | None = None
 
 
 def listwise_rerank(
+    query: str,
     passages: Sequence[PassageView],
     rankings: Sequence[tuple[Sequence[int], float]],
-    targets: Sequence[str] = (),
-    link_weight: float = DEFAULT_LINK_WEIGHT,
-    coverage_weight: float = DEFAULT_COVERAGE_WEIGHT,
-    link_top: int = DEFAULT_LINK_TOP,
     rrf_k: int = DEFAULT_RERANK_RRF_K,
 ) -> list[RankedPassage]:
-    """Rank all passages together (see the module docstring for the formula).
+    """Rank all passages together (see the module docstring).
 
     Args:
+        query: the question or claim.
         passages: the candidate passages.
-        rankings: ``(ranking, weight)`` pairs; a ranking lists indices into ``passages``, best first.
-        targets: the entities to cover (usually the query's entities).
-        link_weight: weight of the link term.
-        coverage_weight: weight of the coverage term.
-        link_top: how many of the first placed passages can lift the passages they name.
+        rankings: ``(ranking, weight)`` pairs; a ranking lists indices into ``passages``, best first. The first
+            is the anchor (the original query's ranking).
         rrf_k: the Reciprocal Rank Fusion constant.
 
     Returns:
@@ -82,8 +62,8 @@ def listwise_rerank(
         ValueError: a ranking names an index outside ``passages``, or a weight or ``rrf_k`` is negative.
     """
     n = len(passages)
-    if rrf_k < 0 or link_top < 0 or link_weight < 0 or coverage_weight < 0:
-        raise ValueError("rrf_k, link_top, link_weight and coverage_weight must be >= 0")
+    if rrf_k < 0:
+        raise ValueError(f"rrf_k must be >= 0, got {rrf_k}")
     for ranking, _ in rankings:
         for index in ranking:
             if not 0 <= index < n:
@@ -92,39 +72,17 @@ def listwise_rerank(
     relevance = [0.0] * n
     for index, score in fused:
         relevance[index] = score
-    # Ties of the greedy choice keep the order of first appearance (in the rankings, then the rest).
-    order = dict.fromkeys([*(index for ranking, _ in rankings for index in ranking), *range(n)])
-    first_seen = {index: position for position, index in enumerate(order)}
     top = max(relevance, default=0.0)
     if top > 0:
         relevance = [r / top for r in relevance]
-    targets = [t for t in dict.fromkeys(targets) if t.strip()]
-    about = [[t for t in targets if passages[i].is_about(t)] for i in range(n)]
-    uncovered = set(targets)
-    link = [0.0] * n
-    placed: list[RankedPassage] = []
-    remaining = set(range(n))
-    while remaining:
-        best, best_key = -1, None
-        for index in remaining:
-            cover = len([t for t in about[index] if t in uncovered]) / len(targets) if targets else 0.0
-            gain = relevance[index] + link_weight * link[index] + coverage_weight * cover
-            key = (gain, -first_seen[index])
-            if best_key is None or key > best_key:
-                best, best_key = index, key
-        cover = len([t for t in about[best] if t in uncovered]) / len(targets) if targets else 0.0
-        placed.append(RankedPassage(best, best_key[0], relevance[best], link[best], cover))
-        remaining.discard(best)
-        uncovered.difference_update(about[best])
-        if len(placed) <= link_top:
-            # A placed top passage lifts every remaining passage whose subject it names.
-            source = passages[best]
-            for index in remaining:
-                subject = passages[index].subject
-                if (
-                    subject
-                    and not names_match(subject, source.subject or "")
-                    and mentions(source.text, subject)
-                ):
-                    link[index] = max(link[index], relevance[best])
-    return placed
+    # The fused order (ties by best rank, then first seen), then passages no ranking holds.
+    by_relevance = list(dict.fromkeys([*(index for index, _ in fused), *range(n)]))
+    anchor = list(dict.fromkeys(rankings[0][0])) if rankings else []
+    links: dict[int, list[int]] = {}
+    if anchor:
+        position = {passage.id: i for i, passage in enumerate(passages)}
+        found = link_passages(query, [passages[anchor[0]]], [passages[i] for i in by_relevance])
+        links = {position[source]: [position[t] for t in targets] for source, targets in found.items()}
+    linked_from = {target: source for source, targets in links.items() for target in targets}
+    order = anchored_fusion(anchor, links, by_relevance)
+    return [RankedPassage(i, relevance[i], linked_from.get(i)) for i in order]

@@ -16,6 +16,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .bridges import bridge_targets
+from .confidence_strategies import PassageView
 from .text import (
     content_terms,
     entity_spans,
@@ -76,14 +78,22 @@ def _title_keys(title: str) -> set[str]:
 def bridge_entities(query: str, context: Sequence[ContextPassage], limit: int = 4) -> list[str]:
     """Entities the context passages introduce that neither the query nor the passages' own titles name.
 
-    These point at passages not found yet: the next hop. Passages are visited in rank order, and within a
-    passage its first two sentences come first (where encyclopedic text names what its subject is linked to).
+    These point at passages not found yet: the next hop. First come the bridge entities of the top passage
+    that the query's relation leads to (:func:`~llama_index_mhop.bridges.bridge_targets`); then passages are
+    visited in rank order, and within a passage its first two sentences come first (where encyclopedic text
+    names what its subject is linked to).
     """
     known = {normalize(e) for e in entity_spans(query)}
     for passage in context:
         known |= _title_keys(passage.title)
     asked_terms = set(content_terms(query))
     found: list[str] = []
+    if context:
+        top = PassageView(id="", text=context[0].text, title=context[0].title)
+        for entity in bridge_targets(query, top):
+            if normalize(entity) not in known and len(found) < limit:
+                known.add(normalize(entity))
+                found.append(entity)
     for passage in context:
         ordered = sentences(passage.text)
         for entity in [e for s in ordered[:2] + ordered[2:] for e in entity_spans(s)]:

@@ -35,6 +35,8 @@ def test_assess_confidence_formula_and_bridge_gap():
     assert result.confidence == round(100 * (0.5 * 1.0 + 0.5 * 2 / 3))
     bridge = [g for g in result.gaps if g.kind == GapKind.BRIDGE][0]
     assert bridge.entities[0] == "Maximum Overdrive" and bridge.source == "Leland, North Carolina"
+    # Its round-2 query is the entity itself: a search for the whole sentence would find the Leland passage.
+    assert bridge.query == "Maximum Overdrive"
     # With the Leland passage alone the Maximum Overdrive bridge is open and costs bridge_penalty points.
     open_result = assess_confidence(QUERY, views[:1], bridge_penalty=10)
     assert open_result.confidence == result.confidence - 10

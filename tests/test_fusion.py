@@ -1,6 +1,6 @@
 import pytest
 
-from llama_index_mhop.fusion import reciprocal_rank_fusion
+from llama_index_mhop.fusion import anchored_fusion, reciprocal_rank_fusion
 
 
 def test_scores_match_hand_computation():
@@ -50,3 +50,12 @@ def test_weights_multiply_each_lists_contributions():
         reciprocal_rank_fusion([["a"]], weights=[-1.0])
     with pytest.raises(ValueError, match="2 weights for 1"):
         reciprocal_rank_fusion([["a"]], weights=[1.0, 1.0])
+
+
+def test_anchored_fusion_keeps_the_anchor_and_puts_each_hop_after_its_source():
+    anchor = ["a1", "a2", "a3"]
+    fused = anchored_fusion(anchor, {"a1": ["b"], "b": ["c"], "a3": ["a2"]}, rest=["x", "c", "y"])
+    # b follows a1, c follows b (a chain of hops stays together); a2 is already placed when a3 reaches it.
+    assert fused == ["a1", "b", "c", "a2", "a3", "x", "y"]
+    assert anchored_fusion(anchor, {}, rest=["a2", "z"], top_n=4) == ["a1", "a2", "a3", "z"]
+    assert anchored_fusion([], {"a1": ["b"]}, rest=["a1"]) == ["a1", "b"]

@@ -1,4 +1,4 @@
-"""The LLM-free listwise reranker: relevance, link and coverage terms computed by hand."""
+"""The LLM-free listwise reranker: the query's own ranking as the anchor, each bridge hop after its source."""
 
 from __future__ import annotations
 
@@ -8,34 +8,33 @@ from llama_index_mhop.confidence_strategies import PassageView
 from llama_index_mhop.listwise_rerank import listwise_rerank
 
 
-def test_listwise_rerank_formula_by_hand():
+def test_listwise_rerank_keeps_the_anchor_and_puts_the_hop_after_its_source():
+    query = "Who directed the film that was shot in Leland?"
     views = [
-        PassageView("a", "Leland is a town. Maximum Overdrive was shot there.", "Leland"),
+        PassageView("a", "Leland is a town. The film Maximum Overdrive was shot in Leland.", "Leland"),
         PassageView("b", "A distractor about rivers.", "River"),
-        PassageView("c", "Maximum Overdrive is a 1986 film.", "Maximum Overdrive"),
+        PassageView("c", "Maximum Overdrive is a 1986 film directed by Stephen King.", "Maximum Overdrive"),
+        PassageView("d", "Stephen King is an author.", "Stephen King"),
     ]
-    # One ranking a, b, c with weight 1 and rrf_k 0: relevance 1, 1/2, 1/3 before normalising (max is 1).
-    ranked = listwise_rerank(
-        views, [([0, 1, 2], 1.0)], targets=["Leland"], link_weight=1.0, coverage_weight=0.5, rrf_k=0
-    )
-    # a: 1 + 0.5 coverage = 1.5. Then c is linked from a: 1/3 + 1 * 1 = 1.333 > b's 0.5.
-    assert [r.index for r in ranked] == [0, 2, 1]
-    assert ranked[0].score == pytest.approx(1.5) and ranked[1].score == pytest.approx(1 / 3 + 1.0)
-    assert ranked[1].link == 1.0 and ranked[2].score == pytest.approx(0.5)
-    # Without the link term the first-stage order stays.
-    assert [r.index for r in listwise_rerank(views, [([0, 1, 2], 1.0)], link_weight=0.0, rrf_k=0)] == [
-        0,
-        1,
-        2,
-    ]
+    # The anchor (the original query's ranking) is a, b, c; a second ranking has d first. rrf_k 0:
+    # relevance a 1, b 1/2, c 1/3, d 1 (its rank-1 hit), normalised by the maximum 1.
+    ranked = listwise_rerank(query, views, [([0, 1, 2], 1.0), ([3], 1.0)], rrf_k=0)
+    # a names Maximum Overdrive in its sentence about the shooting ("shot in Leland"): c follows a; c names
+    # Stephen King after "directed": d follows c. Then the rest of the anchor (b).
+    assert [r.index for r in ranked] == [0, 2, 3, 1]
+    assert [r.linked_from for r in ranked] == [None, 0, 2, None]
+    assert [r.relevance for r in ranked] == pytest.approx([1.0, 1 / 3, 1.0, 0.5])
+    # Without a bridge (nothing about "Maximum Overdrive" in the pool) the anchor's order stays.
+    assert [r.index for r in listwise_rerank(query, views[:2], [([0, 1], 1.0)], rrf_k=0)] == [0, 1]
     with pytest.raises(ValueError, match="outside"):
-        listwise_rerank(views, [([0, 7], 1.0)])
+        listwise_rerank(query, views, [([0, 7], 1.0)])
 
 
-def test_original_query_weight_keeps_its_ranking_on_top():
+def test_no_weight_lifts_a_passage_above_the_anchor():
     views = [PassageView(i, f"Passage {i} about nothing in particular.", f"Title {i}") for i in "abc"]
-    # The weighted list (c first) outweighs two unit lists that put a first.
-    ranked = listwise_rerank(views, [([2, 0, 1], 3.0), ([0, 1, 2], 1.0), ([0, 2, 1], 1.0)], rrf_k=60)
+    # A heavier second list puts a first; the anchor (c, a, b) still decides, the weights only the relevance.
+    ranked = listwise_rerank("which passage?", views, [([2, 0, 1], 1.0), ([0, 1, 2], 3.0)], rrf_k=60)
     assert [r.index for r in ranked] == [2, 0, 1]
+    assert ranked[1].relevance == 1.0  # a: 1/62 + 3/61, the largest
     with pytest.raises(ValueError, match="weights"):
-        listwise_rerank(views, [([0], -1.0)])
+        listwise_rerank("which passage?", views, [([0], -1.0)])

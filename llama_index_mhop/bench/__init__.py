@@ -6,7 +6,6 @@ from .benchmarker import (
     Benchmarker,
     passage_ids,
     peak_rss_mb,
-    plot,
     save_json,
     score_rankings,
     validate_result,
@@ -25,6 +24,7 @@ from .loaders import (
     load_hover,
     load_musique,
 )
+from .plots import plot
 from .registry import (
     RetrieverFactory,
     RetrieverSpec,

@@ -42,15 +42,17 @@ from .context import BenchContext, passage_documents
 from .loaders import BenchDataset, BenchQuestion
 from .registry import RetrieverFactory, RetrieverSpec, get_retriever_spec, registered_retrievers
 from .searcher import Searcher
+from .significance import compare_runs
 
 __all__ = [
     "DEFAULT_K_VALUES",
     "DEFAULT_WORK_DIR",
     "METRIC_NAMES",
+    "SIGNIFICANCE_BASELINE",
     "Benchmarker",
     "passage_ids",
     "peak_rss_mb",
-    "plot",
+    "per_question_scores",
     "save_json",
     "score_rankings",
     "validate_result",
@@ -60,6 +62,8 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_K_VALUES = (2, 5, 10, 21)
 DEFAULT_WORK_DIR = ".mhop/bench"
+#: The run every other run is tested against (paired over questions), when it is part of the run.
+SIGNIFICANCE_BASELINE = "vector"
 #: The metrics of a run, each reported as ``NAME@K`` for every k.
 METRIC_NAMES = ("recall", "all_gold", "precision", "f1")
 _METRIC_FUNCTIONS: dict[str, Callable[[Sequence[str], Sequence[str], int], float]] = {
@@ -88,10 +92,10 @@ def passage_ids(nodes: Sequence[NodeWithScore]) -> list[str]:
     return dedupe(ids)
 
 
-def score_rankings(
+def per_question_scores(
     rankings: Sequence[Sequence[str]], questions: Sequence[BenchQuestion], k_values: Sequence[int]
-) -> dict[str, float]:
-    """Mean ``recall@K``, ``all_gold@K``, ``precision@K`` and ``f1@K`` in percent (0-100) for every K.
+) -> dict[str, list[float]]:
+    """Each question's ``recall@K``, ``all_gold@K``, ``precision@K`` and ``f1@K`` in percent, in question order.
 
     Raises:
         ValueError: rankings and questions differ in number, or there are no questions.
@@ -100,13 +104,26 @@ def score_rankings(
         raise ValueError(f"{len(rankings)} rankings for {len(questions)} questions")
     if not questions:
         raise ValueError("no questions to score")
-    out: dict[str, float] = {}
-    for k in k_values:
-        for name in METRIC_NAMES:
-            function = _METRIC_FUNCTIONS[name]
-            values = [function(r, q.gold_ids, k) for r, q in zip(rankings, questions, strict=True)]
-            out[f"{name}@{k}"] = round(100.0 * float(np.mean(values)), 4)
-    return out
+    return {
+        f"{name}@{k}": [
+            100.0 * _METRIC_FUNCTIONS[name](ranking, question.gold_ids, k)
+            for ranking, question in zip(rankings, questions, strict=True)
+        ]
+        for k in k_values
+        for name in METRIC_NAMES
+    }
+
+
+def score_rankings(
+    rankings: Sequence[Sequence[str]], questions: Sequence[BenchQuestion], k_values: Sequence[int]
+) -> dict[str, float]:
+    """Mean ``recall@K``, ``all_gold@K``, ``precision@K`` and ``f1@K`` in percent (0-100) for every K.
+
+    Raises:
+        ValueError: rankings and questions differ in number, or there are no questions.
+    """
+    per_question = per_question_scores(rankings, questions, k_values)
+    return {key: round(float(np.mean(values)), 4) for key, values in per_question.items()}
 
 
 def _machine() -> dict[str, Any]:
@@ -249,6 +266,7 @@ class Benchmarker:
             "lm": None if self.lm is None else str(getattr(self.lm, "model", type(self.lm).__name__)),
             "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "machine": _machine(),
+            "significance": compare_runs(runs, baseline=SIGNIFICANCE_BASELINE, k_values=self.k_values),
         }
 
     def _build(self, spec: RetrieverSpec, ctx: BenchContext) -> tuple[Searcher, float]:
@@ -277,17 +295,19 @@ class Benchmarker:
             latencies.append((time.perf_counter() - start) * 1000.0)
             rankings.append(passage_ids(nodes))
         p50, p95 = np.percentile(latencies, [50, 95])
+        per_question = per_question_scores(rankings, questions, self.k_values)
         return {
             "name": spec.name,
             "index_seconds": round(own_seconds + shared, 4),
             "latency_ms_p50": round(float(p50), 4),
             "latency_ms_p95": round(float(p95), 4),
             "peak_rss_mb": round(peak_rss_mb(), 2),
-            "metrics": score_rankings(rankings, questions, self.k_values),
+            "metrics": {key: round(float(np.mean(values)), 4) for key, values in per_question.items()},
             "description": spec.description,
             "index_seconds_shared": round(shared, 4),
             "index_seconds_own": round(own_seconds, 4),
             "fallbacks": _fallbacks(searcher),
+            "per_question": {key: [round(v, 4) for v in values] for key, values in per_question.items()},
         }
 
 
@@ -341,41 +361,4 @@ def save_json(result: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    return out
-
-
-def plot(result: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
-    """A PNG of recall@k and all_gold@k against k, one line per retriever; returns the path.
-
-    Uses matplotlib's Agg canvas directly, so it needs no display and leaves pyplot's backend alone.
-    """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    validate_result(result)
-    ks = list(result["k_values"])
-    figure = Figure(figsize=(10, 4.2), dpi=110)
-    FigureCanvasAgg(figure)
-    axes = figure.subplots(1, 2, sharey=True)
-    styles = [("-", "o"), ("--", "s"), (":", "^"), ("-.", "D"), ((0, (5, 1)), "v"), ((0, (1, 1)), "P")]
-    for ax, metric, label in ((axes[0], "recall", "recall@k (%)"), (axes[1], "all_gold", "all gold in top k (%)")):
-        for position, run in enumerate(result["runs"]):
-            # Distinct dash and marker per run: two runs with equal scores stay visible on top of each other.
-            linestyle, marker = styles[position % len(styles)]
-            ax.plot(ks, [run["metrics"][f"{metric}@{k}"] for k in ks], linestyle=linestyle, marker=marker,
-                    markersize=7 - 1.5 * (position % 3), linewidth=2.2 - 0.4 * (position % 3), label=run["name"])
-        ax.set_xscale("log")
-        ax.set_xticks(ks)
-        ax.set_xticklabels([str(k) for k in ks])
-        ax.minorticks_off()
-        ax.set_xlabel("k")
-        ax.set_title(label)
-        ax.set_ylim(0, 100)
-        ax.grid(True, alpha=0.3)
-    axes[0].legend(loc="lower right", fontsize="small")
-    figure.suptitle(f"{result['dataset']}: {result['n_questions']} questions, {result['n_passages']} passages")
-    figure.tight_layout()
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(out, format="png")
     return out

@@ -94,8 +94,29 @@ def _print_table(result: dict[str, Any]) -> None:
         )
     console = Console()
     if not console.is_terminal:  # a pipe or a log file: do not squeeze the columns to 80 characters
-        console = Console(width=max(console.width, 160))
+        console = Console(width=max(console.width, 220))
     console.print(table)
+    significance = result.get("significance") or {}
+    if significance.get("runs"):
+        console.print(_significance_table(significance, ks))
+
+
+def _significance_table(significance: dict[str, Any], ks: list[int]) -> Any:
+    """Each run minus the baseline per metric and k: mean difference, 95% interval and paired p-value."""
+    from rich.table import Table
+
+    table = Table(title=f"against {significance['baseline']}: difference in points [95% CI], paired permutation p")
+    table.add_column("retriever", style="bold")
+    keys = [f"{metric}@{k}" for metric in ("recall", "all_gold") for k in ks]
+    for key in keys:
+        table.add_column(key.replace("recall@", "R@").replace("all_gold@", "all@"), justify="right")
+    for name, comparisons in significance["runs"].items():
+        cells = []
+        for key in keys:
+            c = comparisons[key]
+            cells.append(f"{c['difference']:+.1f} [{c['ci_low']:+.1f}, {c['ci_high']:+.1f}] p={c['p_value']:.2f}")
+        table.add_row(name, *cells)
+    return table
 
 
 def _log_wandb(project: str, result: dict[str, Any]) -> None:
@@ -123,7 +144,8 @@ def _log_wandb(project: str, result: dict[str, Any]) -> None:
 def run_bench(args: argparse.Namespace) -> int:
     """Run ``mhop bench`` with parsed arguments; returns the process exit code (0 ok, 2 bad input)."""
     from ..lm import lm_from_spec
-    from .benchmarker import Benchmarker, plot, save_json
+    from .benchmarker import Benchmarker, save_json
+    from .plots import plot
 
     try:  # bm25s sets its own logger to DEBUG when imported: import it first, then quiet it
         import bm25s  # noqa: F401

@@ -84,15 +84,16 @@ def register_retriever(
     """Decorator registering ``factory(ctx) -> BaseRetriever`` under ``name``.
 
     Args:
-        name: the name used on the command line and in result files (letters, digits, ``_`` and ``-``).
+        name: the name used on the command line and in result files (letters, digits, ``_``, ``-`` and ``+``,
+            the last for a flow composed over another retriever, e.g. ``rrf_fusion+hippo``).
         description: one line shown in listings.
         needs_index: ``"vector"`` when the retriever reads the shared vector index, None otherwise.
 
     Raises:
         ValueError: a bad or already registered name, or an unknown ``needs_index``.
     """
-    if not name or not all(ch.isalnum() or ch in "_-" for ch in name):
-        raise ValueError(f"retriever name must be letters, digits, '_' or '-', got {name!r}")
+    if not name or not all(ch.isalnum() or ch in "_-+" for ch in name):
+        raise ValueError(f"retriever name must be letters, digits, '_', '-' or '+', got {name!r}")
     if needs_index is not None and needs_index not in SHARED_INDEXES:
         raise ValueError(f"needs_index must be None or one of {SHARED_INDEXES}, got {needs_index!r}")
 
@@ -197,6 +198,24 @@ def _confidence_loop(ctx: RetrieverContext) -> BaseRetriever:
                     "entity/fact/passage graph built at indexing time (seeds 003, 004)")
 def _hippo_graph(ctx: RetrieverContext) -> BaseRetriever:
     return ctx.graph_index.as_retriever(similarity_top_k=ctx.top_k, lm=ctx.lm)
+
+
+@register_retriever("rrf_fusion+hippo", "rrf_fusion's flow with hippo_graph as the base retriever of every query "
+                    "(the run's graph index, built once)")
+def _rrf_fusion_hippo(ctx: RetrieverContext) -> BaseRetriever:
+    from ..retrievers.rrf_fusion import DEFAULT_PERSPECTIVE_TOP_K, RRFFusionRetriever
+
+    base = ctx.graph_index.as_retriever(similarity_top_k=max(ctx.top_k, DEFAULT_PERSPECTIVE_TOP_K), lm=ctx.lm)
+    return RRFFusionRetriever(base_retriever=base, similarity_top_k=ctx.top_k, lm=ctx.lm)
+
+
+@register_retriever("confidence_loop+hippo", "confidence_loop's flow with hippo_graph as the base retriever of "
+                    "every query (the run's graph index, built once)")
+def _confidence_loop_hippo(ctx: RetrieverContext) -> BaseRetriever:
+    from ..retrievers.confidence_loop import ConfidenceLoopRetriever
+
+    return ConfidenceLoopRetriever.from_defaults(ctx.graph_index, similarity_top_k=ctx.top_k, lm=ctx.lm,
+                                                 retriever_kwargs={"lm": ctx.lm})
 
 
 @register_retriever("vector_fact_filter", "vector, then DSPyFactFilter on its passages: those stating the facts "

@@ -5,12 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..confidence_strategies import DEFAULT_BRIDGE_PASSAGES, DEFAULT_BRIDGE_PENALTY, DEFAULT_CONFIDENCE_TOP_N
-from ..listwise_rerank import (
-    DEFAULT_COVERAGE_WEIGHT,
-    DEFAULT_LINK_TOP,
-    DEFAULT_LINK_WEIGHT,
-    DEFAULT_RERANK_RRF_K,
-)
+from ..listwise_rerank import DEFAULT_RERANK_RRF_K
 from ..lm import DEFAULT_LM_TIMEOUT
 
 __all__ = [
@@ -32,8 +27,9 @@ DEFAULT_ROUND2_K = 15
 DEFAULT_CONFIDENCE_THRESHOLD = 80
 DEFAULT_MAX_ROUND1_QUERIES = 3
 DEFAULT_MAX_ROUND2_QUERIES = 2
-#: Weight of the original query's ranking in the listwise relevance (the generated queries' rankings weigh 1).
-DEFAULT_ORIGINAL_QUERY_WEIGHT = 3.0
+#: Weight of the original query's ranking in the round-1 order and the listwise relevance (1: plain RRF; the
+#: LLM-free rerank keeps the query's own ranking as its anchor anyway).
+DEFAULT_ORIGINAL_QUERY_WEIGHT = 1.0
 #: Characters of each passage shown to the LM (confidence evaluator and reranker).
 DEFAULT_LM_PASSAGE_CHARS = 300
 #: Passages shown to the LM confidence evaluator.
@@ -54,9 +50,6 @@ class ConfidenceLoopConfig(BaseModel):
         max_round2_queries: targeted round-2 queries at most (2).
         include_original_query: also search with the query itself in round 1 (recommended).
         original_query_weight: weight of the original query's ranking in the listwise relevance.
-        link_weight: weight of the link term of the LLM-free listwise score.
-        coverage_weight: weight of the entity-coverage term of the LLM-free listwise score.
-        link_top: how many top passages lift the passages they name (LLM-free listwise score).
         rrf_k: the rank constant of the LLM-free listwise relevance.
         confidence_top_n: passages the LLM-free confidence looks at.
         bridge_passages: top passages searched for bridge entities.
@@ -76,9 +69,6 @@ class ConfidenceLoopConfig(BaseModel):
     max_round2_queries: int = Field(DEFAULT_MAX_ROUND2_QUERIES, ge=0)
     include_original_query: bool = True
     original_query_weight: float = Field(DEFAULT_ORIGINAL_QUERY_WEIGHT, ge=0, strict=False)
-    link_weight: float = Field(DEFAULT_LINK_WEIGHT, ge=0, strict=False)
-    coverage_weight: float = Field(DEFAULT_COVERAGE_WEIGHT, ge=0, strict=False)
-    link_top: int = Field(DEFAULT_LINK_TOP, ge=0)
     rrf_k: int = Field(DEFAULT_RERANK_RRF_K, ge=0)
     confidence_top_n: int = Field(DEFAULT_CONFIDENCE_TOP_N, ge=1)
     bridge_passages: int = Field(DEFAULT_BRIDGE_PASSAGES, ge=0)

@@ -56,8 +56,8 @@ class ConfidenceLoopRetriever(CheckedQueryRetriever):
     ``source``); ``round2`` (whether it ran); ``steps`` (per step: ``"lm"``, ``"llm_free"`` or
     ``"fallback"``); ``fallbacks`` (steps that fell back on this query); ``pool_size``, ``pool_ids`` (every
     passage considered, first-seen order); ``llm_free_order`` (the LLM-free listwise ranking, as indices into
-    ``pool_ids``); ``ranking`` (per returned node: ``id``, ``title``, ``first_stage_score`` and the parts of
-    its LLM-free listwise score); and
+    ``pool_ids``); ``ranking`` (per returned node: ``id``, ``title``, ``first_stage_score``, its LLM-free
+    ``relevance`` and ``linked_from``, the passage whose bridge led it there); and
     ``fallback_counts`` (the running totals). Returned nodes are scored ``1 / rank`` (1, 1/2, 1/3, ...),
     whichever step ranked them.
 

@@ -36,7 +36,6 @@ from ..signatures import (
     ListwiseDocumentReranker,
     TargetedQueryGenerator,
 )
-from ..text import query_entities
 from ..validation import check_query
 from .confidence_config import ConfidenceLoopConfig
 
@@ -173,15 +172,7 @@ class ConfidenceLoopModule(dspy.Module):
             added = [pool.add(r, 1.0) for r in results]
             self._record_round(trace, 2, round2, config.round2_k, results, added)
         # 5. Rank every passage together and keep the top similarity_top_k.
-        free_ranking = listwise_rerank(
-            pool.views,
-            pool.rankings,
-            targets=query_entities(query),
-            link_weight=config.link_weight,
-            coverage_weight=config.coverage_weight,
-            link_top=config.link_top,
-            rrf_k=config.rrf_k,
-        )
+        free_ranking = listwise_rerank(query, pool.views, pool.rankings, rrf_k=config.rrf_k)
         ranking = yield self._rerank(query, pool, [r.index for r in free_ranking])
         return self._finish(pool, ranking, free_ranking, trace), trace
 
@@ -291,10 +282,8 @@ class ConfidenceLoopModule(dspy.Module):
                     "id": pool.views[index].id,
                     "title": pool.views[index].title,
                     "first_stage_score": pool.nodes[index].score,
-                    "listwise_score": round(part.score, 6),
                     "relevance": round(part.relevance, 6),
-                    "link": round(part.link, 6),
-                    "coverage": round(part.coverage, 6),
+                    "linked_from": None if part.linked_from is None else pool.views[part.linked_from].id,
                 }
             )
         trace["pool_size"] = len(pool.nodes)

@@ -1,9 +1,14 @@
 """``RRFFusionRetriever``: iterative perspective retrieval fused by Reciprocal Rank Fusion (seed 000).
 
 For each of 3 iterations: write 4-5 perspectives of the query (informed by the previous iteration's top
-passages), retrieve k=7 passages per perspective, fuse every list accumulated so far by RRF, keep the top 30,
-and hand the top 10 to the next iteration as context. After the last iteration, RRF over all accumulated lists
-returns the top 21. Every number is a constructor argument with the seed's value as default.
+passages), retrieve k=7 passages per perspective, fuse every list accumulated so far, keep the top 30, and hand
+the top 10 to the next iteration as context. After the last iteration the same fusion returns the top 21. Every
+number is a constructor argument with the seed's value as default.
+
+The fusion never dilutes the query's own ranking (:func:`~llama_index_mhop.fusion.anchored_fusion`): the query's
+ranking (searched once, ``similarity_top_k`` deep) is the anchor; the passage its top hit leads to through a
+bridge entity (:func:`~llama_index_mhop.bridges.link_passages`, chosen among the perspectives' passages in RRF
+order) comes right after it, hop after hop; the other perspective passages follow the anchor in RRF order.
 """
 
 from __future__ import annotations
@@ -18,7 +23,9 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from ..fusion import DEFAULT_RRF_K, reciprocal_rank_fusion
+from ..bridges import link_passages
+from ..confidence_strategies import PassageView
+from ..fusion import DEFAULT_RRF_K, anchored_fusion, reciprocal_rank_fusion
 from ..query_transforms import PerspectiveQueryTransform
 from .base import CheckedQueryRetriever
 
@@ -44,19 +51,21 @@ class RRFFusionRetriever(CheckedQueryRetriever):
     """Iterative multi-perspective retrieval with Reciprocal Rank Fusion (seed 000).
 
     Args:
-        base_retriever: any LlamaIndex retriever; each perspective's ranking is its first ``perspective_top_k``
-            results (so it should return at least that many).
+        base_retriever: any LlamaIndex retriever (a vector index's, or a graph's such as
+            ``HippoGraphIndex.as_retriever()``); each perspective's ranking is its first ``perspective_top_k``
+            results and the query's own ranking its first ``similarity_top_k`` (so it should return that many).
         query_transform: writes the perspectives; default a :class:`PerspectiveQueryTransform` using ``lm``/``llm``.
         num_iterations: rounds of perspective retrieval (3).
         perspective_top_k: passages kept per perspective (k=7).
         carry_over_top_n: passages kept by RRF after each iteration (30).
         context_top_n: top passages given to the next iteration's perspectives (10).
         similarity_top_k: passages returned after the final fusion (21).
-        rrf_k: the RRF constant (60).
+        rrf_k: the RRF constant of the perspective lists (60).
         lm, llm: the LM for the default transform (none: the LLM-free strategy).
 
-    After each query, ``last_trace`` holds the perspectives, rankings, carried-over pool and context of every
-    iteration (node ids), for inspection and ``mhop query --explain``.
+    After each query, ``last_trace`` holds the query's own ranking (``anchor``), the perspectives, rankings,
+    bridge links, carried-over pool and context of every iteration (node ids), for inspection and
+    ``mhop query --explain``.
     """
 
     def __init__(
@@ -99,8 +108,10 @@ class RRFFusionRetriever(CheckedQueryRetriever):
     def from_defaults(
         cls, index: VectorStoreIndex, perspective_top_k: int = DEFAULT_PERSPECTIVE_TOP_K, **kwargs: Any
     ) -> RRFFusionRetriever:
-        """Fuse perspectives over a vector retriever of ``index`` (e.g. a Chroma-backed ``VectorStoreIndex``)."""
-        base = index.as_retriever(similarity_top_k=perspective_top_k)
+        """Fuse perspectives over a retriever of ``index`` (a Chroma-backed ``VectorStoreIndex``, a
+        ``HippoGraphIndex``...), deep enough for the query's own ranking."""
+        depth = max(perspective_top_k, kwargs.get("similarity_top_k", DEFAULT_SIMILARITY_TOP_K))
+        base = index.as_retriever(similarity_top_k=depth)
         return cls(base_retriever=base, perspective_top_k=perspective_top_k, **kwargs)
 
     @property
@@ -115,19 +126,39 @@ class RRFFusionRetriever(CheckedQueryRetriever):
             ranking.append(result.node.node_id)
         return ranking
 
-    def _fuse(self, lists: list[list[str]], top_n: int) -> list[tuple[str, float]]:
-        return reciprocal_rank_fusion(lists, k=self.rrf_k, top_n=top_n)
+    def _anchor(self, results: list[NodeWithScore], nodes: dict[str, NodeWithScore], trace: dict) -> list[str]:
+        anchor = []
+        for result in results[: self.similarity_top_k]:
+            nodes.setdefault(result.node.node_id, result)
+            anchor.append(result.node.node_id)
+        trace["anchor"] = anchor
+        return list(dict.fromkeys(anchor))
 
-    def _record(self, trace: dict, perspectives: list[str], rankings: list[list[str]], pool: list[str]) -> None:
-        trace["iterations"].append(
-            {"perspectives": perspectives, "rankings": rankings, "pool": pool, "context": pool[: self.context_top_n]}
-        )
+    def _fuse(
+        self, query: str, anchor: list[str], lists: list[list[str]], nodes: dict[str, NodeWithScore], top_n: int
+    ) -> tuple[list[str], dict[str, list[str]]]:
+        """The anchored fusion: the query's ranking, the bridge hops after their sources, then RRF."""
+        by_rrf = [node_id for node_id, _ in reciprocal_rank_fusion(lists, k=self.rrf_k)]
+        links: dict[str, list[str]] = {}
+        if anchor:
+            views = {node_id: PassageView.from_node(nodes[node_id].node) for node_id in [*anchor, *by_rrf]}
+            links = link_passages(query, [views[anchor[0]]], [views[i] for i in by_rrf])
+        return anchored_fusion(anchor, links, by_rrf, top_n=top_n), links
 
-    def _result(self, lists: list[list[str]], nodes: dict[str, NodeWithScore], trace: dict) -> list[NodeWithScore]:
-        fused = self._fuse(lists, self.similarity_top_k)
-        trace["final"] = [[node_id, score] for node_id, score in fused]
+    def _record(
+        self, trace: dict, perspectives: list[str], rankings: list[list[str]], pool: list[str], links: dict
+    ) -> None:
+        trace["iterations"].append({"perspectives": perspectives, "rankings": rankings, "links": links,
+                                    "pool": pool, "context": pool[: self.context_top_n]})
+
+    def _result(
+        self, anchor: list[str], lists: list[list[str]], nodes: dict[str, NodeWithScore], trace: dict
+    ) -> list[NodeWithScore]:
+        fused, _ = self._fuse(trace["query"], anchor, lists, nodes, self.similarity_top_k)
+        # Reciprocal-rank scores: monotone in the fused order.
+        trace["final"] = [[node_id, 1.0 / rank] for rank, node_id in enumerate(fused, start=1)]
         self.last_trace = trace
-        return [NodeWithScore(node=nodes[node_id].node, score=score) for node_id, score in fused]
+        return [NodeWithScore(node=nodes[node_id].node, score=score) for node_id, score in trace["final"]]
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         query = query_bundle.query_str
@@ -135,14 +166,15 @@ class RRFFusionRetriever(CheckedQueryRetriever):
         lists: list[list[str]] = []
         context: list[NodeWithScore] = []
         trace: dict[str, Any] = {"query": query, "iterations": []}
+        anchor = self._anchor(self.base_retriever.retrieve(query), nodes, trace)
         for _ in range(self.num_iterations):
             perspectives = self.query_transform.generate(query, context)
             rankings = [self._ranking(self.base_retriever.retrieve(p), nodes) for p in perspectives]
             lists.extend(rankings)
-            pool = [node_id for node_id, _ in self._fuse(lists, self.carry_over_top_n)]
+            pool, links = self._fuse(query, anchor, lists, nodes, self.carry_over_top_n)
             context = [nodes[node_id] for node_id in pool[: self.context_top_n]]
-            self._record(trace, perspectives, rankings, pool)
-        return self._result(lists, nodes, trace)
+            self._record(trace, perspectives, rankings, pool, links)
+        return self._result(anchor, lists, nodes, trace)
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         query = query_bundle.query_str
@@ -150,13 +182,14 @@ class RRFFusionRetriever(CheckedQueryRetriever):
         lists: list[list[str]] = []
         context: list[NodeWithScore] = []
         trace: dict[str, Any] = {"query": query, "iterations": []}
+        anchor = self._anchor(await self.base_retriever.aretrieve(query), nodes, trace)
         for _ in range(self.num_iterations):
             perspectives = await self.query_transform.agenerate(query, context)
             results = await asyncio.gather(*(self.base_retriever.aretrieve(p) for p in perspectives))
             # Register nodes in perspective order so ties resolve exactly as on the sync path.
             rankings = [self._ranking(r, nodes) for r in results]
             lists.extend(rankings)
-            pool = [node_id for node_id, _ in self._fuse(lists, self.carry_over_top_n)]
+            pool, links = self._fuse(query, anchor, lists, nodes, self.carry_over_top_n)
             context = [nodes[node_id] for node_id in pool[: self.context_top_n]]
-            self._record(trace, perspectives, rankings, pool)
-        return self._result(lists, nodes, trace)
+            self._record(trace, perspectives, rankings, pool, links)
+        return self._result(anchor, lists, nodes, trace)

@@ -65,3 +65,18 @@ def test_bad_input_exits_2(fixtures_dir, capsys, extra, message):
 def test_missing_dataset_exits_2(tmp_path, capsys):
     assert main(["--dataset", str(tmp_path / "none")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_significance_table_prints_difference_interval_and_p():
+    from rich.console import Console
+
+    from llama_index_mhop.bench.cli import _significance_table
+
+    cell = {"difference": 4.5, "ci_low": -1.25, "ci_high": 10.0, "p_value": 0.1234, "n": 100}
+    significance = {"baseline": "vector", "runs": {"rrf_fusion": {"recall@2": cell, "all_gold@2": {
+        **cell, "difference": -3.0, "p_value": 0.5}}}}
+    console = Console(width=200, record=True)
+    console.print(_significance_table(significance, [2]))
+    text = console.export_text()
+    assert "against vector" in text and "rrf_fusion" in text
+    assert "+4.5 [-1.2, +10.0] p=0.12" in text and "-3.0 [-1.2, +10.0] p=0.50" in text

@@ -48,6 +48,7 @@ def test_registering(isolated_registry):
         register_retriever("other", "x", needs_index="graph")
     with pytest.raises(ValueError, match="retriever name"):
         register_retriever("has space", "x")
+    register_retriever("fake_peer+graph", "a flow composed over another retriever")(factory)
     with pytest.raises(ValueError, match="unknown retriever 'nope'; registered: vector, bm25"):
         get_retriever_spec("nope")
 
@@ -83,3 +84,29 @@ def test_bm25_finds_a_title_named_in_the_question(slice_context, hotpotqa_slice)
     question = next(q for q in questions if any(t in q["question"] for t, _ in q["supporting_facts"]))
     named = next(t for t, _ in question["supporting_facts"] if t in question["question"])
     assert named in passage_ids(bm25.retrieve(question["question"]))[:5]
+
+
+def test_composed_flows_run_over_the_run_graph_index(slice_context, hotpotqa_slice_index, monkeypatch):
+    from llama_index_mhop.retrievers.confidence_loop import ConfidenceLoopRetriever
+    from llama_index_mhop.retrievers.rrf_fusion import RRFFusionRetriever
+
+    class GraphStandIn:
+        """Stands in for the run's HippoGraphIndex: records the retrievers asked of it."""
+
+        def __init__(self):
+            self.asked = []
+
+        def as_retriever(self, **kwargs):
+            self.asked.append(kwargs)
+            return hotpotqa_slice_index.as_retriever(similarity_top_k=kwargs["similarity_top_k"])
+
+    graph = GraphStandIn()
+    monkeypatch.setattr(slice_context, "_graph_index", graph)  # the run's graph index, as if already built
+    rrf = get_retriever_spec("rrf_fusion+hippo").factory(slice_context)
+    loop = get_retriever_spec("confidence_loop+hippo").factory(slice_context)
+    assert isinstance(rrf, RRFFusionRetriever) and isinstance(loop, ConfidenceLoopRetriever)
+    assert len(loop.retrieve("Who directed the film shot in Leland?")) == 21
+    # rrf_fusion's base is deep enough for the query's own ranking; the loop asks a retriever for round 1's k
+    # (and for round 2's, when round 2 runs).
+    assert graph.asked[:2] == [{"similarity_top_k": 21, "lm": None}, {"similarity_top_k": 23, "lm": None}]
+    assert graph.asked[2:] in ([], [{"similarity_top_k": 15, "lm": None}])

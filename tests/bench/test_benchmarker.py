@@ -14,11 +14,11 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from llama_index_mhop.bench.benchmarker import (
     Benchmarker,
     passage_ids,
-    plot,
     save_json,
     validate_result,
 )
 from llama_index_mhop.bench.loaders import BenchDataset, BenchQuestion, Passage, load_dataset
+from llama_index_mhop.bench.plots import plot
 from llama_index_mhop.bench.registry import RetrieverSpec
 from llama_index_mhop.lm import FallbackCounter
 
@@ -85,6 +85,30 @@ def test_scores_are_hand_computed(tmp_path):
     assert run["metrics"].keys() == expected.keys()
     for key, value in expected.items():
         assert run["metrics"][key] == pytest.approx(value, abs=1e-3), key
+
+
+def test_every_run_is_tested_against_vector_question_by_question(tmp_path):
+    better = {"first?": ["p1", "p2"], "second?": ["p3", "p4", "p5"], "third?": ["p1", "p3", "p5", "p6"]}
+    specs = {name: RetrieverSpec(name, name, lambda ctx, s=script: ScriptedRetriever(s), needs_index=None)
+             for name, script in (("vector", SCRIPT), ("better", better))}
+    bench = Benchmarker(_toy_dataset(), specs, k_values=(3,), embed_model=MockEmbedding(embed_dim=8),
+                        chroma_client=object(), work_dir=tmp_path, show_progress=False)
+    result = bench.run()
+    vector, scripted = result["runs"]
+    # Per question at k=3: vector recall 100, 66.7, 50 (see test_scores_are_hand_computed); "better" 100, 100, 75.
+    assert vector["per_question"]["recall@3"] == pytest.approx([100.0, 200 / 3, 50.0], abs=1e-3)
+    assert scripted["per_question"]["recall@3"] == pytest.approx([100.0, 100.0, 75.0])
+    assert scripted["per_question"]["all_gold@3"] == [100.0, 100.0, 0.0]
+    report = result["significance"]
+    assert report["baseline"] == "vector" and set(report["runs"]) == {"better"}
+    recall = report["runs"]["better"]["recall@3"]
+    assert recall["difference"] == pytest.approx((100 / 3 + 25) / 3, abs=1e-3)
+    # Differences 0, 33.3, 25: sign flips of the two non-zero ones reach |sum| >= 58.3 in 2 of 4 patterns.
+    assert recall["p_value"] == pytest.approx(0.5)
+    assert report["runs"]["better"]["all_gold@3"] == {"difference": pytest.approx(100 / 3), "ci_low": 0.0,
+                                                      "ci_high": 100.0, "p_value": 1.0, "n": 3}
+    png = plot(result, tmp_path / "plot.png")
+    assert png.read_bytes()[:8] == PNG_SIGNATURE
 
 
 def test_passage_ids_fall_back_to_title_then_node_id():

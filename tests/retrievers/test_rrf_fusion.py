@@ -5,7 +5,7 @@ import pytest
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
-from llama_index_mhop.fusion import reciprocal_rank_fusion
+from llama_index_mhop.fusion import anchored_fusion, reciprocal_rank_fusion
 from llama_index_mhop.query_transforms import PerspectiveQueryTransform
 from llama_index_mhop.retrievers import RRFFusionRetriever
 from tests.lm_faults import faulty_lm
@@ -67,24 +67,28 @@ def test_seed_data_flow_numbers():
     retriever, base, transform, results = _run(use_async=False)
     iterations = retriever.last_trace["iterations"]
     assert len(iterations) == 3
-    # 4-5 perspectives per iteration, one base call each, k=7 kept per call
-    assert len(base.calls) == sum(len(it["perspectives"]) for it in iterations)
+    # The query itself once (its own ranking, the anchor), then 4-5 perspectives per iteration, one base call
+    # each, k=7 kept per call.
+    anchor = retriever.last_trace["anchor"]
+    assert base.calls == [QUERY] + [p for it in iterations for p in it["perspectives"]]
+    assert anchor == [n.node.node_id for n in base._rank(QUERY)]
     assert all(4 <= len(it["perspectives"]) <= 5 for it in iterations)
-    assert base.calls == [p for it in iterations for p in it["perspectives"]]
     assert all(len(r) == 7 for it in iterations for r in it["rankings"])
-    # top-30 carried over after every iteration; its top 10 is the next iteration's context
+    # These passages name no entity another passage is about: no bridge links. The pool is the anchor, then
+    # the other perspective passages by RRF; top 30 carried over, its top 10 the next iteration's context.
     lists: list[list[str]] = []
     for it in iterations:
         lists.extend(it["rankings"])
-        assert it["pool"] == [i for i, _ in reciprocal_rank_fusion(lists, top_n=30)]
-        seen = {i for r in lists for i in r}
-        assert len(it["pool"]) == min(30, len(seen)) and it["context"] == it["pool"][:10]
+        assert it["links"] == {}
+        by_rrf = [i for i, _ in reciprocal_rank_fusion(lists)]
+        assert it["pool"] == anchored_fusion(anchor, {}, by_rrf, top_n=30)
+        assert it["context"] == it["pool"][:10] == anchor[:10]
     assert len(iterations[-1]["pool"]) == 30
     assert transform.contexts == [[], iterations[0]["context"], iterations[1]["context"]]
-    # final: RRF over all accumulated lists, top 21, scores carried on the nodes
-    expected = reciprocal_rank_fusion(lists, k=60, top_n=21)
-    assert [(r.node.node_id, r.score) for r in results] == [(i, pytest.approx(s)) for i, s in expected]
-    assert len(results) == 21
+    # final: the same fusion over all accumulated lists, top 21, scored 1/rank
+    expected = anchored_fusion(anchor, {}, [i for i, _ in reciprocal_rank_fusion(lists)], top_n=21)
+    assert [r.node.node_id for r in results] == expected
+    assert [r.score for r in results] == pytest.approx([1 / rank for rank in range(1, 22)])
 
 
 def test_repeated_runs_and_async_agree():
@@ -104,7 +108,31 @@ def test_every_number_is_an_argument():
     assert all(len(r) == 3 for it in trace["iterations"] for r in it["rankings"])
     assert all(len(it["pool"]) <= 8 and it["context"] == it["pool"][:4] for it in trace["iterations"])
     lists = [r for it in trace["iterations"] for r in it["rankings"]]
-    assert results[0].score == pytest.approx(reciprocal_rank_fusion(lists, k=10)[0][1])
+    by_rrf = [i for i, _ in reciprocal_rank_fusion(lists, k=10)]
+    assert [r.node.node_id for r in results] == anchored_fusion(trace["anchor"][:5], {}, by_rrf, top_n=5)
+
+
+class BridgeRetriever(BaseRetriever):
+    """The question finds the passage on Leland and a distractor; every other query finds the film first."""
+
+    LELAND = TextNode(id_="leland", text="Leland is a town. The film Maximum Overdrive was shot in Leland.",
+                      metadata={"title": "Leland"})
+    RIVER = TextNode(id_="river", text="A distractor about rivers.", metadata={"title": "River"})
+    FILM = TextNode(id_="film", text="Maximum Overdrive is a 1986 film.", metadata={"title": "Maximum Overdrive"})
+    QUESTION = "Who directed the film that was shot in Leland?"
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        order = [self.LELAND, self.RIVER] if query_bundle.query_str == self.QUESTION else [self.FILM, self.RIVER]
+        return [NodeWithScore(node=n, score=1.0) for n in order]
+
+
+def test_the_hop_a_bridge_leads_to_follows_the_query_top_hit():
+    retriever = RRFFusionRetriever(base_retriever=BridgeRetriever())
+    results = retriever.retrieve(BridgeRetriever.QUESTION)
+    # The query's own ranking is Leland, River; Leland names Maximum Overdrive in the sentence about the
+    # shooting, so the film (found by the perspectives) comes right after it, above River.
+    assert [r.node.node_id for r in results] == ["leland", "film", "river"]
+    assert retriever.last_trace["iterations"][-1]["links"] == {"leland": ["film"]}
 
 
 @pytest.mark.parametrize("kwargs", [{"num_iterations": 0}, {"perspective_top_k": 0}, {"similarity_top_k": 0},

@@ -1,0 +1,161 @@
+"""Paired significance of a retriever against a baseline over the same questions.
+
+Two retrievers answer the same questions, so their per-question scores are paired. Under the null hypothesis
+that the two retrievers are exchangeable, the sign of each question's difference is a fair coin; the
+permutation test (``scipy.stats.permutation_test`` with ``permutation_type="samples"``) flips those signs and
+asks how often the mean difference is at least as far from 0 as the observed one. It is exact (all ``2**n``
+sign patterns) when that is no more than ``n_resamples``, else a seeded random sample of them. The confidence
+interval of the mean difference is a seeded percentile bootstrap over questions (``scipy.stats.bootstrap``).
+
+A 2-point gap on 100 questions is often noise: read the p-value and the interval before the gap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+__all__ = [
+    "DEFAULT_CONFIDENCE_LEVEL",
+    "DEFAULT_N_RESAMPLES",
+    "DEFAULT_SEED",
+    "PairedComparison",
+    "compare_runs",
+    "paired_comparison",
+]
+
+DEFAULT_N_RESAMPLES = 10_000
+DEFAULT_CONFIDENCE_LEVEL = 0.95
+DEFAULT_SEED = 0
+
+
+@dataclass(frozen=True)
+class PairedComparison:
+    """A retriever against a baseline on one metric, in the metric's units (percentage points for recall).
+
+    Attributes:
+        difference: mean over questions of (retriever - baseline).
+        ci_low: lower end of the bootstrap confidence interval of ``difference``.
+        ci_high: upper end of that interval.
+        p_value: two-sided paired permutation p-value (1.0 when every difference is 0).
+        n: number of paired questions.
+    """
+
+    difference: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    n: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _mean_difference(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
+    return np.mean(x - y, axis=axis)
+
+
+def paired_comparison(
+    treatment: Sequence[float],
+    baseline: Sequence[float],
+    n_resamples: int = DEFAULT_N_RESAMPLES,
+    confidence_level: float = DEFAULT_CONFIDENCE_LEVEL,
+    seed: int = DEFAULT_SEED,
+) -> PairedComparison:
+    """Compare paired per-question scores: mean difference, its confidence interval, and a permutation p-value.
+
+    Args:
+        treatment: the retriever's score on each question.
+        baseline: the baseline's score on the same questions, in the same order.
+        n_resamples: sign patterns sampled by the permutation test (all of them when ``2**n`` is no more) and
+            bootstrap resamples.
+        confidence_level: of the interval (0.95).
+        seed: seeds both resampling procedures, so a result file is reproducible.
+
+    Raises:
+        ValueError: the two sequences differ in length, are empty, or hold a value that is not finite.
+    """
+    x = np.asarray(treatment, dtype=float)
+    y = np.asarray(baseline, dtype=float)
+    if x.ndim != 1 or x.shape != y.shape:
+        raise ValueError(f"paired scores must be two flat sequences of one length, got {x.shape} and {y.shape}")
+    if x.size == 0:
+        raise ValueError("no paired scores to compare")
+    if not (np.isfinite(x).all() and np.isfinite(y).all()):
+        raise ValueError("paired scores must be finite numbers")
+    if n_resamples < 1:
+        raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
+    if not 0 < confidence_level < 1:
+        raise ValueError(f"confidence_level must be between 0 and 1, got {confidence_level}")
+    differences = x - y
+    mean = float(differences.mean())
+    if np.all(differences == differences[0]):
+        # Every sign pattern of a constant difference gives |mean| = |observed|; no spread to bootstrap.
+        p_value = 1.0 if differences[0] == 0 else float(min(1.0, 2.0 ** (1 - x.size)))
+        return PairedComparison(mean, mean, mean, p_value, int(x.size))
+    test = stats.permutation_test(
+        (x, y),
+        _mean_difference,
+        permutation_type="samples",
+        vectorized=True,
+        n_resamples=n_resamples,
+        alternative="two-sided",
+        rng=np.random.default_rng(seed),
+    )
+    interval = stats.bootstrap(
+        (differences,),
+        np.mean,
+        n_resamples=n_resamples,
+        confidence_level=confidence_level,
+        method="percentile",
+        rng=np.random.default_rng(seed),
+    ).confidence_interval
+    return PairedComparison(mean, float(interval.low), float(interval.high), float(test.pvalue), int(x.size))
+
+
+def compare_runs(
+    runs: Sequence[Mapping[str, Any]],
+    baseline: str = "vector",
+    metrics: Sequence[str] = ("recall", "all_gold"),
+    k_values: Sequence[int] = (),
+    n_resamples: int = DEFAULT_N_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+) -> dict[str, Any]:
+    """Every run against the ``baseline`` run, per metric and k, from the runs' ``per_question`` scores.
+
+    Args:
+        runs: benchmark runs, each with ``name`` and ``per_question`` (``{"recall@5": [score per question]}``).
+        baseline: the name of the run the others are compared with.
+        metrics: metric names to compare (each reported as ``NAME@K``).
+        k_values: the cut-offs.
+        n_resamples: see :func:`paired_comparison`.
+        seed: see :func:`paired_comparison`.
+
+    Returns:
+        ``{"baseline", "test", "interval", "n_resamples", "seed", "runs": {name: {"recall@5": {...}}}}``, or
+        ``{}`` when no run is named ``baseline``.
+    """
+    by_name = {run["name"]: run for run in runs}
+    if baseline not in by_name:
+        return {}
+    reference = by_name[baseline]["per_question"]
+    compared: dict[str, dict[str, dict[str, Any]]] = {}
+    for run in runs:
+        if run["name"] == baseline:
+            continue
+        compared[run["name"]] = {
+            key: paired_comparison(run["per_question"][key], reference[key], n_resamples, seed=seed).as_dict()
+            for key in (f"{metric}@{k}" for k in k_values for metric in metrics)
+        }
+    return {
+        "baseline": baseline,
+        "test": "two-sided paired permutation test over questions (sign flips of per-question differences)",
+        "interval": f"{DEFAULT_CONFIDENCE_LEVEL:.0%} percentile bootstrap of the mean difference",
+        "n_resamples": n_resamples,
+        "seed": seed,
+        "runs": compared,
+    }
