@@ -92,7 +92,8 @@ def graph_steps(client: Any, embed_model: Any) -> Callable[[Sequence[Any], bool]
         changed = index.refresh_ref_docs(documents)
         if mirror:
             present = {d.id_ for d in documents}
-            for doc_id in sorted(set(index.ref_doc_ids()) - present):
+            held = {record.ref_doc_id for record in index.graph.passages.values()}
+            for doc_id in sorted(held - present):
                 index.delete_ref_doc(doc_id)
         return sum(changed)
 

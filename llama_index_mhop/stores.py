@@ -175,7 +175,8 @@ def read_corpus(
     ``id``/``_id``/``idx`` field, else its title (title and content hash when several records share a title).
 
     JSON corpora may be a list of ``{"title", "text"}`` records (``text`` a string or a list of sentences),
-    a list of strings, or an object mapping titles to text or sentences. A text file's title is its stem.
+    a list of strings, or an object mapping titles to text or sentences. A text file's title is its stem; in a
+    folder its doc id is its path relative to the folder, so an edited file keeps its id.
 
     A file of a folder that cannot be read (not UTF-8, not valid JSON, a record without text) is skipped with a
     WARNING naming it, and returned among the skipped files; the rest is indexed. With ``strict`` it is an error.

@@ -28,6 +28,7 @@ __all__ = [
     "UnknownDocumentError",
     "match_doc_ids",
     "plan_sync",
+    "resolve_doc_id",
 ]
 
 
@@ -121,37 +122,48 @@ def plan_sync(
 
 
 class UnknownDocumentError(KeyError):
-    """A doc id the store does not hold; the message lists the closest ones it does."""
+    """A doc id no store holds; the message lists the closest ones it does."""
 
     def __str__(self) -> str:  # KeyError quotes its argument; this one is a sentence
         return str(self.args[0])
 
 
-def match_doc_ids(requested: Iterable[str], known: Iterable[str]) -> list[str]:
-    """Resolve user-given doc ids against the ids a store holds.
+_CLOSE_MATCHES = 5
 
-    An exact id wins; else a file name alone (``"Pat Hingle.txt"`` for ``"people/Pat Hingle.txt"``) when exactly
-    one stored id ends with it.
+
+def _file_name(doc_id: str) -> str:
+    return PurePosixPath(doc_id.replace("\\", "/")).name
+
+
+def resolve_doc_id(doc_id: str, known: Iterable[str]) -> str:
+    """The known doc id ``doc_id`` names: itself, or the one document whose file name it is
+    (``"Pat Hingle.txt"`` for ``"people/Pat Hingle.txt"``).
 
     Raises:
-        UnknownDocumentError: an id matches nothing, or a file name matches several ids (both listed).
+        UnknownDocumentError: no document has this id or file name (the message lists close matches, by id and
+            by file name), or the file name is ambiguous (the message lists the documents it names).
     """
-    known_ids = sorted(set(known))
-    known_set = set(known_ids)
-    resolved: list[str] = []
-    for doc_id in requested:
-        if doc_id in known_set:
-            resolved.append(doc_id)
-            continue
-        by_name = [k for k in known_ids if PurePosixPath(k).name == doc_id]
-        if len(by_name) == 1:
-            resolved.append(by_name[0])
-            continue
-        if by_name:
-            raise UnknownDocumentError(
-                f"{doc_id!r} names {len(by_name)} documents: {', '.join(by_name[:5])}; give the full doc id"
-            )
-        close = difflib.get_close_matches(doc_id, known_ids, n=3, cutoff=0.5)
-        hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-        raise UnknownDocumentError(f"no indexed document has the id {doc_id!r}{hint}")
-    return resolved
+    ids = sorted(set(known))
+    if doc_id in ids:
+        return doc_id
+    by_name = [k for k in ids if _file_name(k) == doc_id]
+    if len(by_name) == 1:
+        return by_name[0]
+    if by_name:
+        raise UnknownDocumentError(f"{doc_id!r} names {len(by_name)} documents: {', '.join(by_name[:10])}; "
+                                   "give the full doc id")
+    close = difflib.get_close_matches(doc_id, ids, n=_CLOSE_MATCHES, cutoff=0.6)
+    names = {_file_name(k): k for k in ids}
+    close += [names[n] for n in difflib.get_close_matches(doc_id, list(names), n=_CLOSE_MATCHES) if names[n] not in close]
+    hint = f"; close matches: {', '.join(close[:_CLOSE_MATCHES])}" if close else f"; the index holds {len(ids)} documents"
+    raise UnknownDocumentError(f"no passage or document with id {doc_id!r}{hint}")
+
+
+def match_doc_ids(requested: Iterable[str], known: Iterable[str]) -> list[str]:
+    """:func:`resolve_doc_id` for each of ``requested``; nothing is resolved unless all are.
+
+    Raises:
+        UnknownDocumentError: see :func:`resolve_doc_id`.
+    """
+    known_ids = set(known)
+    return [resolve_doc_id(doc_id, known_ids) for doc_id in requested]

@@ -6,7 +6,7 @@ import itertools
 import json
 import time
 
-from llama_index_mhop.lm import function_lm, output_schema, render_fields
+from llama_index_mhop.lm_clients import function_lm, output_schema, render_fields
 
 FAULTS = ("raise", "hang", "empty", "invalid_json", "wrong_shape", "too_many")
 

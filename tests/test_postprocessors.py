@@ -276,12 +276,12 @@ async def test_sync_and_async_agree():
     )
 
 
-def test_lm_from_dspy_settings_is_used():
+def test_lm_from_dspy_settings_is_used_when_the_filter_runs():
     nodes = river_nodes()
+    fact_filter = DSPyFactFilter()  # built before any LM is configured
     with dspy.context(lm=DummyLM([answer(RIVER_FACTS[2])])):
-        fact_filter = DSPyFactFilter()
-    assert fact_filter.lm is not None
-    assert fact_filter.postprocess_nodes(nodes, query_str=RIVER_QUERY) == [nodes[2]]
+        assert fact_filter.postprocess_nodes(nodes, query_str=RIVER_QUERY) == [nodes[2]]
+    assert fact_filter.fallback_counts.total == 0
 
 
 def test_llamaindex_llm_is_accepted():

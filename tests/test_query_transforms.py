@@ -6,7 +6,7 @@ import pytest
 from dspy.utils import DummyLM
 from llama_index.core.schema import QueryBundle
 
-from llama_index_mhop.lm import function_lm
+from llama_index_mhop.lm_clients import function_lm
 from llama_index_mhop.perspectives import heuristic_perspectives
 from llama_index_mhop.query_transforms import PerspectiveQueryTransform
 from llama_index_mhop.text import normalize

@@ -116,7 +116,7 @@ def test_delete_by_file_name_and_unknown_ids(tmp_path, notes):
                                collection_name="notes4", show_progress=False)
     assert delete_documents(index, ["Pat Hingle.txt"]) == ["people/Pat Hingle.txt"]
     assert not any("Hingle" in t for t in top_texts(index, "Pat Hingle actor Miami", k=5))
-    with pytest.raises(UnknownDocumentError, match="did you mean 'films/Marty.txt'"):
+    with pytest.raises(UnknownDocumentError, match="close matches: films/Marty.txt"):
         delete_documents(index, ["films/Marty.md"])
     assert len(rows(index)) == 2  # a failed delete removes nothing
 
@@ -210,3 +210,15 @@ def test_a_sync_killed_midway_resumes_to_the_uninterrupted_state(tmp_path):
     assert ranking(resumed.index) == ranking(fresh.index)
     again = sync_vector_index(folder, chroma_client=default_chroma_client(tmp_path / "killed"), **kwargs)
     assert again.plan.counts()["unchanged"] == len(list(folder.iterdir())) and not again.plan.changes
+
+
+def test_a_file_that_cannot_be_read_keeps_its_indexed_version(tmp_path, notes):
+    client = chromadb.EphemeralClient()
+    kwargs = dict(chroma_client=client, embed_model=WordBagEmbedding(), collection_name="notes7", show_progress=False,
+                  delete_missing=True)
+    sync_vector_index(notes, **kwargs)
+    (notes / "Leland.md").write_bytes("Leland est une ville de Caroline du Nord, pr\xe8s de Wilmington.".encode("latin-1"))
+    result = sync_vector_index(notes, **kwargs)
+    assert [f.path.name for f in result.skipped] == ["Leland.md"]
+    assert result.plan.removed == () and "Leland.md" in stored_documents(result.index.vector_store.client)
+    assert any("Leland is a town" in t for t in top_texts(result.index, "Leland town North Carolina"))

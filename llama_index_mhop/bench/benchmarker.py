@@ -167,6 +167,7 @@ class Benchmarker:
         work_dir: where the default Chroma store and any factory's own files go.
         lm: a DSPy LM handed to factories (None: LLM-free strategies).
         show_progress: a progress bar per run.
+        program: a compiled DSPy program (JSON path) for the one retriever benchmarked.
 
     Raises:
         ValueError: an empty dataset, bad k values, or an unknown retriever name.
@@ -182,6 +183,7 @@ class Benchmarker:
         work_dir: str | os.PathLike[str] = DEFAULT_WORK_DIR,
         lm: Any = None,
         show_progress: bool = True,
+        program: str | None = None,
     ) -> None:
         if not dataset.questions:
             raise ValueError(f"dataset {dataset.name!r} has no questions")
@@ -198,6 +200,9 @@ class Benchmarker:
         self.work_dir = Path(work_dir)
         self.lm = lm
         self.show_progress = show_progress
+        self.program = program
+        if program is not None and len(self.specs) != 1:
+            raise ValueError("--program is one retriever's compiled program: give exactly one retriever")
 
     @staticmethod
     def _resolve_specs(
@@ -242,6 +247,7 @@ class Benchmarker:
             top_k=max(self.k_values),
             lm=self.lm,
             show_progress=self.show_progress,
+            program=self.program,
         )
 
     def run(self) -> dict[str, Any]:

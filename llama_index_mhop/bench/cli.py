@@ -57,6 +57,8 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
     parser.add_argument("--plot", default=None, help="write a PNG of recall@k and all_gold@k here")
     parser.add_argument("--lm", default="none",
                         help="'none' (LLM-free), 'local' (SmolLM2 via llama-cpp) or a DSPy model string")
+    parser.add_argument("--program", default=None,
+                        help="a compiled program (JSON from mhop optimize) of the one retriever benchmarked")
     parser.add_argument("--wandb", default=None, metavar="PROJECT",
                         help="also log to this Weights & Biases project (needs wandb installed)")
     parser.add_argument("--chroma-path", default=None, help="persistent Chroma directory (default: WORK_DIR/chroma)")
@@ -143,7 +145,7 @@ def _log_wandb(project: str, result: dict[str, Any]) -> None:
 
 def run_bench(args: argparse.Namespace) -> int:
     """Run ``mhop bench`` with parsed arguments; returns the process exit code (0 ok, 2 bad input)."""
-    from ..lm import lm_from_spec
+    from ..lm_clients import lm_from_spec
     from .benchmarker import Benchmarker, save_json
     from .plots import plot
 
@@ -170,7 +172,7 @@ def run_bench(args: argparse.Namespace) -> int:
 
         benchmarker = Benchmarker(dataset, retrievers, k_values=args.k, chroma_client=chroma_client,
                                   embed_model=load_embed_model(args.embed_model), work_dir=args.work_dir,
-                                  lm=lm_from_spec(args.lm), show_progress=not args.quiet)
+                                  lm=lm_from_spec(args.lm), show_progress=not args.quiet, program=args.program)
     except (ValueError, FileNotFoundError) as exc:
         print(f"mhop bench: {exc}", file=sys.stderr)
         return 2

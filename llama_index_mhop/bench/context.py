@@ -45,6 +45,7 @@ class BenchContext:
     Args:
         show_progress: show a progress bar while embedding the shared index.
         vector_index: an already built index of exactly these documents, to reuse instead of building one.
+        program: a compiled DSPy program (JSON path) for the retriever's ``program=``, or None.
     """
 
     def __init__(
@@ -58,8 +59,10 @@ class BenchContext:
         collection_name: str | None = None,
         show_progress: bool = False,
         vector_index: VectorStoreIndex | None = None,
+        program: str | None = None,
     ) -> None:
         self.documents = list(documents)
+        self.program = program
         self.embed_model = embed_model
         self.chroma_client = chroma_client
         self.work_dir = Path(work_dir)
@@ -138,6 +141,7 @@ class IndexContext:
         lm: a DSPy LM, or None for the LLM-free strategies.
         vector_index: returns the passage ``VectorStoreIndex``.
         graph_index: returns the ``HippoGraphIndex`` (for ``hippo_graph``).
+        program: a compiled DSPy program (JSON path) for the retriever's ``program=``, or None.
     """
 
     def __init__(
@@ -146,9 +150,11 @@ class IndexContext:
         lm: Any = None,
         vector_index: Callable[[], VectorStoreIndex] | None = None,
         graph_index: Callable[[], Any] | None = None,
+        program: str | None = None,
     ) -> None:
         self.top_k = top_k
         self.lm = lm
+        self.program = program
         self._loaders: dict[str, Callable[[], Any] | None] = {"vector": vector_index, "graph": graph_index}
         self._opened: dict[str, Any] = {}
 

@@ -20,14 +20,27 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..stores import join_sentences, stable_id
+from ..stores import stable_id
 from ..text import normalize_title
+from .records import (
+    DatasetFormatError,
+    PathLike,
+    body_text,
+    check_limit,
+    corpus_file,
+    dataset_name,
+    get_field,
+    question_id,
+    read_records,
+    record_ref,
+    resolve_path,
+    text_field,
+)
 
 __all__ = [
     "FORMATS",
@@ -47,26 +60,6 @@ logger = logging.getLogger(__name__)
 
 #: The formats :func:`load_dataset` reads (plus ``"auto"``).
 FORMATS = ("hotpotqa", "musique", "hipporag", "hover")
-
-PathLike = str | os.PathLike[str]
-
-
-class DatasetFormatError(ValueError):
-    """A dataset file that does not have the expected shape.
-
-    Attributes:
-        file: the offending file.
-        record: the record (``"record 3 (id 'abc')"``, ``"line 7"``), or None for a file-level problem.
-        field: the field at fault, or None.
-    """
-
-    def __init__(self, file: PathLike, message: str, record: str | None = None, field: str | None = None):
-        self.file = str(file)
-        self.record = record
-        self.field = field
-        where = ", ".join(part for part in (record, f"field {field!r}" if field else None) if part)
-        super().__init__(f"{self.file}: {where + ': ' if where else ''}{message}")
-
 
 @dataclass(frozen=True)
 class Passage:
@@ -124,127 +117,6 @@ class BenchDataset:
         return replace(self, questions=questions, passages=passages)
 
 
-# -- reading files --------------------------------------------------------------------------------------------
-
-
-def _record_ref(index: int, record: Any, id_keys: Iterable[str] = ("_id", "id", "uid")) -> str:
-    if isinstance(record, dict):
-        for key in id_keys:
-            if isinstance(record.get(key), (str, int)) and not isinstance(record.get(key), bool):
-                return f"record {index} (id {record[key]!r})"
-    return f"record {index}"
-
-
-def _read_records(path: Path) -> list[Any]:
-    """A JSON list, or JSON lines (one value per non-blank line)."""
-    try:
-        raw = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise DatasetFormatError(path, f"cannot be read ({exc})") from exc
-    if path.suffix.lower() == ".jsonl":
-        records = []
-        for number, line in enumerate(raw.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise DatasetFormatError(path, f"not valid JSON ({exc.msg})", record=f"line {number}") from exc
-        return records
-    try:
-        data = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise DatasetFormatError(path, f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from exc
-    if not isinstance(data, list):
-        raise DatasetFormatError(path, f"expected a JSON list of records, got a JSON {type(data).__name__}")
-    return data
-
-
-def _get(record: Any, key: str, kind: type | tuple[type, ...], path: Path, ref: str) -> Any:
-    if not isinstance(record, dict):
-        raise DatasetFormatError(path, f"expected a JSON object, got {type(record).__name__}", record=ref)
-    if key not in record:
-        raise DatasetFormatError(path, "is missing", record=ref, field=key)
-    value = record[key]
-    if not isinstance(value, kind) or isinstance(value, bool) and bool not in _as_tuple(kind):
-        names = " or ".join(t.__name__ for t in _as_tuple(kind))
-        raise DatasetFormatError(path, f"expected {names}, got {type(value).__name__}", record=ref, field=key)
-    return value
-
-
-def _as_tuple(kind: type | tuple[type, ...]) -> tuple[type, ...]:
-    return kind if isinstance(kind, tuple) else (kind,)
-
-
-def _text(record: Any, key: str, path: Path, ref: str) -> str:
-    value = _get(record, key, str, path, ref)
-    if not value.strip():
-        raise DatasetFormatError(path, "is empty", record=ref, field=key)
-    return value
-
-
-def _body(value: Any, path: Path, ref: str, key: str) -> str:
-    """A passage body given as a string or a list of sentences."""
-    if isinstance(value, str):
-        return value.strip()
-    if isinstance(value, list) and all(isinstance(s, str) for s in value):
-        return join_sentences(value)
-    raise DatasetFormatError(path, f"expected a string or a list of sentences, got {type(value).__name__}",
-                             record=ref, field=key)
-
-
-def _qid(record: dict, keys: Iterable[str], index: int) -> str:
-    for key in keys:
-        value = record.get(key)
-        if isinstance(value, (str, int)) and not isinstance(value, bool) and str(value):
-            return str(value)
-    return str(index)
-
-
-def _questions_file(folder: Path) -> Path:
-    """The question file of a dataset folder: ``questions.json(l)``, else the one non-corpus JSON file."""
-    for name in ("questions.json", "questions.jsonl"):
-        if (folder / name).is_file():
-            return folder / name
-    candidates = sorted(
-        p for p in folder.iterdir()
-        if p.is_file() and p.suffix.lower() in (".json", ".jsonl") and "corpus" not in p.stem.lower()
-    )
-    if len(candidates) == 1:
-        return candidates[0]
-    if not candidates:
-        raise DatasetFormatError(folder, "holds no question file (questions.json, NAME.json or NAME.jsonl)")
-    names = ", ".join(p.name for p in candidates)
-    raise DatasetFormatError(folder, f"holds several question files ({names}); pass the one to load")
-
-
-def _corpus_file(questions: Path, suffixes: tuple[str, ...] = (".json", ".jsonl")) -> Path | None:
-    """The corpus beside a question file: ``NAME_corpus.json(l)`` or ``corpus.json(l)``."""
-    for stem in (f"{questions.stem}_corpus", "corpus"):
-        for suffix in suffixes:
-            candidate = questions.with_name(stem + suffix)
-            if candidate.is_file() and candidate != questions:
-                return candidate
-    return None
-
-
-def _resolve(path: PathLike) -> Path:
-    resolved = Path(path)
-    if not resolved.exists():
-        raise DatasetFormatError(resolved, "does not exist")
-    return _questions_file(resolved) if resolved.is_dir() else resolved
-
-
-def _name_of(path: PathLike, questions: Path) -> str:
-    given = Path(path)
-    return given.name if given.is_dir() else questions.stem
-
-
-def _check_limit(limit: int | None) -> None:
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise ValueError(f"limit must be a positive integer or None, got {limit!r}")
-
-
 def _warn_missing(dataset: BenchDataset) -> BenchDataset:
     missing = dataset.missing_gold()
     if missing:
@@ -266,20 +138,20 @@ def _title_text_corpus(path: Path, make_id: Callable[[str, str], str]) -> list[P
         if isinstance(data, dict):  # {title: [sentences]} as HippoRAG publishes HotpotQA corpora
             passages = []
             for title, body in data.items():
-                text = _body(body, path, f"title {title!r}", "text")
+                text = body_text(body, path, f"title {title!r}", "text")
                 passages.append(Passage(make_id(title, text), title, text))
             return _dedupe_passages(passages)
         if not isinstance(data, list):
             raise DatasetFormatError(path, f"expected a list of {{title, text}} records, got {type(data).__name__}")
         records = data
     else:
-        records = _read_records(path)
+        records = read_records(path)
     passages = []
     for index, record in enumerate(records):
-        ref = _record_ref(index, record, ("id", "idx"))
-        title = _get(record, "title", str, path, ref)
+        ref = record_ref(index, record, ("id", "idx"))
+        title = get_field(record, "title", str, path, ref)
         key = "text" if isinstance(record, dict) and "text" in record else "paragraph_text"
-        text = _body(_get(record, key, (str, list), path, ref), path, ref, key)
+        text = body_text(get_field(record, key, (str, list), path, ref), path, ref, key)
         passages.append(Passage(make_id(title, text), title, text))
     return _dedupe_passages(passages)
 
@@ -308,17 +180,17 @@ def load_hotpotqa(path: PathLike, corpus: PathLike | None = None, limit: int | N
     Raises:
         DatasetFormatError: a malformed file, naming the file, record and field.
     """
-    _check_limit(limit)
-    qpath = _resolve(path)
-    records = _read_records(qpath)
+    check_limit(limit)
+    qpath = resolve_path(path)
+    records = read_records(qpath)
     questions: list[BenchQuestion] = []
     context_passages: dict[str, Passage] = {}
     for index, record in enumerate(records):
         if limit is not None and len(questions) >= limit:
             break
-        ref = _record_ref(index, record)
-        text = _text(record, "question", qpath, ref)
-        facts = _get(record, "supporting_facts", list, qpath, ref)
+        ref = record_ref(index, record)
+        text = text_field(record, "question", qpath, ref)
+        facts = get_field(record, "supporting_facts", list, qpath, ref)
         gold: list[str] = []
         for fact in facts:
             if not (isinstance(fact, list) and len(fact) == 2 and isinstance(fact[0], str)):
@@ -329,22 +201,22 @@ def load_hotpotqa(path: PathLike, corpus: PathLike | None = None, limit: int | N
         if not gold:
             raise DatasetFormatError(qpath, "names no supporting passage", record=ref, field="supporting_facts")
         context_ids = []
-        for entry in _get(record, "context", list, qpath, ref):
+        for entry in get_field(record, "context", list, qpath, ref):
             if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str)):
                 raise DatasetFormatError(qpath, f"expected [title, [sentences]] pairs, got {entry!r:.80}",
                                          record=ref, field="context")
             title = entry[0]
             context_ids.append(title)
-            context_passages.setdefault(title, Passage(title, title, _body(entry[1], qpath, ref, "context")))
+            context_passages.setdefault(title, Passage(title, title, body_text(entry[1], qpath, ref, "context")))
         metadata = {k: record[k] for k in ("answer", "type", "level") if k in record}
         metadata["context_ids"] = context_ids
-        questions.append(BenchQuestion(_qid(record, ("_id", "id"), index), text, gold, metadata))
-    corpus_path = Path(corpus) if corpus is not None else _corpus_file(qpath)
+        questions.append(BenchQuestion(question_id(record, ("_id", "id"), index), text, gold, metadata))
+    corpus_path = Path(corpus) if corpus is not None else corpus_file(qpath)
     if corpus_path is not None:
         passages = _title_text_corpus(corpus_path, lambda title, text: title)
     else:
         passages = list(context_passages.values())
-    return _warn_missing(BenchDataset(_name_of(path, qpath), passages, questions, "hotpotqa", str(qpath)))
+    return _warn_missing(BenchDataset(dataset_name(path, qpath), passages, questions, "hotpotqa", str(qpath)))
 
 
 # -- MuSiQue and HippoRAG 2 -----------------------------------------------------------------------------------
@@ -359,19 +231,19 @@ def _paragraph_questions(
     for index, record in enumerate(records):
         if limit is not None and len(questions) >= limit:
             break
-        ref = _record_ref(index, record)
-        text = _text(record, "question", qpath, ref)
+        ref = record_ref(index, record)
+        text = text_field(record, "question", qpath, ref)
         # HippoRAG 2 names the list "contexts" in some files; MuSiQue and the rest say "paragraphs".
         list_key = "contexts" if "paragraphs" not in record and "contexts" in record else "paragraphs"
-        paragraphs = _get(record, list_key, list, qpath, ref)
+        paragraphs = get_field(record, list_key, list, qpath, ref)
         gold: list[str] = []
         context_ids: list[str] = []
         for position, paragraph in enumerate(paragraphs):
             pref = f"{ref}, {list_key}[{position}]"
-            title = _get(paragraph, "title", str, qpath, pref)
+            title = get_field(paragraph, "title", str, qpath, pref)
             other = "text" if text_key == "paragraph_text" else "paragraph_text"
             key = other if text_key not in paragraph and other in paragraph else text_key
-            body = _body(_get(paragraph, key, (str, list), qpath, pref), qpath, pref, key)
+            body = body_text(get_field(paragraph, key, (str, list), qpath, pref), qpath, pref, key)
             supporting = paragraph.get("is_supporting", False)
             if not isinstance(supporting, bool):
                 raise DatasetFormatError(qpath, f"expected true or false, got {supporting!r}", record=pref,
@@ -390,7 +262,7 @@ def _paragraph_questions(
         if isinstance(record.get("question_decomposition"), list):
             metadata["hops"] = len(record["question_decomposition"])
         metadata["context_ids"] = context_ids
-        questions.append(BenchQuestion(_qid(record, ("id", "_id"), index), text, gold, metadata))
+        questions.append(BenchQuestion(question_id(record, ("id", "_id"), index), text, gold, metadata))
     if skipped:
         logger.info("%s: skipped %d unanswerable questions without gold paragraphs", qpath, skipped)
     return questions, list(union.values())
@@ -398,12 +270,12 @@ def _paragraph_questions(
 
 def _paragraph_dataset(path: PathLike, corpus: PathLike | None, limit: int | None, text_key: str,
                        fmt: str) -> BenchDataset:
-    _check_limit(limit)
-    qpath = _resolve(path)
-    questions, union = _paragraph_questions(qpath, _read_records(qpath), text_key, limit)
-    corpus_path = Path(corpus) if corpus is not None else _corpus_file(qpath)
+    check_limit(limit)
+    qpath = resolve_path(path)
+    questions, union = _paragraph_questions(qpath, read_records(qpath), text_key, limit)
+    corpus_path = Path(corpus) if corpus is not None else corpus_file(qpath)
     passages = _title_text_corpus(corpus_path, stable_id) if corpus_path is not None else union
-    return _warn_missing(BenchDataset(_name_of(path, qpath), passages, questions, fmt, str(qpath)))
+    return _warn_missing(BenchDataset(dataset_name(path, qpath), passages, questions, fmt, str(qpath)))
 
 
 def load_musique(path: PathLike, corpus: PathLike | None = None, limit: int | None = None) -> BenchDataset:
@@ -438,11 +310,11 @@ def load_hipporag(path: PathLike, corpus: PathLike | None = None, limit: int | N
 
 def _hover_corpus(path: Path) -> list[Passage]:
     passages = []
-    for index, record in enumerate(_read_records(path)):
+    for index, record in enumerate(read_records(path)):
         ref = f"line {index + 1}" if path.suffix.lower() == ".jsonl" else f"record {index}"
         if not isinstance(record, dict):
             raise DatasetFormatError(path, f"expected a JSON object, got {type(record).__name__}", record=ref)
-        text = _body(_get(record, "text", (str, list), path, ref), path, ref, "text")
+        text = body_text(get_field(record, "text", (str, list), path, ref), path, ref, "text")
         title = record.get("title")
         if title is None and " | " in text:  # a pre-rendered "title | text" passage
             title, text = text.split(" | ", 1)
@@ -469,17 +341,17 @@ def load_hover(path: PathLike, corpus: PathLike | None = None, limit: int | None
     Raises:
         DatasetFormatError: a malformed file (naming file, record and field) or no corpus file.
     """
-    _check_limit(limit)
-    qpath = _resolve(path)
-    records = _read_records(qpath)
+    check_limit(limit)
+    qpath = resolve_path(path)
+    records = read_records(qpath)
     questions: list[BenchQuestion] = []
     for index, record in enumerate(records):
         if limit is not None and len(questions) >= limit:
             break
-        ref = _record_ref(index, record)
-        claim = _text(record, "claim", qpath, ref)
+        ref = record_ref(index, record)
+        claim = text_field(record, "claim", qpath, ref)
         gold: list[str] = []
-        for fact in _get(record, "supporting_facts", list, qpath, ref):
+        for fact in get_field(record, "supporting_facts", list, qpath, ref):
             if isinstance(fact, dict) and isinstance(fact.get("key"), str):
                 title = fact["key"]
             elif isinstance(fact, list) and len(fact) == 2 and isinstance(fact[0], str):
@@ -493,13 +365,13 @@ def load_hover(path: PathLike, corpus: PathLike | None = None, limit: int | None
         if not gold:
             raise DatasetFormatError(qpath, "names no supporting passage", record=ref, field="supporting_facts")
         metadata = {k: record[k] for k in ("label", "num_hops", "hpqa_id") if k in record}
-        questions.append(BenchQuestion(_qid(record, ("uid", "id"), index), claim, gold, metadata))
-    corpus_path = Path(corpus) if corpus is not None else _corpus_file(qpath, (".jsonl", ".json"))
+        questions.append(BenchQuestion(question_id(record, ("uid", "id"), index), claim, gold, metadata))
+    corpus_path = Path(corpus) if corpus is not None else corpus_file(qpath, (".jsonl", ".json"))
     if corpus_path is None:
         raise DatasetFormatError(qpath, "no HoVer corpus found beside the claims (NAME_corpus.jsonl or "
                                  "corpus.jsonl); pass corpus=", field="corpus")
     passages = _hover_corpus(corpus_path)
-    return _warn_missing(BenchDataset(_name_of(path, qpath), passages, questions, "hover", str(qpath)))
+    return _warn_missing(BenchDataset(dataset_name(path, qpath), passages, questions, "hover", str(qpath)))
 
 
 # -- detection ------------------------------------------------------------------------------------------------
@@ -511,8 +383,8 @@ def detect_format(path: PathLike) -> str:
     Raises:
         DatasetFormatError: the path holds no records or records of no known format.
     """
-    qpath = _resolve(path)
-    records = _read_records(qpath)
+    qpath = resolve_path(path)
+    records = read_records(qpath)
     if not records:
         raise DatasetFormatError(qpath, "holds no records")
     first = records[0]
@@ -527,7 +399,7 @@ def detect_format(path: PathLike) -> str:
         return "musique" if "paragraph_text" in paragraphs[0] else "hipporag"
     keys = ", ".join(sorted(first)[:8])
     raise DatasetFormatError(qpath, f"records of no known format (keys: {keys}); expected one of {FORMATS}",
-                             record=_record_ref(0, first))
+                             record=record_ref(0, first))
 
 
 _LOADERS: dict[str, Callable[..., BenchDataset]] = {

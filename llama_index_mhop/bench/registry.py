@@ -48,6 +48,7 @@ class RetrieverContext(Protocol):
 
     top_k: int
     lm: Any
+    program: str | None
 
     @property
     def vector_index(self) -> Any: ...
@@ -183,7 +184,8 @@ def _query_fusion(ctx: RetrieverContext) -> BaseRetriever:
 def _rrf_fusion(ctx: RetrieverContext) -> BaseRetriever:
     from ..retrievers.rrf_fusion import RRFFusionRetriever
 
-    return RRFFusionRetriever.from_defaults(ctx.vector_index, similarity_top_k=ctx.top_k, lm=ctx.lm)
+    return RRFFusionRetriever.from_defaults(ctx.vector_index, similarity_top_k=ctx.top_k, lm=ctx.lm,
+                                            program=ctx.program)
 
 
 @register_retriever("confidence_loop", "entity-chain queries (k=23), confidence check, gap queries (k=15), "
@@ -191,7 +193,8 @@ def _rrf_fusion(ctx: RetrieverContext) -> BaseRetriever:
 def _confidence_loop(ctx: RetrieverContext) -> BaseRetriever:
     from ..retrievers.confidence_loop import ConfidenceLoopRetriever
 
-    return ConfidenceLoopRetriever.from_defaults(ctx.vector_index, similarity_top_k=ctx.top_k, lm=ctx.lm)
+    return ConfidenceLoopRetriever.from_defaults(ctx.vector_index, similarity_top_k=ctx.top_k, lm=ctx.lm,
+                                                 program=ctx.program)
 
 
 @register_retriever("hippo_graph", "HippoRAG 2 memory: facts, recognition memory, Personalized PageRank over an "

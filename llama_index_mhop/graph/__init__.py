@@ -7,7 +7,7 @@ from .extraction import (
     extract_llm_free,
     title_entities,
 )
-from .index import EmptyIndexError, HippoGraphIndex
+from .index import EmptyIndexError, HippoGraphIndex, UnknownDocumentError
 from .knowledge_graph import KnowledgeGraph
 from .openie_export import export_openie
 from .openie_file import OpenIEFileError, StoredOpenIE, read_openie, write_openie
@@ -32,6 +32,7 @@ __all__ = [
     "OpenIEFileError",
     "PageRankGraph",
     "StoredOpenIE",
+    "UnknownDocumentError",
     "entity_key",
     "export_openie",
     "extract_llm_free",

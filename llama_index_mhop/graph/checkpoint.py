@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .json_files import check_field, check_value, parse_json, string_map, triple_map
 from .knowledge_graph import KnowledgeGraph
 
 __all__ = ["CHECKPOINT_FILE", "CHECKPOINT_FORMAT_VERSION", "GraphEntry", "append_checkpoint", "read_checkpoint"]
@@ -48,13 +49,30 @@ class GraphEntry:
         }
 
     @classmethod
-    def from_json(cls, record: Mapping[str, Any]) -> GraphEntry:
+    def from_json(cls, record: Any, where: str, field: str) -> GraphEntry:
+        """The entry a checkpoint record describes, checked field by field (``where`` and ``field`` name it).
+
+        Raises:
+            ValueError: a missing or mistyped field, or a fact naming an entity the record does not list.
+        """
+        check_value(record, dict, where, field)
+        prefix = f"{field}."
+        entities = string_map(record, "entities", where, prefix)
+        facts = triple_map(record, "facts", where, prefix)
+        for fact_id, (subject, _, obj) in facts.items():
+            for entity_id in (subject, obj):
+                if entity_id not in entities:
+                    raise ValueError(f"{where}: {prefix}facts.{fact_id}: names entity {entity_id!r}, which is not "
+                                     "among the record's entities")
+        title_entities = check_field(record, "title_entities", list, where, prefix, [])
+        for entity_id in title_entities:
+            check_value(entity_id, str, where, f"{prefix}title_entities")
         return cls(
-            entities=dict(record["entities"]),
-            facts={f: tuple(t) for f, t in record["facts"].items()},
-            ref_doc_id=record.get("ref_doc_id"),
-            title=record.get("title", ""),
-            title_entities=tuple(record.get("title_entities", ())),
+            entities=entities,
+            facts=facts,
+            ref_doc_id=check_field(record, "ref_doc_id", (str, type(None)), where, prefix, None),
+            title=check_field(record, "title", str, where, prefix, ""),
+            title_entities=tuple(title_entities),
         )
 
 
@@ -75,22 +93,28 @@ def read_checkpoint(path: Path, name: str) -> dict[str, GraphEntry]:
     """The passages a checkpoint lists (empty when there is no checkpoint).
 
     Raises:
-        ValueError: a line other than the last is not JSON, or the checkpoint belongs to another index.
+        ValueError: a line other than the last is not JSON, a record lacks a field or has one of the wrong type,
+            or the checkpoint belongs to another index.
     """
     if not path.is_file():
         return {}
-    lines = path.read_text(encoding="utf-8").splitlines()
-    records: dict[str, dict[str, Any]] = {}
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 text ({exc}); delete the checkpoint to rebuild") from None
+    entries: dict[str, GraphEntry] = {}
     for number, line in enumerate(lines):
+        where = f"{path}: line {number + 1}"
         try:
-            data = json.loads(line)
+            data = check_value(parse_json(line, where), dict, where, "line")
         except json.JSONDecodeError:
             if number == len(lines) - 1:
                 break  # the last line was being written when the run stopped
-            raise ValueError(f"{path}: line {number + 1} is not valid JSON; delete the checkpoint to rebuild") from None
+            raise ValueError(f"{where}: not valid JSON; delete the checkpoint to rebuild") from None
         if number == 0:
             if data.get("format_version") != CHECKPOINT_FORMAT_VERSION or data.get("name") != name:
                 raise ValueError(f"{path} belongs to another index ({data}); delete it to rebuild")
             continue
-        records.update(data.get("passages", {}))
-    return {pid: GraphEntry.from_json(record) for pid, record in records.items()}
+        for pid, record in check_field(data, "passages", dict, where, default={}).items():
+            entries[pid] = GraphEntry.from_json(record, where, f"passages.{pid}")
+    return entries

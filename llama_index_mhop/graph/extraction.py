@@ -33,7 +33,7 @@ from typing import Any, Protocol, runtime_checkable
 import dspy
 from tenacity import AsyncRetrying, Retrying, before_sleep_log, stop_after_attempt, wait_exponential
 
-from ..lm import FallbackCounter, arun_lm_step, resolve_lm, run_lm_step
+from ..lm import FallbackCounter, arun_lm_step, current_lm, resolve_lm, run_lm_step
 from ..parsing import LMOutputError
 from ..text import MONTHS, entity_key, entity_spans, sentences, strip_possessive, title_entities, unique_names
 
@@ -373,7 +373,8 @@ class OpenIEExtractor:
 
     @property
     def uses_lm(self) -> bool:
-        return self.lm is not None
+        """Whether extraction would ask an LM now (its own, else ``dspy.settings.lm``)."""
+        return current_lm(self.lm) is not None
 
     def _inputs(self, text: str, title: str | None) -> dict[str, str]:
         return {"title": title or "", "passage": text}

@@ -7,8 +7,12 @@ is a LlamaIndex ``ChromaVectorStore`` collection, so it opens as an ordinary ``V
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
+import secrets
+import shutil
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -16,26 +20,29 @@ from typing import Any
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.schema import MetadataMode, TextNode
+from llama_index.core.vector_stores.utils import metadata_dict_to_node
 from llama_index.vector_stores.chroma import ChromaVectorStore
 
+from ..chroma_batches import CHROMA_BATCH, delete_ids, existing_ids, get_records
+
 __all__ = [
-    "CHROMA_BATCH",
     "CHROMA_DIR",
     "DEFAULT_SHORT_TEXT_BATCH_SIZE",
     "GraphStores",
     "client_mode",
-    "delete_ids",
-    "existing_ids",
     "fact_text",
-    "get_rows",
+    "missing_collections",
+    "private_client",
     "resolve_client",
     "saved_client",
+    "unique_prefix",
+    "vector_index_passages",
 ]
 
 CHROMA_DIR = "chroma"
-CHROMA_BATCH = 2000  # well under Chroma's maximum batch size
 DEFAULT_SHORT_TEXT_BATCH_SIZE = 512
 _SPACE = {"hnsw:space": "cosine"}
+_KINDS = ("passages", "entities", "facts")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,480}[A-Za-z0-9]$")
 
 
@@ -44,28 +51,41 @@ def fact_text(subject: str, predicate: str, obj: str) -> str:
     return f"{subject} {predicate} {obj}"
 
 
-def existing_ids(collection: Any, ids: Sequence[str]) -> set[str]:
-    """The ids among ``ids`` that the collection holds."""
-    found: set[str] = set()
-    for start in range(0, len(ids), CHROMA_BATCH):
-        found.update(collection.get(ids=list(ids[start : start + CHROMA_BATCH]), include=[])["ids"])
-    return found
+def missing_collections(client: Any, prefix: str) -> list[str]:
+    """The collections named ``{prefix}_...`` that the client lacks (looked up without creating anything)."""
+    from chromadb.errors import NotFoundError
+
+    missing = []
+    for kind in _KINDS:
+        try:
+            client.get_collection(f"{prefix}_{kind}")
+        except NotFoundError:
+            missing.append(f"{prefix}_{kind}")
+    return missing
 
 
-def get_rows(collection: Any, ids: Sequence[str], include: list[str]) -> dict[str, dict[str, Any]]:
-    """``{id: {field: value}}`` for the ids present in the collection."""
-    out: dict[str, dict[str, Any]] = {}
-    for start in range(0, len(ids), CHROMA_BATCH):
-        page = collection.get(ids=list(ids[start : start + CHROMA_BATCH]), include=include)
-        for position, record_id in enumerate(page["ids"]):
-            out[record_id] = {name: page[name][position] for name in include}
-    return out
+def vector_index_passages(vector_index: Any, embed_model: BaseEmbedding | None) -> tuple[list[TextNode], Any]:
+    """The passage nodes of a Chroma-backed ``VectorStoreIndex``, each with its stored embedding, and the embedder
+    to use with them (``embed_model`` if given, else the one the vector index embeds queries with).
 
-
-def delete_ids(collection: Any, ids: Sequence[str]) -> None:
-    """Delete records by id, in batches."""
-    for start in range(0, len(ids), CHROMA_BATCH):
-        collection.delete(ids=list(ids[start : start + CHROMA_BATCH]))
+    Raises:
+        TypeError: the index does not keep its nodes in Chroma.
+    """
+    store = vector_index.vector_store
+    if not isinstance(store, ChromaVectorStore):
+        raise TypeError(f"from_vector_index needs a VectorStoreIndex over Chroma, got one over {type(store).__name__}")
+    collection = store.client
+    nodes: list[TextNode] = []
+    for offset in range(0, collection.count(), CHROMA_BATCH):
+        page = collection.get(limit=CHROMA_BATCH, offset=offset, include=["embeddings", "documents", "metadatas"])
+        for record_id, vector, text, metadata in zip(page["ids"], page["embeddings"], page["documents"],
+                                                     page["metadatas"], strict=True):
+            node = metadata_dict_to_node(metadata or {}, text=text)
+            node.id_ = record_id
+            node.embedding = [float(x) for x in vector]
+            nodes.append(node)
+    # LlamaIndex keeps the index's embedder private; the stored vectors are only comparable with its queries.
+    return nodes, embed_model or getattr(vector_index, "_embed_model", None)
 
 
 def client_mode(chroma_client: Any) -> str:
@@ -78,18 +98,39 @@ def client_mode(chroma_client: Any) -> str:
     return "ephemeral" if not getattr(settings, "is_persistent", True) and not remote else "external"
 
 
-def resolve_client(chroma_client: Any, persist_dir: str | os.PathLike[str] | None) -> tuple[Any, str]:
-    """The client to use and its mode: the given one, else ``persist_dir/chroma``, else an in-memory client."""
-    if chroma_client is not None:
-        return chroma_client, client_mode(chroma_client)
+def _persistent_client(path: Path) -> Any:
     import chromadb
     from chromadb.config import Settings
 
+    path.mkdir(parents=True, exist_ok=True)
+    return chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
+
+
+def private_client() -> Any:
+    """A Chroma store of this process alone, in a temporary directory removed at exit.
+
+    Not ``chromadb.EphemeralClient``: every in-memory client of a process shares one Chroma system, which refuses
+    a second client with other settings ("An instance of Chroma already exists for ephemeral"), so ours would
+    clash with the app's in either order, and would share its collections.
+    """
+    path = Path(tempfile.mkdtemp(prefix="mhop-hippo-"))
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return _persistent_client(path)
+
+
+def resolve_client(chroma_client: Any, persist_dir: str | os.PathLike[str] | None) -> tuple[Any, str]:
+    """The client to use and its mode: the given one, else ``persist_dir/chroma``, else a private store whose
+    data is copied out on persist (mode "ephemeral")."""
+    if chroma_client is not None:
+        return chroma_client, client_mode(chroma_client)
     if persist_dir is not None:
-        path = Path(persist_dir) / CHROMA_DIR
-        path.mkdir(parents=True, exist_ok=True)
-        return chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False)), "local"
-    return chromadb.EphemeralClient(settings=Settings(anonymized_telemetry=False)), "ephemeral"
+        return _persistent_client(Path(persist_dir) / CHROMA_DIR), "local"
+    return private_client(), "ephemeral"
+
+
+def unique_prefix(name: str) -> str:
+    """A collection prefix no other index of an in-memory store uses: two indexes never share collections."""
+    return f"{name}_{secrets.token_hex(4)}"
 
 
 def saved_client(chroma_client: Any, kind: str, root: Path) -> tuple[Any, str]:
@@ -98,6 +139,8 @@ def saved_client(chroma_client: Any, kind: str, root: Path) -> tuple[Any, str]:
     if chroma_client is not None:
         return chroma_client, client_mode(chroma_client)
     if kind == "local":
+        if not (root / CHROMA_DIR).is_dir():
+            raise ValueError(f"{root / CHROMA_DIR}: no Chroma data beside the saved index: pass its chroma_client")
         return resolve_client(None, root)
     from ..defaults import default_chroma_client
 
@@ -109,23 +152,25 @@ class GraphStores:
 
     Args:
         client: the Chroma client holding the collections.
-        name: the collections' prefix.
+        name: the index's name.
         embed_model: the embedder of all three collections.
         short_text_batch_size: embedding batch size for entity names and facts (None: the embedder's own).
         mode: "ephemeral" (in-memory, copied out on persist), "local" (``persist_dir/chroma``) or "external".
+        prefix: the collections' prefix (default: the name).
 
     Raises:
         ValueError: a name Chroma would refuse as a collection prefix.
     """
 
     def __init__(self, client: Any, name: str, embed_model: BaseEmbedding, short_text_batch_size: int | None,
-                 mode: str) -> None:
+                 mode: str, prefix: str | None = None) -> None:
         if not isinstance(name, str) or not _NAME.match(name):
             raise ValueError(
                 f"index name {name!r} must be 3-480 characters of letters, digits, '.', '_' or '-', starting and "
                 "ending with a letter or digit (it prefixes the Chroma collection names)"
             )
         self.name = name
+        self.prefix = prefix or name
         self.embed_model = embed_model
         self.short_text_batch_size = short_text_batch_size
         self._short_embedder: BaseEmbedding | None = None
@@ -134,9 +179,9 @@ class GraphStores:
     def _open(self, client: Any, mode: str) -> None:
         self.client = client
         self.mode = mode
-        self.passages = client.get_or_create_collection(f"{self.name}_passages", metadata=_SPACE)
-        self.entities = client.get_or_create_collection(f"{self.name}_entities", metadata=_SPACE)
-        self.facts = client.get_or_create_collection(f"{self.name}_facts", metadata=_SPACE)
+        self.passages = client.get_or_create_collection(f"{self.prefix}_passages", metadata=_SPACE)
+        self.entities = client.get_or_create_collection(f"{self.prefix}_entities", metadata=_SPACE)
+        self.facts = client.get_or_create_collection(f"{self.prefix}_facts", metadata=_SPACE)
         self.vector_store = ChromaVectorStore(chroma_collection=self.passages)
 
     def collection_names(self) -> dict[str, str]:
@@ -178,7 +223,7 @@ class GraphStores:
         vectors_by_id: dict[str, np.ndarray] = {}
         if not ids:
             return vectors_by_id
-        stored = get_rows(self.entities, ids, ["embeddings"])
+        stored = get_records(self.entities, ids, ["embeddings"])
         for entity_id, row in stored.items():
             vectors_by_id[entity_id] = np.asarray(row["embeddings"], dtype=np.float32)
         missing = [e for e in ids if e not in stored]
@@ -220,16 +265,18 @@ class GraphStores:
             )
 
     def store_passages(self, nodes: Sequence[TextNode]) -> None:
-        """Embed and store the passage nodes not yet stored, with their metadata, through ``ChromaVectorStore``."""
+        """Store the passage nodes not yet stored, with their metadata, through ``ChromaVectorStore``; a node that
+        carries its embedding (from another index) is stored with it, the others are embedded."""
         existing = existing_ids(self.passages, [n.node_id for n in nodes])
         missing = [n for n in nodes if n.node_id not in existing]
         if not missing:
             return
-        vectors = self.embed([n.get_content(metadata_mode=MetadataMode.EMBED) for n in missing])
-        for node, vector in zip(missing, vectors, strict=True):
+        unembedded = [n for n in missing if n.embedding is None]
+        vectors = self.embed([n.get_content(metadata_mode=MetadataMode.EMBED) for n in unembedded])
+        for node, vector in zip(unembedded, vectors, strict=True):
             node.embedding = vector.tolist()
         self.vector_store.add(list(missing))
-        for node in missing:
+        for node in unembedded:
             node.embedding = None
 
     def delete(self, passages: Sequence[str], entities: Sequence[str], facts: Sequence[str]) -> None:
@@ -240,11 +287,7 @@ class GraphStores:
 
     def copy_to(self, path: Path) -> None:
         """Copy the three collections into a persistent Chroma store at ``path`` and use it from now on."""
-        import chromadb
-        from chromadb.config import Settings
-
-        path.mkdir(parents=True, exist_ok=True)
-        client = chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
+        client = _persistent_client(path)
         for source in (self.passages, self.entities, self.facts):
             target = client.get_or_create_collection(source.name, metadata=_SPACE)
             total = source.count()

@@ -21,17 +21,27 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from llama_index.core import Document
+from llama_index.core import Document, VectorStoreIndex
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.schema import TextNode
+from llama_index.core.storage.docstore import SimpleDocumentStore
 from llama_index.vector_stores.chroma import ChromaVectorStore
 
+from ..defaults import resolve_embed_model
 from ..lm import FallbackCounter
 from ..stores import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, chunk_documents, load_documents
+from ..sync import UnknownDocumentError, resolve_doc_id
 from .checkpoint import CHECKPOINT_FILE
 from .extraction import Extractor, OpenIEExtractor
-from .graph_stores import DEFAULT_SHORT_TEXT_BATCH_SIZE, GraphStores, fact_text, resolve_client, saved_client
-from .indexing import DEFAULT_INSERT_BATCH_SIZE, BatchHook, BatchIndexer, PhaseTimer, remove_passages
+from .graph_stores import (
+    DEFAULT_SHORT_TEXT_BATCH_SIZE,
+    GraphStores,
+    fact_text,
+    resolve_client,
+    unique_prefix,
+    vector_index_passages,
+)
+from .indexing import DEFAULT_INSERT_BATCH_SIZE, BatchHook, BatchIndexer, PhaseTimer
 from .knowledge_graph import (
     DEFAULT_SYNONYMY_THRESHOLD,
     DEFAULT_SYNONYMY_TOP_K,
@@ -43,11 +53,12 @@ from .persistence import (
     GRAPH_FILE,
     INDEX_FORMAT_VERSION,
     index_config,
-    read_saved_index,
+    open_saved_index,
     save_index,
 )
 from .ppr import DEFAULT_DAMPING
-from .state import EmptyIndexError, RetrievalState, VersionedState, load_retrieval_state
+from .state import EmptyIndexError, RetrievalState, VersionedState
+from .sync import Removal, as_documents, commit_removal, detach_passages, known_doc_ids, plan_sync
 from .synonymy import DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES, SynonymyRefresher
 
 if TYPE_CHECKING:
@@ -56,18 +67,9 @@ if TYPE_CHECKING:
     from ..retrievers.hippo_graph import HippoGraphRetriever
 
 __all__ = [
-    "CHECKPOINT_FILE",
-    "CONFIG_FILE",
-    "DEFAULT_INDEX_NAME",
-    "DEFAULT_INSERT_BATCH_SIZE",
-    "DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES",
-    "DEFAULT_SHORT_TEXT_BATCH_SIZE",
-    "GRAPH_FILE",
-    "INDEX_FORMAT_VERSION",
-    "EmptyIndexError",
-    "HippoGraphIndex",
-    "RetrievalState",
-    "fact_text",
+    "CHECKPOINT_FILE", "CONFIG_FILE", "DEFAULT_INDEX_NAME", "DEFAULT_INSERT_BATCH_SIZE",
+    "DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES", "DEFAULT_SHORT_TEXT_BATCH_SIZE", "GRAPH_FILE", "INDEX_FORMAT_VERSION",
+    "EmptyIndexError", "HippoGraphIndex", "RetrievalState", "UnknownDocumentError", "fact_text",
 ]
 
 DEFAULT_INDEX_NAME = "hippo"
@@ -85,22 +87,14 @@ class HippoGraphIndex:
     """
 
     def __init__(
-        self,
-        *,
-        chroma_client: Any,
-        embed_model: BaseEmbedding,
-        graph: KnowledgeGraph | None = None,
-        name: str = DEFAULT_INDEX_NAME,
-        extractor: Extractor | None = None,
-        persist_dir: str | os.PathLike[str] | None = None,
-        chroma_mode: str = "external",
-        chunk_size: int = DEFAULT_CHUNK_SIZE,
-        chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
-        insert_batch_size: int = DEFAULT_INSERT_BATCH_SIZE,
-        num_workers: int = 4,
-        show_progress: bool = True,
+        self, *, chroma_client: Any, embed_model: BaseEmbedding, graph: KnowledgeGraph | None = None,
+        name: str = DEFAULT_INDEX_NAME, extractor: Extractor | None = None,
+        persist_dir: str | os.PathLike[str] | None = None, chroma_mode: str = "external",
+        chunk_size: int = DEFAULT_CHUNK_SIZE, chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
+        insert_batch_size: int = DEFAULT_INSERT_BATCH_SIZE, num_workers: int = 4, show_progress: bool = True,
         short_text_batch_size: int | None = DEFAULT_SHORT_TEXT_BATCH_SIZE,
         exact_synonymy_max_entities: int = DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES,
+        collection_prefix: str | None = None, docstore: SimpleDocumentStore | None = None,
     ) -> None:
         if insert_batch_size < 1:
             raise ValueError(f"insert_batch_size must be >= 1, got {insert_batch_size}")
@@ -115,10 +109,13 @@ class HippoGraphIndex:
         self.insert_batch_size = insert_batch_size
         self.num_workers = num_workers
         self.show_progress = show_progress
-        self.stores = GraphStores(chroma_client, name, embed_model, short_text_batch_size, chroma_mode)
+        self.stores = GraphStores(chroma_client, name, embed_model, short_text_batch_size, chroma_mode,
+                                  collection_prefix)
+        #: The document hashes of the sync rule (LlamaIndex's docstore; saved beside the graph).
+        self.docstore = docstore if docstore is not None else SimpleDocumentStore()
         self._synonymy = SynonymyRefresher(self.stores, exact_synonymy_max_entities)
         self._timer = PhaseTimer()
-        self._versions = VersionedState(self.graph, self._load_state)
+        self._versions = VersionedState(self.graph, self.stores, before_load=self._refresh_synonymy)
 
     # ------------------------------------------------------------------ stores
 
@@ -171,8 +168,8 @@ class HippoGraphIndex:
             "chroma_passages": self.stores.passages.count(),
             "chroma_entities": self.stores.entities.count(),
             "chroma_facts": self.stores.facts.count(),
-            "graph_nodes": self.graph.graph.number_of_nodes(),
-            "graph_edges": self.graph.graph.number_of_edges(),
+            "graph_nodes": self.graph.num_nodes,
+            "graph_edges": self.graph.num_edges,
         }
 
     # ------------------------------------------------------------------ building
@@ -180,7 +177,7 @@ class HippoGraphIndex:
     @classmethod
     def from_documents(
         cls,
-        documents: Sequence[Document] | str | os.PathLike[str],
+        documents: Sequence[Document] | str | os.PathLike[str] | VectorStoreIndex,
         embed_model: BaseEmbedding | None = None,
         chroma_client: Any = None,
         persist_dir: str | os.PathLike[str] | None = None,
@@ -201,7 +198,8 @@ class HippoGraphIndex:
         exact_synonymy_max_entities: int = DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES,
         on_batch_end: BatchHook | None = None,
     ) -> HippoGraphIndex:
-        """Index documents (or a corpus path, see ``stores.load_documents``) into a new or resumed index.
+        """Index documents (a corpus path, see ``stores.load_documents``, or the passages of a Chroma-backed
+        ``VectorStoreIndex`` with their stored embeddings) into a new or resumed index, by :meth:`insert`'s rule.
 
         With ``persist_dir``, the index is saved there when done, its Chroma data lives in ``persist_dir/chroma``
         (unless a ``chroma_client`` is given), and an interrupted build resumes from its checkpoint: calling this
@@ -209,9 +207,11 @@ class HippoGraphIndex:
         ``persist_dir`` is reopened and only documents it lacks are added.
 
         Args:
-            documents: LlamaIndex documents (their metadata is kept on the passage nodes) or a corpus path.
-            embed_model: the embedder of all three stores; default all-MiniLM-L6-v2.
-            chroma_client: a Chroma client; default ``persist_dir/chroma``, or an in-memory client.
+            documents: LlamaIndex documents (their metadata is kept on the passage nodes), a corpus path, or a
+                ``VectorStoreIndex`` over Chroma (see :meth:`from_vector_index`).
+            embed_model: the embedder of all three stores; default the vector index's, else
+                ``Settings.embed_model`` if the app set one, else all-MiniLM-L6-v2.
+            chroma_client: a Chroma client; default ``persist_dir/chroma``, or a store of this index alone.
             persist_dir: where the config, graph and checkpoint are written.
             lm: a DSPy LM for OpenIE. llm: a LlamaIndex LLM for OpenIE. Neither: the LLM-free extractor (unless
                 ``dspy.settings.lm`` is set).
@@ -222,8 +222,8 @@ class HippoGraphIndex:
             chunk_overlap: tokens shared by neighbouring chunks.
             insert_batch_size: passages per batch (one checkpoint line per batch).
             num_workers: concurrent OpenIE calls when an LM extracts.
-            synonymy_threshold: cosine similarity for a synonymy edge (HippoRAG 2: 0.8).
-            synonymy_top_k: most synonyms per entity.
+            synonymy_threshold, synonymy_top_k: cosine similarity for a synonymy edge (HippoRAG 2: 0.8), and
+                most synonyms per entity.
             title_edge_weight: weight of a passage's edge to its own title entity (see ``knowledge_graph``).
             short_text_batch_size: embedding batch size for entity names and facts (None: the embedder's own).
             exact_synonymy_max_entities: above this many entities, synonyms come from Chroma's HNSW index of the
@@ -234,79 +234,97 @@ class HippoGraphIndex:
             CorpusError: no text to index.
             ValueError: a bad name or batch size.
         """
-        from ..defaults import default_embed_model
-
-        docs = load_documents(documents)
-        embed_model = embed_model or default_embed_model()
+        if isinstance(documents, VectorStoreIndex):
+            nodes, embed_model = vector_index_passages(documents, embed_model)
+            docs: list[Document] = []
+        else:
+            nodes, docs = [], load_documents(documents)
+        embed_model = resolve_embed_model(embed_model)
         if extractor is None:
             extractor = OpenIEExtractor(lm=lm, llm=llm)
         if persist_dir is not None and (Path(persist_dir) / CONFIG_FILE).is_file():
             index = cls.from_persist_dir(persist_dir, chroma_client=chroma_client, embed_model=embed_model)
             index.extractor = extractor
             index.show_progress = show_progress
-            index.insert(docs, on_batch_end=on_batch_end)
+            index._sync(docs, nodes, None, on_batch_end)
             return index
         client, mode = resolve_client(chroma_client, persist_dir)
-        graph = KnowledgeGraph(
-            synonymy_threshold=synonymy_threshold, synonymy_top_k=synonymy_top_k, title_edge_weight=title_edge_weight
-        )
-        index = cls(
-            chroma_client=client,
-            embed_model=embed_model,
-            graph=graph,
-            name=name,
-            extractor=extractor,
-            persist_dir=persist_dir,
-            chroma_mode=mode,
-            chunk_size=chunk_size,
-            chunk_overlap=chunk_overlap,
-            insert_batch_size=insert_batch_size,
-            num_workers=num_workers,
-            show_progress=show_progress,
-            short_text_batch_size=short_text_batch_size,
-            exact_synonymy_max_entities=exact_synonymy_max_entities,
-        )
-        index.insert(docs, on_batch_end=on_batch_end)
+        graph = KnowledgeGraph(synonymy_threshold=synonymy_threshold, synonymy_top_k=synonymy_top_k,
+                               title_edge_weight=title_edge_weight)
+        index = cls(chroma_client=client, embed_model=embed_model, graph=graph, name=name, extractor=extractor,
+                    persist_dir=persist_dir, chroma_mode=mode, chunk_size=chunk_size, chunk_overlap=chunk_overlap,
+                    insert_batch_size=insert_batch_size, num_workers=num_workers, show_progress=show_progress,
+                    short_text_batch_size=short_text_batch_size,
+                    exact_synonymy_max_entities=exact_synonymy_max_entities,
+                    collection_prefix=unique_prefix(name) if mode == "ephemeral" else None)
+        index._sync(docs, nodes, None, on_batch_end)
         return index
+
+    @classmethod
+    def from_vector_index(cls, vector_index: VectorStoreIndex, **kwargs: Any) -> HippoGraphIndex:
+        """A graph index over the passages of a Chroma-backed ``VectorStoreIndex``, reusing their nodes and
+        stored embeddings (only entities and facts are embedded). ``kwargs`` are :meth:`from_documents`'s.
+
+        Raises:
+            TypeError: the index does not keep its nodes in Chroma.
+        """
+        return cls.from_documents(vector_index, **kwargs)
 
     def insert(
         self,
-        documents: Document | Sequence[Document],
+        documents: Document | Sequence[Document] | str | os.PathLike[str],
         show_progress: bool | None = None,
         on_batch_end: BatchHook | None = None,
     ) -> list[str]:
-        """Add documents: new passages go into the stores and the graph, without rebuilding anything else.
+        """Index documents by one rule: a document is known by its doc id (``Document.id_``) and content hash.
 
-        Passages already indexed (same content id) are skipped. With a ``persist_dir`` the work is checkpointed
-        per batch and the index is saved at the end. Queries running in other threads meanwhile answer from the
-        graph as it was before the insert; later queries see all of it.
+        New documents are added; a changed document (known id, another hash) replaces its old version: its old
+        passages, and the facts and entities only they supported, leave the graph and Chroma; unchanged documents
+        are left untouched (nothing is extracted or embedded again). With a ``persist_dir`` the work is
+        checkpointed per batch and saved crash-safely (see :mod:`.sync`). Queries running in other threads
+        meanwhile answer from the index as it was before; later queries see all of it.
 
         Returns:
             The ids of the passages added.
         """
-        docs = [documents] if isinstance(documents, Document) else load_documents(list(documents))
-        nodes = chunk_documents(docs, self.chunk_size, self.chunk_overlap)
+        return self._sync(as_documents(documents), [], show_progress, on_batch_end)[1]
+
+    def refresh_ref_docs(self, documents: Sequence[Document], show_progress: bool | None = None,
+                         on_batch_end: BatchHook | None = None) -> list[bool]:
+        """LlamaIndex's refresh: :meth:`insert`'s rule, reporting per document whether it was new or changed."""
+        return self._sync(as_documents(documents), [], show_progress, on_batch_end)[0]
+
+    def _sync(self, docs: Sequence[Document], nodes: Sequence[TextNode], show_progress: bool | None,
+              on_batch_end: BatchHook | None) -> tuple[list[bool], list[str]]:
+        """Apply the sync rule to documents (and add passage nodes that come without one) as one change."""
         show = self.show_progress if show_progress is None else show_progress
         with self._versions.change():
-            return self._insert_nodes(nodes, show, on_batch_end)
+            plan = plan_sync(docs, self.docstore, self.graph,
+                             lambda d: chunk_documents(d, self.chunk_size, self.chunk_overlap))
+            checkpoint = None if self.persist_dir is None else self.persist_dir / CHECKPOINT_FILE
+            indexer = BatchIndexer(self.stores, self.graph, self.extractor, self.num_workers, self._synonymy,
+                                   checkpoint, self._timer)
+            added = indexer.run([*nodes, *plan.nodes], self.insert_batch_size, show, on_batch_end)
+            removal = detach_passages(self.graph, self._synonymy, plan.stale)
+            self.docstore.set_document_hashes(plan.hashes)
+            self._commit(removal, bool(added) or plan.changes_anything)
+        return plan.refreshed, added
 
-    def _insert_nodes(self, nodes: Sequence[TextNode], show: bool, on_batch_end: BatchHook | None) -> list[str]:
-        checkpoint = None if self.persist_dir is None else self.persist_dir / CHECKPOINT_FILE
-        indexer = BatchIndexer(self.stores, self.graph, self.extractor, self.num_workers, self._synonymy,
-                               checkpoint, self._timer)
-        added = indexer.run(nodes, self.insert_batch_size, show, on_batch_end)
-        if self.persist_dir is not None and (added or not (self.persist_dir / GRAPH_FILE).is_file()):
-            self.persist()
-        return added
+    def _commit(self, removal: Removal, changed: bool) -> None:
+        """End a change: synonymy edges, then with a ``persist_dir`` the removal file, the saved graph and
+        docstore, and only then the Chroma deletes (the order :mod:`.sync` explains)."""
+        self._refresh_synonymy()
+        root = self.persist_dir
+        unsaved = root is not None and (changed or bool(removal) or not (root / GRAPH_FILE).is_file())
+        commit_removal(removal, self.stores, root, self.persist if unsaved else None)
 
     def _refresh_synonymy(self) -> None:
         with self._timer("synonymy"):
             self._synonymy.refresh(self.graph)
 
-    # ------------------------------------------------------------------ delete
-
     def delete(self, doc_id: str) -> list[str]:
-        """Remove a passage (by node id) or every passage of a document (by ``ref_doc_id``).
+        """Remove a passage (by node id) or every passage of a document (by doc id, or by its file name when
+        that names one document).
 
         The passage nodes, their edges, and the facts and entities no other passage supports leave the graph and
         the Chroma collections; synonym lists are repaired. Queries running in other threads meanwhile answer
@@ -316,19 +334,17 @@ class HippoGraphIndex:
             The ids of the passages removed.
 
         Raises:
-            KeyError: no passage and no document has this id.
+            UnknownDocumentError: (a ``KeyError``) no passage or document has this id (the message lists close
+                matches), or a file name names several documents.
         """
         with self._versions.change():
             if doc_id in self.graph.passages:
                 passage_ids = [doc_id]
             else:
+                doc_id = resolve_doc_id(doc_id, known_doc_ids(self.docstore, self.graph))
                 passage_ids = self.graph.passages_of_document(doc_id)
-            if not passage_ids:
-                raise KeyError(f"no passage or document with id {doc_id!r} in index {self.name!r}")
-            remove_passages(self.graph, self.stores, self._synonymy, passage_ids)
-            self._refresh_synonymy()
-            if self.persist_dir is not None:
-                self.persist()
+                self.docstore.delete_document(doc_id, raise_error=False)
+            self._commit(detach_passages(self.graph, self._synonymy, passage_ids), changed=True)
             return passage_ids
 
     def delete_ref_doc(self, ref_doc_id: str) -> list[str]:
@@ -374,30 +390,16 @@ class HippoGraphIndex:
             persist_dir: the directory holding ``hippo_config.json`` and ``hippo_graph.json``.
             chroma_client: the Chroma client holding the collections; default ``persist_dir/chroma`` for an index
                 whose Chroma data lives there, else :func:`~llama_index_mhop.defaults.default_chroma_client`.
-            embed_model: the embedder (it must be the one the index was built with); default all-MiniLM-L6-v2.
+            embed_model: the embedder (it must be the one the index was built with); default
+                ``Settings.embed_model`` if the app set one, else all-MiniLM-L6-v2.
             lm, llm: the LM for OpenIE of later inserts.
 
         Raises:
             FileNotFoundError: no saved index in ``persist_dir``.
             ValueError: an unknown format version, or Chroma collections that do not hold the graph's records.
         """
-        from ..defaults import default_embed_model
-
-        saved = read_saved_index(Path(persist_dir))
-        root, config, graph = saved.root, saved.config, saved.graph
-        chroma_client, mode = saved_client(chroma_client, config.get("chroma", "local"), root)
-        embed_model = embed_model or default_embed_model()
-        saved.warn_if_other_embedder(embed_model)
-        index = cls(chroma_client=chroma_client, embed_model=embed_model, graph=graph,
-                    extractor=OpenIEExtractor(lm=lm, llm=llm), persist_dir=root, chroma_mode=mode,
-                    show_progress=show_progress, **saved.index_arguments())
-        stored = index.passages_collection.count()
-        if graph.num_passages and stored < graph.num_passages:
-            raise ValueError(
-                f"the Chroma collection {index.passages_collection.name!r} holds {stored} passages but the graph in "
-                f"{root} has {graph.num_passages}: pass the chroma_client the index was built with"
-            )
-        return index
+        return open_saved_index(cls, Path(persist_dir), chroma_client, resolve_embed_model(embed_model),
+                                OpenIEExtractor(lm=lm, llm=llm), show_progress)
 
     # ------------------------------------------------------------------ retrieval
 
@@ -412,12 +414,6 @@ class HippoGraphIndex:
             EmptyIndexError: the index holds no passage.
         """
         return self._versions.get(damping)
-
-    def _load_state(self, damping: float) -> RetrievalState:
-        if self.graph.num_passages == 0:
-            raise EmptyIndexError(f"index {self.name!r} holds no passage: insert documents before retrieving")
-        self._refresh_synonymy()
-        return load_retrieval_state(self.graph, self.stores, damping)
 
     def as_retriever(self, **kwargs: Any) -> HippoGraphRetriever:
         """A :class:`~llama_index_mhop.retrievers.hippo_graph.HippoGraphRetriever` over this index."""

@@ -20,14 +20,15 @@ from typing import Any
 from llama_index.core.schema import MetadataMode, TextNode
 from tqdm.auto import tqdm
 
+from ..chroma_batches import existing_ids
 from ..stores import stable_id
 from .checkpoint import GraphEntry, append_checkpoint, read_checkpoint
 from .extraction import Extraction, Extractor, entity_key, title_entities
-from .graph_stores import GraphStores, existing_ids
+from .graph_stores import GraphStores
 from .knowledge_graph import KnowledgeGraph
 from .synonymy import SynonymyRefresher
 
-__all__ = ["DEFAULT_INSERT_BATCH_SIZE", "BatchHook", "BatchIndexer", "PassageWork", "PhaseTimer", "passage_work", "remove_passages"]
+__all__ = ["DEFAULT_INSERT_BATCH_SIZE", "BatchHook", "BatchIndexer", "PassageWork", "PhaseTimer", "passage_work"]
 
 logger = logging.getLogger(__name__)
 
@@ -196,15 +197,3 @@ class BatchIndexer:
                 work.entry.add_to(self.graph, work.node.node_id)
         bar.update(len(nodes))
 
-
-def remove_passages(graph: KnowledgeGraph, stores: GraphStores, synonymy: SynonymyRefresher,
-                    passage_ids: Sequence[str]) -> None:
-    """Take passages out of the graph and the stores, with the facts and entities only they supported."""
-    removed_entities: list[str] = []
-    removed_facts: list[str] = []
-    for pid in passage_ids:
-        entities, facts = graph.remove_passage(pid)
-        removed_entities.extend(entities)
-        removed_facts.extend(facts)
-    stores.delete(passage_ids, removed_entities, removed_facts)
-    synonymy.forget(removed_entities)

@@ -7,18 +7,21 @@ the file, never half-read.
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from llama_index.core.storage.docstore import SimpleDocumentStore
+
+from ..defaults import describe_client
 from ..stores import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
 from .checkpoint import CHECKPOINT_FILE
-from .graph_stores import CHROMA_DIR, DEFAULT_SHORT_TEXT_BATCH_SIZE
+from .graph_stores import CHROMA_DIR, DEFAULT_SHORT_TEXT_BATCH_SIZE, missing_collections, saved_client
 from .indexing import DEFAULT_INSERT_BATCH_SIZE
+from .json_files import check_field, check_value, read_json_object, string_map, triple_map, write_json
 from .knowledge_graph import KnowledgeGraph
+from .sync import DOCSTORE_FILE, finish_removal, load_docstore
 from .synonymy import DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES
 
 if TYPE_CHECKING:
@@ -30,10 +33,9 @@ __all__ = [
     "INDEX_FORMAT_VERSION",
     "SavedIndex",
     "index_config",
-    "read_json",
+    "open_saved_index",
     "read_saved_index",
     "save_index",
-    "write_json",
 ]
 
 logger = logging.getLogger(__name__)
@@ -43,22 +45,68 @@ CONFIG_FILE = "hippo_config.json"
 GRAPH_FILE = "hippo_graph.json"
 
 
-def read_json(path: Path) -> dict[str, Any]:
-    """A saved JSON object, or a ValueError naming the file (a truncated or edited file is never half-read)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: not valid JSON ({exc}); the Chroma data is untouched") from exc
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a JSON object, got {type(data).__name__}")
-    return data
+_CONFIG_FIELDS: dict[str, tuple[type, ...]] = {
+    "chroma": (str,),
+    "collections": (dict,),
+    "embed_model": (dict, type(None)),
+    "chunk_size": (int,),
+    "chunk_overlap": (int,),
+    "insert_batch_size": (int,),
+    "short_text_batch_size": (int, type(None)),
+    "exact_synonymy_max_entities": (int,),
+}
+_GRAPH_FIELDS: dict[str, tuple[type, ...]] = {
+    "version": (int,),
+    "config": (dict,),
+    "synonyms": (dict,),
+    "stale_synonyms": (list,),
+    "nodes": (list,),
+    "edges": (list,),
+}
 
 
-def write_json(path: Path, data: dict[str, Any]) -> None:
-    """Write JSON atomically: to a temporary file first, then renamed over ``path``."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
-    os.replace(tmp, path)  # never leave a half-written file behind
+def _check_config(config: dict[str, Any], where: str) -> None:
+    if config.get("format_version") != INDEX_FORMAT_VERSION:
+        raise ValueError(
+            f"{where}: unsupported format version {config.get('format_version')!r} "
+            f"(this code reads {INDEX_FORMAT_VERSION})"
+        )
+    check_field(config, "name", str, where)
+    for key, kinds in _CONFIG_FIELDS.items():
+        check_field(config, key, kinds, where, default=None)
+    if config.get("chroma", "local") not in ("local", "external"):
+        raise ValueError(f"{where}: chroma: expected \"local\" or \"external\", got {config['chroma']!r}")
+    check_field(config.get("embed_model") or {}, "model_name", (str, type(None)), where, "embed_model.", None)
+    for kind, collection in (config.get("collections") or {}).items():
+        check_value(collection, str, where, f"collections.{kind}")
+
+
+def _check_graph_data(data: dict[str, Any], where: str) -> None:
+    """The types of the graph file's fields (their contents are checked by ``KnowledgeGraph.from_dict``)."""
+    for key, kinds in _GRAPH_FIELDS.items():
+        check_field(data, key, kinds, where, default=None)
+    string_map(data, "entities", where)
+    triple_map(data, "facts", where)
+    for pid, record in check_field(data, "passages", dict, where).items():
+        check_value(record, dict, where, f"passages.{pid}")
+        for key in ("entities", "facts"):
+            check_field(record, key, list, where, f"passages.{pid}.")
+        check_field(record, "title_entities", list, where, f"passages.{pid}.", None)
+
+
+def _check_graph_links(data: dict[str, Any], where: str) -> None:
+    """Every fact and passage of the graph file names entities (and facts) it holds: a query never meets an unknown
+    id. Checked on the file's data, before the graph is built, so the error names the field."""
+    entities, facts = data["entities"], data["facts"]
+    for fact_id, (subject, _, obj) in facts.items():
+        for entity_id in (subject, obj):
+            if entity_id not in entities:
+                raise ValueError(f"{where}: facts.{fact_id}: names entity {entity_id!r}, which is not in entities")
+    for pid, record in data["passages"].items():
+        for field, known in (("entities", entities), ("facts", facts)):
+            for item in record[field]:
+                if not isinstance(item, str) or item not in known:
+                    raise ValueError(f"{where}: passages.{pid}.{field}: {item!r} is not in {field}")
 
 
 @dataclass(frozen=True)
@@ -68,6 +116,7 @@ class SavedIndex:
     root: Path
     config: dict[str, Any]
     graph: KnowledgeGraph
+    docstore: SimpleDocumentStore
 
     def warn_if_other_embedder(self, embed_model: Any) -> None:
         """Log a warning when the index is opened with another embedder than it was built with."""
@@ -76,11 +125,23 @@ class SavedIndex:
             logger.warning("index %s was built with embedder %s, queried with %s", self.root, saved,
                            getattr(embed_model, "model_name", None))
 
+    def check_store(self, client: Any) -> None:
+        """Refuse a Chroma store without this index's collections, before anything is created in it."""
+        name = self.config["name"]
+        missing = missing_collections(client, self.index_arguments()["collection_prefix"] or name)
+        if missing:
+            raise ValueError(
+                f"{self.root / CONFIG_FILE}: name: {describe_client(client)} has no collection {missing[0]!r} of "
+                f"index {name!r}: pass the chroma_client the index was built with"
+            )
+
     def index_arguments(self) -> dict[str, Any]:
         """The saved name and indexing settings as ``HippoGraphIndex`` arguments."""
         config = self.config
+        passages = (config.get("collections") or {}).get("passages", "")
         return {
             "name": config["name"],
+            "collection_prefix": passages.removesuffix("_passages") if passages.endswith("_passages") else None,
             "chunk_size": config.get("chunk_size", DEFAULT_CHUNK_SIZE),
             "chunk_overlap": config.get("chunk_overlap", DEFAULT_CHUNK_OVERLAP),
             "insert_batch_size": config.get("insert_batch_size", DEFAULT_INSERT_BATCH_SIZE),
@@ -100,17 +161,16 @@ def read_saved_index(root: Path) -> SavedIndex:
     config_path, graph_path = root / CONFIG_FILE, root / GRAPH_FILE
     if not config_path.is_file() or not graph_path.is_file():
         raise FileNotFoundError(f"no HippoGraphIndex saved in {root} (expected {CONFIG_FILE} and {GRAPH_FILE})")
-    config = read_json(config_path)
-    if config.get("format_version") != INDEX_FORMAT_VERSION:
-        raise ValueError(
-            f"{config_path}: unsupported format version {config.get('format_version')!r} "
-            f"(this code reads {INDEX_FORMAT_VERSION})"
-        )
+    config = read_json_object(config_path)
+    _check_config(config, str(config_path))
+    data = read_json_object(graph_path)
+    _check_graph_data(data, str(graph_path))
+    _check_graph_links(data, str(graph_path))
     try:
-        graph = KnowledgeGraph.from_dict(read_json(graph_path))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"{graph_path}: not a valid graph file ({type(exc).__name__}: {exc})") from exc
-    return SavedIndex(root, config, graph)
+        graph = KnowledgeGraph.from_dict(data)
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
+        raise ValueError(f"{graph_path}: not a valid graph file ({type(exc).__name__}: {exc})") from None
+    return SavedIndex(root, config, graph, load_docstore(root / DOCSTORE_FILE))
 
 
 def index_config(index: HippoGraphIndex) -> dict[str, Any]:
@@ -139,6 +199,29 @@ def save_index(index: HippoGraphIndex, target: Path) -> None:
         index.stores.copy_to(target / CHROMA_DIR)
     write_json(target / CONFIG_FILE, index_config(index))
     write_json(target / GRAPH_FILE, index.graph.to_dict())
+    write_json(target / DOCSTORE_FILE, index.docstore.to_dict())  # after the graph: see .sync
     checkpoint = target / CHECKPOINT_FILE
     if checkpoint.exists():
         checkpoint.unlink()
+
+
+def open_saved_index(cls: type[HippoGraphIndex], root: Path, chroma_client: Any, embed_model: Any, extractor: Any,
+                     show_progress: bool) -> HippoGraphIndex:
+    """Reopen the index saved in ``root`` (see ``HippoGraphIndex.from_persist_dir``): every file is checked, and
+    the store is checked to hold the index's collections, before anything is written; a removal a killed sync
+    left is then completed."""
+    saved = read_saved_index(root)
+    chroma_client, mode = saved_client(chroma_client, saved.config.get("chroma", "local"), root)
+    saved.check_store(chroma_client)
+    saved.warn_if_other_embedder(embed_model)
+    index = cls(chroma_client=chroma_client, embed_model=embed_model, graph=saved.graph, extractor=extractor,
+                persist_dir=root, chroma_mode=mode, show_progress=show_progress, docstore=saved.docstore,
+                **saved.index_arguments())
+    finish_removal(root, saved.graph, index.stores)
+    stored = index.passages_collection.count()
+    if saved.graph.num_passages and stored < saved.graph.num_passages:
+        raise ValueError(
+            f"the Chroma collection {index.passages_collection.name!r} holds {stored} passages but the graph in "
+            f"{root} has {saved.graph.num_passages}: pass the chroma_client the index was built with"
+        )
+    return index

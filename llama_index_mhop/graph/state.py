@@ -19,7 +19,8 @@ import numpy as np
 from llama_index.core.schema import BaseNode
 from llama_index.core.vector_stores.utils import metadata_dict_to_node
 
-from .graph_stores import GraphStores, get_rows
+from ..chroma_batches import get_records
+from .graph_stores import GraphStores
 from .knowledge_graph import KnowledgeGraph
 from .ppr import PageRankGraph
 
@@ -77,7 +78,7 @@ def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: fl
     nodes = graph.node_order()
     passage_ids = nodes[: graph.num_passages]
     entity_ids = nodes[graph.num_passages :]
-    rows = get_rows(stores.passages, passage_ids, ["embeddings", "documents", "metadatas"])
+    rows = get_records(stores.passages, passage_ids, ["embeddings", "documents", "metadatas"])
     missing = [p for p in passage_ids if p not in rows]
     if missing:
         raise ValueError(
@@ -92,7 +93,7 @@ def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: fl
     for e, i in entity_node.items():
         counts[i] = len(graph.entity_passages.get(e, ()))
     fact_ids = sorted(graph.facts)
-    fact_rows = get_rows(stores.facts, fact_ids, ["embeddings", "metadatas"])
+    fact_rows = get_records(stores.facts, fact_ids, ["embeddings", "metadatas"])
     fact_ids = [f for f in fact_ids if f in fact_rows]
     fact_triples = []
     fact_nodes = np.zeros((len(fact_ids), 2), dtype=np.int64)
@@ -128,12 +129,14 @@ class VersionedState:
 
     Args:
         graph: the graph whose versions are served.
-        load: builds the state of the graph as it is now for a damping (called under the lock).
+        stores: the Chroma collections holding its passage and fact embeddings.
+        before_load: called under the lock before a state is loaded (to bring synonymy edges up to date).
     """
 
-    def __init__(self, graph: KnowledgeGraph, load: Callable[[float], RetrievalState]) -> None:
+    def __init__(self, graph: KnowledgeGraph, stores: GraphStores, before_load: Callable[[], None]) -> None:
         self.graph = graph
-        self._load = load
+        self.stores = stores
+        self._before_load = before_load
         self.lock = threading.RLock()
         self._state: RetrievalState | None = None
         self._finished_version = graph.version
@@ -171,7 +174,10 @@ class VersionedState:
         state = self._state
         if state is not None and state.version == self.graph.version and state.pagerank.damping == damping:
             return state  # loaded by another query while this one waited
-        state = self._load(damping)
+        if self.graph.num_passages == 0:
+            raise EmptyIndexError(f"index {self.stores.name!r} holds no passage: insert documents before retrieving")
+        self._before_load()
+        state = load_retrieval_state(self.graph, self.stores, damping)
         if not self._changes_running:  # a query from inside a change (a batch hook) sees it but does not keep it
             self._state = state
             self._finished_version = self.graph.version  # no change is running: this graph is a finished one

@@ -12,7 +12,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from .graph_stores import GraphStores, get_rows
+from ..chroma_batches import get_records
+from .graph_stores import GraphStores
 from .knowledge_graph import KnowledgeGraph
 
 __all__ = ["DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES", "SynonymyRefresher"]
@@ -61,7 +62,7 @@ class SynonymyRefresher:
         missing = [e for e in ids if e not in self._vectors]
         if not missing:
             return
-        for entity_id, row in get_rows(self.stores.entities, missing, ["embeddings"]).items():
+        for entity_id, row in get_records(self.stores.entities, missing, ["embeddings"]).items():
             self._vectors[entity_id] = np.asarray(row["embeddings"], dtype=np.float32)
         lost = [e for e in missing if e not in self._vectors]
         if lost:

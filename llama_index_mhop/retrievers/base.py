@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, QueryType
 
 from ..validation import check_query
 
-__all__ = ["CheckedQueryRetriever"]
+__all__ = ["CheckedQueryRetriever", "ProgramRetriever", "query_text"]
+
+
+def query_text(query: QueryType) -> str:
+    """The checked text of a query string or ``QueryBundle`` (see :func:`~llama_index_mhop.validation.check_query`)."""
+    return check_query(query.query_str if isinstance(query, QueryBundle) else query)
 
 
 def _checked(query: QueryType) -> QueryBundle:
@@ -31,3 +38,21 @@ class CheckedQueryRetriever(BaseRetriever):
 
     async def aretrieve(self, str_or_query_bundle: QueryType) -> list[NodeWithScore]:
         return await super().aretrieve(_checked(str_or_query_bundle))
+
+
+class ProgramRetriever(CheckedQueryRetriever):
+    """A retriever whose flow is its DSPy program (``self.program``): a retrieval is one call of the program,
+    whose prediction carries the ``nodes`` and the ``trace`` (kept as ``last_trace``)."""
+
+    program: Any
+    last_trace: dict[str, Any]
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        prediction = self.program(query=query_bundle.query_str)
+        self.last_trace = prediction.trace
+        return prediction.nodes
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        prediction = await self.program.acall(query=query_bundle.query_str)
+        self.last_trace = prediction.trace
+        return prediction.nodes

@@ -20,24 +20,27 @@ something unusable (:mod:`llama_index_mhop.parsing`).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import dspy
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
-from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.schema import NodeWithScore
 
 from ..flow import StepRunner
 from ..lm import FallbackCounter, resolve_lm
-from .base import CheckedQueryRetriever
+from ..programs import ProgramSource, load_program, save_program
+from .base import ProgramRetriever
 from .confidence_config import DEFAULT_SIMILARITY_TOP_K, ConfidenceLoopConfig
-from .confidence_program import ConfidenceLoopModule, query_text
+from .confidence_program import ConfidenceLoopModule
 
 __all__ = ["ConfidenceLoopConfig", "ConfidenceLoopModule", "ConfidenceLoopRetriever"]
 
 
-class ConfidenceLoopRetriever(CheckedQueryRetriever):
+class ConfidenceLoopRetriever(ProgramRetriever):
     """Seed 001's confidence loop as a LlamaIndex retriever over any base retriever.
 
     Without an LM every step uses its LLM-free strategy; with one (``lm=`` a DSPy LM, ``llm=`` a LlamaIndex
@@ -54,7 +57,7 @@ class ConfidenceLoopRetriever(CheckedQueryRetriever):
     ``query``; ``rounds`` (per round: ``round``, ``k``, ``queries``, ``retrieved`` per query, ``new_passages``
     per query); ``entity_chains``; ``confidence``; ``gaps`` (``kind``, ``text``, ``query``, ``entities``,
     ``source``); ``round2`` (whether it ran); ``steps`` (per step: ``"lm"``, ``"llm_free"`` or
-    ``"fallback"``); ``fallbacks`` (steps that fell back on this query); ``pool_size``, ``pool_ids`` (every
+    ``"fallback"``); ``step_reasons`` (per step, the reason in one line); ``fallbacks`` (steps that fell back on this query); ``pool_size``, ``pool_ids`` (every
     passage considered, first-seen order); ``llm_free_order`` (the LLM-free listwise ranking, as indices into
     ``pool_ids``); ``ranking`` (per returned node: ``id``, ``title``, ``first_stage_score``, its LLM-free
     ``relevance`` and ``linked_from``, the passage whose bridge led it there); and
@@ -63,15 +66,18 @@ class ConfidenceLoopRetriever(CheckedQueryRetriever):
 
     LM answers are parsed by :mod:`llama_index_mhop.parsing`: a confidence outside 0-100 is rejected (the
     LLM-free assessment is used); generated queries beyond the maximum are cut; a ranking keeps its valid
-    indices in the LM's order, followed by the passages it left out in the LLM-free listwise order. The LM is
-    resolved once, when the retriever is built.
+    indices in the LM's order, followed by the passages it left out in the LLM-free listwise order. Without
+    ``lm``/``llm`` the LM is ``dspy.settings.lm`` when each step runs, so ``dspy.configure`` and
+    ``dspy.context(lm=...)`` after construction take effect; every predictor call runs in the caller's DSPy
+    context, so ``dspy.context(trace=[])`` (and every optimizer) sees it. The DSPy program is :attr:`program`.
 
     Args:
         base_retriever: the retriever that every query goes to.
         retriever_factory: builds the retriever for a given ``k`` (instead of ``base_retriever``).
         config: the loop's settings (:class:`ConfidenceLoopConfig`); or give them one by one as keywords.
-        lm: a DSPy LM (optional).
+        lm: a DSPy LM (optional; without one, ``dspy.settings.lm`` when each step runs, else LLM-free).
         llm: a LlamaIndex LLM (optional; not together with ``lm``).
+        program: a compiled :class:`ConfidenceLoopModule`, or the path of one saved by :meth:`save_program`.
         callback_manager: LlamaIndex callbacks.
         verbose: log each round's queries at INFO.
         **settings: any :class:`ConfidenceLoopConfig` field (``similarity_top_k=21``, ``round1_k=23``, ...).
@@ -89,6 +95,7 @@ class ConfidenceLoopRetriever(CheckedQueryRetriever):
         config: ConfidenceLoopConfig | None = None,
         lm: dspy.BaseLM | None = None,
         llm: Any = None,
+        program: ProgramSource | None = None,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
         **settings: Any,
@@ -105,6 +112,8 @@ class ConfidenceLoopRetriever(CheckedQueryRetriever):
         self.fallback_counts = FallbackCounter()
         runner = StepRunner(self.lm, self.fallback_counts, self.config.lm_timeout)
         self.program = ConfidenceLoopModule(self.config, self._search, self._asearch, runner, verbose)
+        if program is not None:
+            load_program(self.program, program)
         self.last_trace: dict[str, Any] = {}
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
@@ -141,6 +150,10 @@ class ConfidenceLoopRetriever(CheckedQueryRetriever):
 
         return cls(retriever_factory=factory, similarity_top_k=similarity_top_k, lm=lm, llm=llm, **kwargs)
 
+    def save_program(self, path: str | os.PathLike[str]) -> Path:
+        """Save the loop's DSPy program (instructions and demos of its four predictors) as DSPy's JSON."""
+        return save_program(self.program, path)
+
     def _retriever_for(self, k: int) -> BaseRetriever:
         if self._retriever_factory is None:
             return self._base_retriever  # type: ignore[return-value]
@@ -153,13 +166,3 @@ class ConfidenceLoopRetriever(CheckedQueryRetriever):
 
     async def _asearch(self, query: str, k: int) -> list[NodeWithScore]:
         return list(await self._retriever_for(k).aretrieve(query))[:k]
-
-    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        prediction = self.program(query=query_text(query_bundle))
-        self.last_trace = prediction.trace
-        return prediction.nodes
-
-    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        prediction = await self.program.acall(query=query_text(query_bundle))
-        self.last_trace = prediction.trace
-        return prediction.nodes

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import dspy
-from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.schema import NodeWithScore
 
 from ..confidence_strategies import (
     ConfidenceAssessment,
@@ -36,7 +36,7 @@ from ..signatures import (
     ListwiseDocumentReranker,
     TargetedQueryGenerator,
 )
-from ..validation import check_query
+from .base import query_text
 from .confidence_config import ConfidenceLoopConfig
 
 __all__ = ["STEP_ANALYZER", "STEP_CONFIDENCE", "STEP_RERANK", "STEP_TARGETED", "ConfidenceLoopModule"]
@@ -95,11 +95,6 @@ def _passages_text(views: Sequence[PassageView], chars: int) -> str:
         body = body if len(body) <= chars else body[:chars].rsplit(" ", 1)[0] + " ..."
         lines.append(f"[{i}] {view.title + ': ' if view.title else ''}{body}")
     return "\n".join(lines)
-
-
-def query_text(query: Any) -> str:
-    """The checked text of a query string or ``QueryBundle`` (see :func:`~llama_index_mhop.validation.check_query`)."""
-    return check_query(query.query_str if isinstance(query, QueryBundle) else query)
 
 
 class ConfidenceLoopModule(dspy.Module):
@@ -313,6 +308,7 @@ def _new_trace(query: str, record: StepRecord) -> dict[str, Any]:
         "gaps": [],
         "round2": False,
         "steps": record.steps,
+        "step_reasons": record.reasons,
         "fallbacks": record.fallbacks,
         "pool_size": 0,
         "pool_ids": [],

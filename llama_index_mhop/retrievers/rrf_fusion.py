@@ -13,21 +13,25 @@ order) comes right after it, hop after hop; the other perspective passages follo
 
 from __future__ import annotations
 
-import asyncio
 import logging
+import os
+from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import dspy
 from llama_index.core import VectorStoreIndex
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
-from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.schema import NodeWithScore
 
 from ..bridges import link_passages
 from ..confidence_strategies import PassageView
+from ..flow import Flow, Search, StepRecord, arun_flow, run_flow
 from ..fusion import DEFAULT_RRF_K, anchored_fusion, reciprocal_rank_fusion
-from ..query_transforms import PerspectiveQueryTransform
-from .base import CheckedQueryRetriever
+from ..programs import ProgramSource, load_program, save_program
+from ..query_transforms import PERSPECTIVES_STEP, PerspectiveQueryTransform
+from .base import ProgramRetriever, query_text
 
 __all__ = [
     "DEFAULT_CARRY_OVER_TOP_N",
@@ -35,6 +39,7 @@ __all__ = [
     "DEFAULT_NUM_ITERATIONS",
     "DEFAULT_PERSPECTIVE_TOP_K",
     "DEFAULT_SIMILARITY_TOP_K",
+    "RRFFusionModule",
     "RRFFusionRetriever",
 ]
 
@@ -47,84 +52,90 @@ DEFAULT_CONTEXT_TOP_N = 10
 DEFAULT_SIMILARITY_TOP_K = 21
 
 
-class RRFFusionRetriever(CheckedQueryRetriever):
-    """Iterative multi-perspective retrieval with Reciprocal Rank Fusion (seed 000).
+class _Shared:
+    """The transform and the searches a module uses but does not own: shared, never copied, when DSPy copies
+    the module for an optimizer."""
 
-    Args:
-        base_retriever: any LlamaIndex retriever (a vector index's, or a graph's such as
-            ``HippoGraphIndex.as_retriever()``); each perspective's ranking is its first ``perspective_top_k``
-            results and the query's own ranking its first ``similarity_top_k`` (so it should return that many).
-        query_transform: writes the perspectives; default a :class:`PerspectiveQueryTransform` using ``lm``/``llm``.
-        num_iterations: rounds of perspective retrieval (3).
-        perspective_top_k: passages kept per perspective (k=7).
-        carry_over_top_n: passages kept by RRF after each iteration (30).
-        context_top_n: top passages given to the next iteration's perspectives (10).
-        similarity_top_k: passages returned after the final fusion (21).
-        rrf_k: the RRF constant of the perspective lists (60).
-        lm, llm: the LM for the default transform (none: the LLM-free strategy).
+    def __init__(self, transform: PerspectiveQueryTransform, search: Callable[[str, int], list[NodeWithScore]] | None,
+                 asearch: Callable[[str, int], Awaitable[list[NodeWithScore]]] | None) -> None:
+        self.transform = transform
+        self.search = search
+        self.asearch = asearch
 
-    After each query, ``last_trace`` holds the query's own ranking (``anchor``), the perspectives, rankings,
-    bridge links, carried-over pool and context of every iteration (node ids), for inspection and
-    ``mhop query --explain``.
+    def __deepcopy__(self, memo: dict[int, Any]) -> _Shared:
+        return self
+
+
+class RRFFusionModule(dspy.Module):
+    """Seed 000's flow as a DSPy program: its predictor is the perspective transform's (``perspectives``).
+
+    ``forward(query)`` returns a ``dspy.Prediction`` with ``nodes``, ``node_ids`` and ``trace``. The numbers are
+    the retriever's (see :class:`RRFFusionRetriever`).
     """
 
     def __init__(
         self,
-        base_retriever: BaseRetriever,
-        query_transform: PerspectiveQueryTransform | None = None,
+        transform: PerspectiveQueryTransform,
+        search: Callable[[str, int], list[NodeWithScore]] | None = None,
+        asearch: Callable[[str, int], Awaitable[list[NodeWithScore]]] | None = None,
         num_iterations: int = DEFAULT_NUM_ITERATIONS,
         perspective_top_k: int = DEFAULT_PERSPECTIVE_TOP_K,
         carry_over_top_n: int = DEFAULT_CARRY_OVER_TOP_N,
         context_top_n: int = DEFAULT_CONTEXT_TOP_N,
         similarity_top_k: int = DEFAULT_SIMILARITY_TOP_K,
         rrf_k: int = DEFAULT_RRF_K,
-        lm: dspy.BaseLM | None = None,
-        llm: Any = None,
-        callback_manager: CallbackManager | None = None,
-        verbose: bool = False,
     ) -> None:
-        for name, value in {
-            "num_iterations": num_iterations,
-            "perspective_top_k": perspective_top_k,
-            "carry_over_top_n": carry_over_top_n,
-            "similarity_top_k": similarity_top_k,
-        }.items():
-            if value < 1:
-                raise ValueError(f"{name} must be at least 1, got {value}")
-        if context_top_n < 0 or context_top_n > carry_over_top_n:
-            raise ValueError(f"context_top_n must be between 0 and carry_over_top_n, got {context_top_n}")
-        self.base_retriever = base_retriever
-        self.query_transform = query_transform or PerspectiveQueryTransform(lm=lm, llm=llm)
+        super().__init__()
+        self.perspectives = transform.program
         self.num_iterations = num_iterations
         self.perspective_top_k = perspective_top_k
         self.carry_over_top_n = carry_over_top_n
         self.context_top_n = context_top_n
         self.similarity_top_k = similarity_top_k
         self.rrf_k = rrf_k
-        self.last_trace: dict[str, Any] = {}
-        super().__init__(callback_manager=callback_manager, verbose=verbose)
+        self._shared = _Shared(transform, search, asearch)
 
-    @classmethod
-    def from_defaults(
-        cls, index: VectorStoreIndex, perspective_top_k: int = DEFAULT_PERSPECTIVE_TOP_K, **kwargs: Any
-    ) -> RRFFusionRetriever:
-        """Fuse perspectives over a retriever of ``index`` (a Chroma-backed ``VectorStoreIndex``, a
-        ``HippoGraphIndex``...), deep enough for the query's own ranking."""
-        depth = max(perspective_top_k, kwargs.get("similarity_top_k", DEFAULT_SIMILARITY_TOP_K))
-        base = index.as_retriever(similarity_top_k=depth)
-        return cls(base_retriever=base, perspective_top_k=perspective_top_k, **kwargs)
+    def forward(self, query: str) -> dspy.Prediction:
+        shared, record = self._shared, StepRecord()
+        if shared.search is None:
+            raise RuntimeError("this RRFFusionModule has no search: build it through RRFFusionRetriever")
+        return self._prediction(run_flow(self.flow(query_text(query), record), shared.transform.runner, record,
+                                         shared.search))
 
-    @property
-    def fallback_counts(self) -> Any:
-        """How often the perspective LM step fell back to the LLM-free strategy."""
-        return self.query_transform.fallback_counts
+    async def aforward(self, query: str) -> dspy.Prediction:
+        shared, record = self._shared, StepRecord()
+        if shared.asearch is None:
+            raise RuntimeError("this RRFFusionModule has no search: build it through RRFFusionRetriever")
+        return self._prediction(await arun_flow(self.flow(query_text(query), record), shared.transform.runner,
+                                                record, shared.asearch))
 
-    def _ranking(self, results: list[NodeWithScore], nodes: dict[str, NodeWithScore]) -> list[str]:
-        ranking: list[str] = []
-        for result in results[: self.perspective_top_k]:
-            nodes.setdefault(result.node.node_id, result)
-            ranking.append(result.node.node_id)
-        return ranking
+    def flow(self, query: str, record: StepRecord) -> Flow[tuple[list[NodeWithScore], dict[str, Any]]]:
+        """The seed's loop, top to bottom; yields LM steps and searches (see :mod:`llama_index_mhop.flow`)."""
+        nodes: dict[str, NodeWithScore] = {}
+        lists: list[list[str]] = []
+        context: list[NodeWithScore] = []
+        trace: dict[str, Any] = {"query": query, "iterations": []}
+        # The query's own ranking: the anchor no perspective may dilute.
+        (anchor_results,) = yield Search([query], self.similarity_top_k)
+        anchor = self._anchor(anchor_results, nodes, trace)
+        for _ in range(self.num_iterations):
+            # Perspectives informed by the previous iteration's top passages, k passages for each.
+            perspectives = yield self._shared.transform.step(query, context, program=self.perspectives)
+            results = yield Search(perspectives, self.perspective_top_k)
+            rankings = [self._ranking(r, nodes) for r in results]  # perspective order: ties resolve alike
+            # Fuse every list so far; carry the top passages over, the best of them as the next context.
+            lists.extend(rankings)
+            pool, links = self._fuse(query, anchor, lists, nodes, self.carry_over_top_n)
+            context = [nodes[node_id] for node_id in pool[: self.context_top_n]]
+            trace["iterations"].append(
+                {"perspectives": perspectives, "rankings": rankings, "links": links, "pool": pool,
+                 "context": pool[: self.context_top_n], "step": record.steps[PERSPECTIVES_STEP],
+                 "reason": record.reasons[PERSPECTIVES_STEP]}
+            )
+        fused, _ = self._fuse(query, anchor, lists, nodes, self.similarity_top_k)
+        # Reciprocal-rank scores: monotone in the fused order.
+        trace["final"] = [[node_id, 1.0 / rank] for rank, node_id in enumerate(fused, start=1)]
+        return [NodeWithScore(node=nodes[node_id].node, score=score) for node_id, score in trace["final"]], trace
 
     def _anchor(self, results: list[NodeWithScore], nodes: dict[str, NodeWithScore], trace: dict) -> list[str]:
         anchor = []
@@ -145,51 +156,98 @@ class RRFFusionRetriever(CheckedQueryRetriever):
             links = link_passages(query, [views[anchor[0]]], [views[i] for i in by_rrf])
         return anchored_fusion(anchor, links, by_rrf, top_n=top_n), links
 
-    def _record(
-        self, trace: dict, perspectives: list[str], rankings: list[list[str]], pool: list[str], links: dict
+    def _ranking(self, results: list[NodeWithScore], nodes: dict[str, NodeWithScore]) -> list[str]:
+        ranking: list[str] = []
+        for result in results[: self.perspective_top_k]:
+            nodes.setdefault(result.node.node_id, result)
+            ranking.append(result.node.node_id)
+        return ranking
+
+    @staticmethod
+    def _prediction(result: tuple[list[NodeWithScore], dict[str, Any]]) -> dspy.Prediction:
+        nodes, trace = result
+        return dspy.Prediction(nodes=nodes, node_ids=[n.node.node_id for n in nodes], trace=trace)
+
+
+class RRFFusionRetriever(ProgramRetriever):
+    """Iterative multi-perspective retrieval with Reciprocal Rank Fusion (seed 000).
+
+    Args:
+        base_retriever: any LlamaIndex retriever (a vector index's, or a graph's such as
+            ``HippoGraphIndex.as_retriever()``); each perspective's ranking is its first ``perspective_top_k``
+            results and the query's own ranking its first ``similarity_top_k`` (so it should return that many).
+        query_transform: writes the perspectives; default a :class:`PerspectiveQueryTransform` using ``lm``/``llm``.
+        num_iterations: rounds of perspective retrieval (3).
+        perspective_top_k: passages kept per perspective (k=7).
+        carry_over_top_n: passages kept by RRF after each iteration (30).
+        context_top_n: top passages given to the next iteration's perspectives (10).
+        similarity_top_k: passages returned after the final fusion (21).
+        rrf_k: the RRF constant of the perspective lists (60).
+        lm, llm: the LM for the default transform (none: ``dspy.settings.lm`` when a query runs, else LLM-free).
+        program: a compiled :class:`RRFFusionModule`, or the path of one saved by :meth:`save_program`.
+
+    After each query, ``last_trace`` holds the query's own ranking (``anchor``), the perspectives, rankings,
+    bridge links, carried-over pool and context of every iteration (node ids) and whether its perspectives came from the LM (``step``: ``"lm"``, ``"llm_free"`` or
+    ``"fallback"``, with the ``reason``), for inspection and ``mhop query --explain``. The DSPy program is
+    :attr:`program`: its predictor runs in the caller's DSPy context, so traces and optimizers see each call.
+    """
+
+    def __init__(
+        self,
+        base_retriever: BaseRetriever,
+        query_transform: PerspectiveQueryTransform | None = None,
+        num_iterations: int = DEFAULT_NUM_ITERATIONS,
+        perspective_top_k: int = DEFAULT_PERSPECTIVE_TOP_K,
+        carry_over_top_n: int = DEFAULT_CARRY_OVER_TOP_N,
+        context_top_n: int = DEFAULT_CONTEXT_TOP_N,
+        similarity_top_k: int = DEFAULT_SIMILARITY_TOP_K,
+        rrf_k: int = DEFAULT_RRF_K,
+        lm: dspy.BaseLM | None = None,
+        llm: Any = None,
+        program: ProgramSource | None = None,
+        callback_manager: CallbackManager | None = None,
+        verbose: bool = False,
     ) -> None:
-        trace["iterations"].append({"perspectives": perspectives, "rankings": rankings, "links": links,
-                                    "pool": pool, "context": pool[: self.context_top_n]})
+        for name, value in {
+            "num_iterations": num_iterations,
+            "perspective_top_k": perspective_top_k,
+            "carry_over_top_n": carry_over_top_n,
+            "similarity_top_k": similarity_top_k,
+        }.items():
+            if value < 1:
+                raise ValueError(f"{name} must be at least 1, got {value}")
+        if context_top_n < 0 or context_top_n > carry_over_top_n:
+            raise ValueError(f"context_top_n must be between 0 and carry_over_top_n, got {context_top_n}")
+        self.base_retriever = base_retriever
+        self.query_transform = query_transform or PerspectiveQueryTransform(lm=lm, llm=llm)
+        self.program = RRFFusionModule(self.query_transform, self._search, self._asearch, num_iterations,
+                                       perspective_top_k, carry_over_top_n, context_top_n, similarity_top_k, rrf_k)
+        if program is not None:
+            load_program(self.program, program)
+        self.last_trace: dict[str, Any] = {}
+        super().__init__(callback_manager=callback_manager, verbose=verbose)
 
-    def _result(
-        self, anchor: list[str], lists: list[list[str]], nodes: dict[str, NodeWithScore], trace: dict
-    ) -> list[NodeWithScore]:
-        fused, _ = self._fuse(trace["query"], anchor, lists, nodes, self.similarity_top_k)
-        # Reciprocal-rank scores: monotone in the fused order.
-        trace["final"] = [[node_id, 1.0 / rank] for rank, node_id in enumerate(fused, start=1)]
-        self.last_trace = trace
-        return [NodeWithScore(node=nodes[node_id].node, score=score) for node_id, score in trace["final"]]
+    @classmethod
+    def from_defaults(
+        cls, index: VectorStoreIndex, perspective_top_k: int = DEFAULT_PERSPECTIVE_TOP_K, **kwargs: Any
+    ) -> RRFFusionRetriever:
+        """Fuse perspectives over a retriever of ``index`` (a Chroma-backed ``VectorStoreIndex``, a
+        ``HippoGraphIndex``...), deep enough for the query's own ranking."""
+        depth = max(perspective_top_k, kwargs.get("similarity_top_k", DEFAULT_SIMILARITY_TOP_K))
+        base = index.as_retriever(similarity_top_k=depth)
+        return cls(base_retriever=base, perspective_top_k=perspective_top_k, **kwargs)
 
-    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        query = query_bundle.query_str
-        nodes: dict[str, NodeWithScore] = {}
-        lists: list[list[str]] = []
-        context: list[NodeWithScore] = []
-        trace: dict[str, Any] = {"query": query, "iterations": []}
-        anchor = self._anchor(self.base_retriever.retrieve(query), nodes, trace)
-        for _ in range(self.num_iterations):
-            perspectives = self.query_transform.generate(query, context)
-            rankings = [self._ranking(self.base_retriever.retrieve(p), nodes) for p in perspectives]
-            lists.extend(rankings)
-            pool, links = self._fuse(query, anchor, lists, nodes, self.carry_over_top_n)
-            context = [nodes[node_id] for node_id in pool[: self.context_top_n]]
-            self._record(trace, perspectives, rankings, pool, links)
-        return self._result(anchor, lists, nodes, trace)
+    @property
+    def fallback_counts(self) -> Any:
+        """How often the perspective LM step fell back to the LLM-free strategy."""
+        return self.query_transform.fallback_counts
 
-    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        query = query_bundle.query_str
-        nodes: dict[str, NodeWithScore] = {}
-        lists: list[list[str]] = []
-        context: list[NodeWithScore] = []
-        trace: dict[str, Any] = {"query": query, "iterations": []}
-        anchor = self._anchor(await self.base_retriever.aretrieve(query), nodes, trace)
-        for _ in range(self.num_iterations):
-            perspectives = await self.query_transform.agenerate(query, context)
-            results = await asyncio.gather(*(self.base_retriever.aretrieve(p) for p in perspectives))
-            # Register nodes in perspective order so ties resolve exactly as on the sync path.
-            rankings = [self._ranking(r, nodes) for r in results]
-            lists.extend(rankings)
-            pool, links = self._fuse(query, anchor, lists, nodes, self.carry_over_top_n)
-            context = [nodes[node_id] for node_id in pool[: self.context_top_n]]
-            self._record(trace, perspectives, rankings, pool, links)
-        return self._result(anchor, lists, nodes, trace)
+    def save_program(self, path: str | os.PathLike[str]) -> Path:
+        """Save the DSPy program (the perspective predictor's instructions and demos) as DSPy's JSON."""
+        return save_program(self.program, path)
+
+    def _search(self, query: str, k: int) -> list[NodeWithScore]:
+        return self.base_retriever.retrieve(query)
+
+    async def _asearch(self, query: str, k: int) -> list[NodeWithScore]:
+        return await self.base_retriever.aretrieve(query)

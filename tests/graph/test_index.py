@@ -18,17 +18,6 @@ from tests.word_bag import WordBagEmbedding
 DATA = Path(__file__).parent / "data"
 
 
-class CountingExtractor:
-    """The LLM-free extractor, counting the passages it reads."""
-
-    def __init__(self) -> None:
-        self.titles: list[str] = []
-
-    def extract(self, text: str, title: str | None = None) -> Extraction:
-        self.titles.append(title or "")
-        return extract_llm_free(text, title)
-
-
 def mini_docs():
     return [make_document(r["title"], r["text"]) for r in json.loads((DATA / "mini_corpus.json").read_text())]
 
@@ -71,8 +60,8 @@ def snapshot(index: HippoGraphIndex) -> dict:
     }
 
 
-def test_three_collections_with_counts_matching_the_graph():
-    index = build(mini_docs(), "idx_counts")
+def test_three_collections_with_counts_matching_the_graph(tmp_path):
+    index = build(mini_docs(), "idx_counts", client=chromadb.PersistentClient(path=str(tmp_path)))
     counts = index.counts()
     assert counts["passages"] == counts["chroma_passages"] == 5
     assert counts["entities"] == counts["chroma_entities"] == 14
@@ -126,9 +115,9 @@ def test_delete_unknown_id_is_a_clear_error():
         index.delete("nope")
 
 
-def test_killed_build_resumes_without_redoing_work(tmp_path):
+def test_killed_build_resumes_without_redoing_work(tmp_path, counting_extractor):
     docs = all_docs()
-    extractor = CountingExtractor()
+    extractor = counting_extractor()
     embedder = WordBagEmbedding()
 
     def stop_after_second_batch(batch: int, done: int) -> None:
@@ -145,7 +134,7 @@ def test_killed_build_resumes_without_redoing_work(tmp_path):
     assert len(extractor.titles) == 6
     first_titles = list(extractor.titles)
 
-    resumed_extractor = CountingExtractor()
+    resumed_extractor = counting_extractor()
     resumed = HippoGraphIndex.from_documents(
         docs, embed_model=embedder, persist_dir=tmp_path / "run", extractor=resumed_extractor,
         insert_batch_size=3, show_progress=False, name="resume",
@@ -196,11 +185,11 @@ def test_persist_and_reload(tmp_path):
     assert after == before
 
 
-def test_from_documents_reopens_a_finished_index(tmp_path):
+def test_from_documents_reopens_a_finished_index(tmp_path, counting_extractor):
     embedder = WordBagEmbedding()
     first = HippoGraphIndex.from_documents(mini_docs(), embed_model=embedder, persist_dir=tmp_path,
                                            show_progress=False, name="reopen")
-    extractor = CountingExtractor()
+    extractor = counting_extractor()
     again = HippoGraphIndex.from_documents(all_docs(), embed_model=embedder, persist_dir=tmp_path,
                                            show_progress=False, name="reopen", extractor=extractor)
     assert len(extractor.titles) == len(MORE)  # only the new documents

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
+import threading
 import time
 
 import chromadb
+import dspy
 import pytest
 from dspy.utils import DummyLM
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -17,6 +20,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from llama_index_mhop.confidence_strategies import (
     analyze_query,
 )
+from llama_index_mhop.lm_clients import function_lm, render_fields
 from llama_index_mhop.retrievers.confidence_loop import ConfidenceLoopRetriever
 from llama_index_mhop.vector_index import build_vector_index
 from tests.lm_faults import FAULTS, faulty_lm
@@ -503,3 +507,144 @@ def test_confidence_loop_survives_ten_times_too_many_items():
     trace = retriever.last_trace
     assert all(len(r["queries"]) <= retriever.config.max_round1_queries + 1 for r in trace["rounds"])
     assert retriever.fallback_counts.total == list(trace["steps"].values()).count("fallback") >= 1
+
+
+# -- the DSPy program: the caller's context, the LM at call time, compile, save and load ------------------------
+
+
+def test_every_lm_call_is_one_trace_entry_in_the_callers_context():
+    lm = DummyLM(lm_script({"confidence": "50", "missing_information": "director"}, {"queries": "King films"},
+                           RANKING))
+    retriever = make_retriever([], lm=lm)
+    with dspy.context(trace=[]):
+        retriever.retrieve(QUERY)
+        trace = dspy.settings.trace
+    assert [type(entry[0].signature).__name__ for entry in trace] == [type(p.signature).__name__ for p in (
+        retriever.program.analyzer, retriever.program.evaluator, retriever.program.query_generator,
+        retriever.program.reranker)]
+    assert len(trace) == len(lm.history) == 4
+
+
+async def test_the_async_path_records_the_trace_too():
+    lm = DummyLM(lm_script({"confidence": "90", "missing_information": "none"}, RANKING))
+    with dspy.context(trace=[]):
+        await make_retriever([], lm=lm).aretrieve(QUERY)
+        assert len(dspy.settings.trace) == len(lm.history) == 3
+
+
+def test_an_lm_configured_after_construction_is_used():
+    retriever = make_retriever([])
+    retriever.retrieve(QUERY)
+    assert set(retriever.last_trace["steps"].values()) == {"llm_free"}
+    lm = DummyLM(lm_script({"confidence": "90", "missing_information": "none"}, RANKING))
+    with dspy.context(lm=lm):
+        nodes = retriever.retrieve(QUERY)
+    assert set(retriever.last_trace["steps"].values()) == {"lm"} and len(lm.history) == 3
+    pool = retriever.last_trace["pool_ids"]
+    assert [n.node.node_id for n in nodes[:2]] == [pool[1], pool[0]]  # the LM's ranking "1, 0, 2"
+
+
+def test_a_failed_step_says_why_in_one_short_line(caplog):
+    answer = "not a number " + "x" * 2000
+    lm = DummyLM(lm_script({"confidence": answer, "missing_information": "none"}, RANKING, RANKING))
+    retriever = make_retriever([], lm=lm)
+    with caplog.at_level(logging.WARNING, logger="llama_index_mhop.lm"):
+        retriever.retrieve(QUERY)
+    reason = retriever.last_trace["step_reasons"]["confidence_evaluator"]
+    assert retriever.last_trace["steps"]["confidence_evaluator"] == "fallback"
+    assert reason.startswith("LMOutputError") and len(reason) <= 200 and "\n" not in reason
+    warning = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warning) == 1 and len(warning[0]) < 300
+
+
+def _single_entry_lm(delay: float):
+    """An LM that fails if two calls are inside it at once (as llama.cpp crashes), answering after ``delay``."""
+    inside = threading.Lock()
+    answers = {"entity_chains": ANALYZER, "confidence": {"confidence": "90", "missing_information": "none"},
+               "ranking": RANKING}
+
+    def chat(messages):
+        if not inside.acquire(blocking=False):
+            raise RuntimeError("entered twice at once")
+        try:
+            time.sleep(delay)
+            system = messages[0][1]
+            name = next(name for name in answers if f"`{name}`" in system.split("Your output fields are:")[1])
+            return render_fields(answers[name])
+        finally:
+            inside.release()
+
+    return function_lm(chat, model="scripted/single-entry")
+
+
+async def test_an_lm_that_is_not_thread_safe_is_entered_once_and_waits_are_not_timed():
+    lm = _single_entry_lm(delay=0.2)
+    retrievers = [make_retriever([], lm=lm, lm_timeout=2.0) for _ in range(4)]
+    # 4 queries x 3 steps = 12 calls of 0.2 s: most calls wait longer than the 2 s timeout for their turn.
+    await asyncio.gather(*(r.aretrieve(QUERY) for r in retrievers), *(asyncio.to_thread(r.retrieve, QUERY)
+                                                                      for r in retrievers))
+    for retriever in retrievers:
+        assert set(retriever.last_trace["steps"].values()) == {"lm"}, retriever.last_trace["step_reasons"]
+        assert retriever.fallback_counts.total == 0
+
+
+def test_a_hung_lm_in_one_component_does_not_starve_another():
+    hung = function_lm(lambda messages: time.sleep(30) or "", model="scripted/hung", thread_safe=True)
+    stuck = make_retriever([], lm=hung, lm_timeout=0.1)
+    for _ in range(3):
+        stuck.retrieve(QUERY)  # 4 steps each (the LLM-free confidence runs round 2): 12 calls hang on
+    assert stuck.fallback_counts.total == 12
+    healthy = make_retriever([], lm=DummyLM(lm_script({"confidence": "90", "missing_information": "none"},
+                                                      RANKING)), lm_timeout=5.0)
+    healthy.retrieve(QUERY)
+    assert healthy.fallback_counts.total == 0 and set(healthy.last_trace["steps"].values()) == {"lm"}
+
+
+def _prompt_keyed_lm():
+    """A scripted LM whose ranking depends on the whole prompt (demos included): same prompt, same answer."""
+
+    def chat(messages):
+        system = messages[0][1]
+        fields = system.split("Your output fields are:")[1]
+        if "`entity_chains`" in fields:
+            return render_fields(ANALYZER)
+        if "`confidence`" in fields:
+            return render_fields({"confidence": "90", "missing_information": "none"})
+        digest = hashlib.sha256(json.dumps(messages).encode()).digest()
+        return render_fields({"ranking": ", ".join(str(b % 5) for b in digest[:5])})
+
+    return function_lm(chat, model="scripted/prompt-keyed")
+
+
+def test_bootstrap_few_shot_compiles_saves_and_reloads_identically(tmp_path):
+    lm = _prompt_keyed_lm()
+    student = make_retriever([], lm=lm)
+    trainset = [dspy.Example(query=q, gold="n00").with_inputs("query") for q in (
+        QUERY, "Which film was shot in Leland?", "Who wrote Maximum Overdrive?", "Where is Brunswick County?")]
+
+    def metric(example, prediction, trace=None):
+        return example.gold in prediction.node_ids[:21]
+
+    optimizer = dspy.BootstrapFewShot(metric=metric, max_bootstrapped_demos=2, max_labeled_demos=0)
+    compiled = optimizer.compile(student.program, trainset=trainset)
+    assert all(len(p.demos) == 2 for p in compiled.predictors()[:2]) and len(compiled.reranker.demos) == 2
+    student.program.load_state(compiled.dump_state())
+    path = student.save_program(tmp_path / "confidence_loop.json")
+    saved = json.loads(path.read_text())
+    assert len(saved["reranker"]["demos"]) == 2
+
+    fresh = make_retriever([], lm=lm, program=path)
+    assert fresh.program.dump_state() == student.program.dump_state()
+    queries = [QUERY, "Which film was shot in Leland?"]
+    assert [[n.node.node_id for n in fresh.retrieve(q)] for q in queries] == [
+        [n.node.node_id for n in student.retrieve(q)] for q in queries]
+    # The demos are in the prompts: an uncompiled loop asks the reranker something else.
+    assert [n.node.node_id for n in make_retriever([], lm=lm).retrieve(QUERY)] != [
+        n.node.node_id for n in student.retrieve(QUERY)]
+
+
+def test_program_must_be_a_saved_confidence_loop(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        make_retriever([], program=tmp_path / "missing.json")
+    with pytest.raises(TypeError, match="ConfidenceLoopModule"):
+        make_retriever([], program=dspy.Predict("question -> answer"))

@@ -1,11 +1,14 @@
 import asyncio
 import hashlib
+import json
 
+import dspy
 import pytest
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from llama_index_mhop.fusion import anchored_fusion, reciprocal_rank_fusion
+from llama_index_mhop.lm_clients import function_lm, render_fields
 from llama_index_mhop.query_transforms import PerspectiveQueryTransform
 from llama_index_mhop.retrievers import RRFFusionRetriever
 from tests.lm_faults import faulty_lm
@@ -44,13 +47,9 @@ class RecordingTransform(PerspectiveQueryTransform):
         super().__init__()
         self.contexts: list[list[str]] = []
 
-    def generate(self, query, context=()):
+    def step(self, query, context=(), program=None):
         self.contexts.append([c.node.node_id for c in context])
-        return super().generate(query, context)
-
-    async def agenerate(self, query, context=()):
-        self.contexts.append([c.node.node_id for c in context])
-        return await super().agenerate(query, context)
+        return super().step(query, context, program)
 
 
 QUERY = "Which magazine was started first, Arthur's Magazine or First for Women?"
@@ -166,3 +165,54 @@ def test_rrf_retriever_answers_with_faulty_lm_sync_and_async():
         retriever = RRFFusionRetriever(base_retriever=RecordingRetriever(), query_transform=transform)
         assert len(run(retriever)) == 21
         assert retriever.fallback_counts.total >= 2  # three iterations, faults in order: at least two fall back
+
+
+# -- the DSPy program -----------------------------------------------------------------------------------------
+
+
+def _perspective_lm():
+    """Perspectives that depend on the whole prompt (demos included): the same prompt gives the same answer."""
+
+    def chat(messages):
+        digest = hashlib.sha256(json.dumps(messages).encode()).hexdigest()
+        return render_fields({"perspectives": [f"Topic{int(digest[i], 16) % 7} angle {digest[i:i + 4]}"
+                                               for i in range(0, 20, 4)]})
+
+    return function_lm(chat, model="scripted/perspectives")
+
+
+def test_each_iteration_is_one_lm_call_and_one_trace_entry():
+    lm = _perspective_lm()
+    retriever = RRFFusionRetriever(base_retriever=RecordingRetriever(), lm=lm)
+    with dspy.context(trace=[]):
+        retriever.retrieve(QUERY)
+        assert len(dspy.settings.trace) == len(lm.history) == 3
+    assert [it["step"] for it in retriever.last_trace["iterations"]] == ["lm", "lm", "lm"]
+
+
+def test_an_lm_configured_after_construction_is_used():
+    retriever = RRFFusionRetriever(base_retriever=RecordingRetriever())
+    retriever.retrieve(QUERY)
+    assert {it["step"] for it in retriever.last_trace["iterations"]} == {"llm_free"}
+    lm = _perspective_lm()
+    with dspy.context(lm=lm):
+        retriever.retrieve(QUERY)
+    assert {it["step"] for it in retriever.last_trace["iterations"]} == {"lm"} and len(lm.history) == 3
+    assert retriever.last_trace["iterations"][0]["perspectives"][0].startswith("Topic")
+
+
+def test_bootstrap_few_shot_compiles_saves_and_reloads_identically(tmp_path):
+    lm = _perspective_lm()
+    student = RRFFusionRetriever(base_retriever=RecordingRetriever(), lm=lm)
+    trainset = [dspy.Example(query=f"Which topic links Topic{i} and Topic{i + 1}?").with_inputs("query")
+                for i in range(4)]
+    optimizer = dspy.BootstrapFewShot(metric=lambda example, prediction, trace=None: len(prediction.node_ids) == 21,
+                                      max_bootstrapped_demos=2, max_labeled_demos=0)
+    student.program.load_state(optimizer.compile(student.program, trainset=trainset).dump_state())
+    assert len(student.program.perspectives.generate.demos) == 2
+    path = student.save_program(tmp_path / "rrf_fusion.json")
+    fresh = RRFFusionRetriever(base_retriever=RecordingRetriever(), lm=lm, program=path)
+    assert fresh.program.dump_state() == student.program.dump_state()
+    assert [n.node.node_id for n in fresh.retrieve(QUERY)] == [n.node.node_id for n in student.retrieve(QUERY)]
+    uncompiled = RRFFusionRetriever(base_retriever=RecordingRetriever(), lm=lm)
+    assert [n.node.node_id for n in uncompiled.retrieve(QUERY)] != [n.node.node_id for n in student.retrieve(QUERY)]

@@ -1,0 +1,183 @@
+"""``mhop optimize``: compile a retriever's DSPy program against a retrieval metric with DSPy's own optimizers.
+
+The dataset's questions are split with a seed into a train split (``--train N``) and a dev split (the rest). The
+retriever's program (``retriever.program``) is compiled on the train split with the metric, the dev metric is
+measured before and after, and the compiled program is saved as DSPy's JSON (load it with ``program=`` or
+``mhop query/bench --program``). Nothing here writes an optimizer: ``bootstrap`` is ``dspy.BootstrapFewShot``,
+``mipro`` is ``dspy.MIPROv2`` and ``gepa`` is ``dspy.GEPA``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import dspy
+
+from ..metrics import all_gold_at_k, recall_at_k
+from .loaders import BenchDataset, BenchQuestion
+
+__all__ = [
+    "METRICS",
+    "OPTIMIZERS",
+    "OPTIMIZABLE",
+    "OptimizeResult",
+    "add_optimize_arguments",
+    "optimize_program",
+    "retrieval_metric",
+    "run_optimize",
+    "split_questions",
+]
+
+#: The retrievers whose LM flow is one DSPy program at ``retriever.program``.
+OPTIMIZABLE = ("rrf_fusion", "confidence_loop")
+OPTIMIZERS = ("bootstrap", "mipro", "gepa")
+METRICS: dict[str, tuple[Callable[..., float], int]] = {"all_gold@21": (all_gold_at_k, 21), "recall@5": (recall_at_k, 5)}
+
+
+def split_questions(
+    questions: Sequence[BenchQuestion], train: int, seed: int = 0
+) -> tuple[list[BenchQuestion], list[BenchQuestion]]:
+    """A seeded split: ``train`` questions to compile on, the rest to measure on.
+
+    Raises:
+        ValueError: ``train`` is below 1 or leaves no dev question.
+    """
+    if train < 1 or train >= len(questions):
+        raise ValueError(f"--train must be between 1 and {len(questions) - 1} for {len(questions)} questions")
+    order = list(questions)
+    random.Random(seed).shuffle(order)
+    return order[:train], order[train:]
+
+
+def _passage_ids(prediction: dspy.Prediction) -> list[str]:
+    return [str(n.node.metadata.get("passage_id", n.node.node_id)) for n in prediction.nodes]
+
+
+def retrieval_metric(name: str) -> Callable[..., float]:
+    """``metric(example, prediction, trace=None, *_)``: the named metric of the prediction's passages.
+
+    Raises:
+        ValueError: an unknown metric name.
+    """
+    if name not in METRICS:
+        raise ValueError(f"unknown metric {name!r}; choose from {', '.join(METRICS)}")
+    function, k = METRICS[name]
+
+    def metric(example: dspy.Example, prediction: dspy.Prediction, trace: Any = None, *_: Any) -> float:
+        return function(_passage_ids(prediction), example.gold, k)
+
+    return metric
+
+
+def _examples(questions: Sequence[BenchQuestion]) -> list[dspy.Example]:
+    return [dspy.Example(query=q.text, gold=list(q.gold_ids)).with_inputs("query") for q in questions]
+
+
+def _evaluate(program: dspy.Module, examples: Sequence[dspy.Example], metric: Callable[..., float]) -> float:
+    scores = [metric(example, program(query=example.query)) for example in examples]
+    return 100.0 * sum(scores) / len(scores)
+
+
+def _optimizer(name: str, metric: Callable[..., float], lm: Any) -> Any:
+    if name == "bootstrap":
+        return dspy.BootstrapFewShot(metric=metric, max_bootstrapped_demos=4, max_labeled_demos=0)
+    if name == "mipro":
+        return dspy.MIPROv2(metric=metric, auto="light")
+    if name == "gepa":
+        return dspy.GEPA(metric=metric, auto="light", reflection_lm=lm)
+    raise ValueError(f"unknown optimizer {name!r}; choose from {', '.join(OPTIMIZERS)}")
+
+
+@dataclass(frozen=True)
+class OptimizeResult:
+    """What a compile run measured and wrote."""
+
+    retriever: str
+    metric: str
+    optimizer: str
+    train: int
+    dev: int
+    dev_before: float
+    dev_after: float
+    program_path: Path
+
+
+def optimize_program(
+    retriever: Any,
+    name: str,
+    dataset: BenchDataset,
+    optimizer: str,
+    metric_name: str,
+    train: int,
+    out: str | Path,
+    lm: Any = None,
+    seed: int = 0,
+) -> OptimizeResult:
+    """Compile ``retriever.program`` on a seeded train split and save it; measure the dev split before and after.
+
+    Args:
+        retriever: a built retriever with ``program`` and ``save_program`` (see :data:`OPTIMIZABLE`).
+        name: its registered name (for the report).
+        dataset: the questions (gold passage ids) and corpus the retriever searches.
+        optimizer: one of :data:`OPTIMIZERS`.
+        metric_name: one of :data:`METRICS`.
+        train: questions to compile on; the others are the dev split.
+        out: where the compiled program's JSON goes.
+        lm: the LM the program runs with (used as GEPA's reflection LM).
+        seed: the split's seed.
+    """
+    metric = retrieval_metric(metric_name)
+    train_questions, dev_questions = split_questions(dataset.questions, train, seed)
+    trainset, devset = _examples(train_questions), _examples(dev_questions)
+    before = _evaluate(retriever.program, devset, metric)
+    compiled = _optimizer(optimizer, metric, lm).compile(retriever.program, trainset=trainset)
+    retriever.program.load_state(compiled.dump_state())
+    after = _evaluate(retriever.program, devset, metric)
+    path = retriever.save_program(out)
+    return OptimizeResult(name, metric_name, optimizer, len(trainset), len(devset), before, after, path)
+
+
+def add_optimize_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Add the ``mhop optimize`` options to ``parser``."""
+    parser.add_argument("--dataset", required=True, help="dataset folder or question file")
+    parser.add_argument("--retriever", required=True, choices=OPTIMIZABLE)
+    parser.add_argument("--lm", required=True, help="'local' (SmolLM2 via llama-cpp) or a DSPy model string")
+    parser.add_argument("--optimizer", default="bootstrap", choices=OPTIMIZERS)
+    parser.add_argument("--metric", default="all_gold@21", choices=tuple(METRICS))
+    parser.add_argument("--train", type=int, default=20, help="questions to compile on (the rest measure it)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the train/dev split")
+    parser.add_argument("--out", required=True, help="where the compiled program's JSON goes")
+    parser.add_argument("--work-dir", default=".mhop/optimize", help="working directory (default: %(default)s)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    return parser
+
+
+def run_optimize(args: argparse.Namespace) -> int:
+    """``mhop optimize``: build the retriever over the dataset's corpus, compile, report, save."""
+    from ..defaults import default_chroma_client, default_embed_model
+    from ..lm_clients import lm_from_spec
+    from .context import BenchContext, passage_documents
+    from .loaders import load_dataset
+    from .registry import get_retriever_spec
+
+    lm = lm_from_spec(args.lm)
+    if lm is None:
+        raise ValueError("mhop optimize needs an LM: --lm local or a DSPy model string")
+    dataset = load_dataset(args.dataset)
+    work_dir = Path(args.work_dir)
+    work_dir.mkdir(parents=True, exist_ok=True)
+    context = BenchContext(passage_documents(dataset.passages), embed_model=default_embed_model(),
+                           chroma_client=default_chroma_client(work_dir / "chroma"), work_dir=work_dir, top_k=21,
+                           lm=lm, show_progress=not args.quiet)
+    retriever = get_retriever_spec(args.retriever).factory(context)
+    result = optimize_program(retriever, args.retriever, dataset, args.optimizer, args.metric, args.train,
+                              args.out, lm=lm, seed=args.seed)
+    print(f"{result.retriever} {result.metric} on {result.dev} dev questions: {result.dev_before:.1f} before, "
+          f"{result.dev_after:.1f} after {result.optimizer} on {result.train} train questions")
+    print(f"wrote {result.program_path}")
+    return 0

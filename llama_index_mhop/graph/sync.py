@@ -1,0 +1,202 @@
+"""One sync rule for a graph index: a document is known by its doc id and its content hash.
+
+Indexing a set of documents adds the new ones, replaces the changed ones (their old passages, and the facts and
+entities only those supported, leave the graph and Chroma) and leaves unchanged ones untouched: nothing is
+extracted or embedded again. The hashes live where LlamaIndex keeps them, in a ``SimpleDocumentStore``
+(``get_document_hash``/``set_document_hashes``), persisted beside the index as ``hippo_docstore.json``.
+
+Crash safety: new passages go in first (checkpointed per batch, :mod:`.checkpoint`); the passages to drop leave
+the graph in memory; then the ids to delete from Chroma are written to ``hippo_removal.json``, the graph and the
+docstore are saved, the Chroma rows are deleted and the removal file goes. A sync killed anywhere therefore
+leaves either the old graph (the next sync redoes the work, reusing what the checkpoint and Chroma hold) or the
+new graph with a removal file, which :func:`finish_removal` completes when the index is opened.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from llama_index.core import Document
+from llama_index.core.schema import TextNode
+from llama_index.core.storage.docstore import SimpleDocumentStore
+
+from ..stores import load_documents
+from .graph_stores import GraphStores
+from .json_files import check_field, check_value, read_json_object, write_json
+from .knowledge_graph import KnowledgeGraph
+from .synonymy import SynonymyRefresher
+
+__all__ = [
+    "DOCSTORE_FILE",
+    "REMOVAL_FILE",
+    "Removal",
+    "SyncPlan",
+    "detach_passages",
+    "finish_removal",
+    "known_doc_ids",
+    "load_docstore",
+    "passages_by_document",
+    "plan_sync",
+    "as_documents",
+    "commit_removal",
+]
+
+DOCSTORE_FILE = "hippo_docstore.json"
+REMOVAL_FILE = "hippo_removal.json"
+
+
+@dataclass
+class SyncPlan:
+    """What indexing a set of documents changes.
+
+    Attributes:
+        refreshed: per document, whether it was new or changed (LlamaIndex's ``refresh_ref_docs`` result).
+        nodes: the passages of new and changed documents (those already in the graph are skipped when added).
+        stale: passages of changed documents that their new version no longer has.
+        hashes: the document hashes to record once the change is done.
+    """
+
+    refreshed: list[bool] = field(default_factory=list)
+    nodes: list[TextNode] = field(default_factory=list)
+    stale: list[str] = field(default_factory=list)
+    hashes: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def changes_anything(self) -> bool:
+        return bool(self.nodes or self.stale or self.hashes)
+
+
+def plan_sync(documents: Sequence[Document], docstore: SimpleDocumentStore, graph: KnowledgeGraph,
+              chunk: Callable[[Sequence[Document]], list[TextNode]]) -> SyncPlan:
+    """Sort documents into new, changed and unchanged by doc id and hash (a repeated id counts once, first).
+
+    A document without a recorded hash whose passages are exactly those the graph holds for its id (an index
+    built before hashes were kept) counts as unchanged, and its hash is recorded.
+    """
+    first: dict[str, int] = {}
+    for position, doc in enumerate(documents):
+        first.setdefault(doc.id_, position)
+    recorded = {doc.id_: docstore.get_document_hash(doc.id_) for doc in documents}
+    candidates = [doc for position, doc in enumerate(documents)
+                  if first[doc.id_] == position and recorded[doc.id_] != doc.hash]
+    new_passages: dict[str, list[TextNode]] = {}
+    for node in chunk(candidates):  # one call: passages shared by two documents are kept once
+        new_passages.setdefault(node.ref_doc_id or "", []).append(node)
+    old_passages = passages_by_document(graph) if candidates else {}
+    plan = SyncPlan(refreshed=[False] * len(documents))
+    for position, doc in enumerate(documents):
+        if first[doc.id_] != position or recorded[doc.id_] == doc.hash:
+            continue
+        nodes = new_passages.get(doc.id_, [])
+        new_ids = {n.node_id for n in nodes}
+        old_ids = old_passages.get(doc.id_, [])
+        plan.hashes[doc.id_] = doc.hash
+        if recorded[doc.id_] is None and old_ids and set(old_ids) == new_ids:
+            continue
+        plan.refreshed[position] = True
+        plan.nodes.extend(nodes)
+        plan.stale.extend(p for p in old_ids if p not in new_ids)
+    return plan
+
+
+def passages_by_document(graph: KnowledgeGraph) -> dict[str, list[str]]:
+    """Each doc id's passage ids, in one pass over the graph's passages."""
+    out: dict[str, list[str]] = {}
+    for pid, record in graph.passages.items():
+        if record.ref_doc_id:
+            out.setdefault(record.ref_doc_id, []).append(pid)
+    return out
+
+
+@dataclass
+class Removal:
+    """Records leaving the index: passage ids and the entity and fact ids only they supported."""
+
+    passages: list[str] = field(default_factory=list)
+    entities: list[str] = field(default_factory=list)
+    facts: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.passages or self.entities or self.facts)
+
+    def to_json(self) -> dict[str, list[str]]:
+        return {"passages": self.passages, "entities": self.entities, "facts": self.facts}
+
+    def delete_from(self, stores: GraphStores) -> None:
+        stores.delete(self.passages, self.entities, self.facts)
+
+
+def detach_passages(graph: KnowledgeGraph, synonymy: SynonymyRefresher, passage_ids: Iterable[str]) -> Removal:
+    """Take passages out of the graph (not yet out of Chroma: see the module docstring for the order)."""
+    removal = Removal()
+    for pid in passage_ids:
+        entities, facts = graph.remove_passage(pid)
+        removal.passages.append(pid)
+        removal.entities.extend(entities)
+        removal.facts.extend(facts)
+    synonymy.forget(removal.entities)
+    return removal
+
+
+def commit_removal(removal: Removal, stores: GraphStores, root: Path | None, save: Callable[[], object] | None) -> None:
+    """End a change: with ``save``, record the Chroma ids to delete in ``root``, save the graph and docstore
+    (``save``), and only then delete the rows and the record (the order the module docstring explains)."""
+    if save is not None and root is not None:
+        if removal:
+            write_json(root / REMOVAL_FILE, removal.to_json())
+        save()
+    removal.delete_from(stores)
+    if root is not None:
+        (root / REMOVAL_FILE).unlink(missing_ok=True)
+
+
+def as_documents(documents: Document | Sequence[Document] | str | os.PathLike[str]) -> list[Document]:
+    """Documents from one ``Document``, a sequence of them, or a corpus path (``stores.load_documents``)."""
+    if isinstance(documents, Document):
+        return [documents]
+    return load_documents(documents if isinstance(documents, str | os.PathLike) else list(documents))
+
+
+def finish_removal(root: Path, graph: KnowledgeGraph, stores: GraphStores) -> None:
+    """Complete a removal a killed sync left: delete the listed rows the saved graph no longer names.
+
+    Rows the graph still names stay (the graph was saved before the removal began, and the next sync redoes it).
+    """
+    path = root / REMOVAL_FILE
+    if not path.is_file():
+        return
+    data = read_json_object(path)
+    lists = {}
+    for key in ("passages", "entities", "facts"):
+        lists[key] = check_field(data, key, list, str(path), default=[])
+        for item in lists[key]:
+            check_value(item, str, str(path), key)
+    Removal(
+        passages=[p for p in lists["passages"] if p not in graph.passages],
+        entities=[e for e in lists["entities"] if e not in graph.entity_names],
+        facts=[f for f in lists["facts"] if f not in graph.facts],
+    ).delete_from(stores)
+    path.unlink()
+
+
+def load_docstore(path: Path) -> SimpleDocumentStore:
+    """The document store saved at ``path`` (checked first), or an empty one when there is none."""
+    if not path.is_file():
+        return SimpleDocumentStore()
+    data = read_json_object(path)
+    for collection, entries in data.items():
+        check_value(entries, dict, str(path), collection)
+        for key, value in entries.items():
+            check_value(value, dict, str(path), f"{collection}.{key}")
+            check_field(value, "doc_hash", str, str(path), f"{collection}.{key}.", None)
+    return SimpleDocumentStore.from_dict(data)
+
+
+def known_doc_ids(docstore: SimpleDocumentStore, graph: KnowledgeGraph) -> set[str]:
+    """Every doc id the index knows: those with a recorded hash and those the graph's passages name."""
+    ids: set[str] = set(docstore.get_all_document_hashes().values())
+    ids.update(r.ref_doc_id for r in graph.passages.values() if r.ref_doc_id)
+    return ids
