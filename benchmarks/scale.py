@@ -315,7 +315,7 @@ def _run_worker(args: argparse.Namespace) -> dict[str, Any]:
     from llama_index_mhop.bench.loaders import load_dataset
     from llama_index_mhop.bench.registry import RetrieverSpec, get_retriever_spec
     from llama_index_mhop.defaults import default_chroma_client, default_embed_model
-    from llama_index_mhop.stores import load_vector_index
+    from llama_index_mhop.vector_index import load_vector_index
 
     class SharedIndexBenchmarker(Benchmarker):
         """The Benchmarker, handed the shared index built (and timed) by the index worker."""

@@ -13,7 +13,8 @@ from .graph import HippoGraphIndex
 from .postprocessors import DSPyFactFilter, fact_node
 from .query_transforms import PerspectiveQueryTransform
 from .retrievers import ConfidenceLoopRetriever, HippoGraphRetriever, RRFFusionRetriever
-from .stores import build_vector_index, load_documents, load_vector_index
+from .stores import load_documents
+from .vector_index import build_vector_index, load_vector_index
 
 __all__ = [
     "ConfidenceLoopRetriever",

@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from .config import CONFIG_FILE, ConfigError, find_config, load_config
 from .terminal import plain_text
 
 __all__ = ["build_parser", "main"]
@@ -41,6 +42,9 @@ def _add_store_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chroma-timeout", type=float, default=os.environ.get("MHOP_CHROMA_TIMEOUT"),
                         help="seconds a Chroma server may take to answer (env MHOP_CHROMA_TIMEOUT, default 30)")
     parser.add_argument("--collection", default="mhop_passages", help="the passage collection (default: %(default)s)")
+    parser.add_argument("--embed-model", default=None,
+                        help="a local model directory or a sentence-transformers model already on disk "
+                             "(default: the packaged all-MiniLM-L6-v2)")
 
 
 def _client(args: argparse.Namespace) -> Any:
@@ -62,25 +66,48 @@ def _graph_dir(args: argparse.Namespace) -> str:
     return args.graph_dir or os.path.join(os.path.dirname(os.path.abspath(args.chroma_path)), "graph")
 
 
+def _embed_model(args: argparse.Namespace) -> Any:
+    from .defaults import load_embed_model
+
+    return load_embed_model(args.embed_model)
+
+
 def cmd_index(args: argparse.Namespace) -> int:
-    from .stores import build_vector_index, passage_collection, read_corpus
+    from .vector_index import passage_collection, sync_vector_index
 
     client = _client(args)
-    documents, skipped = read_corpus(args.path, strict=args.strict)
-    for file in skipped:
+    result = sync_vector_index(args.path, collection_name=args.collection, chroma_client=client,
+                               embed_model=_embed_model(args), show_progress=not args.quiet,
+                               delete_missing=not args.no_delete, strict=args.strict)
+    for file in result.skipped:
         console.print(Text.assemble(("skipped", "yellow"), " ", plain_text(file.reason)), soft_wrap=True)
-    index = build_vector_index(documents, collection_name=args.collection, chroma_client=client,
-                               show_progress=not args.quiet)
-    count = passage_collection(index).count()
-    console.print(Text.assemble(("indexed", "green"), " ",
-                                plain_text(f"{args.path} -> collection {args.collection!r}: {count} passages")))
+    counts = ", ".join(f"{n} {what}" for what, n in result.plan.counts().items())
+    passages = passage_collection(result.index).count()
+    console.print(Text.assemble(("indexed", "green"), " ", plain_text(
+        f"{args.path} -> collection {args.collection!r}: {counts} ({passages} passages)")))
     if args.graph:
-        from .graph import HippoGraphIndex
-
-        graph = HippoGraphIndex.from_documents(documents, chroma_client=client,
-                                               persist_dir=_graph_dir(args), show_progress=not args.quiet)
+        graph = _sync_graph(args, client, result)
         console.print(Text.assemble(("graph", "green"), " ", plain_text(f"-> {_graph_dir(args)}: {graph.counts()}")))
     return 0
+
+
+def _sync_graph(args: argparse.Namespace, client: Any, result: Any) -> Any:
+    """The graph index in step with the passage index's sync: the same documents, the same removals."""
+    from .graph import HippoGraphIndex
+    from .stores import load_documents
+
+    documents = load_documents(args.path, strict=args.strict)
+    try:
+        graph = _open_graph(args, client)
+    except FileNotFoundError:
+        return HippoGraphIndex.from_documents(documents, chroma_client=client, persist_dir=_graph_dir(args),
+                                              embed_model=_embed_model(args), show_progress=not args.quiet)
+    graph.refresh_ref_docs(documents, show_progress=not args.quiet)
+    held = {r.ref_doc_id for r in graph.graph.passages.values()}
+    for doc_id in result.plan.removed:
+        if doc_id in held:
+            graph.delete_ref_doc(doc_id)
+    return graph
 
 
 def _answer(query: str, nodes: Sequence[Any], lm: Any) -> str | None:
@@ -96,21 +123,24 @@ def _open_graph(args: argparse.Namespace, client: Any) -> Any:
 
     if not os.path.isdir(_graph_dir(args)):
         raise FileNotFoundError(f"no graph index at {_graph_dir(args)}; build it with: mhop index PATH --graph")
-    return HippoGraphIndex.from_persist_dir(_graph_dir(args), chroma_client=client)
+    return HippoGraphIndex.from_persist_dir(_graph_dir(args), chroma_client=client, embed_model=_embed_model(args))
 
 
 def cmd_query(args: argparse.Namespace) -> int:
     from .bench.context import IndexContext
     from .bench.registry import get_retriever_spec
     from .lm_clients import lm_from_spec
-    from .stores import load_vector_index
     from .validation import check_query
+    from .vector_index import load_vector_index
 
     args.query = check_query(args.query)  # an empty query is an error before any store is opened
     client = _client(args)
     lm = lm_from_spec(args.lm)
-    context = IndexContext(args.top_k, lm, vector_index=lambda: load_vector_index(args.collection, chroma_client=client),
-                           graph_index=lambda: _open_graph(args, client), program=args.program)
+    context = IndexContext(
+        args.top_k, lm,
+        vector_index=lambda: load_vector_index(args.collection, chroma_client=client, embed_model=_embed_model(args)),
+        graph_index=lambda: _open_graph(args, client), program=args.program,
+    )
     retriever = get_retriever_spec(args.retriever).factory(context)
     results = retriever.retrieve(args.query)
     # Passages, titles and the query are untrusted: plain text, never markup (see terminal.plain_text).
@@ -132,6 +162,40 @@ def cmd_query(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_delete(args: argparse.Namespace) -> int:
+    from .vector_index import delete_documents, load_vector_index
+
+    client = _client(args)
+    index = load_vector_index(args.collection, chroma_client=client, embed_model=_embed_model(args))
+    removed = delete_documents(index, args.doc_ids)
+    if os.path.isdir(_graph_dir(args)):  # the graph index follows the passage index
+        graph = _open_graph(args, client)
+        held = {r.ref_doc_id for r in graph.graph.passages.values()}
+        for doc_id in removed:
+            if doc_id in held:
+                graph.delete_ref_doc(doc_id)
+    console.print(Text.assemble(("removed", "green"), " ", plain_text(
+        f"{len(removed)} document(s) from collection {args.collection!r}: {', '.join(removed)}")))
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from .counters import process_counters
+    from .defaults import describe_client
+    from .vector_index import describe_collection
+
+    client = _client(args)
+    report: dict[str, Any] = {"store": describe_client(client), "passages": describe_collection(client, args.collection)}
+    graph_dir = _graph_dir(args)
+    if os.path.isdir(graph_dir):
+        from .graph import HippoGraphIndex
+
+        report["graph"] = {"dir": graph_dir, **HippoGraphIndex.from_persist_dir(graph_dir, chroma_client=client).counts()}
+    report["process_counters"] = process_counters()
+    print(json.dumps(report, indent=2, default=str))  # plain JSON: stored text is data, never console markup
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
     from .lm_clients import lm_from_spec
@@ -140,9 +204,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
                     lm=lm_from_spec(args.lm), console=console)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(defaults: dict[str, Any] | None = None) -> argparse.ArgumentParser:
+    """The ``mhop`` argument parser; ``defaults`` (from ``mhop.toml``, by argparse dest) replace built-in defaults."""
     parser = argparse.ArgumentParser(prog="mhop", description="Multi-hop retrieval over Chroma for LlamaIndex.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO")
+    parser.add_argument("--config", help=f"a configuration file (default: ./{CONFIG_FILE} when present)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     index = sub.add_parser("index", help="build or update the Chroma index of a folder or JSON corpus")
@@ -152,8 +218,16 @@ def build_parser() -> argparse.ArgumentParser:
                        help="refuse the corpus when a file cannot be read (default: skip the file and name it)")
     index.add_argument("--graph", action="store_true", help="also build the HippoRAG 2 graph index (hippo_graph)")
     index.add_argument("--graph-dir", help="where the graph index is kept (default: graph/ beside --chroma-path)")
+    index.add_argument("--no-delete", action="store_true",
+                       help="only add and update: keep documents indexed from PATH that are gone from it")
     _add_store_arguments(index)
     index.set_defaults(func=cmd_index)
+
+    delete = sub.add_parser("delete", help="remove documents by doc id (a file name alone when unambiguous)")
+    delete.add_argument("doc_ids", nargs="+", metavar="DOC_ID")
+    delete.add_argument("--graph-dir", help="the graph index, if any (default: graph/ beside --chroma-path)")
+    _add_store_arguments(delete)
+    delete.set_defaults(func=cmd_delete)
 
     query = sub.add_parser("query", help="retrieve passages for a question (and answer it when an LM is set)")
     query.add_argument("query")
@@ -165,6 +239,11 @@ def build_parser() -> argparse.ArgumentParser:
     query.add_argument("--graph-dir", help="the graph index of hippo_graph (default: graph/ beside --chroma-path)")
     _add_store_arguments(query)
     query.set_defaults(func=cmd_query)
+
+    status = sub.add_parser("status", help="what is indexed, where, when it was last synced")
+    status.add_argument("--graph-dir", help="the graph index (default: graph/ beside --chroma-path)")
+    _add_store_arguments(status)
+    status.set_defaults(func=cmd_status)
 
     demo = sub.add_parser("demo", help="index the shipped multi-hop corpus and compare retrievers on it")
     demo.add_argument("--chroma-path", default=os.path.join(DEFAULT_HOME, "demo"))
@@ -185,21 +264,35 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_bench_arguments(bench)
     bench.set_defaults(func=run_bench)
+    for command in (index, query, delete, status, demo, bench):
+        known = {action.dest for action in command._actions}
+        command.set_defaults(**{dest: value for dest, value in (defaults or {}).items() if dest in known})
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``mhop`` console script."""
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    first = argparse.ArgumentParser(add_help=False)
+    first.add_argument("--config")
+    try:
+        config = find_config(first.parse_known_args(argv)[0].config)
+        defaults = load_config(config) if config is not None else {}
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    args = build_parser(defaults).parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     import httpx
 
-    from .stores import IndexingInterrupted
+    from .sync import UnknownDocumentError
+    from .vector_index import IndexingInterrupted
 
     try:
         return int(args.func(args) or 0)
-    except (ValueError, TypeError, ConnectionError, FileNotFoundError, ImportError, IndexingInterrupted) as exc:
+    except (ValueError, TypeError, ConnectionError, FileNotFoundError, ImportError, IndexingInterrupted,
+            UnknownDocumentError) as exc:
         _print_error(str(exc))
         return 2
     except httpx.TransportError as exc:  # a Chroma server that went away after the client connected

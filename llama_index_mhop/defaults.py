@@ -25,8 +25,9 @@ __all__ = [
     "describe_client",
     "default_embed_model",
     "embedder_model_dir",
-    "verify_embedder_files",
+    "load_embed_model",
     "resolve_embed_model",
+    "verify_embedder_files",
 ]
 
 logger = logging.getLogger(__name__)
@@ -94,8 +95,30 @@ def resolve_embed_model(embed_model: BaseEmbedding | None = None) -> BaseEmbeddi
         return embed_model
     from llama_index.core import Settings
 
-    configured = getattr(Settings, "_embed_model", None)
-    return configured if configured is not None else default_embed_model()
+    chosen = getattr(Settings, "_embed_model", None)
+    return chosen if chosen is not None else default_embed_model()
+
+
+def load_embed_model(spec: str | os.PathLike[str] | None) -> BaseEmbedding | None:
+    """An embedder named on the command line: a local model directory, or a sentence-transformers model name
+    already in the local Hugging Face cache (nothing is downloaded). None or ``"default"`` gives None, which
+    components resolve with :func:`resolve_embed_model`.
+
+    Raises:
+        FileNotFoundError: no such directory, and no such model on disk.
+    """
+    if spec is None or str(spec) in ("", "default"):
+        return None
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    from llama_index.embeddings.huggingface import HuggingFaceEmbedding
+
+    try:
+        return HuggingFaceEmbedding(model_name=str(spec), device="cpu", normalize=True)
+    except Exception as exc:  # transformers raises OSError, ValueError or its own errors for a missing model
+        raise FileNotFoundError(
+            f"embedder {str(spec)!r} is neither a model directory nor a model on disk ({type(exc).__name__})"
+        ) from exc
 
 
 def default_chroma_client(

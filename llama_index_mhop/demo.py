@@ -32,7 +32,8 @@ def run_demo(
     from .bench.context import IndexContext
     from .bench.registry import get_retriever_spec
     from .defaults import default_chroma_client
-    from .stores import build_vector_index, make_document
+    from .stores import make_document
+    from .vector_index import build_vector_index
 
     console = console or Console()
     specs = [get_retriever_spec(name) for name in retrievers]

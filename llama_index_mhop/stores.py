@@ -1,7 +1,7 @@
-"""Corpora into Chroma: loading documents, stable content ids, and the passage vector index.
+"""Corpora as LlamaIndex documents and passages: loading, doc ids, content hashes, chunking.
 
-Chroma owns its data. Re-indexing the same documents adds nothing: every passage's id is a hash of its content,
-and passages already in the collection are skipped before anything is embedded.
+A document's doc id is what it is known by across syncs (see :func:`read_corpus`); a passage's id is a hash of
+its document's id and its own content, so the same corpus always gives the same ids in every store and process.
 """
 
 from __future__ import annotations
@@ -10,42 +10,32 @@ import hashlib
 import json
 import logging
 import os
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from llama_index.core import Document, VectorStoreIndex
-from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core import Document
 from llama_index.core.node_parser import SentenceSplitter
-from llama_index.core.schema import BaseNode, TextNode
-from llama_index.vector_stores.chroma import ChromaVectorStore
-from tqdm.auto import tqdm
-
-from .chroma_batches import existing_ids, iter_all
+from llama_index.core.schema import TextNode
 
 __all__ = [
     "DEFAULT_CHUNK_OVERLAP",
     "DEFAULT_CHUNK_SIZE",
-    "DEFAULT_COLLECTION",
     "CorpusError",
-    "IndexingInterrupted",
     "SkippedFile",
-    "all_passages",
-    "build_vector_index",
     "chunk_documents",
-    "load_documents",
-    "read_corpus",
+    "content_hash",
     "join_sentences",
-    "load_vector_index",
+    "load_documents",
     "make_document",
-    "passage_collection",
+    "read_corpus",
     "stable_id",
 ]
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_COLLECTION = "mhop_passages"
 DEFAULT_CHUNK_SIZE = 256
 DEFAULT_CHUNK_OVERLAP = 32
 _TEXT_SUFFIXES = {".txt", ".md", ".rst"}
@@ -53,10 +43,6 @@ _TEXT_SUFFIXES = {".txt", ".md", ".rst"}
 
 class CorpusError(ValueError):
     """A corpus that cannot be indexed: empty, missing, or of an unknown shape."""
-
-
-class IndexingInterrupted(RuntimeError):
-    """The store failed part-way through indexing. What was written is kept; indexing again resumes."""
 
 
 def stable_id(*parts: str) -> str:
@@ -73,11 +59,24 @@ def join_sentences(sentences: Sequence[str]) -> str:
     return out.strip()
 
 
-def make_document(title: str, text: str, **metadata: Any) -> Document:
-    """A LlamaIndex Document with a content-derived id and the title in its metadata."""
+def content_hash(title: str, text: str) -> str:
+    """The hash of a document's content: a changed title or text is a new version of the document."""
+    return stable_id(title, text)
+
+
+def make_document(title: str, text: str, doc_id: str | None = None, **metadata: Any) -> Document:
+    """A LlamaIndex Document with the title in its metadata.
+
+    Args:
+        title: the document's title (embedded with its text).
+        text: the document's text.
+        doc_id: what the document is known by across syncs (a file's relative path, a record's id); default the
+            hash of its content, for corpora whose documents never change.
+        **metadata: more metadata, kept out of what is embedded and shown to an LLM.
+    """
     return Document(
         text=text,
-        id_=stable_id(title, text),
+        id_=doc_id or content_hash(title, text),
         metadata={"title": title, **metadata},
         excluded_llm_metadata_keys=[k for k in metadata],
         excluded_embed_metadata_keys=[k for k in metadata],
@@ -105,28 +104,51 @@ def _record_text(body: Any) -> str:
     return str(body)
 
 
+_RECORD_ID_FIELDS = ("id", "_id", "idx")
+
+
+def _record_ids(titles: list[str], texts: list[str], given: list[str | None]) -> list[str]:
+    """A record's doc id: its own id field, else its title when no other record shares it, else title and hash."""
+    shared = {t for t, n in Counter(titles).items() if n > 1}
+    return [
+        record_id if record_id is not None
+        else f"{title}#{content_hash(title, text)[:8]}" if (title in shared or not title)
+        else title
+        for title, text, record_id in zip(titles, texts, given, strict=True)
+    ]
+
+
 def _from_json(path: Path) -> list[Document]:
     try:
         data = json.loads(_read_text(path))
     except (json.JSONDecodeError, RecursionError) as exc:  # deep nesting overflows the decoder
         raise CorpusError(f"{path}: not valid JSON ({exc})") from exc
-    docs: list[Document] = []
+    titles: list[str] = []
+    texts: list[str] = []
+    given: list[str | None] = []
     if isinstance(data, dict):  # {title: [sentences]} or {title: text}
         for title, body in data.items():
-            docs.append(make_document(str(title), _record_text(body)))
+            titles.append(str(title))
+            texts.append(_record_text(body))
+            given.append(None)
     elif isinstance(data, list):
         for position, record in enumerate(data):
             if isinstance(record, str):
-                docs.append(make_document("", record))
+                titles.append("")
+                texts.append(record)
+                given.append(None)
             elif isinstance(record, dict) and ("text" in record or "paragraph_text" in record):
-                body = record.get("text", record.get("paragraph_text"))
                 title = record.get("title")
-                docs.append(make_document("" if title is None else str(title), _record_text(body)))
+                titles.append("" if title is None else str(title))
+                texts.append(_record_text(record.get("text", record.get("paragraph_text"))))
+                record_id = next((record[f] for f in _RECORD_ID_FIELDS if record.get(f) is not None), None)
+                given.append(None if record_id is None else str(record_id))
             else:
                 raise CorpusError(f"{path}: record {position} has no 'text' field")
     else:
         raise CorpusError(f"{path}: expected a JSON list of {{title, text}} records or a {{title: text}} object")
-    return docs
+    ids = _record_ids(titles, texts, given)
+    return [make_document(t, x, doc_id=d) for t, x, d in zip(titles, texts, ids, strict=True)]
 
 
 @dataclass(frozen=True)
@@ -137,10 +159,10 @@ class SkippedFile:
     reason: str
 
 
-def _read_file(file: Path) -> list[Document]:
+def _read_file(file: Path, doc_id: str) -> list[Document]:
     if file.suffix.lower() == ".json":
         return _from_json(file)
-    return [make_document(file.stem, _read_text(file), file_path=str(file))]
+    return [make_document(file.stem, _read_text(file), doc_id=doc_id, file_path=str(file))]
 
 
 def read_corpus(
@@ -148,6 +170,9 @@ def read_corpus(
 ) -> tuple[list[Document], list[SkippedFile]]:
     """Documents from a list of LlamaIndex ``Document``, a folder of text files, or a JSON corpus file, and the
     files of a folder that could not be read.
+
+    Each document's ``id_`` is its doc id for syncs: a file's path relative to the folder, a JSON record's
+    ``id``/``_id``/``idx`` field, else its title (title and content hash when several records share a title).
 
     JSON corpora may be a list of ``{"title", "text"}`` records (``text`` a string or a list of sentences),
     a list of strings, or an object mapping titles to text or sentences. A text file's title is its stem; in a
@@ -172,14 +197,14 @@ def read_corpus(
             docs = []
             for file in files:
                 try:
-                    docs.extend(_read_file(file))
+                    docs.extend(_read_file(file, file.relative_to(path).as_posix()))
                 except CorpusError as exc:
                     if strict:
                         raise CorpusError(f"{exc} (strict: the corpus is refused)") from None
                     logger.warning("skipped %s", exc)
                     skipped.append(SkippedFile(file, str(exc)))
         else:
-            docs = _read_file(path)
+            docs = _read_file(path, path.name)
     else:
         docs = list(source)
         bad = [type(d).__name__ for d in docs if not isinstance(d, Document)]
@@ -216,7 +241,9 @@ def chunk_documents(
         title = doc.metadata.get("title")
         title = "" if title is None else str(title)
         for position, node in enumerate(splitter.get_nodes_from_documents([doc])):
-            node_id = stable_id(title, node.get_content(), str(position))
+            # The doc id is part of a passage's id: a passage belongs to one document, so replacing or removing a
+            # document never touches another's passages, even where the two share text.
+            node_id = stable_id(doc.id_, title, node.get_content(), str(position))
             if node_id in seen:
                 continue
             seen.add(node_id)
@@ -227,110 +254,3 @@ def chunk_documents(
             node.excluded_llm_metadata_keys = sorted({*node.excluded_llm_metadata_keys, "chunk"})
             nodes.append(node)
     return nodes
-
-
-def _chroma_collection(client: Any, name: str) -> Any:
-    return client.get_or_create_collection(name, metadata={"hnsw:space": "cosine"})
-
-
-def build_vector_index(
-    source: str | os.PathLike[str] | Sequence[Document],
-    collection_name: str = DEFAULT_COLLECTION,
-    chroma_client: Any = None,
-    persist_path: str | os.PathLike[str] | None = None,
-    embed_model: BaseEmbedding | None = None,
-    chunk_size: int = DEFAULT_CHUNK_SIZE,
-    chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
-    show_progress: bool = True,
-    insert_batch_size: int = 256,
-    strict: bool = False,
-) -> VectorStoreIndex:
-    """Build or update the Chroma-backed passage index of a corpus and return it as a ``VectorStoreIndex``.
-
-    Passages already present (same content id) are skipped, so indexing the same corpus twice adds nothing.
-
-    Args:
-        source: documents, a folder of text files, or a JSON corpus (see :func:`load_documents`).
-        collection_name: the Chroma collection of passages.
-        chroma_client: a Chroma client; default :func:`default_chroma_client` at ``persist_path``.
-        persist_path: the embedded store's directory when no client is given.
-        embed_model: the embedder; default all-MiniLM-L6-v2 (:func:`default_embed_model`).
-        chunk_size: passage size in tokens; longer documents are split, never truncated.
-        chunk_overlap: tokens shared by neighbouring chunks of one document.
-        show_progress: show a progress bar while embedding.
-        insert_batch_size: passages embedded and written per batch.
-        strict: refuse a corpus folder with a file that cannot be read (default: skip it with a WARNING).
-
-    Raises:
-        CorpusError: the corpus is empty or unreadable.
-    """
-    from .defaults import default_chroma_client, default_embed_model, describe_client
-
-    documents = load_documents(source, strict=strict)
-    client = chroma_client if chroma_client is not None else default_chroma_client(persist_path)
-    embed_model = embed_model or default_embed_model()
-    collection = _chroma_collection(client, collection_name)
-    nodes = chunk_documents(documents, chunk_size, chunk_overlap)
-    existing = existing_ids(collection, [n.node_id for n in nodes])
-    new_nodes = [n for n in nodes if n.node_id not in existing]
-    logger.info("%s: %d passages, %d new", collection_name, len(nodes), len(new_nodes))
-    vector_store = ChromaVectorStore(chroma_collection=collection)
-    index = VectorStoreIndex.from_vector_store(vector_store, embed_model=embed_model)
-    batches = [new_nodes[i : i + insert_batch_size] for i in range(0, len(new_nodes), insert_batch_size)]
-    done = 0
-    for batch in tqdm(batches, desc=f"indexing {collection_name}", unit="batch", disable=not show_progress):
-        try:
-            index.insert_nodes(batch)
-        except Exception as exc:  # a store or embedder failure of any kind: say where it stopped
-            raise IndexingInterrupted(
-                f"indexing {collection_name!r} stopped after {done} of {len(new_nodes)} new passages: "
-                f"{describe_client(client)} failed ({type(exc).__name__}: {exc}). The passages written are kept; "
-                "index again to resume."
-            ) from exc
-        done += len(batch)
-    return index
-
-
-def load_vector_index(
-    collection_name: str = DEFAULT_COLLECTION,
-    chroma_client: Any = None,
-    persist_path: str | os.PathLike[str] | None = None,
-    embed_model: BaseEmbedding | None = None,
-) -> VectorStoreIndex:
-    """Open an existing Chroma passage collection as a ``VectorStoreIndex``.
-
-    Raises:
-        CorpusError: the collection does not exist or is empty.
-    """
-    from .defaults import default_chroma_client, default_embed_model
-
-    client = chroma_client if chroma_client is not None else default_chroma_client(persist_path)
-    names = {getattr(c, "name", c) for c in client.list_collections()}
-    if collection_name not in names:
-        raise CorpusError(f"no Chroma collection {collection_name!r}; index a corpus first (mhop index PATH)")
-    collection = client.get_collection(collection_name)
-    if collection.count() == 0:
-        raise CorpusError(f"Chroma collection {collection_name!r} is empty; index a corpus first")
-    return VectorStoreIndex.from_vector_store(
-        ChromaVectorStore(chroma_collection=collection), embed_model=embed_model or default_embed_model()
-    )
-
-
-def passage_collection(index: VectorStoreIndex) -> Any:
-    """The Chroma collection behind a Chroma-backed ``VectorStoreIndex`` (``ChromaVectorStore.client``)."""
-    store = index.vector_store
-    if not isinstance(store, ChromaVectorStore):
-        raise TypeError(f"expected an index over a ChromaVectorStore, got {type(store).__name__}")
-    return store.client
-
-
-def all_passages(index: VectorStoreIndex, batch: int = 5000) -> list[BaseNode]:
-    """Every passage stored in a Chroma-backed index (text and metadata, no embeddings)."""
-    return [
-        TextNode(
-            id_=record["id"],
-            text=record["documents"] or "",
-            metadata={k: v for k, v in (record["metadatas"] or {}).items() if not k.startswith("_")},
-        )
-        for record in iter_all(passage_collection(index), ["documents", "metadatas"], batch)
-    ]

@@ -61,7 +61,7 @@ def hotpotqa_slice(hotpotqa_questions: list[dict]) -> tuple[list[dict], list]:
 def hotpotqa_slice_index(tmp_path_factory, hotpotqa_slice, embed_model):
     """A persistent Chroma vector index of the 20-question slice, built once per run."""
     from llama_index_mhop.defaults import default_chroma_client
-    from llama_index_mhop.stores import build_vector_index
+    from llama_index_mhop.vector_index import build_vector_index
 
     _, docs = hotpotqa_slice
     client = default_chroma_client(tmp_path_factory.mktemp("slice_chroma"))

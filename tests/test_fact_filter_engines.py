@@ -13,7 +13,8 @@ from llama_index.core.llms import MockLLM
 from llama_index.core.query_engine import RetrieverQueryEngine
 
 from llama_index_mhop.postprocessors import DSPyFactFilter
-from llama_index_mhop.stores import build_vector_index, make_document
+from llama_index_mhop.stores import make_document
+from llama_index_mhop.vector_index import build_vector_index
 from tests.test_postprocessors import BrokenLM, answer
 
 CORPUS = [

@@ -7,13 +7,12 @@ from llama_index.core import Document
 from llama_index_mhop.defaults import default_chroma_client
 from llama_index_mhop.stores import (
     CorpusError,
-    build_vector_index,
     chunk_documents,
     join_sentences,
     load_documents,
-    load_vector_index,
     make_document,
 )
+from llama_index_mhop.vector_index import build_vector_index, load_vector_index
 
 
 def test_load_documents_from_json_shapes_and_folders(tmp_path):

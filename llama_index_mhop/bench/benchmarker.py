@@ -233,9 +233,9 @@ class Benchmarker:
         return specs
 
     def _context(self) -> BenchContext:
-        from ..defaults import default_chroma_client, default_embed_model
+        from ..defaults import default_chroma_client, resolve_embed_model
 
-        embed_model = self.embed_model or default_embed_model()
+        embed_model = resolve_embed_model(self.embed_model)
         client = self.chroma_client if self.chroma_client is not None else default_chroma_client(
             self.work_dir / "chroma")
         self.work_dir.mkdir(parents=True, exist_ok=True)

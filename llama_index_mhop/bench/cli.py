@@ -63,6 +63,9 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
                         help="also log to this Weights & Biases project (needs wandb installed)")
     parser.add_argument("--chroma-path", default=None, help="persistent Chroma directory (default: WORK_DIR/chroma)")
     parser.add_argument("--work-dir", default=".mhop/bench", help="working directory (default: .mhop/bench)")
+    parser.add_argument("--embed-model", default=None,
+                        help="a local model directory or a sentence-transformers model already on disk "
+                             "(default: the packaged all-MiniLM-L6-v2)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     return parser
 
@@ -165,10 +168,12 @@ def run_bench(args: argparse.Namespace) -> int:
 
         chroma_client = default_chroma_client(args.chroma_path)
     try:
+        from ..defaults import load_embed_model
+
         benchmarker = Benchmarker(dataset, retrievers, k_values=args.k, chroma_client=chroma_client,
-                                  work_dir=args.work_dir, lm=lm_from_spec(args.lm), show_progress=not args.quiet,
-                                  program=args.program)
-    except ValueError as exc:
+                                  embed_model=load_embed_model(args.embed_model), work_dir=args.work_dir,
+                                  lm=lm_from_spec(args.lm), show_progress=not args.quiet, program=args.program)
+    except (ValueError, FileNotFoundError) as exc:
         print(f"mhop bench: {exc}", file=sys.stderr)
         return 2
     result = benchmarker.run()

@@ -30,6 +30,7 @@ from llama_index.vector_stores.chroma import ChromaVectorStore
 from ..defaults import resolve_embed_model
 from ..lm import FallbackCounter
 from ..stores import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, chunk_documents, load_documents
+from ..sync import UnknownDocumentError, resolve_doc_id
 from .checkpoint import CHECKPOINT_FILE
 from .extraction import Extractor, OpenIEExtractor
 from .graph_stores import (
@@ -57,16 +58,7 @@ from .persistence import (
 )
 from .ppr import DEFAULT_DAMPING
 from .state import EmptyIndexError, RetrievalState, VersionedState
-from .sync import (
-    Removal,
-    UnknownDocumentError,
-    as_documents,
-    commit_removal,
-    detach_passages,
-    known_doc_ids,
-    plan_sync,
-    resolve_doc_id,
-)
+from .sync import Removal, as_documents, commit_removal, detach_passages, known_doc_ids, plan_sync
 from .synonymy import DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES, SynonymyRefresher
 
 if TYPE_CHECKING:
@@ -176,8 +168,8 @@ class HippoGraphIndex:
             "chroma_passages": self.stores.passages.count(),
             "chroma_entities": self.stores.entities.count(),
             "chroma_facts": self.stores.facts.count(),
-            "graph_nodes": self.graph.graph.number_of_nodes(),
-            "graph_edges": self.graph.graph.number_of_edges(),
+            "graph_nodes": self.graph.num_nodes,
+            "graph_edges": self.graph.num_edges,
         }
 
     # ------------------------------------------------------------------ building
@@ -226,7 +218,7 @@ class HippoGraphIndex:
             show_progress: show a progress bar over passages.
             name: prefix of the Chroma collection names.
             extractor: a custom extractor (anything with ``extract(text, title) -> Extraction``); overrides lm/llm.
-            chunk_size: passage size in tokens (longer documents are split, as ``stores.build_vector_index`` does).
+            chunk_size: passage size in tokens (longer documents are split, as ``vector_index.build_vector_index`` does).
             chunk_overlap: tokens shared by neighbouring chunks.
             insert_batch_size: passages per batch (one checkpoint line per batch).
             num_workers: concurrent OpenIE calls when an LM extracts.

@@ -94,16 +94,18 @@ def _check_graph_data(data: dict[str, Any], where: str) -> None:
         check_field(record, "title_entities", list, where, f"passages.{pid}.", None)
 
 
-def _check_graph_links(graph: KnowledgeGraph, where: str) -> None:
-    """Every fact and passage names entities (and facts) the graph holds: a query never meets an unknown id."""
-    for fact_id, (subject, _, obj) in graph.facts.items():
+def _check_graph_links(data: dict[str, Any], where: str) -> None:
+    """Every fact and passage of the graph file names entities (and facts) it holds: a query never meets an unknown
+    id. Checked on the file's data, before the graph is built, so the error names the field."""
+    entities, facts = data["entities"], data["facts"]
+    for fact_id, (subject, _, obj) in facts.items():
         for entity_id in (subject, obj):
-            if entity_id not in graph.entity_names:
+            if entity_id not in entities:
                 raise ValueError(f"{where}: facts.{fact_id}: names entity {entity_id!r}, which is not in entities")
-    for pid, record in graph.passages.items():
-        for field, ids, known in (("entities", record.entities, graph.entity_names), ("facts", record.facts, graph.facts)):
-            for item in ids:
-                if item not in known:
+    for pid, record in data["passages"].items():
+        for field, known in (("entities", entities), ("facts", facts)):
+            for item in record[field]:
+                if not isinstance(item, str) or item not in known:
                     raise ValueError(f"{where}: passages.{pid}.{field}: {item!r} is not in {field}")
 
 
@@ -163,11 +165,11 @@ def read_saved_index(root: Path) -> SavedIndex:
     _check_config(config, str(config_path))
     data = read_json_object(graph_path)
     _check_graph_data(data, str(graph_path))
+    _check_graph_links(data, str(graph_path))
     try:
         graph = KnowledgeGraph.from_dict(data)
     except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
         raise ValueError(f"{graph_path}: not a valid graph file ({type(exc).__name__}: {exc})") from None
-    _check_graph_links(graph, str(graph_path))
     return SavedIndex(root, config, graph, load_docstore(root / DOCSTORE_FILE))
 
 

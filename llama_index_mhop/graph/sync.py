@@ -14,11 +14,10 @@ new graph with a removal file, which :func:`finish_removal` completes when the i
 
 from __future__ import annotations
 
-import difflib
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from llama_index.core import Document
 from llama_index.core.schema import TextNode
@@ -35,28 +34,18 @@ __all__ = [
     "REMOVAL_FILE",
     "Removal",
     "SyncPlan",
-    "UnknownDocumentError",
     "detach_passages",
     "finish_removal",
     "known_doc_ids",
     "load_docstore",
     "passages_by_document",
     "plan_sync",
-    "resolve_doc_id",
     "as_documents",
     "commit_removal",
 ]
 
 DOCSTORE_FILE = "hippo_docstore.json"
 REMOVAL_FILE = "hippo_removal.json"
-_CLOSE_MATCHES = 5
-
-
-class UnknownDocumentError(KeyError):
-    """No document (or passage) of the index has this id."""
-
-    def __str__(self) -> str:  # KeyError would quote the whole message
-        return str(self.args[0])
 
 
 @dataclass
@@ -204,29 +193,6 @@ def load_docstore(path: Path) -> SimpleDocumentStore:
             check_value(value, dict, str(path), f"{collection}.{key}")
             check_field(value, "doc_hash", str, str(path), f"{collection}.{key}.", None)
     return SimpleDocumentStore.from_dict(data)
-
-
-def resolve_doc_id(doc_id: str, known: Iterable[str]) -> str:
-    """The known doc id ``doc_id`` names: itself, or the one document whose file name it is.
-
-    Raises:
-        UnknownDocumentError: no document has this id or file name (the message lists close matches), or the
-            file name is ambiguous (the message lists the documents it names).
-    """
-    ids = sorted(set(known))
-    if doc_id in ids:
-        return doc_id
-    by_name = [k for k in ids if PurePosixPath(k.replace("\\", "/")).name == doc_id]
-    if len(by_name) == 1:
-        return by_name[0]
-    if by_name:
-        raise UnknownDocumentError(f"{doc_id!r} names {len(by_name)} documents: {', '.join(by_name[:10])}; "
-                                   "give the full doc id")
-    close = difflib.get_close_matches(doc_id, ids, n=_CLOSE_MATCHES, cutoff=0.6)
-    names = {PurePosixPath(k.replace("\\", "/")).name: k for k in ids}
-    close += [names[n] for n in difflib.get_close_matches(doc_id, list(names), n=_CLOSE_MATCHES) if names[n] not in close]
-    hint = f"; close matches: {', '.join(close[:_CLOSE_MATCHES])}" if close else f"; the index holds {len(ids)} documents"
-    raise UnknownDocumentError(f"no passage or document with id {doc_id!r}{hint}")
 
 
 def known_doc_ids(docstore: SimpleDocumentStore, graph: KnowledgeGraph) -> set[str]:

@@ -128,7 +128,7 @@ class ConfidenceLoopRetriever(ProgramRetriever):
         **kwargs: Any,
     ) -> ConfidenceLoopRetriever:
         """A confidence loop over an index (e.g. a Chroma ``VectorStoreIndex`` from
-        :func:`~llama_index_mhop.stores.build_vector_index`): each search is
+        :func:`~llama_index_mhop.vector_index.build_vector_index`): each search is
         ``index.as_retriever(similarity_top_k=k, **retriever_kwargs)``.
 
         Args:

@@ -14,7 +14,7 @@ from llama_index_mhop.bench.registry import (
     register_retriever,
     registered_retrievers,
 )
-from llama_index_mhop.stores import all_passages
+from llama_index_mhop.vector_index import all_passages
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from llama_index.core import Document, Settings, VectorStoreIndex
 
 from llama_index_mhop.graph.index import HippoGraphIndex, UnknownDocumentError
 from llama_index_mhop.graph.sync import known_doc_ids
-from llama_index_mhop.stores import build_vector_index
+from llama_index_mhop.vector_index import build_vector_index
 from tests.word_bag import WordBagEmbedding
 
 ROOT = Path(__file__).resolve().parents[2]

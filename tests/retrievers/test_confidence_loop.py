@@ -22,7 +22,7 @@ from llama_index_mhop.confidence_strategies import (
 )
 from llama_index_mhop.lm_clients import function_lm, render_fields
 from llama_index_mhop.retrievers.confidence_loop import ConfidenceLoopRetriever
-from llama_index_mhop.stores import build_vector_index
+from llama_index_mhop.vector_index import build_vector_index
 from tests.lm_faults import FAULTS, faulty_lm
 
 QUERY = "Who directed the film that was shot in Leland in 1986?"

@@ -1,0 +1,169 @@
+"""The sync rule every store of the package follows, as pure functions over document ids and content hashes.
+
+A document is known by its doc id (a folder's file: its path relative to the folder; a JSON corpus record: its
+id, else its title; in the API: ``Document.id_``) and the hash of its content. Indexing a set of documents
+
+* adds the documents the store does not hold,
+* replaces the ones whose stored content differs (or whose stored rows are incomplete: an interrupted write),
+* leaves the rest untouched (nothing is embedded again), and
+* when mirroring a source, removes the documents previously indexed from that source that are gone from it;
+  documents from other sources are never touched.
+
+A store describes what it holds as :class:`StoredDocument` records; :func:`plan_sync` turns them and the incoming
+documents into a :class:`SyncPlan`. Since every step of applying a plan is idempotent (content ids, deletes by doc
+id and hash), applying it again after a crash converges to the state of an uninterrupted sync.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+
+__all__ = [
+    "IncomingDocument",
+    "StoredDocument",
+    "SyncPlan",
+    "UnknownDocumentError",
+    "match_doc_ids",
+    "plan_sync",
+    "resolve_doc_id",
+]
+
+
+@dataclass(frozen=True)
+class IncomingDocument:
+    """A document offered to a store: its id and content hash."""
+
+    doc_id: str
+    content_hash: str
+
+
+@dataclass
+class StoredDocument:
+    """What a store holds of one document.
+
+    Attributes:
+        passages_by_hash: how many passages of each content version are stored (two versions, or a count short
+            of ``expected_passages``, mean a write was interrupted).
+        expected_passages: how many passages the stored version was split into when it was written.
+        source: the folder or file the document was indexed from, if any.
+    """
+
+    doc_id: str
+    passages_by_hash: dict[str, int] = field(default_factory=dict)
+    expected_passages: int | None = None
+    source: str | None = None
+
+    def is_complete_version_of(self, incoming: IncomingDocument) -> bool:
+        """True when exactly one version is stored, it is ``incoming``'s, and none of its passages is missing."""
+        return (
+            set(self.passages_by_hash) == {incoming.content_hash}
+            and self.passages_by_hash[incoming.content_hash] == self.expected_passages
+        )
+
+
+@dataclass(frozen=True)
+class SyncPlan:
+    """What a sync does, by doc id."""
+
+    added: tuple[str, ...] = ()
+    updated: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    unchanged: tuple[str, ...] = ()
+
+    @property
+    def changes(self) -> bool:
+        return bool(self.added or self.updated or self.removed)
+
+    def counts(self) -> dict[str, int]:
+        """``{"added": n, "updated": n, "removed": n, "unchanged": n}``."""
+        return {
+            "added": len(self.added),
+            "updated": len(self.updated),
+            "removed": len(self.removed),
+            "unchanged": len(self.unchanged),
+        }
+
+
+def plan_sync(
+    incoming: Sequence[IncomingDocument],
+    stored: Mapping[str, StoredDocument],
+    mirror_source: str | None = None,
+) -> SyncPlan:
+    """The plan that brings a store holding ``stored`` to the state ``incoming`` asks for.
+
+    Args:
+        incoming: the documents to index; doc ids must be unique.
+        stored: what the store holds, by doc id.
+        mirror_source: when given, stored documents of this source that are not in ``incoming`` are removed.
+
+    Raises:
+        ValueError: two incoming documents share a doc id.
+    """
+    seen: set[str] = set()
+    added, updated, unchanged = [], [], []
+    for doc in incoming:
+        if doc.doc_id in seen:
+            raise ValueError(f"two documents share the doc id {doc.doc_id!r}; doc ids must be unique")
+        seen.add(doc.doc_id)
+        held = stored.get(doc.doc_id)
+        if held is None or not held.passages_by_hash:
+            added.append(doc.doc_id)
+        elif held.is_complete_version_of(doc):
+            unchanged.append(doc.doc_id)
+        else:
+            updated.append(doc.doc_id)
+    removed = []
+    if mirror_source is not None:
+        removed = sorted(d for d, held in stored.items() if held.source == mirror_source and d not in seen)
+    return SyncPlan(tuple(added), tuple(updated), tuple(removed), tuple(unchanged))
+
+
+class UnknownDocumentError(KeyError):
+    """A doc id no store holds; the message lists the closest ones it does."""
+
+    def __str__(self) -> str:  # KeyError quotes its argument; this one is a sentence
+        return str(self.args[0])
+
+
+_CLOSE_MATCHES = 5
+
+
+def _file_name(doc_id: str) -> str:
+    return PurePosixPath(doc_id.replace("\\", "/")).name
+
+
+def resolve_doc_id(doc_id: str, known: Iterable[str]) -> str:
+    """The known doc id ``doc_id`` names: itself, or the one document whose file name it is
+    (``"Pat Hingle.txt"`` for ``"people/Pat Hingle.txt"``).
+
+    Raises:
+        UnknownDocumentError: no document has this id or file name (the message lists close matches, by id and
+            by file name), or the file name is ambiguous (the message lists the documents it names).
+    """
+    ids = sorted(set(known))
+    if doc_id in ids:
+        return doc_id
+    by_name = [k for k in ids if _file_name(k) == doc_id]
+    if len(by_name) == 1:
+        return by_name[0]
+    if by_name:
+        raise UnknownDocumentError(f"{doc_id!r} names {len(by_name)} documents: {', '.join(by_name[:10])}; "
+                                   "give the full doc id")
+    close = difflib.get_close_matches(doc_id, ids, n=_CLOSE_MATCHES, cutoff=0.6)
+    names = {_file_name(k): k for k in ids}
+    close += [names[n] for n in difflib.get_close_matches(doc_id, list(names), n=_CLOSE_MATCHES) if names[n] not in close]
+    hint = f"; close matches: {', '.join(close[:_CLOSE_MATCHES])}" if close else f"; the index holds {len(ids)} documents"
+    raise UnknownDocumentError(f"no passage or document with id {doc_id!r}{hint}")
+
+
+def match_doc_ids(requested: Iterable[str], known: Iterable[str]) -> list[str]:
+    """:func:`resolve_doc_id` for each of ``requested``; nothing is resolved unless all are.
+
+    Raises:
+        UnknownDocumentError: see :func:`resolve_doc_id`.
+    """
+    known_ids = set(known)
+    return [resolve_doc_id(doc_id, known_ids) for doc_id in requested]

@@ -1,0 +1,389 @@
+"""The Chroma passage index: kept in step with a corpus, guarded against half-done syncs, opened again later.
+
+Chroma owns its data. Every passage row carries its document's id (LlamaIndex's ``document_id``), the content hash
+of the document version it came from, how many passages that version has, and the folder or file it was indexed
+from; that is all a sync needs to know (:mod:`llama_index_mhop.sync`), so no registry is kept beside the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import os
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from llama_index.core import Document, VectorStoreIndex
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.schema import BaseNode, TextNode
+from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryResult
+from llama_index.vector_stores.chroma import ChromaVectorStore
+from tqdm.auto import tqdm
+
+from .chroma_batches import iter_all
+from .counters import count
+from .rwlock import collection_lock
+from .stores import (
+    DEFAULT_CHUNK_OVERLAP,
+    DEFAULT_CHUNK_SIZE,
+    CorpusError,
+    SkippedFile,
+    chunk_documents,
+    content_hash,
+    read_corpus,
+)
+from .sync import IncomingDocument, StoredDocument, SyncPlan, match_doc_ids, plan_sync
+
+__all__ = [
+    "DEFAULT_COLLECTION",
+    "EmbeddingDimensionError",
+    "GuardedChromaVectorStore",
+    "IndexingInterrupted",
+    "SyncResult",
+    "all_passages",
+    "build_vector_index",
+    "check_embedding_dimension",
+    "delete_documents",
+    "describe_collection",
+    "load_vector_index",
+    "passage_collection",
+    "stored_documents",
+    "sync_vector_index",
+]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_COLLECTION = "mhop_passages"
+#: Row metadata a sync reads: the document version's content hash, its passage count, and its source.
+DOC_HASH_KEY = "doc_hash"
+DOC_PASSAGES_KEY = "doc_passages"
+SOURCE_KEY = "source"
+
+
+class IndexingInterrupted(RuntimeError):
+    """The store failed part-way through indexing. What was written is kept; indexing again resumes."""
+
+
+class EmbeddingDimensionError(ValueError):
+    """The embedder's vectors do not have the dimension of the vectors a collection holds."""
+
+
+def _chroma_collection(client: Any, name: str) -> Any:
+    return client.get_or_create_collection(name, metadata={"hnsw:space": "cosine"})
+
+
+class GuardedChromaVectorStore(ChromaVectorStore):
+    """A ``ChromaVectorStore`` whose queries wait while a sync of the same collection runs in this process.
+
+    A sync holds the collection's write lock for its whole change, so a query answers from the corpus as it was
+    before or after the sync, never from a mix.
+    """
+
+    def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
+        with collection_lock(self._collection).read():
+            return super().query(query, **kwargs)
+
+    async def aquery(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
+        lock = collection_lock(self._collection)
+        # Waiting for a sync must not block the event loop; the read itself is quick.
+        return await asyncio.to_thread(self._locked_query, lock, query, kwargs)
+
+    def _locked_query(self, lock: Any, query: VectorStoreQuery, kwargs: dict[str, Any]) -> VectorStoreQueryResult:
+        with lock.read():
+            return super().query(query, **kwargs)
+
+
+def passage_collection(index: VectorStoreIndex) -> Any:
+    """The Chroma collection behind a Chroma-backed ``VectorStoreIndex`` (``ChromaVectorStore.client``)."""
+    store = index.vector_store
+    if not isinstance(store, ChromaVectorStore):
+        raise TypeError(f"expected an index over a ChromaVectorStore, got {type(store).__name__}")
+    return store.client
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    """What :func:`sync_vector_index` did: the index, the documents added, updated, removed and left alone, and
+    the files of a folder that could not be read (their indexed version, if any, stays)."""
+
+    index: VectorStoreIndex
+    plan: SyncPlan
+    skipped: tuple[SkippedFile, ...] = ()
+
+
+def _source_key(source: str | os.PathLike[str] | Sequence[Document]) -> str | None:
+    return str(Path(source).resolve()) if isinstance(source, (str, os.PathLike)) else None
+
+
+def stored_documents(collection: Any, page: int = 5000) -> dict[str, StoredDocument]:
+    """What a passage collection holds, by doc id: passage counts per content version, and each one's source."""
+    held: dict[str, StoredDocument] = {}
+    for record in iter_all(collection, ["metadatas"], page):
+        meta = record["metadatas"] or {}
+        doc_id = str(meta.get("document_id", ""))
+        doc = held.setdefault(doc_id, StoredDocument(doc_id))
+        version = str(meta.get(DOC_HASH_KEY, ""))  # rows written before syncs existed have no version
+        doc.passages_by_hash[version] = doc.passages_by_hash.get(version, 0) + 1
+        doc.expected_passages = meta.get(DOC_PASSAGES_KEY, doc.expected_passages)
+        doc.source = meta.get(SOURCE_KEY, doc.source) or None
+    return held
+
+
+def _versioned_nodes(documents: Sequence[Document], source: str | None, chunk_size: int,
+                     chunk_overlap: int) -> list[TextNode]:
+    """The passages of ``documents``, each tagged with its document's version, passage count and source."""
+    nodes = chunk_documents(documents, chunk_size, chunk_overlap)
+    per_doc = Counter(n.ref_doc_id for n in nodes)
+    versions = {d.id_: content_hash(str(d.metadata.get("title", "")), d.text) for d in documents}
+    for node in nodes:
+        tags: dict[str, Any] = {DOC_HASH_KEY: versions[node.ref_doc_id], DOC_PASSAGES_KEY: per_doc[node.ref_doc_id]}
+        if source is not None:
+            tags[SOURCE_KEY] = source
+        node.metadata = {**node.metadata, **tags}
+        node.excluded_embed_metadata_keys = sorted({*node.excluded_embed_metadata_keys, *tags})
+        node.excluded_llm_metadata_keys = sorted({*node.excluded_llm_metadata_keys, *tags})
+    return nodes
+
+
+def sync_vector_index(
+    source: str | os.PathLike[str] | Sequence[Document],
+    collection_name: str = DEFAULT_COLLECTION,
+    chroma_client: Any = None,
+    persist_path: str | os.PathLike[str] | None = None,
+    embed_model: BaseEmbedding | None = None,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
+    show_progress: bool = True,
+    insert_batch_size: int = 256,
+    delete_missing: bool = False,
+    strict: bool = False,
+) -> SyncResult:
+    """Bring the Chroma passage collection in step with a corpus (the rule of :mod:`llama_index_mhop.sync`).
+
+    New documents are added, changed ones replaced (their old passages deleted), unchanged ones left alone: only
+    the passages of added and changed documents are embedded. With ``delete_missing``, documents previously
+    indexed from the same folder or file that are gone from it are removed; documents from other sources never
+    are. Every step is idempotent, so after a crash the same call resumes to the state of an uninterrupted sync.
+    In this process, queries through the returned index wait for the sync and never see half of it.
+
+    Args:
+        source: documents, a folder of text files, or a JSON corpus (see :func:`load_documents`).
+        collection_name: the Chroma collection of passages.
+        chroma_client: a Chroma client; default :func:`~llama_index_mhop.defaults.default_chroma_client`.
+        persist_path: the embedded store's directory when no client is given.
+        embed_model: the embedder; default :func:`~llama_index_mhop.defaults.resolve_embed_model`.
+        chunk_size: passage size in tokens; longer documents are split, never truncated.
+        chunk_overlap: tokens shared by neighbouring chunks of one document.
+        show_progress: show a progress bar while embedding.
+        insert_batch_size: passages embedded and written per batch.
+        delete_missing: mirror a folder or file source (remove what is gone from it).
+        strict: refuse a corpus folder with a file that cannot be read (default: skip it with a WARNING; a
+            skipped file's passages stay as they were).
+
+    Raises:
+        CorpusError: the corpus is empty or unreadable.
+        IndexingInterrupted: the store or the embedder failed part-way; syncing again resumes.
+    """
+    from .defaults import default_chroma_client, resolve_embed_model
+
+    documents, skipped = read_corpus(source, strict=strict)
+    documents = _distinct(documents)
+    source_key = _source_key(source)
+    if delete_missing and source_key is None:
+        raise ValueError("delete_missing needs a folder or file source: a list of documents has no 'missing'")
+    client = chroma_client if chroma_client is not None else default_chroma_client(persist_path)
+    embed_model = resolve_embed_model(embed_model)
+    collection = _chroma_collection(client, collection_name)
+    index = VectorStoreIndex.from_vector_store(GuardedChromaVectorStore(chroma_collection=collection),
+                                               embed_model=embed_model)
+    with collection_lock(collection).write():
+        held = stored_documents(collection)
+        # A file that could not be read this time is not gone: its indexed version stays.
+        unread = {f.path.relative_to(source_key).as_posix() for f in skipped} if source_key and skipped else set()
+        plan = plan_sync(
+            [IncomingDocument(d.id_, content_hash(str(d.metadata.get("title", "")), d.text)) for d in documents],
+            {doc_id: doc for doc_id, doc in held.items() if doc_id not in unread},
+            mirror_source=source_key if delete_missing else None,
+        )
+        logger.info("%s: %s", collection_name, plan.counts())
+        changed = set(plan.added) | set(plan.updated)
+        nodes = _versioned_nodes([d for d in documents if d.id_ in changed], source_key, chunk_size, chunk_overlap)
+        if nodes:  # before anything is deleted: a wrong embedder loses nothing
+            check_embedding_dimension(collection, embed_model)
+        for doc_id in (*plan.removed, *plan.updated):
+            collection.delete(where={"document_id": doc_id})
+        _insert(index, nodes, client, collection_name, insert_batch_size, show_progress)
+        _record_sync(client, collection_name, plan)
+    count("documents_indexed", len(changed))
+    count("documents_removed", len(plan.removed))
+    return SyncResult(index, plan, tuple(skipped))
+
+
+def _sync_log(client: Any, collection_name: str) -> Any:
+    # Chroma refuses metadata changes on a collection created with a distance function, so the time and counts of
+    # the last sync live in a one-row collection beside it.
+    return client.get_or_create_collection(f"{collection_name}.sync")
+
+
+def _record_sync(client: Any, collection_name: str, plan: SyncPlan) -> None:
+    at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    _sync_log(client, collection_name).upsert(ids=["last"], embeddings=[[0.0]],
+                                                metadatas=[{"at": at, **plan.counts()}])
+
+
+def describe_collection(client: Any, collection_name: str = DEFAULT_COLLECTION) -> dict[str, Any]:
+    """What a passage collection holds: documents, passages, sources, and the time and counts of the last sync.
+
+    Raises:
+        CorpusError: no such collection.
+    """
+    names = {getattr(c, "name", c) for c in client.list_collections()}
+    if collection_name not in names:
+        raise CorpusError(f"no Chroma collection {collection_name!r}; index a corpus first (mhop index PATH)")
+    collection = client.get_collection(collection_name)
+    held = stored_documents(collection)
+    last = _sync_log(client, collection_name).get(ids=["last"], include=["metadatas"])["metadatas"]
+    return {
+        "collection": collection_name,
+        "documents": len(held),
+        "passages": collection.count(),
+        "sources": sorted({d.source for d in held.values() if d.source}),
+        "last_sync": dict(last[0]) if last else None,
+    }
+
+
+def _distinct(documents: Sequence[Document]) -> list[Document]:
+    """The documents with exact repeats (same doc id, same content) dropped."""
+    versions: dict[str, str] = {}
+    kept = []
+    for doc in documents:
+        version = content_hash(str(doc.metadata.get("title", "")), doc.text)
+        if doc.id_ not in versions:
+            versions[doc.id_] = version
+            kept.append(doc)
+        elif versions[doc.id_] != version:
+            raise CorpusError(f"two different documents share the doc id {doc.id_!r}; doc ids must be unique")
+    return kept
+
+
+def _insert(index: VectorStoreIndex, nodes: list[TextNode], client: Any, name: str, batch_size: int,
+            show_progress: bool) -> None:
+    from .defaults import describe_client
+
+    batches = [nodes[i : i + batch_size] for i in range(0, len(nodes), batch_size)]
+    done = 0
+    for batch in tqdm(batches, desc=f"indexing {name}", unit="batch", disable=not show_progress):
+        try:
+            index.insert_nodes(batch)
+        except Exception as exc:  # a store or embedder failure of any kind: say where it stopped
+            raise IndexingInterrupted(
+                f"indexing {name!r} stopped after {done} of {len(nodes)} new passages: "
+                f"{describe_client(client)} failed ({type(exc).__name__}: {exc}). The passages written are kept; "
+                "index again to resume."
+            ) from exc
+        done += len(batch)
+
+
+def build_vector_index(
+    source: str | os.PathLike[str] | Sequence[Document],
+    collection_name: str = DEFAULT_COLLECTION,
+    chroma_client: Any = None,
+    persist_path: str | os.PathLike[str] | None = None,
+    embed_model: BaseEmbedding | None = None,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
+    show_progress: bool = True,
+    insert_batch_size: int = 256,
+    strict: bool = False,
+) -> VectorStoreIndex:
+    """Build or update the Chroma-backed passage index of a corpus and return it as a ``VectorStoreIndex``.
+
+    :func:`sync_vector_index` without removals: new documents are added, changed ones replaced, unchanged ones
+    left alone, so indexing the same corpus twice adds nothing. Arguments as there.
+    """
+    return sync_vector_index(source, collection_name, chroma_client, persist_path, embed_model, chunk_size,
+                             chunk_overlap, show_progress, insert_batch_size, strict=strict).index
+
+
+def delete_documents(index: VectorStoreIndex, doc_ids: Sequence[str]) -> list[str]:
+    """Remove documents (by doc id, or by file name alone when unambiguous) from a Chroma passage index.
+
+    Returns:
+        The doc ids removed.
+
+    Raises:
+        UnknownDocumentError: an id matches no indexed document (the message lists the closest ones).
+    """
+    collection = passage_collection(index)
+    with collection_lock(collection).write():
+        resolved = match_doc_ids(doc_ids, stored_documents(collection))
+        for doc_id in resolved:
+            collection.delete(where={"document_id": doc_id})
+    return resolved
+
+
+def check_embedding_dimension(collection: Any, embed_model: BaseEmbedding) -> None:
+    """Raise a one-line error when ``embed_model``'s dimension differs from the collection's stored vectors.
+
+    Raises:
+        EmbeddingDimensionError: the two dimensions differ.
+    """
+    if collection.count() == 0:
+        return
+    stored = collection.peek(limit=1)["embeddings"]
+    if stored is None or len(stored) == 0:
+        return
+    expected = len(stored[0])
+    got = len(embed_model.get_text_embedding("dimension probe"))
+    if got != expected:
+        raise EmbeddingDimensionError(
+            f"the collection {collection.name!r} holds {expected}-dimensional vectors but the embedder "
+            f"{getattr(embed_model, 'model_name', type(embed_model).__name__)} gives {got}; "
+            "use the embedder the collection was built with (--embed-model)"
+        )
+
+
+def load_vector_index(
+    collection_name: str = DEFAULT_COLLECTION,
+    chroma_client: Any = None,
+    persist_path: str | os.PathLike[str] | None = None,
+    embed_model: BaseEmbedding | None = None,
+) -> VectorStoreIndex:
+    """Open an existing Chroma passage collection as a ``VectorStoreIndex``.
+
+    The embedder is ``embed_model``, else the app's ``Settings.embed_model``, else the packaged default; one
+    whose dimension differs from the stored vectors' is refused here rather than at the first query.
+
+    Raises:
+        CorpusError: the collection does not exist or is empty.
+        EmbeddingDimensionError: the embedder does not fit the collection.
+    """
+    from .defaults import default_chroma_client, resolve_embed_model
+
+    client = chroma_client if chroma_client is not None else default_chroma_client(persist_path)
+    names = {getattr(c, "name", c) for c in client.list_collections()}
+    if collection_name not in names:
+        raise CorpusError(f"no Chroma collection {collection_name!r}; index a corpus first (mhop index PATH)")
+    collection = client.get_collection(collection_name)
+    if collection.count() == 0:
+        raise CorpusError(f"Chroma collection {collection_name!r} is empty; index a corpus first")
+    embed_model = resolve_embed_model(embed_model)
+    check_embedding_dimension(collection, embed_model)
+    return VectorStoreIndex.from_vector_store(GuardedChromaVectorStore(chroma_collection=collection),
+                                              embed_model=embed_model)
+
+
+def all_passages(index: VectorStoreIndex, batch: int = 5000) -> list[BaseNode]:
+    """Every passage stored in a Chroma-backed index (text and metadata, no embeddings)."""
+    return [
+        TextNode(
+            id_=record["id"],
+            text=record["documents"] or "",
+            metadata={k: v for k, v in (record["metadatas"] or {}).items() if not k.startswith("_")},
+        )
+        for record in iter_all(passage_collection(index), ["documents", "metadatas"], batch)
+    ]
