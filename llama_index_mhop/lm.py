@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 import dspy
 
+from .counters import count
 from .lm_clients import llamaindex_lm
 
 __all__ = [
@@ -60,6 +61,7 @@ class FallbackCounter:
     def add(self, step: str) -> None:
         with self._lock:
             self._counts[step] += 1
+        count(f"lm_fallbacks.{step}")  # the process-wide total that `mhop status` reports
 
     def __getitem__(self, step: str) -> int:
         with self._lock:

@@ -7,6 +7,7 @@ from typing import Any
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, QueryType
 
+from ..counters import count
 from ..validation import check_query
 
 __all__ = ["CheckedQueryRetriever", "ProgramRetriever", "query_text"]
@@ -34,10 +35,14 @@ class CheckedQueryRetriever(BaseRetriever):
     """
 
     def retrieve(self, str_or_query_bundle: QueryType) -> list[NodeWithScore]:
-        return super().retrieve(_checked(str_or_query_bundle))
+        bundle = _checked(str_or_query_bundle)
+        count(f"queries_served.{type(self).__name__}")
+        return super().retrieve(bundle)
 
     async def aretrieve(self, str_or_query_bundle: QueryType) -> list[NodeWithScore]:
-        return await super().aretrieve(_checked(str_or_query_bundle))
+        bundle = _checked(str_or_query_bundle)
+        count(f"queries_served.{type(self).__name__}")
+        return await super().aretrieve(bundle)
 
 
 class ProgramRetriever(CheckedQueryRetriever):
