@@ -97,7 +97,8 @@ _WORD = re.compile(r"[a-z0-9][a-z0-9'\-]*")
 _ASCII_WORD = re.compile(r"[a-z0-9]+")
 _TRAILING_POSSESSIVE = re.compile(r"['’]s?$")
 _POSSESSIVE = re.compile(r"(?<=\w)['’]s\b")
-_TRAILING_PARENTHETICAL = re.compile(r"\s*\([^()]*\)\s*$")
+# No leading \s*: a run of spaces before no parenthesis would be rescanned from each of its positions.
+_TRAILING_PARENTHETICAL = re.compile(r"\([^()]*\)\s*$")
 _LEADING_ARTICLE = re.compile(r"^(?:the|a|an) ")
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = frozenset(string.punctuation)
@@ -128,7 +129,8 @@ def drop_possessives(text: str) -> str:
 
 def strip_parenthetical(title: str) -> str:
     """A title without its trailing parenthetical: ``"Lover Come Back (1961 film)"`` -> ``"Lover Come Back"``."""
-    return _TRAILING_PARENTHETICAL.sub("", title)
+    found = _TRAILING_PARENTHETICAL.search(title)
+    return title[: found.start()].rstrip() if found else title
 
 
 def clean_name(name: str) -> str:
