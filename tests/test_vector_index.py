@@ -180,9 +180,31 @@ KILLED_SYNC = textwrap.dedent("""
                 os.kill(os.getpid(), signal.SIGKILL)
             return super()._get_text_embeddings(texts)
 
-    sync_vector_index(sys.argv[1], chroma_client=default_chroma_client(sys.argv[2]), embed_model=DiesMidway(),
-                      collection_name="crash", show_progress=False, insert_batch_size=3, delete_missing=True)
+    store = sys.argv[2]  # a directory, or host:port of a Chroma server
+    host, _, port = store.partition(":") if not os.path.isabs(store) else ("", "", "")
+    client = default_chroma_client(host=host, port=int(port)) if host else default_chroma_client(store)
+    sync_vector_index(sys.argv[1], chroma_client=client, embed_model=DiesMidway(), collection_name=sys.argv[4],
+                      show_progress=False, insert_batch_size=3, delete_missing=True)
 """)
+
+
+def edit_corpus(folder: Path) -> None:
+    write_notes(folder, {f"d{i}.txt": f"passage number {i} about lake {i % 3}" for i in range(0, 12, 2)})
+    for i in range(1, 12, 4):
+        (folder / f"d{i}.txt").unlink()
+    write_notes(folder, {"new.txt": "a new passage about a river"})
+
+
+def kill_a_sync(folder: Path, store: str, collection: str) -> None:
+    killed = subprocess.run([sys.executable, "-c", KILLED_SYNC, str(folder), store, "4", collection],
+                            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr.decode()[-2000:]
+
+
+def ranking(index) -> list[tuple[float, str]]:
+    """Every passage with its score, ties in text order (HNSW breaks ties by insertion order)."""
+    hits = index.as_retriever(similarity_top_k=20).retrieve("a passage about a lake")
+    return sorted((-round(h.score, 6), h.node.get_content()) for h in hits)
 
 
 def test_a_sync_killed_midway_resumes_to_the_uninterrupted_state(tmp_path):
@@ -191,25 +213,35 @@ def test_a_sync_killed_midway_resumes_to_the_uninterrupted_state(tmp_path):
     kwargs = dict(embed_model=WordBagEmbedding(), collection_name="crash", show_progress=False,
                   insert_batch_size=3, delete_missing=True)
     sync_vector_index(folder, chroma_client=default_chroma_client(tmp_path / "killed"), **kwargs)
-    write_notes(folder, {f"d{i}.txt": f"passage number {i} about lake {i % 3}" for i in range(0, 12, 2)})
-    for i in range(1, 12, 4):
-        (folder / f"d{i}.txt").unlink()
-    write_notes(folder, {"new.txt": "a new passage about a river"})
-
-    killed = subprocess.run([sys.executable, "-c", KILLED_SYNC, str(folder), str(tmp_path / "killed"), "4"],
-                            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True)
-    assert killed.returncode == -signal.SIGKILL, killed.stderr.decode()[-2000:]
+    edit_corpus(folder)
+    kill_a_sync(folder, str(tmp_path / "killed"), "crash")
 
     resumed = sync_vector_index(folder, chroma_client=default_chroma_client(tmp_path / "killed"), **kwargs)
     fresh = sync_vector_index(folder, chroma_client=default_chroma_client(tmp_path / "fresh"), **kwargs)
     assert rows(resumed.index) == rows(fresh.index)
-    def ranking(index):  # every passage with its score, ties in text order (HNSW breaks ties by insertion order)
-        hits = index.as_retriever(similarity_top_k=20).retrieve("a passage about a lake")
-        return sorted((-round(h.score, 6), h.node.get_content()) for h in hits)
-
     assert ranking(resumed.index) == ranking(fresh.index)
     again = sync_vector_index(folder, chroma_client=default_chroma_client(tmp_path / "killed"), **kwargs)
     assert again.plan.counts()["unchanged"] == len(list(folder.iterdir())) and not again.plan.changes
+
+
+def test_a_sync_killed_midway_resumes_on_a_chroma_server(tmp_path):
+    from tests.chroma_server import ChromaServer
+
+    server = ChromaServer(tmp_path / "server-data").start()
+    try:
+        client = default_chroma_client(host=server.host, port=server.port)
+        folder = tmp_path / "corpus"
+        write_notes(folder, {f"d{i}.txt": f"passage number {i} about river {i % 5}" for i in range(12)})
+        kwargs = dict(embed_model=WordBagEmbedding(), show_progress=False, insert_batch_size=3, delete_missing=True)
+        sync_vector_index(folder, chroma_client=client, collection_name="killed", **kwargs)
+        edit_corpus(folder)
+        kill_a_sync(folder, f"{server.host}:{server.port}", "killed")
+        resumed = sync_vector_index(folder, chroma_client=client, collection_name="killed", **kwargs)
+        fresh = sync_vector_index(folder, chroma_client=client, collection_name="fresh", **kwargs)
+        assert rows(resumed.index) == rows(fresh.index)
+        assert ranking(resumed.index) == ranking(fresh.index)
+    finally:
+        server.stop()
 
 
 def test_a_file_that_cannot_be_read_keeps_its_indexed_version(tmp_path, notes):
