@@ -48,6 +48,7 @@ from .knowledge_graph import (
     DEFAULT_TITLE_EDGE_WEIGHT,
     KnowledgeGraph,
 )
+from .openie_file import report_stored_openie, with_stored_openie
 from .persistence import (
     CONFIG_FILE,
     GRAPH_FILE,
@@ -197,6 +198,7 @@ class HippoGraphIndex:
         short_text_batch_size: int | None = DEFAULT_SHORT_TEXT_BATCH_SIZE,
         exact_synonymy_max_entities: int = DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES,
         on_batch_end: BatchHook | None = None,
+        openie_results: str | os.PathLike[str] | None = None,
     ) -> HippoGraphIndex:
         """Index documents (a corpus path, see ``stores.load_documents``, or the passages of a Chroma-backed
         ``VectorStoreIndex`` with their stored embeddings) into a new or resumed index, by :meth:`insert`'s rule.
@@ -229,6 +231,8 @@ class HippoGraphIndex:
             exact_synonymy_max_entities: above this many entities, synonyms come from Chroma's HNSW index of the
                 entity collection instead of exact all-pairs similarities.
             on_batch_end: called as ``on_batch_end(batch_number, passages_done)`` after each checkpointed batch.
+            openie_results: a HippoRAG ``openie_results_ner_<model>.json``: passages whose text it holds take their
+                extraction from it; the rest are extracted (the counts are logged at INFO).
 
         Raises:
             CorpusError: no text to index.
@@ -240,8 +244,7 @@ class HippoGraphIndex:
         else:
             nodes, docs = [], load_documents(documents)
         embed_model = resolve_embed_model(embed_model)
-        if extractor is None:
-            extractor = OpenIEExtractor(lm=lm, llm=llm)
+        extractor = with_stored_openie(extractor or OpenIEExtractor(lm=lm, llm=llm), openie_results)
         if persist_dir is not None and (Path(persist_dir) / CONFIG_FILE).is_file():
             index = cls.from_persist_dir(persist_dir, chroma_client=chroma_client, embed_model=embed_model)
             index.extractor = extractor
@@ -275,6 +278,7 @@ class HippoGraphIndex:
         documents: Document | Sequence[Document] | str | os.PathLike[str],
         show_progress: bool | None = None,
         on_batch_end: BatchHook | None = None,
+        openie_results: str | os.PathLike[str] | None = None,
     ) -> list[str]:
         """Index documents by one rule: a document is known by its doc id (``Document.id_``) and content hash.
 
@@ -282,32 +286,37 @@ class HippoGraphIndex:
         passages, and the facts and entities only they supported, leave the graph and Chroma; unchanged documents
         are left untouched (nothing is extracted or embedded again). With a ``persist_dir`` the work is
         checkpointed per batch and saved crash-safely (see :mod:`.sync`). Queries running in other threads
-        meanwhile answer from the index as it was before; later queries see all of it.
+        meanwhile answer from the index as it was before; later queries see all of it. ``openie_results``: as in
+        :meth:`from_documents`.
 
         Returns:
             The ids of the passages added.
         """
-        return self._sync(as_documents(documents), [], show_progress, on_batch_end)[1]
+        return self._sync(as_documents(documents), [], show_progress, on_batch_end, openie_results)[1]
 
     def refresh_ref_docs(self, documents: Sequence[Document], show_progress: bool | None = None,
-                         on_batch_end: BatchHook | None = None) -> list[bool]:
+                         on_batch_end: BatchHook | None = None,
+                         openie_results: str | os.PathLike[str] | None = None) -> list[bool]:
         """LlamaIndex's refresh: :meth:`insert`'s rule, reporting per document whether it was new or changed."""
-        return self._sync(as_documents(documents), [], show_progress, on_batch_end)[0]
+        return self._sync(as_documents(documents), [], show_progress, on_batch_end, openie_results)[0]
 
     def _sync(self, docs: Sequence[Document], nodes: Sequence[TextNode], show_progress: bool | None,
-              on_batch_end: BatchHook | None) -> tuple[list[bool], list[str]]:
+              on_batch_end: BatchHook | None, openie_results: str | os.PathLike[str] | None = None,
+              ) -> tuple[list[bool], list[str]]:
         """Apply the sync rule to documents (and add passage nodes that come without one) as one change."""
         show = self.show_progress if show_progress is None else show_progress
         with self._versions.change():
             plan = plan_sync(docs, self.docstore, self.graph,
                              lambda d: chunk_documents(d, self.chunk_size, self.chunk_overlap))
             checkpoint = None if self.persist_dir is None else self.persist_dir / CHECKPOINT_FILE
-            indexer = BatchIndexer(self.stores, self.graph, self.extractor, self.num_workers, self._synonymy,
+            extractor = with_stored_openie(self.extractor, openie_results)
+            indexer = BatchIndexer(self.stores, self.graph, extractor, self.num_workers, self._synonymy,
                                    checkpoint, self._timer)
             added = indexer.run([*nodes, *plan.nodes], self.insert_batch_size, show, on_batch_end)
             removal = detach_passages(self.graph, self._synonymy, plan.stale)
             self.docstore.set_document_hashes(plan.hashes)
             self._commit(removal, bool(added) or plan.changes_anything)
+        report_stored_openie(extractor)
         return plan.refreshed, added
 
     def _commit(self, removal: Removal, changed: bool) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import threading
 from collections.abc import Iterable
@@ -25,7 +26,11 @@ from typing import Any
 
 from .extraction import Extraction, Extractor, OpenIEExtractor
 
-__all__ = ["OpenIEFileError", "StoredOpenIE", "passage_key", "read_openie", "write_openie"]
+logger = logging.getLogger(__name__)
+
+__all__ = ["OpenIEFileError", "StoredOpenIE",
+    "report_stored_openie",
+    "with_stored_openie", "passage_key", "read_openie", "write_openie"]
 
 
 class OpenIEFileError(ValueError):
@@ -162,3 +167,16 @@ class StoredOpenIE:
                 self.extracted += 1
             self.served.append((f"{title}\n{text}" if title else text, extraction))
         return extraction
+
+
+def with_stored_openie(extractor: Extractor, path: str | os.PathLike[str] | None) -> Extractor:
+    """``extractor`` behind the stored OpenIE results of ``path`` (``openie_results=`` of the graph index), or
+    ``extractor`` itself when no file is given."""
+    return extractor if path is None else StoredOpenIE(path, fallback=extractor)
+
+
+def report_stored_openie(extractor: Extractor) -> None:
+    """Log how many passages took their extraction from a stored OpenIE file, and how many were extracted."""
+    if isinstance(extractor, StoredOpenIE):
+        logger.info("OpenIE: %d passages from %s, %d extracted", extractor.from_file, extractor.path,
+                    extractor.extracted)

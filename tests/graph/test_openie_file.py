@@ -96,6 +96,21 @@ def test_exported_index_rebuilds_the_same_graph(embed_model, tmp_path):
     assert graph_snapshot(rebuilt) == graph_snapshot(original)
 
 
+def test_openie_results_keyword_on_build_and_refresh(embed_model, caplog):
+    lm = scripted_openie_lm()
+    docs = documents()
+    with caplog.at_level("INFO", logger="llama_index_mhop.graph.openie_file"):
+        keyword = HippoGraphIndex.from_documents(docs[:3], embed_model=embed_model, lm=lm, show_progress=False,
+                                                 chroma_client=chromadb.EphemeralClient(), name="openie_keyword",
+                                                 openie_results=FIXTURE)
+        assert "OpenIE: 3 passages from" in caplog.text
+        caplog.clear()
+        assert keyword.refresh_ref_docs(docs, openie_results=FIXTURE) == [False, False, False, True, True]
+        assert "OpenIE: 1 passages from" in caplog.text and ", 1 extracted" in caplog.text
+    extracted = build(embed_model, OpenIEExtractor(lm=lm, backoff_seconds=0), "openie_keyword_reference")
+    assert graph_snapshot(keyword) == graph_snapshot(extracted)
+
+
 @pytest.mark.parametrize(("content", "message"), [
     ("not json", r"not a readable JSON file"),
     ('{"documents": []}', r"expected an object with a 'docs' list"),
