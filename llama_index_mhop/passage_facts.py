@@ -28,16 +28,23 @@ class PassageFacts:
         extractor: anything with ``extract(text, title) -> Extraction`` (e.g. an
             :class:`~llama_index_mhop.graph.OpenIEExtractor` with an LM); None: the LLM-free extractor.
         max_cached: passages kept in the cache (the oldest are dropped first).
+        graph_index: a :class:`~llama_index_mhop.graph.HippoGraphIndex`: a passage it holds (by node id) gives
+            the facts stored for it, extracted when it was indexed, instead of extracting again.
     """
 
-    def __init__(self, extractor: Any = None, max_cached: int = 100_000) -> None:
+    def __init__(self, extractor: Any = None, max_cached: int = 100_000, graph_index: Any = None) -> None:
         self.extractor = extractor
+        self.graph_index = graph_index
         self.max_cached = max_cached
         self._cache: dict[str, tuple[Triple, ...]] = {}
         self._lock = threading.Lock()
 
     def facts(self, node: BaseNode) -> tuple[Triple, ...]:
-        """The triples the passage states (title and text decide; the node id does not)."""
+        """The triples the passage states: the graph index's stored ones for a passage it holds, else extracted
+        (title and text decide; the node id does not)."""
+        stored = self._stored(node.node_id)
+        if stored is not None:
+            return stored
         title = node.metadata.get("title")
         title = "" if title is None else str(title)
         text = node.get_content()
@@ -52,6 +59,16 @@ class PassageFacts:
                 self._cache.pop(next(iter(self._cache)))
             self._cache[key] = triples
         return triples
+
+    def _stored(self, node_id: str) -> tuple[Triple, ...] | None:
+        if self.graph_index is None:
+            return None
+        graph = self.graph_index.graph
+        record = graph.passages.get(node_id)
+        if record is None:
+            return None
+        names = graph.entity_names
+        return tuple((names[s], p, names[o]) for s, p, o in (graph.facts[f] for f in record.facts if f in graph.facts))
 
     def _extract(self, text: str, title: str) -> tuple[Triple, ...]:
         # Imported here: importing the graph package imports its retriever, which imports the postprocessors.

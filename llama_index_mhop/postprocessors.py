@@ -94,6 +94,7 @@ class DSPyFactFilter(BaseNodePostprocessor):
         extractor: reads the facts of passage nodes (``extract(text, title) -> Extraction``, e.g. an
             ``OpenIEExtractor`` with an LM); default the LLM-free extractor. Facts are cached by passage content.
         supporting_only: on passage nodes, return only the passages that state a kept fact.
+        graph_index: a ``HippoGraphIndex`` whose passages the nodes are: their stored facts are used as they are.
         callback_manager: LlamaIndex callbacks.
 
     On **passage nodes** (any node without a triple in its metadata, as a standard query engine retrieves them)
@@ -147,6 +148,7 @@ class DSPyFactFilter(BaseNodePostprocessor):
         fallback_strategy: FactSelection | str = FactSelection.TOP_SCORE,
         extractor: Any = None,
         supporting_only: bool = False,
+        graph_index: Any = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(
@@ -159,7 +161,7 @@ class DSPyFactFilter(BaseNodePostprocessor):
             **kwargs,
         )
         self._lm = resolve_lm(lm=lm, llm=llm)
-        self._passage_facts = PassageFacts(extractor)
+        self._passage_facts = PassageFacts(extractor, graph_index=graph_index)
         self._module = FactFilterModule()
         self._fallback_counts = FallbackCounter()
 

@@ -113,3 +113,20 @@ def test_facts_are_extracted_once_per_passage_content(index):
     first = titles(engine.query(QUERY).source_nodes)
     second = titles(engine.query(QUERY).source_nodes)
     assert first == second and sorted(calls) == sorted(title for title, _ in CORPUS)
+
+
+def test_passages_of_a_graph_index_use_its_stored_facts(embed_model):
+    from llama_index_mhop.graph import HippoGraphIndex
+
+    graph = HippoGraphIndex.from_documents([make_document(title, text) for title, text in CORPUS],
+                                           embed_model=embed_model, chroma_client=chromadb.EphemeralClient(),
+                                           name="fact_filter_graph", show_progress=False)
+
+    class NeverCalled:
+        def extract(self, text, title=None):
+            raise AssertionError(f"{title!r} was extracted again: the graph's stored facts should be used")
+
+    fact_filter = DSPyFactFilter(graph_index=graph, extractor=NeverCalled(), supporting_only=True)
+    engine = graph.as_query_engine(llm=MockLLM(), node_postprocessors=[fact_filter])
+    kept = titles(engine.query(QUERY).source_nodes)  # no extraction: NeverCalled would raise
+    assert "Maximum Overdrive" in kept and "Bread" not in kept
