@@ -215,8 +215,15 @@ if kill_at == "mid_chroma_delete":
         real(self, passages, [], [])
         os.kill(os.getpid(), signal.SIGKILL)
     GraphStores.delete = delete
-index = HippoGraphIndex.from_documents(docs, embed_model=WordBagEmbedding(), persist_dir=where, name="notes",
-                                       insert_batch_size=1, show_progress=False, on_batch_end=hook)
+server = os.environ.get("MHOP_TEST_CHROMA_SERVER")  # host:port: the stores on a server, the graph files local
+client, name = None, "notes"
+if server:
+    from llama_index_mhop.defaults import default_chroma_client
+    host, port = server.split(":")
+    client, name = default_chroma_client(host=host, port=int(port)), "notes_" + os.path.basename(where)
+index = HippoGraphIndex.from_documents(docs, embed_model=WordBagEmbedding(), persist_dir=where, name=name,
+                                       chroma_client=client, insert_batch_size=1, show_progress=False,
+                                       on_batch_end=hook)
 if step == "report":
     counts = index.counts()
     ranking = [n.node.node_id for n in index.as_retriever(similarity_top_k=4).retrieve({query!r})]
@@ -224,24 +231,38 @@ if step == "report":
 """
 
 
-def run(tmp_path: Path, step: str, where: Path, kill_at: str, docs: dict[str, str]) -> subprocess.CompletedProcess:
+def run(tmp_path: Path, step: str, where: Path, kill_at: str, docs: dict[str, str],
+        server: str | None = None) -> subprocess.CompletedProcess:
     script = tmp_path / "sync_script.py"
     script.write_text(SCRIPT.format(root=str(ROOT), query=QUERY))
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **({"MHOP_TEST_CHROMA_SERVER": server} if server else {})}
     return subprocess.run([sys.executable, str(script), step, str(where), kill_at, json.dumps(list(docs.items()))],
                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
 
 
-@pytest.mark.parametrize("kill_at", ["batch", "before_chroma_delete", "mid_chroma_delete"])
-def test_a_sync_killed_with_sigkill_and_run_again_ends_identical(tmp_path, kill_at):
+@pytest.mark.parametrize(("kill_at", "on_server"), [("batch", False), ("before_chroma_delete", False),
+                                                   ("mid_chroma_delete", False), ("mid_chroma_delete", True)])
+def test_a_sync_killed_with_sigkill_and_run_again_ends_identical(tmp_path, kill_at, on_server):
+    from tests.chroma_server import ChromaServer
+
+    server = ChromaServer(tmp_path / "server-data").start() if on_server else None
+    address = f"{server.host}:{server.port}" if server else None
+    try:
+        compare_killed_with_uninterrupted(tmp_path, kill_at, address)
+    finally:
+        if server is not None:
+            server.stop()
+
+
+def compare_killed_with_uninterrupted(tmp_path: Path, kill_at: str, server: str | None) -> None:
     edited = {**NOTES, "notes/Pat Hingle.txt": EDITED, "notes/Marty.txt": "Marty is a 1955 film by Delbert Mann."}
     del edited["archive/Delbert Mann.txt"]  # not in this sync: stays indexed (a sync adds and replaces)
     reference, killed = tmp_path / "reference", tmp_path / "killed"
     for where in (reference, killed):
-        assert run(tmp_path, "build", where, "none", NOTES).returncode == 0
-    assert run(tmp_path, "sync", killed, kill_at, edited).returncode == -9
-    again = run(tmp_path, "report", killed, "none", edited)
-    expected = run(tmp_path, "report", reference, "none", edited)
+        assert run(tmp_path, "build", where, "none", NOTES, server).returncode == 0
+    assert run(tmp_path, "sync", killed, kill_at, edited, server).returncode == -9
+    again = run(tmp_path, "report", killed, "none", edited, server)
+    expected = run(tmp_path, "report", reference, "none", edited, server)
     assert again.returncode == expected.returncode == 0, again.stderr[-2000:] + expected.stderr[-2000:]
     assert json.loads(again.stdout) == json.loads(expected.stdout)
     assert json.loads(expected.stdout)["counts"]["passages"] == 5
