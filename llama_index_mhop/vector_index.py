@@ -288,25 +288,14 @@ def _insert(index: VectorStoreIndex, nodes: list[TextNode], client: Any, name: s
         done += len(batch)
 
 
-def build_vector_index(
-    source: str | os.PathLike[str] | Sequence[Document],
-    collection_name: str = DEFAULT_COLLECTION,
-    chroma_client: Any = None,
-    persist_path: str | os.PathLike[str] | None = None,
-    embed_model: BaseEmbedding | None = None,
-    chunk_size: int = DEFAULT_CHUNK_SIZE,
-    chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
-    show_progress: bool = True,
-    insert_batch_size: int = 256,
-    strict: bool = False,
-) -> VectorStoreIndex:
+def build_vector_index(source: str | os.PathLike[str] | Sequence[Document], **kwargs: Any) -> VectorStoreIndex:
     """Build or update the Chroma-backed passage index of a corpus and return it as a ``VectorStoreIndex``.
 
-    :func:`sync_vector_index` without removals: new documents are added, changed ones replaced, unchanged ones
-    left alone, so indexing the same corpus twice adds nothing. Arguments as there.
+    :func:`sync_vector_index`, returning just the index: new documents are added, changed ones replaced,
+    unchanged ones left alone, so indexing the same corpus twice adds nothing. ``kwargs`` are
+    :func:`sync_vector_index`'s (``collection_name``, ``chroma_client``, ``embed_model``, ``strict``...).
     """
-    return sync_vector_index(source, collection_name, chroma_client, persist_path, embed_model, chunk_size,
-                             chunk_overlap, show_progress, insert_batch_size, strict=strict).index
+    return sync_vector_index(source, **kwargs).index
 
 
 def delete_documents(index: VectorStoreIndex, doc_ids: Sequence[str]) -> list[str]:
