@@ -35,6 +35,7 @@ Three ways to select, all returning input nodes only, at most ``top_n``:
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import dspy
@@ -261,30 +262,30 @@ class DSPyFactFilter(BaseNodePostprocessor):
             raise LMOutputError(f"no candidate fact recognised in the answer ({len(generated)} facts given)")
         return [nodes[i] for i in chosen]
 
+    def _selection(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None
+    ) -> tuple[dict[str, Any] | None, Callable[[Any], list[NodeWithScore]]]:
+        """The LM step's arguments (None when no step is needed) and what turns the kept facts into the answer."""
+        query = self._prepare(nodes, query_bundle)
+        if not nodes:
+            return None, lambda _: []
+        if all(is_fact_node(node) for node in nodes):
+            return self._step_args(query, nodes, [fact_triple(node) for node in nodes]), lambda kept: kept
+        candidates, support = self._passage_candidates(nodes)
+        if not candidates:
+            unchanged = [] if self.supporting_only else list(nodes)
+            return None, lambda _: unchanged
+        step = self._step_args(query, candidates, [fact_triple(c) for c in candidates])
+        return step, lambda kept: self._passages_for(kept, nodes, candidates, support)
+
     def _postprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
-        query = self._prepare(nodes, query_bundle)
-        if not nodes:
-            return []
-        if all(is_fact_node(node) for node in nodes):
-            return run_lm_step(**self._step_args(query, nodes, [fact_triple(node) for node in nodes]))
-        candidates, support = self._passage_candidates(nodes)
-        if not candidates:
-            return [] if self.supporting_only else list(nodes)
-        kept = run_lm_step(**self._step_args(query, candidates, [fact_triple(c) for c in candidates]))
-        return self._passages_for(kept, nodes, candidates, support)
+        step, finish = self._selection(nodes, query_bundle)
+        return finish(None if step is None else run_lm_step(**step))
 
     async def _apostprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
-        query = self._prepare(nodes, query_bundle)
-        if not nodes:
-            return []
-        if all(is_fact_node(node) for node in nodes):
-            return await arun_lm_step(**self._step_args(query, nodes, [fact_triple(node) for node in nodes]))
-        candidates, support = self._passage_candidates(nodes)
-        if not candidates:
-            return [] if self.supporting_only else list(nodes)
-        kept = await arun_lm_step(**self._step_args(query, candidates, [fact_triple(c) for c in candidates]))
-        return self._passages_for(kept, nodes, candidates, support)
+        step, finish = self._selection(nodes, query_bundle)
+        return finish(None if step is None else await arun_lm_step(**step))
