@@ -376,36 +376,26 @@ class OpenIEExtractor:
         """Whether extraction would ask an LM now (its own, else ``dspy.settings.lm``)."""
         return current_lm(self.lm) is not None
 
-    def _inputs(self, text: str, title: str | None) -> dict[str, str]:
-        return {"title": title or "", "passage": text}
+    def _step(self, text: str, title: str | None) -> tuple[Any, ...]:
+        """The arguments of the OpenIE step, for :func:`run_lm_step` and :func:`arun_lm_step` alike."""
+        return (
+            EXTRACTION_STEP,
+            self.module,
+            {"title": title or "", "passage": text},
+            partial(parse_extraction, source=_passage_source(title, text)),
+            lambda: extract_llm_free(text, title),
+            self.lm,
+            self.fallback_counts,
+            self.timeout,
+        )
 
     def extract(self, text: str, title: str | None = None) -> Extraction:
         """The passage's entities and triples (one LM call, retried, or the LLM-free rules)."""
-        result = run_lm_step(
-            EXTRACTION_STEP,
-            self.module,
-            self._inputs(text, title),
-            partial(parse_extraction, source=_passage_source(title, text)),
-            lambda: extract_llm_free(text, title),
-            self.lm,
-            self.fallback_counts,
-            self.timeout,
-        )
-        return with_title_entities(result, title)
+        return with_title_entities(run_lm_step(*self._step(text, title)), title)
 
     async def aextract(self, text: str, title: str | None = None) -> Extraction:
         """The async twin of :meth:`extract`."""
-        result = await arun_lm_step(
-            EXTRACTION_STEP,
-            self.module,
-            self._inputs(text, title),
-            partial(parse_extraction, source=_passage_source(title, text)),
-            lambda: extract_llm_free(text, title),
-            self.lm,
-            self.fallback_counts,
-            self.timeout,
-        )
-        return with_title_entities(result, title)
+        return with_title_entities(await arun_lm_step(*self._step(text, title)), title)
 
 
 def with_title_entities(extraction: Extraction, title: str | None) -> Extraction:
