@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-# The shared data sits beside the project (../shared/datasets); MHOP_DATASETS points elsewhere (a worktree).
+# The shared data sits beside the project (../shared/datasets); MHOP_DATASETS points elsewhere (another checkout).
 DATASETS = Path(os.environ.get("MHOP_DATASETS") or Path(__file__).resolve().parents[1].parent / "shared" / "datasets")
 HOTPOTQA = DATASETS / "hotpotqa-100"
 FIXTURES = DATASETS / "fixtures"
