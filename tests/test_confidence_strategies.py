@@ -12,17 +12,7 @@ from llama_index_mhop.confidence_strategies import (
     assess_confidence,
     targeted_queries,
 )
-
-QUERY = "Who directed the film that was shot in Leland in 1986?"
-PASSAGES = [
-    (
-        "Leland, North Carolina",
-        "Leland is a town in Brunswick County. The film Maximum Overdrive was shot in Leland in 1986.",
-    ),
-    ("Maximum Overdrive", "Maximum Overdrive is a 1986 horror film directed by Stephen King."),
-    ("Stephen King", "Stephen King is an American author of horror novels."),
-    ("Brunswick County", "Brunswick County is a county in North Carolina."),
-]
+from tests.leland_corpus import PASSAGES, QUERY
 
 
 def test_assess_confidence_formula_and_bridge_gap():

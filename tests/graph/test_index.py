@@ -45,21 +45,6 @@ def build(docs, name, client=None, **kwargs):
     )
 
 
-def snapshot(index: HippoGraphIndex) -> dict:
-    """Everything that must match between two builds of the same documents."""
-    graph = index.graph
-    return {
-        "edges": graph.edge_list(),
-        "entities": dict(sorted(graph.entity_names.items())),
-        "facts": dict(sorted(graph.facts.items())),
-        "passages": {p: (r.entities, r.facts, r.title_entities) for p, r in sorted(graph.passages.items())},
-        "synonyms": dict(sorted(graph.synonyms.items())),
-        "chroma_passages": sorted(index.passages_collection.get(include=[])["ids"]),
-        "chroma_entities": sorted(index.entities_collection.get(include=[])["ids"]),
-        "chroma_facts": sorted(index.facts_collection.get(include=[])["ids"]),
-    }
-
-
 def test_three_collections_with_counts_matching_the_graph(tmp_path):
     index = build(mini_docs(), "idx_counts", client=chromadb.PersistentClient(path=str(tmp_path)))
     counts = index.counts()
@@ -83,15 +68,15 @@ def test_passage_nodes_keep_document_metadata():
     assert node.ref_doc_id == docs[0].doc_id
 
 
-def test_reindexing_adds_no_duplicates():
+def test_reindexing_adds_no_duplicates(graph_snapshot):
     client = chromadb.EphemeralClient()
     index = build(mini_docs(), "idx_twice", client)
-    before = snapshot(index)
+    before = graph_snapshot(index)
     assert index.insert(mini_docs()) == []
-    assert snapshot(index) == before
+    assert graph_snapshot(index) == before
 
 
-def test_insert_then_delete_equals_fresh_build():
+def test_insert_then_delete_equals_fresh_build(graph_snapshot):
     docs = all_docs()
     index = build(docs[:6], "idx_incr")
     index.insert(docs[6:])
@@ -102,7 +87,7 @@ def test_insert_then_delete_equals_fresh_build():
     assert index.delete(giant_passage) == [giant_passage]  # by passage id
     remaining = [d for d in docs if d.doc_id not in (doris.doc_id, giant.doc_id)]
     fresh = build(remaining, "idx_fresh")
-    assert snapshot(index) == {**snapshot(fresh)}
+    assert graph_snapshot(index) == {**graph_snapshot(fresh)}
     # Entities only Doris Day's passage named are gone; shared ones stay.
     names = set(index.graph.entity_names.values())
     assert "doris day" in names  # Lover Come Back still names her
@@ -115,7 +100,7 @@ def test_delete_unknown_id_is_a_clear_error():
         index.delete("nope")
 
 
-def test_killed_build_resumes_without_redoing_work(tmp_path, counting_extractor):
+def test_killed_build_resumes_without_redoing_work(tmp_path, counting_extractor, graph_snapshot):
     docs = all_docs()
     extractor = counting_extractor()
     embedder = WordBagEmbedding()
@@ -149,7 +134,7 @@ def test_killed_build_resumes_without_redoing_work(tmp_path, counting_extractor)
         docs, embed_model=WordBagEmbedding(), persist_dir=tmp_path / "clean", show_progress=False, name="resume",
     )
     assert resumed.counts() == clean.counts()
-    assert snapshot(resumed) == snapshot(clean)
+    assert graph_snapshot(resumed) == graph_snapshot(clean)
 
 
 def test_truncated_checkpoint_line_is_ignored(tmp_path):
@@ -169,7 +154,7 @@ def test_truncated_checkpoint_line_is_ignored(tmp_path):
     assert index.counts()["passages"] == len(docs)
 
 
-def test_persist_and_reload(tmp_path):
+def test_persist_and_reload(tmp_path, graph_snapshot):
     embedder = WordBagEmbedding()
     index = build(mini_docs(), "idx_persist", embed_model=embedder)  # in-memory Chroma
     index.persist(tmp_path)
@@ -178,7 +163,7 @@ def test_persist_and_reload(tmp_path):
         assert data["format_version"] == 1
     assert not list(tmp_path.rglob("*.pkl")) and not list(tmp_path.rglob("*.pickle"))
     loaded = HippoGraphIndex.from_persist_dir(tmp_path, embed_model=embedder)
-    assert snapshot(loaded) == snapshot(index)
+    assert graph_snapshot(loaded) == graph_snapshot(index)
     query = "Who directed Lover Come Back?"
     before = [(n.node.node_id, n.score) for n in index.as_retriever(similarity_top_k=3).retrieve(query)]
     after = [(n.node.node_id, n.score) for n in loaded.as_retriever(similarity_top_k=3).retrieve(query)]
@@ -248,13 +233,13 @@ def test_pagerank_matrix_is_built_once_per_graph_version():
     assert index.retrieval_state().version == index.graph.version
 
 
-def test_hnsw_synonymy_equals_exact_on_a_small_graph():
+def test_hnsw_synonymy_equals_exact_on_a_small_graph(graph_snapshot):
     docs = all_docs()
     exact = build(docs, "idx_syn_exact")
     searched = build(docs[:8], "idx_syn_hnsw", exact_synonymy_max_entities=0)  # Chroma's HNSW index finds them
     searched.insert(docs[8:])
     assert any(d["synonymy"] for _, _, d in exact.graph.graph.edges(data=True))
-    assert snapshot(searched) == snapshot(exact)
+    assert graph_snapshot(searched) == graph_snapshot(exact)
 
 
 # -- queries while the graph changes --------------------------------------------------------------------------------

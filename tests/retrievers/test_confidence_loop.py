@@ -23,21 +23,14 @@ from llama_index_mhop.confidence_strategies import (
 from llama_index_mhop.lm_clients import function_lm, render_fields
 from llama_index_mhop.retrievers.confidence_loop import ConfidenceLoopRetriever
 from llama_index_mhop.vector_index import build_vector_index
+from tests.leland_corpus import PASSAGES as LELAND_PASSAGES
+from tests.leland_corpus import QUERY
 from tests.lm_faults import FAULTS, faulty_lm
 
-QUERY = "Who directed the film that was shot in Leland in 1986?"
 Q1, Q2 = "Leland filming location", "film shot in 1986"
 
-# A toy corpus: the Leland passage names the film, the film's passage names its director.
-PASSAGES = [
-    (
-        "Leland, North Carolina",
-        "Leland is a town in Brunswick County. The film Maximum Overdrive was shot in Leland in 1986.",
-    ),
-    ("Maximum Overdrive", "Maximum Overdrive is a 1986 horror film directed by Stephen King."),
-    ("Stephen King", "Stephen King is an American author of horror novels."),
-    ("Brunswick County", "Brunswick County is a county in North Carolina."),
-] + [
+# The Leland bridge corpus among distractors.
+PASSAGES = LELAND_PASSAGES + [
     (f"Distractor {i}", f"Distractor passage number {i} about rivers and towns and film festivals.")
     for i in range(26)
 ]
