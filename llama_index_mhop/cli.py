@@ -103,11 +103,16 @@ def _sync_graph(args: argparse.Namespace, client: Any, result: Any) -> Any:
         return HippoGraphIndex.from_documents(documents, chroma_client=client, persist_dir=_graph_dir(args),
                                               embed_model=_embed_model(args), show_progress=not args.quiet)
     graph.refresh_ref_docs(documents, show_progress=not args.quiet)
-    held = {r.ref_doc_id for r in graph.graph.passages.values()}
-    for doc_id in result.plan.removed:
+    _remove_from_graph(graph, result.plan.removed)
+    return graph
+
+
+def _remove_from_graph(graph: Any, doc_ids: Sequence[str]) -> None:
+    """Remove the documents the passage index removed from the graph index too (those it holds)."""
+    held = {record.ref_doc_id for record in graph.graph.passages.values()}
+    for doc_id in doc_ids:
         if doc_id in held:
             graph.delete_ref_doc(doc_id)
-    return graph
 
 
 def _answer(query: str, nodes: Sequence[Any], lm: Any) -> str | None:
@@ -169,11 +174,7 @@ def cmd_delete(args: argparse.Namespace) -> int:
     index = load_vector_index(args.collection, chroma_client=client, embed_model=_embed_model(args))
     removed = delete_documents(index, args.doc_ids)
     if os.path.isdir(_graph_dir(args)):  # the graph index follows the passage index
-        graph = _open_graph(args, client)
-        held = {r.ref_doc_id for r in graph.graph.passages.values()}
-        for doc_id in removed:
-            if doc_id in held:
-                graph.delete_ref_doc(doc_id)
+        _remove_from_graph(_open_graph(args, client), removed)
     console.print(Text.assemble(("removed", "green"), " ", plain_text(
         f"{len(removed)} document(s) from collection {args.collection!r}: {', '.join(removed)}")))
     return 0
