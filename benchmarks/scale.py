@@ -376,6 +376,7 @@ def _run_worker(args: argparse.Namespace) -> dict[str, Any]:
     run = result["runs"][0]
     if built and hasattr(getattr(built[0], "index", None), "retrieval_state"):
         run["exact_vs_push"] = _exact_vs_push(built[0], dataset.questions, [int(k) for k in args.k.split(",")])
+        run["exact_vs_hnsw"] = _exact_vs_hnsw(built[0], dataset.questions, [int(k) for k in args.k.split(",")])
     run.update({
         "own_index": _own_index_stats(built[0] if built else None),
         "baseline_rss_mb": baseline,
@@ -397,7 +398,7 @@ def _exact_vs_push(retriever: Any, questions: list[Any], k_values: list[int]) ->
 
     from llama_index_mhop.bench.benchmarker import passage_ids
 
-    state = retriever.index.retrieval_state(damping=retriever.damping)
+    state = retriever.index.retrieval_state(damping=retriever.config.damping)
     pagerank = state.pagerank
     recorded: list[tuple[Any, np.ndarray]] = []
     run = pagerank.run
@@ -450,6 +451,49 @@ def _exact_vs_push(retriever: Any, questions: list[Any], k_values: list[int]) ->
         "push_ms_p50": round(statistics.median(push_ms), 3),
         "recall_on_ppr_questions": {method: {f"recall@{k}": round(statistics.mean(v), 2) for k, v in per_k.items()}
                                     for method, per_k in recall.items()},
+    }
+
+
+def _exact_vs_hnsw(retriever: Any, questions: list[Any], k_values: list[int]) -> dict[str, Any]:
+    """Exact dense scoring of every fact and passage against Chroma's HNSW search, on the benchmark questions.
+
+    The retriever answers every question twice, from a retrieval state that scores all vectors exactly and from
+    one that searches both collections' HNSW indexes (``graph.dense_search``), whatever the index's size; the
+    top-``max(k)`` sets, recall and latency are compared.
+    """
+    from llama_index_mhop.bench.benchmarker import passage_ids
+    from llama_index_mhop.graph.state import load_retrieval_state
+
+    index = retriever.index
+    top = max(k_values)
+    ranked: dict[str, list[list[str]]] = {}
+    latency: dict[str, list[float]] = {}
+    recall: dict[str, dict[int, list[float]]] = {}
+    for method, threshold in (("exact", 2**62), ("hnsw", 1)):
+        state = load_retrieval_state(index.graph, index.stores, retriever.config.damping, hnsw_min_records=threshold)
+        index.retrieval_state = lambda damping, s=state: s  # an instance attribute: the class's method is untouched
+        ranked[method], latency[method], recall[method] = [], [], {k: [] for k in k_values}
+        try:
+            for question in questions:
+                start = time.perf_counter()
+                nodes = retriever.retrieve(question.text)
+                latency[method].append((time.perf_counter() - start) * 1000.0)
+                ids = passage_ids(nodes)
+                ranked[method].append(ids[:top])
+                for k in k_values:
+                    recall[method][k].append(100.0 * len(set(question.gold_ids) & set(ids[:k]))
+                                             / max(1, len(question.gold_ids)))
+        finally:
+            del index.retrieval_state
+    same = [set(a) == set(b) for a, b in zip(ranked["exact"], ranked["hnsw"], strict=True)]
+    overlap = [len(set(a) & set(b)) / max(1, len(a)) for a, b in zip(ranked["exact"], ranked["hnsw"], strict=True)]
+    return {
+        "questions": len(questions),
+        f"top{top}_same_set": round(sum(same) / len(same), 4),
+        f"top{top}_overlap_mean": round(statistics.mean(overlap), 4),
+        "latency_ms_p50": {m: round(statistics.median(v), 3) for m, v in latency.items()},
+        "recall": {m: {f"recall@{k}": round(statistics.mean(v), 2) for k, v in per_k.items()}
+                   for m, per_k in recall.items()},
     }
 
 

@@ -1,4 +1,4 @@
-"""A short answer from retrieved passages, when an LM is configured (``mhop query``)."""
+"""A short answer from retrieved passages, when an LM is configured (``mhop query``, ``mhop bench --answer``)."""
 
 from __future__ import annotations
 
@@ -6,17 +6,23 @@ from collections.abc import Sequence
 
 import dspy
 
-from .lm import run_lm_step
+from .lm import FallbackCounter, LMStep
 from .parsing import LMOutputError
 from .signatures import AnswerFromPassages
 
-__all__ = ["NO_ANSWER", "answer_question"]
+__all__ = ["ANSWER_STEP", "NO_ANSWER", "answer_question"]
 
 NO_ANSWER = "(no answer: the LM gave none)"
+#: The step's name in logs, traces, events and fallback counts.
+ANSWER_STEP = "answer"
 
 
-def answer_question(question: str, passages: Sequence[str], lm: dspy.BaseLM, max_chars: int = 1200) -> str:
-    """Ask ``lm`` to answer ``question`` from ``passages``; :data:`NO_ANSWER` when it fails or answers nothing."""
+def answer_question(
+    question: str, passages: Sequence[str], lm: dspy.BaseLM, max_chars: int = 1200,
+    counter: FallbackCounter | None = None,
+) -> str:
+    """Ask ``lm`` to answer ``question`` from ``passages``; :data:`NO_ANSWER` when it fails or answers nothing
+    (counted in ``counter`` under :data:`ANSWER_STEP`)."""
     shown = "\n".join(f"[{i}] {' '.join(p.split())[:max_chars]}" for i, p in enumerate(passages, start=1))
 
     def parse(prediction: dspy.Prediction) -> str:
@@ -25,5 +31,5 @@ def answer_question(question: str, passages: Sequence[str], lm: dspy.BaseLM, max
             raise LMOutputError("empty answer")
         return answer
 
-    return run_lm_step("answer", dspy.Predict(AnswerFromPassages), {"question": question, "passages": shown},
-                       parse, lambda: NO_ANSWER, lm)
+    step = LMStep(ANSWER_STEP, dspy.Predict(AnswerFromPassages), parse, lambda: NO_ANSWER, counter=counter)
+    return step.run({"question": question, "passages": shown}, lm)

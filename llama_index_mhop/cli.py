@@ -92,16 +92,20 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 
 def _sync_graph(args: argparse.Namespace, client: Any, result: Any) -> Any:
-    """The graph index in step with the passage index's sync: the same documents, the same removals."""
+    """The graph index in step with the passage index's sync: the same documents, the same removals. A new graph
+    index starts from the passage index's passages and stored embeddings (no passage is embedded twice); the
+    refresh then records the documents' hashes without reading their passages again."""
     from .graph import HippoGraphIndex
     from .stores import load_documents
+    from .vector_index import passage_collection
 
     documents = load_documents(args.path, strict=args.strict)
     try:
         graph = _open_graph(args, client)
     except FileNotFoundError:
-        return HippoGraphIndex.from_documents(documents, chroma_client=client, persist_dir=_graph_dir(args),
-                                              embed_model=_embed_model(args), show_progress=not args.quiet)
+        graph = HippoGraphIndex.from_vector_index(result.index, chroma_client=client, persist_dir=_graph_dir(args),
+                                                  embed_model=_embed_model(args), show_progress=not args.quiet)
+    graph.stores.vector_source = passage_collection(result.index)
     graph.refresh_ref_docs(documents, show_progress=not args.quiet)
     _remove_from_graph(graph, result.plan.removed)
     return graph

@@ -3,8 +3,8 @@
 A flow is a generator that reads top to bottom like the seed's pseudo-code. Where it needs the outside world it
 yields a request and receives the answer:
 
-* :class:`LMStep`: one DSPy predictor call, its parser and its LLM-free strategy; the answer is the parsed value,
-  or the LLM-free value when there is no LM or the LM fails (see :func:`~llama_index_mhop.lm.run_lm_step`);
+* :class:`LMRequest`: an :class:`~llama_index_mhop.lm.LMStep` (predictor, parser, LLM-free strategy) and its
+  inputs; the answer is the parsed value, or the LLM-free value when there is no LM or the LM fails;
 * :class:`Search`: a batch of search queries at one depth; the answer is one result list per query.
 
 :func:`run_flow` drives a flow with blocking calls, :func:`arun_flow` with awaited ones (a batch of searches runs
@@ -16,32 +16,26 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Generator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
-from .lm import DEFAULT_LM_TIMEOUT, FallbackCounter, arun_lm_step, run_lm_step
+from .lm import DEFAULT_LM_TIMEOUT, FallbackCounter, LMStep
 
-__all__ = ["Flow", "LMStep", "Search", "StepRecord", "StepRunner", "arun_flow", "run_flow"]
+__all__ = ["Flow", "LMRequest", "Search", "StepRecord", "StepRunner", "arun_flow", "run_flow"]
 
 T = TypeVar("T")
 R = TypeVar("R")
 
 #: What a flow generator yields, receives and returns.
-Flow = Generator["LMStep[Any] | Search", Any, R]
+Flow = Generator["LMRequest[Any] | Search", Any, R]
 
 
 @dataclass(frozen=True)
-class LMStep(Generic[T]):
-    """One LM step: call ``predictor(**inputs)``, turn the prediction into a value with ``parse``.
+class LMRequest(Generic[T]):
+    """Run ``step`` on ``inputs``; the driver gives the step its component's counter, timeout and trace."""
 
-    ``fallback`` is the step's LLM-free strategy, used when there is no LM or the LM fails.
-    """
-
-    name: str
-    predictor: Any
+    step: LMStep[T]
     inputs: dict[str, Any]
-    parse: Callable[[Any], T]
-    fallback: Callable[[], T]
 
 
 @dataclass(frozen=True)
@@ -74,30 +68,21 @@ class StepRecord:
 @dataclass
 class StepRunner:
     """Runs the LM steps of one component: its own LM (None: ``dspy.settings.lm`` at call time, else LLM-free),
-    its fallback counter and its timeout."""
+    its fallback counter and its timeout. Its LM calls report to the callbacks of the retriever running them
+    (see :mod:`llama_index_mhop.lm_events`)."""
 
     lm: Any
     counter: FallbackCounter
     timeout: float = DEFAULT_LM_TIMEOUT
 
-    def _arguments(self, step: LMStep[T], record: StepRecord) -> dict[str, Any]:
-        return {
-            "step": step.name,
-            "predictor": step.predictor,
-            "inputs": step.inputs,
-            "parse": step.parse,
-            "fallback": step.fallback,
-            "lm": self.lm,
-            "counter": self.counter,
-            "timeout": self.timeout,
-            "listener": record,
-        }
+    def _step(self, request: LMRequest[T], record: StepRecord) -> LMStep[T]:
+        return replace(request.step, counter=self.counter, timeout=self.timeout, listener=record)
 
-    def run(self, step: LMStep[T], record: StepRecord) -> T:
-        return run_lm_step(**self._arguments(step, record))
+    def run(self, request: LMRequest[T], record: StepRecord) -> T:
+        return self._step(request, record).run(request.inputs, self.lm)
 
-    async def arun(self, step: LMStep[T], record: StepRecord) -> T:
-        return await arun_lm_step(**self._arguments(step, record))
+    async def arun(self, request: LMRequest[T], record: StepRecord) -> T:
+        return await self._step(request, record).arun(request.inputs, self.lm)
 
 
 def _send(flow: Flow[R], answer: Any) -> tuple[bool, Any]:

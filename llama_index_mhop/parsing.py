@@ -3,7 +3,7 @@
 LMs answer in free text even when asked for a number or a list: ``"85%"``, ``"high"``, ``"eighty-five"``,
 ``"[3, 1, 2]"``, a numbered list, a JSON array with a stray number in it. These pure functions turn such
 answers into the value a step needs, or raise :class:`LMOutputError` so that
-:func:`~llama_index_mhop.lm.run_lm_step` logs a WARNING and uses the step's LLM-free strategy instead. Nothing
+:class:`~llama_index_mhop.lm.LMStep` logs a WARNING and uses the step's LLM-free strategy instead. Nothing
 here evaluates LM text: JSON is read with ``json.loads`` only, everything else with regular expressions.
 """
 

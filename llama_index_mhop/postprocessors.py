@@ -35,7 +35,9 @@ Three ways to select, all returning input nodes only, at most ``top_n``:
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import dspy
@@ -46,10 +48,11 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from .fact_matching import DEFAULT_FACT_MATCH_CUTOFF, MAX_FUZZY_FACT_CHARS, CandidateMatcher
 from .fact_nodes import fact_node, fact_triple, is_fact_node
 from .fact_selection import FactSelection, node_score, select_by_mentions, select_by_score
-from .lm import DEFAULT_LM_TIMEOUT, FallbackCounter, arun_lm_step, resolve_lm, run_lm_step
+from .lm import DEFAULT_LM_TIMEOUT, FallbackCounter, LMStep, StepListener, resolve_lm
 from .parsing import LMOutputError
 from .passage_facts import PassageFacts
-from .signatures import Fact, FactFilterSignature
+from .programs import ProgramSource, load_program, save_program
+from .signatures import Fact, FactFilterModule
 
 __all__ = [
     "DEFAULT_FACT_MATCH_CUTOFF",
@@ -65,20 +68,8 @@ __all__ = [
 
 DEFAULT_FACT_TOP_N = 4  # the signature asks for "up to 4" facts, as HippoRAG 2 does
 STEP = "fact_filter"
-
-
-class FactFilterModule(dspy.Module):
-    """The DSPy module of the fact filter: one ``Predict`` over :class:`FactFilterSignature`."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.filter = dspy.Predict(FactFilterSignature)
-
-    def forward(self, question: str, fact_before_filter: str) -> dspy.Prediction:
-        return self.filter(question=question, fact_before_filter=fact_before_filter)
-
-    async def aforward(self, question: str, fact_before_filter: str) -> dspy.Prediction:
-        return await self.filter.acall(question=question, fact_before_filter=fact_before_filter)
+#: The filter's LM step and the inputs it is called with.
+_Call = tuple[LMStep[list[NodeWithScore]], dict[str, Any]]
 
 
 class DSPyFactFilter(BaseNodePostprocessor):
@@ -96,7 +87,8 @@ class DSPyFactFilter(BaseNodePostprocessor):
             ``OpenIEExtractor`` with an LM); default the LLM-free extractor. Facts are cached by passage content.
         supporting_only: on passage nodes, return only the passages that state a kept fact.
         graph_index: a ``HippoGraphIndex`` whose passages the nodes are: their stored facts are used as they are.
-        callback_manager: LlamaIndex callbacks.
+        program: a compiled :class:`FactFilterModule`, or the path of one saved by :meth:`save_program`.
+        callback_manager: LlamaIndex callbacks; the LM step's LLM events go there (when it has handlers).
 
     On **passage nodes** (any node without a triple in its metadata, as a standard query engine retrieves them)
     the filter reads each passage's facts, recognises the facts the query needs among them, and returns the
@@ -135,7 +127,7 @@ class DSPyFactFilter(BaseNodePostprocessor):
 
     _lm: dspy.BaseLM | None = PrivateAttr(default=None)
     _passage_facts: PassageFacts = PrivateAttr()
-    _module: FactFilterModule = PrivateAttr()
+    _program: FactFilterModule = PrivateAttr()
     _fallback_counts: FallbackCounter = PrivateAttr()
 
     def __init__(
@@ -150,6 +142,7 @@ class DSPyFactFilter(BaseNodePostprocessor):
         extractor: Any = None,
         supporting_only: bool = False,
         graph_index: Any = None,
+        program: ProgramSource | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(
@@ -163,7 +156,9 @@ class DSPyFactFilter(BaseNodePostprocessor):
         )
         self._lm = resolve_lm(lm=lm, llm=llm)
         self._passage_facts = PassageFacts(extractor, graph_index=graph_index)
-        self._module = FactFilterModule()
+        self._program = FactFilterModule()
+        if program is not None:
+            load_program(self._program, program)
         self._fallback_counts = FallbackCounter()
 
     @classmethod
@@ -176,9 +171,13 @@ class DSPyFactFilter(BaseNodePostprocessor):
         return self._lm
 
     @property
-    def module(self) -> FactFilterModule:
-        """The DSPy module (for optimizers, ``save`` and ``load``)."""
-        return self._module
+    def program(self) -> FactFilterModule:
+        """The DSPy program (for optimizers): its predictor is ``program.filter``."""
+        return self._program
+
+    def save_program(self, path: str | os.PathLike[str]) -> Path:
+        """Save the filter's DSPy program (its predictor's instructions and demos) as DSPy's JSON."""
+        return save_program(self._program, path)
 
     @property
     def fallback_counts(self) -> FallbackCounter:
@@ -215,9 +214,10 @@ class DSPyFactFilter(BaseNodePostprocessor):
             return select_by_mentions(query, nodes, self.top_n)
         return select_by_score(nodes, self.top_n)
 
-    def _step_args(
-        self, query: str, nodes: list[NodeWithScore], triples: list[tuple[str, str, str]]
-    ) -> dict[str, Any]:
+    def _step(
+        self, query: str, nodes: list[NodeWithScore], triples: list[tuple[str, str, str]], predictor: Any,
+        listener: StepListener | None,
+    ) -> _Call:
         # Candidates go to the LM best-first, as HippoRAG 2 sends its top facts by embedding score.
         order = sorted(range(len(nodes)), key=lambda i: (-node_score(nodes[i]), i))
         candidates = json.dumps({"fact": [list(triples[i]) for i in order]}, ensure_ascii=False)
@@ -226,16 +226,9 @@ class DSPyFactFilter(BaseNodePostprocessor):
         def fallback() -> list[NodeWithScore]:
             return self._select(strategy, query, nodes)
 
-        return {
-            "step": STEP,
-            "predictor": self._module,
-            "inputs": {"question": query, "fact_before_filter": candidates},
-            "parse": lambda prediction: self._parse(prediction, nodes, triples),
-            "fallback": fallback,
-            "lm": self._lm,
-            "counter": self._fallback_counts,
-            "timeout": self.timeout,
-        }
+        step = LMStep(STEP, self._program if predictor is None else predictor, lambda prediction: self._parse(prediction, nodes, triples), fallback,
+                      self._fallback_counts, self.timeout, listener, self.callback_manager)
+        return step, {"question": query, "fact_before_filter": candidates}
 
     def _parse(
         self, prediction: dspy.Prediction, nodes: list[NodeWithScore], triples: list[tuple[str, str, str]]
@@ -263,29 +256,44 @@ class DSPyFactFilter(BaseNodePostprocessor):
         return [nodes[i] for i in chosen]
 
     def _selection(
-        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None
-    ) -> tuple[dict[str, Any] | None, Callable[[Any], list[NodeWithScore]]]:
-        """The LM step's arguments (None when no step is needed) and what turns the kept facts into the answer."""
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None, predictor: Any = None,
+        listener: StepListener | None = None,
+    ) -> tuple[_Call | None, Callable[[Any], list[NodeWithScore]]]:
+        """The LM step and its inputs (None when no step is needed) and what turns the kept facts into the answer."""
         query = self._prepare(nodes, query_bundle)
         if not nodes:
             return None, lambda _: []
         if all(is_fact_node(node) for node in nodes):
-            return self._step_args(query, nodes, [fact_triple(node) for node in nodes]), lambda kept: kept
+            return self._step(query, nodes, [fact_triple(n) for n in nodes], predictor, listener), lambda kept: kept
         candidates, support = self._passage_candidates(nodes)
         if not candidates:
             unchanged = [] if self.supporting_only else list(nodes)
             return None, lambda _: unchanged
-        step = self._step_args(query, candidates, [fact_triple(c) for c in candidates])
-        return step, lambda kept: self._passages_for(kept, nodes, candidates, support)
+        call = self._step(query, candidates, [fact_triple(c) for c in candidates], predictor, listener)
+        return call, lambda kept: self._passages_for(kept, nodes, candidates, support)
+
+    def recognise(
+        self, nodes: list[NodeWithScore], query: str, predictor: Any = None, listener: StepListener | None = None
+    ) -> list[NodeWithScore]:
+        """``postprocess_nodes`` for a query string, with the predictor to call (default ``program.filter``: a
+        program holding this filter's predictor passes its own copy, so an optimizer working on a copy of that
+        program sees the calls) and a ``listener`` told how the LM step was answered (for a trace)."""
+        call, finish = self._selection(nodes, QueryBundle(query), predictor, listener)
+        return finish(None if call is None else call[0].run(call[1], self._lm))
+
+    async def arecognise(
+        self, nodes: list[NodeWithScore], query: str, predictor: Any = None, listener: StepListener | None = None
+    ) -> list[NodeWithScore]:
+        """The async twin of :meth:`recognise`."""
+        call, finish = self._selection(nodes, QueryBundle(query), predictor, listener)
+        return finish(None if call is None else await call[0].arun(call[1], self._lm))
 
     def _postprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
-        step, finish = self._selection(nodes, query_bundle)
-        return finish(None if step is None else run_lm_step(**step))
+        return self.recognise(nodes, self._prepare(nodes, query_bundle))
 
     async def _apostprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
-        step, finish = self._selection(nodes, query_bundle)
-        return finish(None if step is None else await arun_lm_step(**step))
+        return await self.arecognise(nodes, self._prepare(nodes, query_bundle))

@@ -43,10 +43,15 @@ def load_program(target: dspy.Module, source: ProgramSource) -> dspy.Module:
 
 
 def save_program(program: dspy.Module, path: str | os.PathLike[str]) -> Path:
-    """Write the program's predictor state as DSPy's JSON (``.json``) and return the path."""
+    """Write the program's predictor state as DSPy's JSON (``.json``) and return the path.
+
+    The file is written under a temporary name and renamed into place: a crash never leaves half a program.
+    """
     path = Path(path)
     if path.suffix != ".json":
         raise ValueError(f"a program is saved as JSON: give a path ending in .json, got {path}")
     path.parent.mkdir(parents=True, exist_ok=True)
-    program.save(str(path))
+    partial = path.with_name(f".{path.stem}.partial.json")  # DSPy picks the format by the suffix
+    program.save(str(partial))
+    os.replace(partial, path)
     return path

@@ -18,8 +18,8 @@ import dspy
 from llama_index.core.indices.query.query_transform.base import BaseQueryTransform
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 
-from .flow import LMStep, StepRecord, StepRunner
-from .lm import DEFAULT_LM_TIMEOUT, FallbackCounter, resolve_lm
+from .flow import LMRequest, StepRecord, StepRunner
+from .lm import DEFAULT_LM_TIMEOUT, FallbackCounter, LMStep, resolve_lm
 from .parsing import LMOutputError
 from .perspectives import ContextPassage, heuristic_perspectives, repair_perspectives
 from .programs import ProgramSource, load_program, save_program
@@ -106,7 +106,7 @@ class PerspectiveQueryTransform(BaseQueryTransform):
 
     def step(
         self, query: str, context: Sequence[ContextLike] = (), program: PerspectiveModule | None = None
-    ) -> LMStep[list[str]]:
+    ) -> LMRequest[list[str]]:
         """The LM step that writes the perspectives of ``query`` given the ``context`` passages found so far.
 
         ``program`` is the module to call (default :attr:`program`): a program that holds this transform's module
@@ -123,8 +123,8 @@ class PerspectiveQueryTransform(BaseQueryTransform):
 
         shown = [{"title": p.title, "text": p.text[:_CONTEXT_CHARS]} for p in passages]
         inputs = {"query": query, "context": json.dumps(shown, ensure_ascii=False) if shown else ""}
-        return LMStep(PERSPECTIVES_STEP, program or self.program, inputs, parse,
-                      lambda: heuristic_perspectives(query, passages))
+        step = LMStep(PERSPECTIVES_STEP, program or self.program, parse, lambda: heuristic_perspectives(query, passages))
+        return LMRequest(step, inputs)
 
     def generate(self, query: str, context: Sequence[ContextLike] = ()) -> list[str]:
         """4-5 distinct perspective queries for ``query`` given the ``context`` passages found so far."""

@@ -1,7 +1,8 @@
 """The project's DSPy signatures: one class ``dspy.Signature`` per LM step, its docstring the instruction.
 
 Each signature is held by a ``dspy.Predict`` inside a ``dspy.Module`` of the component that runs the step, so
-DSPy optimizers and ``save``/``load`` find it. Structured outputs are pydantic models that DSPy's adapter
+DSPy optimizers and ``save``/``load`` find it. The fact filter's module is here too, since both the filter and the
+graph index (which saves the program its retrievers start from) hold one. Structured outputs are pydantic models that DSPy's adapter
 validates; nothing an LM returns is ever evaluated as code.
 """
 
@@ -15,6 +16,7 @@ __all__ = [
     "ConfidenceEvaluator",
     "EntityAndGapAnalyzer",
     "Fact",
+    "FactFilterModule",
     "FactFilterSignature",
     "ListwiseDocumentReranker",
     "QueryPerspectiveGenerator",
@@ -42,6 +44,21 @@ class FactFilterSignature(dspy.Signature):
     question: str = dspy.InputField(desc="Query for retrieval")
     fact_before_filter: str = dspy.InputField(desc="Candidate facts to be filtered")
     fact_after_filter: Fact = dspy.OutputField(desc="Filtered facts in JSON format")
+
+
+class FactFilterModule(dspy.Module):
+    """The DSPy module of the fact filter (HippoRAG 2's recognition memory): one ``Predict`` over
+    :class:`FactFilterSignature`, at ``filter``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.filter = dspy.Predict(FactFilterSignature)
+
+    def forward(self, question: str, fact_before_filter: str) -> dspy.Prediction:
+        return self.filter(question=question, fact_before_filter=fact_before_filter)
+
+    async def aforward(self, question: str, fact_before_filter: str) -> dspy.Prediction:
+        return await self.filter.acall(question=question, fact_before_filter=fact_before_filter)
 
 
 class QueryPerspectiveGenerator(dspy.Signature):

@@ -4,7 +4,8 @@ Every LLM-free strategy (perspectives, the confidence loop, the listwise reranke
 reads text through this module, so a rule (what a possessive is, what a title names, which words carry no
 meaning) is written once. Tuned for encyclopedic English (Wikipedia-style passages and questions about them):
 entities are runs of capitalised words (allowing short connectors such as "of" or "the" inside a run), quoted
-titles, and years. Pure: the standard library, PyStemmer and no more.
+titles, and years. Pure: the standard library and no more (PyStemmer's stemmer and NLTK's splitter and
+stopwords were measured against these rules and did no better: docs/BENCHMARKS.md).
 
 The keys, from loosest to most specific use:
 

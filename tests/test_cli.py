@@ -3,6 +3,7 @@ import json
 import pytest
 
 from llama_index_mhop.cli import main as mhop
+from llama_index_mhop.postprocessors import DSPyFactFilter
 
 
 @pytest.fixture()
@@ -39,6 +40,13 @@ def test_index_then_query_every_retriever(corpus, tmp_path, capsys):
             assert "keeps no trace" in out, retriever
         else:
             assert trace_key in out, retriever
+    # --program loads a compiled program into the retriever; a file that is none is a clear error.
+    program = DSPyFactFilter().save_program(tmp_path / "filter.json")
+    query = ["query", "Who directed Maximum Overdrive?", "--retriever", "hippo_graph", "--program", str(program)]
+    assert mhop([*query, *store]) == 0 and "Maximum Overdrive" in capsys.readouterr().out
+    program.write_text("{}")
+    assert mhop([*query, *store]) == 2
+    assert "filter.json is not a saved HippoGraphModule" in " ".join(capsys.readouterr().out.split())
 
 
 def test_query_without_an_index_is_a_clear_error(tmp_path, capsys):
@@ -89,3 +97,30 @@ def test_index_follows_a_folder_edit_and_delete(tmp_path, capsys):
     for retriever in ("vector", "hippo_graph"):
         assert mhop(["query", "Marty film", "--retriever", retriever, *store]) == 0
         assert "Chicago" not in capsys.readouterr().out, retriever
+
+
+def test_index_graph_embeds_no_passage_twice(tmp_path, capsys, monkeypatch):
+    from llama_index_mhop.graph.graph_stores import GraphStores
+
+    passages_embedded: list[str] = []
+    embed = GraphStores.embed
+
+    def recording(self, texts, short=False):
+        if not short:
+            passages_embedded.extend(texts)
+        return embed(self, texts, short)
+
+    monkeypatch.setattr(GraphStores, "embed", recording)
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "Marty.txt").write_text("Marty is a 1955 film directed by Delbert Mann, shot in the Bronx.")
+    (notes / "Delbert Mann.txt").write_text("Delbert Mann was an American director born in Lawrence, Kansas.")
+    store = ["--chroma-path", str(tmp_path / "chroma")]
+    assert mhop(["index", str(notes), "--quiet", "--graph", *store]) == 0
+    assert "'passages': 2" in capsys.readouterr().out
+    (notes / "Leland.txt").write_text("Leland is a town in Brunswick County, North Carolina, with a film studio.")
+    assert mhop(["index", str(notes), "--quiet", "--graph", *store]) == 0
+    assert "'passages': 3" in capsys.readouterr().out
+    assert passages_embedded == []  # every passage came with the passage index's stored embedding
+    assert mhop(["query", "Where was the film by Delbert Mann shot?", "--retriever", "hippo_graph", *store]) == 0
+    assert "Bronx" in capsys.readouterr().out

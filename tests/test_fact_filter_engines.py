@@ -15,7 +15,7 @@ from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index_mhop.postprocessors import DSPyFactFilter
 from llama_index_mhop.stores import make_document
 from llama_index_mhop.vector_index import build_vector_index
-from tests.test_postprocessors import BrokenLM, answer
+from tests.fact_filter_lm import BrokenLM, answer
 
 CORPUS = [
     ("Maximum Overdrive", "Maximum Overdrive is a 1986 film written and directed by Stephen King. It was shot in "

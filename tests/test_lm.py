@@ -1,12 +1,13 @@
 import asyncio
 import json
 import logging
+import threading
 
 import dspy
 import pytest
 from dspy.utils import DummyLM
 
-from llama_index_mhop.lm import FallbackCounter, arun_lm_step, current_lm, resolve_lm, run_lm_step
+from llama_index_mhop.lm import FallbackCounter, LMStep, current_lm, resolve_lm
 from llama_index_mhop.lm_clients import function_lm, llamaindex_lm, output_schema, render_fields
 from llama_index_mhop.parsing import LMOutputError
 from llama_index_mhop.signatures import Fact
@@ -33,6 +34,15 @@ def test_output_schema_reads_the_dspy_prompt():
     assert output_schema("no fields here") is None
 
 
+def test_output_schema_caps_lists_for_a_small_model():
+    system = dspy.ChatAdapter().format(Probe, demos=[], inputs={"question": "q"})[0]["content"]
+    schema = output_schema(system, max_items=8)
+    assert schema["properties"]["queries"] == {"type": "array", "items": {"type": "string"}, "maxItems": 8}
+    facts = schema["properties"]["facts"]["properties"]["fact"]  # a list of [subject, predicate, object] lists
+    assert facts["maxItems"] == 8 and facts["items"]["maxItems"] == 8
+    assert schema["properties"]["confidence"] == {"type": "integer"}
+
+
 def test_rendered_fields_parse_back_through_dspy():
     text = render_fields({"queries": ["a", "b"], "confidence": 7, "facts": {"fact": [["s", "p", "o"]]}, "note": "n"})
     parsed = dspy.ChatAdapter().parse(Probe, text)
@@ -40,7 +50,7 @@ def test_rendered_fields_parse_back_through_dspy():
     assert parsed["facts"].fact == [["s", "p", "o"]] and parsed["note"] == "n"
 
 
-def test_function_lm_and_run_lm_step_sync_and_async():
+def test_function_lm_and_lm_step_sync_and_async():
     seen = []
 
     def chat(messages):
@@ -50,10 +60,35 @@ def test_function_lm_and_run_lm_step_sync_and_async():
     lm = function_lm(chat)
     predictor = dspy.Predict("question -> answer")
     counter = FallbackCounter()
-    value = run_lm_step("probe", predictor, {"question": "sky?"}, lambda p: p.answer, lambda: "fallback", lm, counter)
+    step = LMStep("probe", predictor, lambda p: p.answer, lambda: "fallback", counter)
+    value = step.run({"question": "sky?"}, lm)
     assert value == "blue" and "sky?" in seen[-1]
-    value = asyncio.run(arun_lm_step("probe", predictor, {"question": "sky?"}, lambda p: p.answer, lambda: "x", lm))
+    value = asyncio.run(step.arun({"question": "sky?"}, lm))
     assert value == "blue" and counter.total == 0
+
+
+def test_a_call_that_timed_out_does_not_hold_back_the_next_callers_of_a_one_at_a_time_lm():
+    release = threading.Event()
+    answers = iter(["hung", "blue"])
+
+    def chat(messages):
+        if next(answers) == "hung":
+            release.wait()  # a llama.cpp call that never comes back, until the test lets it
+        return "[[ ## answer ## ]]\nblue\n\n[[ ## completed ## ]]"
+
+    lm = function_lm(chat)  # not thread-safe: called one at a time
+    counter = FallbackCounter()
+    step = LMStep("probe", dspy.Predict("question -> answer"), lambda p: p.answer, lambda: "fallback", counter,
+                  timeout=0.2)
+    assert step.run({"question": "sky?"}, lm) == "fallback"  # the hung call is abandoned
+    # while it still holds the LM, later callers fall back instead of queueing behind it forever
+    assert step.run({"question": "sky?"}, lm) == "fallback"
+    assert asyncio.run(step.arun({"question": "sky?"}, lm)) == "fallback"
+    assert counter.as_dict() == {"probe": 3}
+    release.set()
+    for worker in [t for t in threading.enumerate() if t.name == "mhop-lm"]:
+        worker.join()  # the abandoned call returns and gives the LM back
+    assert step.run({"question": "sky?"}, lm) == "blue"
 
 
 def test_parse_failure_counts_and_logs(caplog):
@@ -62,8 +97,8 @@ def test_parse_failure_counts_and_logs(caplog):
 
     counter = FallbackCounter()
     with caplog.at_level(logging.WARNING):
-        value = run_lm_step("probe", dspy.Predict("question -> answer"), {"question": "q"}, reject,
-                            lambda: "fallback", DummyLM([{"answer": "a"}]), counter)
+        step = LMStep("probe", dspy.Predict("question -> answer"), reject, lambda: "fallback", counter)
+        value = step.run({"question": "q"}, DummyLM([{"answer": "a"}]))
     assert value == "fallback" and counter["probe"] == 1 and counter.as_dict() == {"probe": 1}
     assert "probe: LM step failed (LMOutputError: unusable)" in caplog.text
 
@@ -71,7 +106,7 @@ def test_parse_failure_counts_and_logs(caplog):
 def test_no_lm_logs_once_at_info(caplog):
     with caplog.at_level(logging.INFO, logger="llama_index_mhop.lm"):
         for _ in range(3):
-            run_lm_step("quiet-step", dspy.Predict("q -> a"), {"q": "x"}, lambda p: p, lambda: 1, None)
+            LMStep("quiet-step", dspy.Predict("q -> a"), lambda p: p, lambda: 1).run({"q": "x"}, None)
     assert caplog.text.count("quiet-step: no LM configured") == 1
 
 

@@ -19,7 +19,7 @@ from llama_index_mhop.parsing import (
     parse_string_list,
 )
 from llama_index_mhop.postprocessors import DSPyFactFilter, fact_node
-from tests.test_postprocessors import answer, texts
+from tests.fact_filter_lm import answer, texts
 
 MILLION = 1_000_000
 

@@ -1,4 +1,4 @@
-"""Retrieval metrics against hand-computed values."""
+"""Retrieval and answer metrics against hand-computed values."""
 
 from __future__ import annotations
 
@@ -6,8 +6,11 @@ import pytest
 
 from llama_index_mhop.metrics import (
     all_gold_at_k,
+    answer_exact_match,
+    answer_f1,
     dedupe,
     f1_at_k,
+    normalize_answer,
     precision_at_k,
     recall_at_k,
 )
@@ -88,3 +91,42 @@ def test_all_gold_at_21_is_hovers_discrete_retrieval_eval():
     ranking = [normalize_title(d) for d in retrieved]
     assert all_gold_at_k(ranking, gold, 21) == 0.0  # "the beatles" is 22nd
     assert all_gold_at_k(ranking, gold, 22) == 1.0
+
+
+# -- answers: SQuAD's normalisation, exact match and token F1, the best over the gold answer and its aliases ----
+
+
+def test_normalize_answer_lowercases_and_strips_punctuation_articles_and_spaces():
+    assert normalize_answer("  The Eiffel-Tower,  in Paris! ") == "eiffeltower in paris"
+    assert normalize_answer("An apple a day") == "apple day"
+    assert normalize_answer("theatre") == "theatre"  # an article only as a whole word
+    assert normalize_answer("The") == ""
+
+
+def test_answer_exact_match_takes_the_best_alias():
+    assert answer_exact_match("the Ostra.", ["Ostra River", "Ostra"]) == 1.0
+    assert answer_exact_match("river Ostra", ["the Ostra", "Ostra"]) == 0.0
+    assert answer_exact_match("1602", ["1602"]) == 1.0
+
+
+def test_answer_f1_on_hand_computed_overlaps():
+    # "river ostra" vs "ostra": 1 common token, precision 1/2, recall 1 -> F1 2/3
+    assert answer_f1("The river Ostra.", ["the Ostra"]) == pytest.approx(2 / 3)
+    # "pell hills in north" vs "pell hills range": 2 common, precision 2/4, recall 2/3 -> F1 4/7
+    assert answer_f1("Pell Hills in the north", ["the Pell Hills range"]) == pytest.approx(4 / 7)
+    # the best alias wins: 4/7 against the first, 2/3 against "north pell hills" (3 common, p 3/4, r 3/3 -> 6/7)
+    assert answer_f1("Pell Hills in the north", ["the Pell Hills range", "north Pell Hills"]) == pytest.approx(6 / 7)
+    # repeated tokens count as often as both sides have them: "x x y" vs "x y y" -> 2 common of 3 and 3
+    assert answer_f1("x x y", ["x y y"]) == pytest.approx(2 / 3)
+    assert answer_f1("nothing shared", ["Ostra"]) == 0.0
+
+
+def test_answer_f1_of_empty_normalised_answers():
+    assert answer_f1("The", ["a"]) == 1.0  # both empty after normalisation (SQuAD scores it 1)
+    assert answer_f1("The", ["Ostra"]) == 0.0
+
+
+def test_answer_metrics_need_a_gold_answer():
+    for metric in (answer_exact_match, answer_f1):
+        with pytest.raises(ValueError, match="no gold answer"):
+            metric("Ostra", [])

@@ -21,6 +21,7 @@ from llama_index_mhop.postprocessors import (
     select_by_mentions,
 )
 from llama_index_mhop.signatures import Fact, FactFilterSignature
+from tests.fact_filter_lm import BrokenLM, answer
 
 # seeds/003, example 1, with embedding scores falling in list order.
 RIVER_QUERY = "Are Imperial River (Florida) and Amaradia (Dolj) both located in the same country?"
@@ -38,29 +39,8 @@ def river_nodes() -> list[NodeWithScore]:
     return [fact_node(*fact, score=score) for fact, score in zip(RIVER_FACTS, RIVER_SCORES, strict=True)]
 
 
-def answer(*facts) -> dict[str, str]:
-    return {"fact_after_filter": json.dumps({"fact": [list(f) for f in facts]})}
-
-
-def texts(nodes: list[NodeWithScore]) -> list[str]:
-    return [n.node.get_content() for n in nodes]
-
-
 def assert_subset_of_input(result: list[NodeWithScore], nodes: list[NodeWithScore]) -> None:
     assert all(any(r is n for n in nodes) for r in result), "a returned node was not in the input"
-
-
-class BrokenLM(DummyLM):
-    """An LM whose every call raises, as a provider outage would."""
-
-    def __init__(self) -> None:
-        super().__init__([])
-
-    def forward(self, *args, **kwargs):
-        raise RuntimeError("LM down")
-
-    async def aforward(self, *args, **kwargs):
-        raise RuntimeError("LM down")
 
 
 class SlowLM(DummyLM):
@@ -383,3 +363,27 @@ def test_bad_input_raises():
         DSPyFactFilter(top_n=0)
     with pytest.raises(ValueError, match="either lm="):
         DSPyFactFilter(lm=DummyLM([]), llm=object())
+
+
+def test_a_saved_filter_program_reloads_and_asks_the_same(tmp_path):
+    from tests.fact_filter_lm import recognising_lm
+
+    facts = [fact_node("imperial river", "is located in", "florida", 0.8),
+             fact_node("tsui hark", "born on", "15 february 1950", 0.4),
+             fact_node("florida", "is a state of", "united states", 0.3)]
+    compiled = DSPyFactFilter()
+    compiled.program.filter.demos = [dspy.Example(question="Where is Laie?", fact_before_filter="{}",
+                                                  fact_after_filter={"fact": [["laie", "is in", "hawaii"]]})]
+    path = compiled.save_program(tmp_path / "filter.json")
+
+    def ask(program):
+        prompts = []
+        kept = DSPyFactFilter(lm=recognising_lm(prompts), program=program).postprocess_nodes(
+            facts, query_str="Where is the Imperial River?")
+        return [n.node.node_id for n in kept], prompts
+
+    reloaded = ask(path)
+    assert reloaded == ask(compiled.program) and "Where is Laie?" in reloaded[1][0]
+    assert "Where is Laie?" not in ask(None)[1][0]
+    with pytest.raises(ValueError, match="ending in .json"):
+        compiled.save_program(tmp_path / "filter.txt")

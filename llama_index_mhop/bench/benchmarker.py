@@ -10,7 +10,9 @@ One run:
    nodes map to passage ids through their ``passage_id`` metadata (``title`` when absent), chunks of one
    passage counting once;
 4. precision, recall, F1 and all-gold are computed for every k by slicing that one ranking, averaged over the
-   questions and reported in percent.
+   questions and reported in percent;
+5. with ``answer=True`` and an LM, the LM answers each question from the ranking's top passages, scored by exact
+   match and token F1 against the gold answer and aliases (:mod:`llama_index_mhop.bench.answers`, seed 004).
 
 ``index_seconds`` = the factory call + the shared vector index build for retrievers that declare
 ``needs_index="vector"``. ``peak_rss_mb`` is the process's resident-set high-water mark (``ru_maxrss``) read
@@ -37,7 +39,9 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.schema import NodeWithScore
 
+from ..lm import current_lm
 from ..metrics import all_gold_at_k, dedupe, f1_at_k, precision_at_k, recall_at_k
+from .answers import DEFAULT_ANSWER_PASSAGES, AnswerEvaluator, gold_answers
 from .context import BenchContext, passage_documents
 from .loaders import BenchDataset, BenchQuestion
 from .registry import RetrieverFactory, RetrieverSpec, get_retriever_spec, registered_retrievers
@@ -55,6 +59,7 @@ __all__ = [
     "per_question_scores",
     "save_json",
     "score_rankings",
+    "top_passages",
     "validate_result",
 ]
 
@@ -80,16 +85,27 @@ def peak_rss_mb() -> float:
     return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
 
 
+def _passage_id(item: NodeWithScore) -> str:
+    meta = item.node.metadata or {}
+    return str(meta.get("passage_id") or meta.get("title") or item.node.node_id)
+
+
 def passage_ids(nodes: Sequence[NodeWithScore]) -> list[str]:
     """The passage ids of retrieved nodes, best first, each once (chunks of one passage count once).
 
     A node's passage is its ``passage_id`` metadata, else its ``title``, else its node id.
     """
-    ids = []
+    return dedupe(_passage_id(item) for item in nodes)
+
+
+def top_passages(nodes: Sequence[NodeWithScore], n: int) -> list[NodeWithScore]:
+    """The first node of each of the first ``n`` passages of a ranking (passages as in :func:`passage_ids`)."""
+    first: dict[str, NodeWithScore] = {}
     for item in nodes:
-        meta = item.node.metadata or {}
-        ids.append(str(meta.get("passage_id") or meta.get("title") or item.node.node_id))
-    return dedupe(ids)
+        if len(first) == n:
+            break
+        first.setdefault(_passage_id(item), item)
+    return list(first.values())
 
 
 def per_question_scores(
@@ -168,6 +184,10 @@ class Benchmarker:
         lm: a DSPy LM handed to factories (None: LLM-free strategies).
         show_progress: a progress bar per run.
         program: a compiled DSPy program (JSON path) for the one retriever benchmarked.
+        answer: also let the LM (``lm``, else ``dspy.settings.lm``) answer each question from each ranking's top
+            ``answer_passages`` passages, and report exact match and token F1 in each run's ``answer``. Without an
+            LM, or when no question has a gold answer, nothing is reported (a warning is logged).
+        answer_passages: distinct passages of a ranking shown to the LM for an answer.
 
     Raises:
         ValueError: an empty dataset, bad k values, or an unknown retriever name.
@@ -184,6 +204,8 @@ class Benchmarker:
         lm: Any = None,
         show_progress: bool = True,
         program: str | None = None,
+        answer: bool = False,
+        answer_passages: int = DEFAULT_ANSWER_PASSAGES,
     ) -> None:
         if not dataset.questions:
             raise ValueError(f"dataset {dataset.name!r} has no questions")
@@ -201,6 +223,8 @@ class Benchmarker:
         self.lm = lm
         self.show_progress = show_progress
         self.program = program
+        self.answer = answer
+        self.answer_passages = answer_passages
         if program is not None and len(self.specs) != 1:
             raise ValueError("--program is one retriever's compiled program: give exactly one retriever")
 
@@ -257,7 +281,8 @@ class Benchmarker:
         ctx.embed_model.get_text_embedding("warm-up")
         if any(spec.needs_index == "vector" for spec in self.specs):
             ctx.build_vector_index()
-        runs = [self._run_one(spec, ctx) for spec in self.specs]
+        answer_lm = self._answer_lm()
+        runs = [self._run_one(spec, ctx, answer_lm) for spec in self.specs]
         return {
             "dataset": self.dataset.name,
             "n_questions": len(self.dataset.questions),
@@ -275,6 +300,17 @@ class Benchmarker:
             "significance": compare_runs(runs, baseline=SIGNIFICANCE_BASELINE, k_values=self.k_values),
         }
 
+    def _answer_lm(self) -> Any:
+        if not self.answer:
+            return None
+        lm = current_lm(self.lm)
+        if lm is None:
+            logger.warning("answer evaluation needs an LM (lm= or dspy.settings.lm); answers are not evaluated")
+        elif not any(gold_answers(q) for q in self.dataset.questions):
+            logger.warning("dataset %r has no gold answers; answers are not evaluated", self.dataset.name)
+            return None
+        return lm
+
     def _build(self, spec: RetrieverSpec, ctx: BenchContext) -> tuple[Searcher, float]:
         start = time.perf_counter()
         built = spec.factory(ctx)
@@ -286,7 +322,7 @@ class Benchmarker:
         raise TypeError(f"retriever factory {spec.name!r} returned {type(built).__name__}, "
                         "expected a LlamaIndex BaseRetriever or a Searcher")
 
-    def _run_one(self, spec: RetrieverSpec, ctx: BenchContext) -> dict[str, Any]:
+    def _run_one(self, spec: RetrieverSpec, ctx: BenchContext, answer_lm: Any = None) -> dict[str, Any]:
         from tqdm.auto import tqdm
 
         searcher, own_seconds = self._build(spec, ctx)
@@ -295,14 +331,17 @@ class Benchmarker:
         latencies: list[float] = []
         rankings: list[list[str]] = []
         questions = self.dataset.questions
+        answers = AnswerEvaluator(answer_lm, self.answer_passages) if answer_lm is not None else None
         for question in tqdm(questions, desc=spec.name, unit="q", disable=not self.show_progress):
             start = time.perf_counter()
             nodes = searcher.search(question.text, top_k)
             latencies.append((time.perf_counter() - start) * 1000.0)
             rankings.append(passage_ids(nodes))
+            if answers is not None:  # after the timing: latency is the retriever's alone
+                answers.add(question, top_passages(nodes, self.answer_passages))
         p50, p95 = np.percentile(latencies, [50, 95])
         per_question = per_question_scores(rankings, questions, self.k_values)
-        return {
+        run = {
             "name": spec.name,
             "index_seconds": round(own_seconds + shared, 4),
             "latency_ms_p50": round(float(p50), 4),
@@ -315,6 +354,10 @@ class Benchmarker:
             "fallbacks": _fallbacks(searcher),
             "per_question": {key: [round(v, 4) for v in values] for key, values in per_question.items()},
         }
+        answer_block = answers.result() if answers is not None else None
+        if answer_block is not None:
+            run["answer"] = answer_block
+        return run
 
 
 # -- result files ---------------------------------------------------------------------------------------------
@@ -359,6 +402,15 @@ def validate_result(result: Mapping[str, Any]) -> None:
                 _require(key in metrics, f"{where}.metrics missing {key!r}")
                 _require(_is_number(metrics[key]) and 0 <= metrics[key] <= 100,
                          f"{where}.metrics[{key!r}] must be a number in [0, 100], got {metrics[key]!r}")
+        if "answer" in run:
+            answer = run["answer"]
+            _require(isinstance(answer, Mapping), f"{where}.answer must be an object")
+            for key in ("exact_match", "f1"):
+                _require(_is_number(answer.get(key)) and 0 <= answer[key] <= 100,
+                         f"{where}.answer[{key!r}] must be a number in [0, 100], got {answer.get(key)!r}")
+            for key in ("n_questions", "n_fallbacks"):
+                _require(isinstance(answer.get(key), int) and answer[key] >= 0,
+                         f"{where}.answer[{key!r}] must be an integer >= 0")
 
 
 def save_json(result: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:

@@ -57,6 +57,9 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
     parser.add_argument("--plot", default=None, help="write a PNG of recall@k and all_gold@k here")
     parser.add_argument("--lm", default="none",
                         help="'none' (LLM-free), 'local' (SmolLM2 via llama-cpp) or a DSPy model string")
+    parser.add_argument("--answer", action="store_true",
+                        help="also answer each question from each retriever's top passages with the LM (--lm) and "
+                             "report exact match and token F1 against the gold answer and its aliases")
     parser.add_argument("--program", default=None,
                         help="a compiled program (JSON from mhop optimize) of the one retriever benchmarked")
     parser.add_argument("--wandb", default=None, metavar="PROJECT",
@@ -81,7 +84,9 @@ def _print_table(result: dict[str, Any]) -> None:
         table.add_column(f"R@{k}", justify="right")
     for k in ks:
         table.add_column(f"all@{k}", justify="right")
-    for header in ("index s", "p50 ms", "p95 ms", "RSS MB"):
+    answered = any("answer" in run for run in result["runs"])
+    answer_headers = ("EM", "ans F1", "ans fb") if answered else ()
+    for header in (*answer_headers, "index s", "p50 ms", "p95 ms", "RSS MB"):
         table.add_column(header, justify="right")
     for run in result["runs"]:
         metrics = run["metrics"]
@@ -89,6 +94,7 @@ def _print_table(result: dict[str, Any]) -> None:
             run["name"],
             *(f"{metrics[f'recall@{k}']:.1f}" for k in ks),
             *(f"{metrics[f'all_gold@{k}']:.1f}" for k in ks),
+            *(_answer_cells(run.get("answer")) if answered else ()),
             f"{run['index_seconds']:.1f}",
             f"{run['latency_ms_p50']:.1f}",
             f"{run['latency_ms_p95']:.1f}",
@@ -101,6 +107,13 @@ def _print_table(result: dict[str, Any]) -> None:
     significance = result.get("significance") or {}
     if significance.get("runs"):
         console.print(_significance_table(significance, ks))
+
+
+def _answer_cells(answer: dict[str, Any] | None) -> tuple[str, str, str]:
+    """Exact match, token F1 (percent) and the answers that fell back, of one run ("-" when it has none)."""
+    if answer is None:
+        return "-", "-", "-"
+    return f"{answer['exact_match']:.1f}", f"{answer['f1']:.1f}", f"{answer['n_fallbacks']}/{answer['n_questions']}"
 
 
 def _significance_table(significance: dict[str, Any], ks: list[int]) -> Any:
@@ -145,6 +158,7 @@ def _log_wandb(project: str, result: dict[str, Any]) -> None:
 
 def run_bench(args: argparse.Namespace) -> int:
     """Run ``mhop bench`` with parsed arguments; returns the process exit code (0 ok, 2 bad input)."""
+    from ..lm import current_lm
     from ..lm_clients import lm_from_spec
     from .benchmarker import Benchmarker, save_json
     from .plots import plot
@@ -170,9 +184,13 @@ def run_bench(args: argparse.Namespace) -> int:
     try:
         from ..defaults import load_embed_model
 
+        lm = lm_from_spec(args.lm)
+        answer = args.answer and current_lm(lm) is not None
+        if args.answer and not answer:
+            print("mhop bench --answer: no LM (give --lm local or a DSPy model string); answers are not evaluated")
         benchmarker = Benchmarker(dataset, retrievers, k_values=args.k, chroma_client=chroma_client,
                                   embed_model=load_embed_model(args.embed_model), work_dir=args.work_dir,
-                                  lm=lm_from_spec(args.lm), show_progress=not args.quiet, program=args.program)
+                                  lm=lm, show_progress=not args.quiet, program=args.program, answer=answer)
     except (ValueError, FileNotFoundError) as exc:
         print(f"mhop bench: {exc}", file=sys.stderr)
         return 2
@@ -202,6 +220,8 @@ def _argv_of(args: argparse.Namespace) -> list[str]:
             out += [option, str(value)]
     if args.lm != "none":
         out += ["--lm", args.lm]
+    if args.answer:
+        out.append("--answer")
     if args.work_dir != ".mhop/bench":
         out += ["--work-dir", str(args.work_dir)]
     return out

@@ -117,7 +117,8 @@ class BenchContext:
 
     @property
     def graph_index(self) -> Any:
-        """A HippoGraphIndex of the corpus, built fresh on first use (so its build time is a real measurement)."""
+        """A HippoGraphIndex over the shared vector index's passages, built fresh on first use (so its build time is a
+        real measurement); the passages' stored embeddings are reused, only entities and facts are embedded."""
         if self._graph_index is None:
             from ..graph import HippoGraphIndex
 
@@ -126,8 +127,8 @@ class BenchContext:
             for suffix in ("passages", "entities", "facts"):  # the graph index's collections, left by an earlier run
                 if f"{name}_{suffix}" in existing:
                     self.chroma_client.delete_collection(f"{name}_{suffix}")
-            self._graph_index = HippoGraphIndex.from_documents(
-                self.documents, embed_model=self.embed_model, chroma_client=self.chroma_client, name=name,
+            self._graph_index = HippoGraphIndex.from_vector_index(
+                self.vector_index, embed_model=self.embed_model, chroma_client=self.chroma_client, name=name,
                 show_progress=self.show_progress,
             )
         return self._graph_index

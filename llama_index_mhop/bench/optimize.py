@@ -19,6 +19,7 @@ from typing import Any
 import dspy
 
 from ..metrics import all_gold_at_k, recall_at_k
+from .benchmarker import passage_ids
 from .loaders import BenchDataset, BenchQuestion
 
 __all__ = [
@@ -33,8 +34,9 @@ __all__ = [
     "split_questions",
 ]
 
-#: The retrievers whose LM flow is one DSPy program at ``retriever.program``.
-OPTIMIZABLE = ("rrf_fusion", "confidence_loop")
+#: The retrievers whose LM flow is one DSPy program at ``retriever.program`` (``hippo_graph``'s is its fact
+#: filter, the LM step that runs per query; OpenIE runs at indexing time and is not compiled here).
+OPTIMIZABLE = ("rrf_fusion", "confidence_loop", "hippo_graph")
 OPTIMIZERS = ("bootstrap", "mipro", "gepa")
 METRICS: dict[str, tuple[Callable[..., float], int]] = {"all_gold@21": (all_gold_at_k, 21), "recall@5": (recall_at_k, 5)}
 
@@ -54,10 +56,6 @@ def split_questions(
     return order[:train], order[train:]
 
 
-def _passage_ids(prediction: dspy.Prediction) -> list[str]:
-    return [str(n.node.metadata.get("passage_id", n.node.node_id)) for n in prediction.nodes]
-
-
 def retrieval_metric(name: str) -> Callable[..., float]:
     """``metric(example, prediction, trace=None, *_)``: the named metric of the prediction's passages.
 
@@ -69,7 +67,7 @@ def retrieval_metric(name: str) -> Callable[..., float]:
     function, k = METRICS[name]
 
     def metric(example: dspy.Example, prediction: dspy.Prediction, trace: Any = None, *_: Any) -> float:
-        return function(_passage_ids(prediction), example.gold, k)
+        return function(passage_ids(prediction.nodes), example.gold, k)
 
     return metric
 

@@ -198,18 +198,20 @@ def _confidence_loop(ctx: RetrieverContext) -> BaseRetriever:
 
 
 @register_retriever("hippo_graph", "HippoRAG 2 memory: facts, recognition memory, Personalized PageRank over an "
-                    "entity/fact/passage graph built at indexing time (seeds 003, 004)")
+                    "entity/fact/passage graph built at indexing time over the shared index's passages (seeds 003, "
+                    "004)", needs_index="vector")
 def _hippo_graph(ctx: RetrieverContext) -> BaseRetriever:
-    return ctx.graph_index.as_retriever(similarity_top_k=ctx.top_k, lm=ctx.lm)
+    return ctx.graph_index.as_retriever(similarity_top_k=ctx.top_k, lm=ctx.lm, program=ctx.program)
 
 
 @register_retriever("rrf_fusion+hippo", "rrf_fusion's flow with hippo_graph as the base retriever of every query "
-                    "(the run's graph index, built once)")
+                    "(the run's graph index, built once)", needs_index="vector")
 def _rrf_fusion_hippo(ctx: RetrieverContext) -> BaseRetriever:
-    from ..retrievers.rrf_fusion import DEFAULT_PERSPECTIVE_TOP_K, RRFFusionRetriever
+    from ..retrievers.rrf_fusion import RRFFusionConfig, RRFFusionRetriever
 
-    base = ctx.graph_index.as_retriever(similarity_top_k=max(ctx.top_k, DEFAULT_PERSPECTIVE_TOP_K), lm=ctx.lm)
-    return RRFFusionRetriever(base_retriever=base, similarity_top_k=ctx.top_k, lm=ctx.lm)
+    config = RRFFusionConfig(similarity_top_k=ctx.top_k)
+    base = ctx.graph_index.as_retriever(similarity_top_k=config.search_depth, lm=ctx.lm)
+    return RRFFusionRetriever(base_retriever=base, config=config, lm=ctx.lm)
 
 
 @register_retriever("confidence_loop+hippo", "confidence_loop's flow with hippo_graph as the base retriever of "

@@ -82,16 +82,26 @@ class _Kind:
     build: Callable[[World, random.Random], tuple[list[str], str]]  # -> (chain of gold titles, answer)
 
 
+def _town_on_river(world: World, rng: random.Random) -> tuple[str, str]:
+    """A new river and a town on it."""
+    river = world.river(rng)
+    return world.town(rng, river=river), river
+
+
+def _company_of_native(world: World, rng: random.Random, town: str) -> tuple[str, str]:
+    """A new company and its founder, born in ``town``."""
+    founder = world.person(rng, town=town, with_employer=False)
+    return world.company(rng, founder=founder), founder
+
+
 def _founder_birthplace(world: World, rng: random.Random) -> tuple[list[str], str]:
     town = world.town(rng)
-    founder = world.person(rng, town=town, with_employer=False)
-    company = world.company(rng, founder=founder)
+    company, founder = _company_of_native(world, rng, town)
     return [company, founder], town
 
 
 def _birthplace_river(world: World, rng: random.Random) -> tuple[list[str], str]:
-    river = world.river(rng)
-    town = world.town(rng, river=river)
+    town, river = _town_on_river(world, rng)
     person = world.person(rng, town=town)
     return [person, town], river
 
@@ -110,31 +120,26 @@ def _employer_founder(world: World, rng: random.Random) -> tuple[list[str], str]
 
 
 def _founder_birthplace_river(world: World, rng: random.Random) -> tuple[list[str], str]:
-    river = world.river(rng)
-    town = world.town(rng, river=river)
-    founder = world.person(rng, town=town, with_employer=False)
-    company = world.company(rng, founder=founder)
+    town, river = _town_on_river(world, rng)
+    company, founder = _company_of_native(world, rng, town)
     return [company, founder, town], river
 
 
 def _founder_birthplace_province(world: World, rng: random.Random) -> tuple[list[str], str]:
     town = world.town(rng)
-    founder = world.person(rng, town=town, with_employer=False)
-    company = world.company(rng, founder=founder)
+    company, founder = _company_of_native(world, rng, town)
     return [company, founder, town], world.entities[town].links["province"]
 
 
 def _employer_founder_birthplace(world: World, rng: random.Random) -> tuple[list[str], str]:
     town = world.town(rng)
-    founder = world.person(rng, town=town, with_employer=False)
-    company = world.company(rng, founder=founder)
+    company, founder = _company_of_native(world, rng, town)
     person = world.person(rng, employer=company)
     return [person, company, founder], town
 
 
 def _employer_headquarters_river(world: World, rng: random.Random) -> tuple[list[str], str]:
-    river = world.river(rng)
-    town = world.town(rng, river=river)
+    town, river = _town_on_river(world, rng)
     company = world.company(rng, headquarters=town)
     person = world.person(rng, employer=company)
     return [person, company, town], river

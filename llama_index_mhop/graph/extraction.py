@@ -24,17 +24,20 @@ possessive), so "Delbert Mann's" in one passage and the title "Delbert Mann" of 
 from __future__ import annotations
 
 import logging
+import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import dspy
 from tenacity import AsyncRetrying, Retrying, before_sleep_log, stop_after_attempt, wait_exponential
 
-from ..lm import FallbackCounter, arun_lm_step, current_lm, resolve_lm, run_lm_step
+from ..lm import FallbackCounter, LMStep, current_lm, resolve_lm
 from ..parsing import LMOutputError
+from ..programs import ProgramSource, load_program, save_program
 from ..text import MONTHS, entity_key, entity_spans, sentences, strip_possessive, title_entities, unique_names
 
 __all__ = [
@@ -348,7 +351,7 @@ class Extractor(Protocol):
 class OpenIEExtractor:
     """Entities and triples of a passage: the DSPy module when an LM is configured, else the LLM-free rules.
 
-    Every LM call goes through :func:`llama_index_mhop.lm.run_lm_step`; after ``max_attempts`` failed attempts
+    Every LM call is a :class:`llama_index_mhop.lm.LMStep`; after ``max_attempts`` failed attempts
     (exception, timeout or malformed answer) the passage gets the LLM-free extraction and
     :attr:`fallback_counts` counts it. The title entities are always added, whichever path answered.
 
@@ -356,6 +359,7 @@ class OpenIEExtractor:
         lm: a DSPy LM. llm: a LlamaIndex LLM (pass one or the other; neither means ``dspy.settings.lm`` or none).
         max_attempts: LM attempts per passage. backoff_seconds: first wait between attempts (doubles).
         timeout: seconds for all attempts of one passage.
+        program: a compiled :class:`OpenIEModule`, or the path of one saved by :meth:`save_program`.
     """
 
     def __init__(
@@ -365,37 +369,40 @@ class OpenIEExtractor:
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         backoff_seconds: float = DEFAULT_BACKOFF_SECONDS,
         timeout: float = 180.0,
+        program: ProgramSource | None = None,
     ) -> None:
         self.lm = resolve_lm(lm=lm, llm=llm)
-        self.module = OpenIEModule(max_attempts=max_attempts, backoff_seconds=backoff_seconds)
+        self.program = OpenIEModule(max_attempts=max_attempts, backoff_seconds=backoff_seconds)
+        if program is not None:
+            load_program(self.program, program)
         self.timeout = timeout
         self.fallback_counts = FallbackCounter()
+
+    def save_program(self, path: str | os.PathLike[str]) -> Path:
+        """Save the extractor's DSPy program (its predictor's instructions and demos) as DSPy's JSON."""
+        return save_program(self.program, path)
 
     @property
     def uses_lm(self) -> bool:
         """Whether extraction would ask an LM now (its own, else ``dspy.settings.lm``)."""
         return current_lm(self.lm) is not None
 
-    def _step(self, text: str, title: str | None) -> tuple[Any, ...]:
-        """The arguments of the OpenIE step, for :func:`run_lm_step` and :func:`arun_lm_step` alike."""
-        return (
-            EXTRACTION_STEP,
-            self.module,
-            {"title": title or "", "passage": text},
-            partial(parse_extraction, source=_passage_source(title, text)),
-            lambda: extract_llm_free(text, title),
-            self.lm,
-            self.fallback_counts,
-            self.timeout,
-        )
+    def _step(self, text: str, title: str | None) -> LMStep[Extraction]:
+        """The OpenIE step of one passage (called with :meth:`_inputs`)."""
+        return LMStep(EXTRACTION_STEP, self.program, partial(parse_extraction, source=_passage_source(title, text)),
+                      lambda: extract_llm_free(text, title), self.fallback_counts, self.timeout)
+
+    @staticmethod
+    def _inputs(text: str, title: str | None) -> dict[str, str]:
+        return {"title": title or "", "passage": text}
 
     def extract(self, text: str, title: str | None = None) -> Extraction:
         """The passage's entities and triples (one LM call, retried, or the LLM-free rules)."""
-        return with_title_entities(run_lm_step(*self._step(text, title)), title)
+        return with_title_entities(self._step(text, title).run(self._inputs(text, title), self.lm), title)
 
     async def aextract(self, text: str, title: str | None = None) -> Extraction:
         """The async twin of :meth:`extract`."""
-        return with_title_entities(await arun_lm_step(*self._step(text, title)), title)
+        return with_title_entities(await self._step(text, title).arun(self._inputs(text, title), self.lm), title)
 
 
 def with_title_entities(extraction: Extraction, title: str | None) -> Extraction:

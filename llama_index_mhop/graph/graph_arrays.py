@@ -251,21 +251,15 @@ class EdgeStore:
             return np.asarray(values[i])
         return None
 
-    def save(self, folder: Path) -> None:
-        pairs, values = self.table()
-        np.save(folder / "edge_pairs.npy", np.ascontiguousarray(pairs), allow_pickle=False)
-        np.save(folder / "edge_values.npy", np.ascontiguousarray(values), allow_pickle=False)
-
     @classmethod
-    def load(cls, folder: Path, capacity: int, mmap: bool) -> EdgeStore:
-        """An edge table saved by :meth:`save` (memory-mapped read-only when ``mmap``; changes go to new arrays).
+    def from_arrays(cls, pairs: np.ndarray, values: np.ndarray, capacity: int, folder: Path) -> EdgeStore:
+        """An edge table from the two arrays :func:`load_array` read from ``folder`` (when memory-mapped, changes
+        go to new arrays, never the files).
 
         Raises:
-            ValueError: a missing or malformed array, or an edge naming a slot outside ``[0, capacity)``.
+            ValueError: malformed arrays, or an edge naming a slot outside ``[0, capacity)``.
         """
         store = cls()
-        pairs = load_array(folder / "edge_pairs.npy", np.int32, 2, mmap)
-        values = load_array(folder / "edge_values.npy", np.int32, 2, mmap)
         if pairs.shape[1:] != (2,) or values.shape != (len(pairs), _CHANNELS):
             raise ValueError(f"{folder}: edge arrays have shapes {pairs.shape} and {values.shape}")
         if len(pairs) and (pairs.min() < 0 or pairs.max() >= capacity or not (pairs[:, 0] < pairs[:, 1]).all()):

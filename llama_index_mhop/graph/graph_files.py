@@ -3,9 +3,10 @@
 * :func:`graph_to_dict` / :func:`fill_graph_from_dict`: one JSON object (tables, node and edge lists), the format the index
   persists today. The edge list is derived data: on reading, the edges are rebuilt from the passage, fact and
   synonym tables and must equal the stored list.
-* :func:`save_graph` / :func:`load_graph`: a folder with ``tables.json`` (passages, entities, facts, synonym lists, the node
-  table) and the node kinds and edge table as ``.npy`` files, read with ``allow_pickle=False`` and
-  memory-mapped when asked, so several query processes share one copy of the edges.
+* :func:`save_graph` / :func:`open_graph_files` / :func:`load_graph`: a folder with ``tables.json`` (passages,
+  entities, facts, synonym lists, the node table, the names of this save's arrays) and the node kinds and edge
+  table as ``.npy`` files, read with ``allow_pickle=False`` and memory-mapped when asked, so several query
+  processes share one copy of the edges.
 * :func:`graph_to_networkx`: a ``networkx.Graph`` for inspecting or drawing (``networkx.write_graphml`` writes it).
 
 The functions take a :class:`~.knowledge_graph.KnowledgeGraph` and fill or read its tables; they hold no rules of
@@ -16,6 +17,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import secrets
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .graph_arrays import EdgeStore, NodeTable, PassageRecord, load_array
+from .json_files import read_json_object
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -37,12 +41,14 @@ __all__ = [
     "graph_to_networkx",
     "load_graph",
     "load_graph_tables",
+    "open_graph_files",
     "save_graph",
 ]
 
-ARRAY_FORMAT_VERSION = 1
+ARRAY_FORMAT_VERSION = 2
 TABLES_FILE = "tables.json"
-_KINDS_FILE = "node_kinds.npy"
+_ARRAYS = ("node_kinds", "edge_pairs", "edge_values")
+_ARRAY_NAME = re.compile(r"[a-z_]+\.v\d+-[0-9a-f]{8}\.npy")  # the file names save_graph writes, nothing else
 
 
 def _tables(graph: KnowledgeGraph) -> dict[str, Any]:
@@ -119,57 +125,102 @@ def _write_atomic(path: Path, write: Any) -> None:
 
 
 def save_graph(graph: KnowledgeGraph, folder: str | Path) -> Path:
-    """Write the graph to ``folder``: ``tables.json``, ``node_kinds.npy``, ``edge_pairs.npy``, ``edge_values.npy``.
+    """Write the graph to ``folder``: ``tables.json`` and the node kinds and edge table as ``.npy`` files.
 
-    The arrays are written first and the tables last, each file whole or not at all (a reader of a half-written
-    folder gets a clear error, never a mixed graph).
+    Each save writes its arrays under new names (``edge_pairs.<save>.npy``, ...), then replaces ``tables.json``,
+    which names them, then deletes the arrays of the saves before the previous one, and any ``.partial`` file a
+    crashed save left. A crash leaves the previous save whole. The previous save's arrays stay, so a reader that
+    has just read the previous ``tables.json`` can still open them (:func:`open_graph_files`); a reader that
+    mapped an older save keeps its arrays (an unlinked file lives on while it is mapped).
     """
     target = Path(folder)
     target.mkdir(parents=True, exist_ok=True)
     keys, free = graph._nodes.to_lists()
     pairs, values = graph._edges.table()
-    arrays = {_KINDS_FILE: graph._nodes.kinds(), "edge_pairs.npy": pairs, "edge_values.npy": values}
-    for name, array in arrays.items():
-        _write_atomic(target / name, lambda h, a=array: np.save(h, np.ascontiguousarray(a), allow_pickle=False))
-    tables = {"array_format_version": ARRAY_FORMAT_VERSION, **_tables(graph), "node_keys": keys, "free_slots": free}
+    save = f"v{graph.version}-{secrets.token_hex(4)}"
+    arrays = {stem: f"{stem}.{save}.npy" for stem in _ARRAYS}
+    for stem, array in zip(_ARRAYS, (graph._nodes.kinds(), pairs, values), strict=True):
+        _write_atomic(target / arrays[stem],
+                      lambda h, a=array: np.save(h, np.ascontiguousarray(a), allow_pickle=False))
+    tables = {"array_format_version": ARRAY_FORMAT_VERSION, **_tables(graph), "node_keys": keys, "free_slots": free,
+              "arrays": arrays}
     text = json.dumps(tables, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    keep = {*arrays.values(), *_saved_array_names(target)}
     _write_atomic(target / TABLES_FILE, lambda h: h.write(text))
+    for stale in target.iterdir():
+        ours = stale.name.split(".")[0] in (*_ARRAYS, Path(TABLES_FILE).stem)
+        if ours and stale.suffix in (".npy", ".partial") and stale.name not in keep:
+            stale.unlink(missing_ok=True)
     return target
+
+
+def _saved_array_names(folder: Path) -> list[str]:
+    """The arrays the folder's current ``tables.json`` names (none when there is no readable one)."""
+    try:
+        return list(load_graph_tables(folder)["arrays"].values())
+    except ValueError:
+        return []
 
 
 def load_graph_tables(folder: str | Path) -> dict[str, Any]:
     """The ``tables.json`` of a saved graph, or a ValueError naming what is wrong."""
     path = Path(folder) / TABLES_FILE
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise ValueError(f"{path}: no saved graph here") from exc
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: not valid JSON ({exc})") from exc
-    if not isinstance(data, dict) or data.get("array_format_version") != ARRAY_FORMAT_VERSION:
-        found = data.get("array_format_version") if isinstance(data, dict) else None
-        raise ValueError(f"{path}: unsupported array format version {found!r} (this code reads "
-                         f"{ARRAY_FORMAT_VERSION})")
+    if not path.is_file():
+        raise ValueError(f"{path}: no saved graph here")
+    data = read_json_object(path)
+    if data.get("array_format_version") != ARRAY_FORMAT_VERSION:
+        raise ValueError(f"{path}: unsupported array format version {data.get('array_format_version')!r} (this "
+                         f"code reads {ARRAY_FORMAT_VERSION})")
+    names = data.get("arrays")
+    if not isinstance(names, dict) or any(not isinstance(names.get(s), str) or not _ARRAY_NAME.fullmatch(names[s])
+                                          or not names[s].startswith(f"{s}.") for s in _ARRAYS):
+        raise ValueError(f"{path}: arrays: expected the file names of {', '.join(_ARRAYS)}")
     return data
 
 
-def load_graph(graph: KnowledgeGraph, folder: str | Path, mmap: bool) -> None:
-    """Fill an empty graph from a folder written by :func:`save_graph` (edges memory-mapped read-only when ``mmap``).
+def _open_arrays(folder: Path, tables: Mapping[str, Any], mmap: bool) -> dict[str, np.ndarray]:
+    names = tables["arrays"]
+    return {"node_kinds": load_array(folder / names["node_kinds"], np.int8, 1, mmap=False),
+            **{stem: load_array(folder / names[stem], np.int32, 2, mmap) for stem in ("edge_pairs", "edge_values")}}
+
+
+def open_graph_files(folder: str | Path, mmap: bool) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The checked ``tables.json`` of a saved graph and the arrays it names, opened (the edges memory-mapped
+    read-only when ``mmap``) as soon as the tables are read, before anything is built from them.
+
+    A save that finishes meanwhile keeps the arrays of the save before it (see :func:`save_graph`); if two saves
+    finished between reading ``tables.json`` and opening its arrays, ``tables.json`` is read once more.
 
     Raises:
-        ValueError: a missing or malformed file, or a node table that disagrees with the passages and entities.
+        ValueError: a missing or malformed file.
     """
     folder = Path(folder)
-    data = load_graph_tables(folder)
-    _fill_tables(graph, data)
-    kinds = load_array(folder / _KINDS_FILE, np.int8, 1, mmap=False)
-    nodes = NodeTable.from_lists(data["node_keys"], data["free_slots"], kinds)
+    tables = load_graph_tables(folder)
+    try:
+        return tables, _open_arrays(folder, tables, mmap)
+    except ValueError:
+        again = load_graph_tables(folder)
+        if again["arrays"] == tables["arrays"]:  # no save replaced them: the arrays themselves are bad
+            raise
+        return again, _open_arrays(folder, again, mmap)
+
+
+def load_graph(graph: KnowledgeGraph, folder: str | Path, tables: Mapping[str, Any],
+               arrays: Mapping[str, np.ndarray]) -> None:
+    """Fill an empty graph from the files :func:`open_graph_files` read from ``folder``.
+
+    Raises:
+        ValueError: malformed arrays, or a node table that disagrees with the passages and entities.
+    """
+    folder = Path(folder)
+    _fill_tables(graph, tables)
+    nodes = NodeTable.from_lists(tables["node_keys"], tables["free_slots"], arrays["node_kinds"])
     expected = {**{p: graph._kind_code("passage") for p in graph.passages},
                 **{e: graph._kind_code("entity") for e in graph.entity_names}}
     if len(nodes) != len(expected) or any(k not in nodes or nodes.kind(nodes.slot(k)) != c for k, c in expected.items()):
         raise ValueError(f"{folder}: the node table does not match the passages and entities")
     graph._nodes = nodes
-    graph._edges = EdgeStore.load(folder, nodes.capacity, mmap)
+    graph._edges = EdgeStore.from_arrays(arrays["edge_pairs"], arrays["edge_values"], nodes.capacity, folder)
 
 
 def graph_to_networkx(graph: KnowledgeGraph) -> nx.Graph:

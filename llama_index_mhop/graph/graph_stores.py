@@ -158,6 +158,10 @@ class GraphStores:
         mode: "ephemeral" (in-memory, copied out on persist), "local" (``persist_dir/chroma``) or "external".
         prefix: the collections' prefix (default: the name).
 
+    Attributes:
+        vector_source: a passage collection the index sits beside (``None``: none), whose records of the same
+            node ids hold the passages' embeddings: a passage stored there is not embedded again.
+
     Raises:
         ValueError: a name Chroma would refuse as a collection prefix.
     """
@@ -174,6 +178,7 @@ class GraphStores:
         self.embed_model = embed_model
         self.short_text_batch_size = short_text_batch_size
         self._short_embedder: BaseEmbedding | None = None
+        self.vector_source: Any = None
         self._open(client, mode)
 
     def _open(self, client: Any, mode: str) -> None:
@@ -247,7 +252,8 @@ class GraphStores:
         ``node_ids`` their (subject id, predicate, object id)."""
         if not ids:
             return
-        missing = [f for f in ids if f not in existing_ids(self.facts, ids)]
+        stored = existing_ids(self.facts, ids)  # once: a fact stored by an interrupted run is not embedded again
+        missing = [f for f in ids if f not in stored]
         if not missing:
             return
         vectors = self.embed([fact_text(*texts[f]) for f in missing], short=True)
@@ -266,15 +272,22 @@ class GraphStores:
 
     def store_passages(self, nodes: Sequence[TextNode]) -> None:
         """Store the passage nodes not yet stored, with their metadata, through ``ChromaVectorStore``; a node that
-        carries its embedding (from another index) is stored with it, the others are embedded."""
+        carries its embedding (from another index) or whose id :attr:`vector_source` holds is stored with that
+        embedding, the others are embedded."""
         existing = existing_ids(self.passages, [n.node_id for n in nodes])
         missing = [n for n in nodes if n.node_id not in existing]
         if not missing:
             return
         unembedded = [n for n in missing if n.embedding is None]
-        vectors = self.embed([n.get_content(metadata_mode=MetadataMode.EMBED) for n in unembedded])
-        for node, vector in zip(unembedded, vectors, strict=True):
+        source = {} if self.vector_source is None else get_records(self.vector_source,
+                                                                    [n.node_id for n in unembedded], ["embeddings"])
+        new = [n for n in unembedded if n.node_id not in source]
+        vectors = self.embed([n.get_content(metadata_mode=MetadataMode.EMBED) for n in new])
+        for node, vector in zip(new, vectors, strict=True):
             node.embedding = vector.tolist()
+        for node in unembedded:
+            if node.node_id in source:
+                node.embedding = [float(x) for x in source[node.node_id]["embeddings"]]
         self.vector_store.add(list(missing))
         for node in unembedded:
             node.embedding = None

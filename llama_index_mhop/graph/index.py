@@ -8,7 +8,7 @@ synonyms. :class:`~llama_index_mhop.retrievers.hippo_graph.HippoGraphRetriever` 
 
 This class is the facade over one module per job: the three Chroma collections (:mod:`.graph_stores`), the
 batched indexing pipeline (:mod:`.indexing`) with its JSON Lines checkpoint (:mod:`.checkpoint`), synonymy edges
-(:mod:`.synonymy`), the JSON files on disk (:mod:`.persistence`) and the versioned state queries read
+(:mod:`.synonymy`), the files on disk (:mod:`.persistence`) and the versioned state queries read
 (:mod:`.state`). Every record's id derives from its content, so indexing the same text twice adds nothing; an
 interrupted build resumes from its checkpoint: :meth:`HippoGraphIndex.from_documents` with the same
 ``persist_dir`` skips the passages it lists without extracting or embedding them again.
@@ -48,6 +48,7 @@ from .knowledge_graph import (
     DEFAULT_TITLE_EDGE_WEIGHT,
     KnowledgeGraph,
 )
+from .lm_programs import load_lm_programs, save_lm_programs
 from .openie_file import report_stored_openie, with_stored_openie
 from .persistence import (
     CONFIG_FILE,
@@ -104,6 +105,7 @@ class HippoGraphIndex:
         self.name = name
         self.graph = graph if graph is not None else KnowledgeGraph()
         self.extractor: Extractor = extractor if extractor is not None else OpenIEExtractor()
+        self.fact_filter_program: Any = None  # a compiled fact filter program its retrievers start from (persisted)
         self.persist_dir = Path(persist_dir) if persist_dir is not None else None
         self.chunk_size = chunk_size
         self.chunk_overlap = chunk_overlap
@@ -162,16 +164,10 @@ class HippoGraphIndex:
 
     def counts(self) -> dict[str, int]:
         """Records in each Chroma collection and nodes/edges of the graph (for checks and reports)."""
-        return {
-            "passages": self.graph.num_passages,
-            "entities": self.graph.num_entities,
-            "facts": self.graph.num_facts,
-            "chroma_passages": self.stores.passages.count(),
-            "chroma_entities": self.stores.entities.count(),
-            "chroma_facts": self.stores.facts.count(),
-            "graph_nodes": self.graph.num_nodes,
-            "graph_edges": self.graph.num_edges,
-        }
+        graph, stores = self.graph, self.stores
+        return {"passages": graph.num_passages, "entities": graph.num_entities, "facts": graph.num_facts,
+                "chroma_passages": stores.passages.count(), "chroma_entities": stores.entities.count(),
+                "chroma_facts": stores.facts.count(), "graph_nodes": graph.num_nodes, "graph_edges": graph.num_edges}
 
     # ------------------------------------------------------------------ building
 
@@ -244,13 +240,13 @@ class HippoGraphIndex:
         else:
             nodes, docs = [], load_documents(documents)
         embed_model = resolve_embed_model(embed_model)
-        extractor = with_stored_openie(extractor or OpenIEExtractor(lm=lm, llm=llm), openie_results)
         if persist_dir is not None and (Path(persist_dir) / CONFIG_FILE).is_file():
-            index = cls.from_persist_dir(persist_dir, chroma_client=chroma_client, embed_model=embed_model)
-            index.extractor = extractor
-            index.show_progress = show_progress
+            index = cls.from_persist_dir(persist_dir, chroma_client=chroma_client, embed_model=embed_model, lm=lm,
+                                         llm=llm, show_progress=show_progress)  # with the saved OpenIE program
+            index.extractor = with_stored_openie(extractor or index.extractor, openie_results)
             index._sync(docs, nodes, None, on_batch_end)
             return index
+        extractor = with_stored_openie(extractor or OpenIEExtractor(lm=lm, llm=llm), openie_results)
         client, mode = resolve_client(chroma_client, persist_dir)
         graph = KnowledgeGraph(synonymy_threshold=synonymy_threshold, synonymy_top_k=synonymy_top_k,
                                title_edge_weight=title_edge_weight)
@@ -367,7 +363,8 @@ class HippoGraphIndex:
         return index_config(self)
 
     def persist(self, persist_dir: str | os.PathLike[str] | None = None) -> Path:
-        """Write the config and the graph as JSON (and, for an in-memory index, copy Chroma to ``persist_dir``).
+        """Write the config, the graph (``.npy`` arrays, see :mod:`.persistence`) and the LM programs (for an
+        in-memory index, Chroma too) to ``persist_dir``.
 
         Returns:
             The directory written.
@@ -380,6 +377,7 @@ class HippoGraphIndex:
             raise ValueError("persist() needs a directory: pass persist_dir=")
         with self._versions.lock:  # a complete version, never one an insert is halfway through
             save_index(self, target)
+            save_lm_programs(self, target)
             self.persist_dir = target
         return target
 
@@ -396,7 +394,7 @@ class HippoGraphIndex:
         """Reopen an index saved by :meth:`persist` (or by a build with ``persist_dir``).
 
         Args:
-            persist_dir: the directory holding ``hippo_config.json`` and ``hippo_graph.json``.
+            persist_dir: the directory :meth:`persist` wrote (the graph's edge arrays are memory-mapped read-only).
             chroma_client: the Chroma client holding the collections; default ``persist_dir/chroma`` for an index
                 whose Chroma data lives there, else :func:`~llama_index_mhop.defaults.default_chroma_client`.
             embed_model: the embedder (it must be the one the index was built with); default
@@ -407,8 +405,9 @@ class HippoGraphIndex:
             FileNotFoundError: no saved index in ``persist_dir``.
             ValueError: an unknown format version, or Chroma collections that do not hold the graph's records.
         """
-        return open_saved_index(cls, Path(persist_dir), chroma_client, resolve_embed_model(embed_model),
-                                OpenIEExtractor(lm=lm, llm=llm), show_progress)
+        index = open_saved_index(cls, Path(persist_dir), chroma_client, resolve_embed_model(embed_model),
+                                 OpenIEExtractor(lm=lm, llm=llm), show_progress)
+        return load_lm_programs(index, Path(persist_dir))
 
     # ------------------------------------------------------------------ retrieval
 

@@ -64,7 +64,7 @@ from .graph_files import (
     graph_to_dict,
     graph_to_networkx,
     load_graph,
-    load_graph_tables,
+    open_graph_files,
     save_graph,
 )
 from .ppr import DEFAULT_DAMPING, PageRankGraph
@@ -410,8 +410,7 @@ class KnowledgeGraph(SynonymLists):
         Raises:
             ValueError: an unknown format version, or node and edge lists that disagree with the records.
         """
-        version = data.get("format_version")
-        if version != GRAPH_FORMAT_VERSION:
+        if (version := data.get("format_version")) != GRAPH_FORMAT_VERSION:
             raise ValueError(f"unsupported graph format version {version!r} (this code reads {GRAPH_FORMAT_VERSION})")
         graph = cls(**data.get("config", {}))
         fill_graph_from_dict(graph, data)
@@ -429,8 +428,9 @@ class KnowledgeGraph(SynonymLists):
         Raises:
             ValueError: a missing, malformed or inconsistent file.
         """
-        graph = cls(**load_graph_tables(folder).get("config", {}))
-        load_graph(graph, folder, mmap)
+        tables, arrays = open_graph_files(folder, mmap)
+        graph = cls(**tables.get("config", {}))
+        load_graph(graph, folder, tables, arrays)
         return graph
 
     def to_networkx(self) -> Any:

@@ -1,8 +1,11 @@
-"""A graph index on disk: its config and its graph as JSON files with a format version (nothing is pickled).
+"""A graph index on disk: its config (JSON) and its graph as ``tables.json`` plus ``.npy`` arrays (nothing is
+pickled), the arrays memory-mapped read-only on load so that every query process opening the same folder shares
+one copy of the edges.
 
 Every file is written to a temporary name and renamed into place, so a crash never leaves a half-written file,
 and every file read is checked before anything is built from it: a truncated or edited file is an error naming
-the file, never half-read.
+the file, never half-read. Indexes saved before the arrays (format 1: the graph as one ``hippo_graph.json``) are
+still read, and written in the current format by their next save.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from llama_index.core.storage.docstore import SimpleDocumentStore
 from ..defaults import describe_client
 from ..stores import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
 from .checkpoint import CHECKPOINT_FILE
+from .graph_files import TABLES_FILE, load_graph, open_graph_files
 from .graph_stores import CHROMA_DIR, DEFAULT_SHORT_TEXT_BATCH_SIZE, missing_collections, saved_client
 from .indexing import DEFAULT_INSERT_BATCH_SIZE
 from .json_files import check_field, check_value, read_json_object, string_map, triple_map, write_json
@@ -29,8 +33,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CONFIG_FILE",
+    "GRAPH_DIR",
     "GRAPH_FILE",
     "INDEX_FORMAT_VERSION",
+    "LEGACY_GRAPH_FILE",
     "SavedIndex",
     "index_config",
     "open_saved_index",
@@ -40,9 +46,12 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-INDEX_FORMAT_VERSION = 1
+INDEX_FORMAT_VERSION = 2
+_READABLE_VERSIONS = (1, 2)  # 1: the graph as one JSON file (LEGACY_GRAPH_FILE)
 CONFIG_FILE = "hippo_config.json"
-GRAPH_FILE = "hippo_graph.json"
+GRAPH_DIR = "hippo_graph"
+GRAPH_FILE = f"{GRAPH_DIR}/{TABLES_FILE}"
+LEGACY_GRAPH_FILE = "hippo_graph.json"
 
 
 _CONFIG_FIELDS: dict[str, tuple[type, ...]] = {
@@ -62,14 +71,16 @@ _GRAPH_FIELDS: dict[str, tuple[type, ...]] = {
     "stale_synonyms": (list,),
     "nodes": (list,),
     "edges": (list,),
+    "node_keys": (list,),
+    "free_slots": (list,),
 }
 
 
 def _check_config(config: dict[str, Any], where: str) -> None:
-    if config.get("format_version") != INDEX_FORMAT_VERSION:
+    if config.get("format_version") not in _READABLE_VERSIONS:
         raise ValueError(
             f"{where}: unsupported format version {config.get('format_version')!r} "
-            f"(this code reads {INDEX_FORMAT_VERSION})"
+            f"(this code reads {', '.join(map(str, _READABLE_VERSIONS))})"
         )
     check_field(config, "name", str, where)
     for key, kinds in _CONFIG_FIELDS.items():
@@ -158,16 +169,23 @@ def read_saved_index(root: Path) -> SavedIndex:
         FileNotFoundError: no saved index in ``root``.
         ValueError: an unreadable file or an unknown format version.
     """
-    config_path, graph_path = root / CONFIG_FILE, root / GRAPH_FILE
+    config_path = root / CONFIG_FILE
+    graph_path = root / GRAPH_FILE if (root / GRAPH_FILE).is_file() else root / LEGACY_GRAPH_FILE
     if not config_path.is_file() or not graph_path.is_file():
         raise FileNotFoundError(f"no HippoGraphIndex saved in {root} (expected {CONFIG_FILE} and {GRAPH_FILE})")
     config = read_json_object(config_path)
     _check_config(config, str(config_path))
-    data = read_json_object(graph_path)
+    legacy = graph_path.name == LEGACY_GRAPH_FILE
+    # the arrays are opened right after tables.json is read: see graph_files.open_graph_files
+    data, arrays = (read_json_object(graph_path), {}) if legacy else open_graph_files(root / GRAPH_DIR, mmap=True)
     _check_graph_data(data, str(graph_path))
     _check_graph_links(data, str(graph_path))
     try:
-        graph = KnowledgeGraph.from_dict(data)
+        if legacy:
+            graph = KnowledgeGraph.from_dict(data)
+        else:
+            graph = KnowledgeGraph(**data.get("config", {}))
+            load_graph(graph, root / GRAPH_DIR, data, arrays)
     except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
         raise ValueError(f"{graph_path}: not a valid graph file ({type(exc).__name__}: {exc})") from None
     return SavedIndex(root, config, graph, load_docstore(root / DOCSTORE_FILE))
@@ -193,16 +211,15 @@ def index_config(index: HippoGraphIndex) -> dict[str, Any]:
 
 def save_index(index: HippoGraphIndex, target: Path) -> None:
     """Write the config and the graph into ``target`` (copying an in-memory Chroma to ``target/chroma`` first);
-    the checkpoint goes, since the graph file now holds everything it listed."""
+    the checkpoint goes, since the graph now holds everything it listed, and so does a format-1 graph file."""
     target.mkdir(parents=True, exist_ok=True)
     if index.stores.mode == "ephemeral":
         index.stores.copy_to(target / CHROMA_DIR)
     write_json(target / CONFIG_FILE, index_config(index))
-    write_json(target / GRAPH_FILE, index.graph.to_dict())
+    index.graph.save(target / GRAPH_DIR)
     write_json(target / DOCSTORE_FILE, index.docstore.to_dict())  # after the graph: see .sync
-    checkpoint = target / CHECKPOINT_FILE
-    if checkpoint.exists():
-        checkpoint.unlink()
+    for done in (target / CHECKPOINT_FILE, target / LEGACY_GRAPH_FILE):
+        done.unlink(missing_ok=True)
 
 
 def open_saved_index(cls: type[HippoGraphIndex], root: Path, chroma_client: Any, embed_model: Any, extractor: Any,

@@ -1,7 +1,8 @@
 """What a query reads: one immutable :class:`RetrievalState` per graph version, and the rule for which version.
 
-A :class:`RetrievalState` holds the arrays a query needs (passage and fact embeddings, node order, the PageRank
-matrix), loaded from Chroma once per graph version, never per query. :class:`VersionedState` decides which one a
+A :class:`RetrievalState` holds the arrays a query needs (passage and fact embeddings, searched exactly or through
+Chroma's HNSW index by size (:mod:`.dense_search`), node order, the PageRank matrix), loaded from Chroma once per
+graph version, never per query. :class:`VersionedState` decides which one a
 query gets while writers change the graph: writers hold its lock for a whole change; a query in another thread
 meanwhile answers from the loaded state if it is the version the last finished change left, else waits for the
 running change; the first query after a change loads the new version. Never a half-changed graph, never one
@@ -20,6 +21,7 @@ from llama_index.core.schema import BaseNode
 from llama_index.core.vector_stores.utils import metadata_dict_to_node
 
 from ..chroma_batches import get_records
+from .dense_search import HNSW_MIN_FACTS, HNSW_MIN_PASSAGES, HNSW_TOP_N, DenseVectors
 from .graph_stores import GraphStores
 from .knowledge_graph import KnowledgeGraph
 from .ppr import PageRankGraph
@@ -41,7 +43,7 @@ class RetrievalState:
     version: int
     passage_ids: list[str]
     passage_nodes: list[BaseNode]
-    passage_matrix: np.ndarray
+    passage_vectors: DenseVectors
     entity_ids: list[str]
     entity_names: list[str]
     entity_node: dict[str, int]
@@ -50,7 +52,7 @@ class RetrievalState:
     fact_ids: list[str]
     fact_triples: list[tuple[str, str, str]]
     fact_nodes: np.ndarray  # (facts, 2): node index of subject and object
-    fact_matrix: np.ndarray
+    fact_vectors: DenseVectors
     pagerank: PageRankGraph
 
     @property
@@ -66,8 +68,11 @@ def _normalise_rows(matrix: np.ndarray) -> np.ndarray:
     return matrix / np.where(norms > 0, norms, 1.0)
 
 
-def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: float) -> RetrievalState:
-    """The retrieval state of the graph as it is now, its passage and fact embeddings read from Chroma.
+def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: float,
+                         hnsw_min_records: int | None = None, hnsw_top_n: int = HNSW_TOP_N) -> RetrievalState:
+    """The retrieval state of the graph as it is now, its passage and fact embeddings read from Chroma (past a
+    size, or from ``hnsw_min_records`` records when given, a collection is searched through its HNSW index for the
+    ``hnsw_top_n`` nearest, see :mod:`.dense_search`).
 
     Raises:
         EmptyIndexError: the graph holds no passage.
@@ -87,6 +92,7 @@ def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: fl
         )
     passage_nodes = [metadata_dict_to_node(rows[p]["metadatas"], text=rows[p]["documents"]) for p in passage_ids]
     passage_matrix = _normalise_rows(np.vstack([np.asarray(rows[p]["embeddings"]) for p in passage_ids]))
+    del rows
     entity_node = {e: graph.num_passages + i for i, e in enumerate(entity_ids)}
     entity_names = [graph.entity_names[e] for e in entity_ids]
     counts = np.zeros(len(nodes), dtype=np.float64)
@@ -110,7 +116,8 @@ def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: fl
         version=graph.version,
         passage_ids=passage_ids,
         passage_nodes=passage_nodes,
-        passage_matrix=passage_matrix,
+        passage_vectors=DenseVectors(passage_ids, passage_matrix, stores.passages, hnsw_min_records or HNSW_MIN_PASSAGES,
+                                     hnsw_top_n),
         entity_ids=entity_ids,
         entity_names=entity_names,
         entity_node=entity_node,
@@ -119,7 +126,7 @@ def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: fl
         fact_ids=fact_ids,
         fact_triples=fact_triples,
         fact_nodes=fact_nodes,
-        fact_matrix=fact_matrix,
+        fact_vectors=DenseVectors(fact_ids, fact_matrix, stores.facts, hnsw_min_records or HNSW_MIN_FACTS, hnsw_top_n),
         pagerank=graph.pagerank_graph(damping=damping),
     )
 

@@ -1,13 +1,23 @@
-"""What the project's retrievers share: the query is checked before LlamaIndex's dispatch touches it."""
+"""What the project's retrievers share: the query is checked before LlamaIndex's dispatch touches it, the LM
+steps of a retrieval report to the retriever's callback manager, and settings, LM and DSPy program are taken and
+checked in one place."""
 
 from __future__ import annotations
 
-from typing import Any
+import os
+from pathlib import Path
+from typing import Any, ClassVar
 
+import dspy
 from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle, QueryType
+from pydantic import BaseModel
 
 from ..counters import count
+from ..lm import resolve_lm
+from ..lm_events import step_callbacks
+from ..programs import ProgramSource, load_program, save_program
 from ..validation import check_query
 
 __all__ = ["CheckedQueryRetriever", "ProgramRetriever", "query_text"]
@@ -31,26 +41,87 @@ class CheckedQueryRetriever(BaseRetriever):
     """A ``BaseRetriever`` whose ``retrieve``/``aretrieve`` reject bad queries with a clear error.
 
     Non-strings raise ``TypeError``; empty or white-space queries raise ``ValueError``; control characters become
-    spaces and over-long queries are cut (:func:`~llama_index_mhop.validation.check_query`).
+    spaces and over-long queries are cut (:func:`~llama_index_mhop.validation.check_query`). The LM steps of a
+    retrieval report their LLM events to the retriever's ``callback_manager`` (see
+    :mod:`~llama_index_mhop.lm_events`).
     """
 
     def retrieve(self, str_or_query_bundle: QueryType) -> list[NodeWithScore]:
         bundle = _checked(str_or_query_bundle)
         count(f"queries_served.{type(self).__name__}")
-        return super().retrieve(bundle)
+        with step_callbacks(getattr(self, "callback_manager", None)):
+            return super().retrieve(bundle)
 
     async def aretrieve(self, str_or_query_bundle: QueryType) -> list[NodeWithScore]:
         bundle = _checked(str_or_query_bundle)
         count(f"queries_served.{type(self).__name__}")
-        return await super().aretrieve(bundle)
+        with step_callbacks(getattr(self, "callback_manager", None)):
+            return await super().aretrieve(bundle)
 
 
 class ProgramRetriever(CheckedQueryRetriever):
-    """A retriever whose flow is its DSPy program (``self.program``): a retrieval is one call of the program,
-    whose prediction carries the ``nodes`` and the ``trace`` (kept as ``last_trace``)."""
+    """A retriever with a frozen pydantic settings object (``config``), an optional LM and a DSPy program
+    (``program``): a retrieval is one call of the program, whose prediction carries the ``nodes`` and the
+    ``trace`` (kept as ``last_trace``).
 
+    Every subclass takes these keyword arguments besides its own:
+
+    Args:
+        config: the retriever's settings (an instance of its ``config_type``); or give them one by one as keywords.
+        lm: a DSPy LM (optional; without one, ``dspy.settings.lm`` when a step runs, else LLM-free).
+        llm: a LlamaIndex LLM (optional; not together with ``lm``).
+        program: a compiled program of the subclass (a module of its class, or the path of one saved by
+            :meth:`save_program`).
+        callback_manager: LlamaIndex callbacks.
+        verbose: log each query's steps at INFO.
+        **settings: any field of ``config_type``.
+
+    Raises:
+        ValueError: ``config`` together with keyword settings, a setting unknown or out of range (pydantic's
+            ``ValidationError`` names the field), or a program file of another shape.
+        TypeError: ``lm`` is not a DSPy LM, or ``program`` a module of another class.
+    """
+
+    config_type: ClassVar[type[BaseModel]]
     program: Any
     last_trace: dict[str, Any]
+
+    def __init__(
+        self,
+        *,
+        config: BaseModel | None = None,
+        lm: dspy.BaseLM | None = None,
+        llm: Any = None,
+        program: ProgramSource | None = None,
+        callback_manager: CallbackManager | None = None,
+        verbose: bool = False,
+        **settings: Any,
+    ) -> None:
+        self.config: Any = self.settings(config, settings)
+        self.lm = resolve_lm(lm=lm, llm=llm)
+        super().__init__(callback_manager=callback_manager, verbose=verbose)
+        self.program = self._build_program()
+        if program is not None:
+            load_program(self.program, program)
+        self.last_trace = {}
+
+    @classmethod
+    def settings(cls, config: BaseModel | None, settings: dict[str, Any]) -> Any:
+        """``config`` if given, else the ``config_type`` built (and checked) from keyword ``settings``."""
+        if config is not None and settings:
+            raise ValueError(f"give config= or keyword settings, not both (got {', '.join(settings)})")
+        if config is not None and not isinstance(config, cls.config_type):
+            raise TypeError(f"{cls.__name__} takes config={cls.config_type.__name__}(...), "
+                            f"got {type(config).__name__}")
+        return config if config is not None else cls.config_type(**settings)
+
+    def _build_program(self) -> dspy.Module:
+        """The subclass's DSPy program, built from ``self.config`` and ``self.lm``."""
+        raise NotImplementedError
+
+    def save_program(self, path: str | os.PathLike[str]) -> Path:
+        """Save the DSPy program (its predictors' instructions and demos) as DSPy's JSON."""
+        return save_program(self.program, path)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         prediction = self.program(query=query_bundle.query_str)

@@ -20,21 +20,16 @@ something unusable (:mod:`llama_index_mhop.parsing`).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-import dspy
 from llama_index.core.base.base_retriever import BaseRetriever
-from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore
 
 from ..flow import StepRunner
-from ..lm import FallbackCounter, resolve_lm
-from ..programs import ProgramSource, load_program, save_program
+from ..lm import FallbackCounter
 from .base import ProgramRetriever
-from .confidence_config import DEFAULT_SIMILARITY_TOP_K, ConfidenceLoopConfig
+from .confidence_config import ConfidenceLoopConfig
 from .confidence_program import ConfidenceLoopModule
 
 __all__ = ["ConfidenceLoopConfig", "ConfidenceLoopModule", "ConfidenceLoopRetriever"]
@@ -74,56 +69,38 @@ class ConfidenceLoopRetriever(ProgramRetriever):
     Args:
         base_retriever: the retriever that every query goes to.
         retriever_factory: builds the retriever for a given ``k`` (instead of ``base_retriever``).
-        config: the loop's settings (:class:`ConfidenceLoopConfig`); or give them one by one as keywords.
-        lm: a DSPy LM (optional; without one, ``dspy.settings.lm`` when each step runs, else LLM-free).
-        llm: a LlamaIndex LLM (optional; not together with ``lm``).
-        program: a compiled :class:`ConfidenceLoopModule`, or the path of one saved by :meth:`save_program`.
-        callback_manager: LlamaIndex callbacks.
-        verbose: log each round's queries at INFO.
-        **settings: any :class:`ConfidenceLoopConfig` field (``similarity_top_k=21``, ``round1_k=23``, ...).
+        **kwargs: ``config`` or its settings one by one (:class:`ConfidenceLoopConfig`: ``similarity_top_k=21``,
+            ``round1_k=23``, ...); ``lm``, ``llm``, ``program`` (a compiled :class:`ConfidenceLoopModule` or its
+            saved JSON), ``callback_manager`` and ``verbose`` (log each round's queries at INFO), as for every
+            :class:`~llama_index_mhop.retrievers.base.ProgramRetriever`.
 
     Raises:
         ValueError: neither or both of ``base_retriever`` and ``retriever_factory``, ``config`` together with
             keyword settings, or a setting out of range.
     """
 
+    config_type = ConfidenceLoopConfig
+    config: ConfidenceLoopConfig
+
     def __init__(
         self,
         base_retriever: BaseRetriever | None = None,
         *,
         retriever_factory: Callable[[int], BaseRetriever] | None = None,
-        config: ConfidenceLoopConfig | None = None,
-        lm: dspy.BaseLM | None = None,
-        llm: Any = None,
-        program: ProgramSource | None = None,
-        callback_manager: CallbackManager | None = None,
-        verbose: bool = False,
-        **settings: Any,
+        **kwargs: Any,
     ) -> None:
         if (base_retriever is None) == (retriever_factory is None):
             raise ValueError("give exactly one of base_retriever and retriever_factory")
-        if config is not None and settings:
-            raise ValueError(f"give config= or keyword settings, not both (got {', '.join(settings)})")
-        self.config = config or ConfidenceLoopConfig(**settings)
         self._base_retriever = base_retriever
         self._retriever_factory = retriever_factory
         self._retrievers: dict[int, BaseRetriever] = {}
-        self.lm = resolve_lm(lm=lm, llm=llm)
         self.fallback_counts = FallbackCounter()
-        runner = StepRunner(self.lm, self.fallback_counts, self.config.lm_timeout)
-        self.program = ConfidenceLoopModule(self.config, self._search, self._asearch, runner, verbose)
-        if program is not None:
-            load_program(self.program, program)
-        self.last_trace: dict[str, Any] = {}
-        super().__init__(callback_manager=callback_manager, verbose=verbose)
+        super().__init__(**kwargs)
 
     @classmethod
     def from_defaults(
         cls,
         index: Any,
-        similarity_top_k: int = DEFAULT_SIMILARITY_TOP_K,
-        lm: dspy.BaseLM | None = None,
-        llm: Any = None,
         retriever_kwargs: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> ConfidenceLoopRetriever:
@@ -133,11 +110,8 @@ class ConfidenceLoopRetriever(ProgramRetriever):
 
         Args:
             index: any LlamaIndex index with ``as_retriever``.
-            similarity_top_k: passages returned.
-            lm: a DSPy LM (optional).
-            llm: a LlamaIndex LLM (optional).
             retriever_kwargs: extra arguments of ``as_retriever`` (e.g. metadata filters).
-            **kwargs: any other :class:`ConfidenceLoopRetriever` argument.
+            **kwargs: any other :class:`ConfidenceLoopRetriever` argument (``similarity_top_k=21``, ``lm``...).
         """
         if not hasattr(index, "as_retriever"):
             raise ValueError(
@@ -148,11 +122,11 @@ class ConfidenceLoopRetriever(ProgramRetriever):
         def factory(k: int) -> BaseRetriever:
             return index.as_retriever(similarity_top_k=k, **extra)
 
-        return cls(retriever_factory=factory, similarity_top_k=similarity_top_k, lm=lm, llm=llm, **kwargs)
+        return cls(retriever_factory=factory, **kwargs)
 
-    def save_program(self, path: str | os.PathLike[str]) -> Path:
-        """Save the loop's DSPy program (instructions and demos of its four predictors) as DSPy's JSON."""
-        return save_program(self.program, path)
+    def _build_program(self) -> ConfidenceLoopModule:
+        runner = StepRunner(self.lm, self.fallback_counts, self.config.lm_timeout)
+        return ConfidenceLoopModule(self.config, self._search, self._asearch, runner, self._verbose)
 
     def _retriever_for(self, k: int) -> BaseRetriever:
         if self._retriever_factory is None:

@@ -25,10 +25,10 @@ from ..confidence_strategies import (
     assess_confidence,
     targeted_queries,
 )
-from ..flow import Flow, LMStep, Search, StepRecord, StepRunner, arun_flow, run_flow
+from ..flow import Flow, LMRequest, Search, StepRecord, StepRunner, arun_flow, run_flow
 from ..fusion import reciprocal_rank_fusion
 from ..listwise_rerank import RankedPassage, listwise_rerank
-from ..lm import FallbackCounter
+from ..lm import FallbackCounter, LMStep
 from ..parsing import parse_confidence, parse_queries, parse_ranking, parse_string_list
 from ..signatures import (
     ConfidenceEvaluator,
@@ -173,7 +173,7 @@ class ConfidenceLoopModule(dspy.Module):
 
     # -- the LM steps: inputs, parser and LLM-free strategy ---------------------------------------------------
 
-    def _analyze(self, query: str) -> LMStep[tuple[list[str], list[str]]]:
+    def _analyze(self, query: str) -> LMRequest[tuple[list[str], list[str]]]:
         limit = self.config.max_round1_queries
 
         def parse(prediction: dspy.Prediction) -> tuple[list[str], list[str]]:
@@ -184,26 +184,26 @@ class ConfidenceLoopModule(dspy.Module):
             analysis = analyze_query(query, limit)
             return analysis.entity_chains, analysis.queries
 
-        return LMStep(STEP_ANALYZER, self.analyzer, {"query": query}, parse, free)
+        return LMRequest(LMStep(STEP_ANALYZER, self.analyzer, parse, free), {"query": query})
 
     def _free_assessment(self, query: str, views: list[PassageView], issued: list[str]) -> ConfidenceAssessment:
         config = self.config
         return assess_confidence(query, views, issued, top_n=config.confidence_top_n,
                                  bridge_passages=config.bridge_passages, bridge_penalty=config.bridge_penalty)
 
-    def _evaluate(self, query: str, views: list[PassageView], issued: list[str]) -> LMStep[ConfidenceAssessment]:
+    def _evaluate(self, query: str, views: list[PassageView], issued: list[str]) -> LMRequest[ConfidenceAssessment]:
         def parse(prediction: dspy.Prediction) -> ConfidenceAssessment:
             confidence = parse_confidence(prediction.get("confidence"))
             missing = parse_string_list(prediction.get("missing_information") or "", max_items=5)
             return ConfidenceAssessment(confidence, [Gap(GapKind.FACT, text) for text in missing])
 
         shown = _passages_text(views[: self.config.lm_passages], self.config.lm_passage_chars)
-        return LMStep(STEP_CONFIDENCE, self.evaluator, {"query": query, "passages": shown}, parse,
-                      lambda: self._free_assessment(query, views, issued))
+        step = LMStep(STEP_CONFIDENCE, self.evaluator, parse, lambda: self._free_assessment(query, views, issued))
+        return LMRequest(step, {"query": query, "passages": shown})
 
     def _target(
         self, query: str, assessment: ConfidenceAssessment, views: list[PassageView], issued: list[str]
-    ) -> LMStep[list[str]]:
+    ) -> LMRequest[list[str]]:
         limit = self.config.max_round2_queries
 
         def free() -> list[str]:
@@ -221,14 +221,14 @@ class ConfidenceLoopModule(dspy.Module):
             "missing_information": "\n".join(g.text for g in assessment.gaps) or "none",
             "issued_queries": "\n".join(issued),
         }
-        return LMStep(STEP_TARGETED, self.query_generator, inputs, parse, free)
+        return LMRequest(LMStep(STEP_TARGETED, self.query_generator, parse, free), inputs)
 
-    def _rerank(self, query: str, pool: _Pool, prior: list[int]) -> LMStep[list[int]]:
+    def _rerank(self, query: str, pool: _Pool, prior: list[int]) -> LMRequest[list[int]]:
         def parse(prediction: dspy.Prediction) -> list[int]:
             return parse_ranking(prediction.get("ranking"), len(pool.views), prior=prior)
 
         inputs = {"query": query, "passages": _passages_text(pool.views, self.config.lm_passage_chars)}
-        return LMStep(STEP_RERANK, self.reranker, inputs, parse, lambda: prior)
+        return LMRequest(LMStep(STEP_RERANK, self.reranker, parse, lambda: prior), inputs)
 
     # -- the bookkeeping between the steps --------------------------------------------------------------------
 

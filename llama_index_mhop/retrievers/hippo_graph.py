@@ -11,7 +11,8 @@ HippoRAG 2 (Gutiérrez et al., 2025, "From RAG to Memory", seeds 003/004), one q
    dense score times ``passage_node_weight``.
 4. PageRank with ``damping`` over the entity/passage graph; passages are ranked by their PageRank probability.
 
-Two additions, both general, both constructor arguments (0 turns either off):
+Two additions, both general, both settings of :class:`~llama_index_mhop.retrievers.hippo_config.HippoGraphConfig`
+(0 turns either off):
 
 * ``query_entity_weight`` (default 1): entities the query names (its word n-grams matched against entity keys,
   longest first) join the reset with that weight divided by their passage count, after the ``linking_top_k``
@@ -27,7 +28,9 @@ title edges alone: 60.5/88/96.5/98; plain dense retrieval: 62.5/78.5/85/89, all_
 changed recall@2 by +1 and recall@10 by -0.5, so they stay off.
 
 Everything a query needs (fact and passage embeddings, the CSR transition matrix) is loaded once per graph
-version by :meth:`HippoGraphIndex.retrieval_state`, never per query.
+version by :meth:`HippoGraphIndex.retrieval_state`, never per query. Past 50,000 facts (500,000 passages), step 1
+(step 3) reads the nearest facts (passages) from Chroma's HNSW index instead of scoring every vector
+(:mod:`~llama_index_mhop.graph.dense_search`).
 """
 
 from __future__ import annotations
@@ -37,157 +40,106 @@ import re
 import time
 from typing import TYPE_CHECKING, Any
 
+import dspy
 import numpy as np
-from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
+from ..flow import StepRecord
+from ..graph.dense_search import DenseScores
 from ..graph.extraction import entity_key
 from ..graph.state import RetrievalState
-from ..postprocessors import DEFAULT_FACT_TOP_N, DSPyFactFilter, fact_node
+from ..postprocessors import DSPyFactFilter, fact_node
+from ..programs import ProgramSource
+from ..signatures import FactFilterModule
 from ..text import NON_ENTITY_CAPS, STOPWORDS
-from .base import CheckedQueryRetriever
+from .base import ProgramRetriever, query_text
+from .hippo_config import HippoGraphConfig
 
 if TYPE_CHECKING:
     from ..graph.index import HippoGraphIndex
 
-__all__ = [
-    "DEFAULT_DAMPING",
-    "DEFAULT_DENSE_SEED_TOP_K",
-    "DEFAULT_DENSE_SEED_WEIGHT",
-    "DEFAULT_HIPPO_TOP_K",
-    "DEFAULT_LINKING_TOP_K",
-    "DEFAULT_PASSAGE_NODE_WEIGHT",
-    "DEFAULT_QUERY_ENTITY_WEIGHT",
-    "HippoGraphRetriever",
-]
+__all__ = ["HippoGraphConfig", "HippoGraphModule", "HippoGraphRetriever"]
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_HIPPO_TOP_K = 5
-DEFAULT_LINKING_TOP_K = 5  # HippoRAG 2's linking_top_k
-DEFAULT_PASSAGE_NODE_WEIGHT = 0.05  # HippoRAG 2's passage_node_weight
-DEFAULT_DAMPING = 0.5  # HippoRAG 2's damping
-DEFAULT_QUERY_ENTITY_WEIGHT = 1.0
-DEFAULT_DENSE_SEED_TOP_K = 0
-DEFAULT_DENSE_SEED_WEIGHT = 0.0
 _TRACE_TOP = 10
 _MAX_NGRAM = 8
 _QUERY_WORD = re.compile(r"[\w][\w'’.\-&]*")
 
 
-def _min_max(scores: np.ndarray) -> np.ndarray:
+def _min_max(scores: np.ndarray, low: float | None = None) -> np.ndarray:
     if scores.size == 0:
         return scores
-    low, high = float(scores.min()), float(scores.max())
+    low, high = float(scores.min()) if low is None else low, float(scores.max())
     if high - low <= 0:
         return np.ones_like(scores)
     return (scores - low) / (high - low)
 
 
-class HippoGraphRetriever(CheckedQueryRetriever):
+class HippoGraphRetriever(ProgramRetriever):
     """HippoRAG 2 retrieval: facts, recognition memory, Personalized PageRank over the knowledge graph.
 
     Args:
         index: the :class:`~llama_index_mhop.graph.index.HippoGraphIndex` to search.
-        similarity_top_k: passages returned.
-        linking_top_k: candidate facts sent to the filter, and entities kept in the reset vector (HippoRAG 2: 5).
-        fact_top_n: most facts the filter keeps (HippoRAG 2: 4).
-        passage_node_weight: weight of the dense passage scores in the reset vector (HippoRAG 2: 0.05).
-        damping: probability that the walk follows an edge (HippoRAG 2: 0.5).
-        query_entity_weight: reset weight of entities the query names (0 turns it off).
-        dense_seed_top_k: how many best dense passages get an extra reset weight (0 turns it off).
-        dense_seed_weight: that extra weight, times the passage's normalised dense score.
-        fact_filter: the recognition-memory postprocessor; default ``DSPyFactFilter(top_n=fact_top_n, lm, llm)``.
-        lm: a DSPy LM for the fact filter. llm: a LlamaIndex LLM for it (neither: the LLM-free rule).
-        callback_manager: LlamaIndex callbacks. verbose: log each query's trace.
+        fact_filter: the recognition-memory postprocessor (any node postprocessor); default
+            ``DSPyFactFilter(top_n=fact_top_n)`` with the LM, starting from the index's ``fact_filter_program``.
+        program: a compiled :class:`HippoGraphModule` (or the fact filter's program: the JSON files are alike), or
+            the path of one saved by :meth:`save_program`.
+        **kwargs: ``config`` or its settings one by one (:class:`HippoGraphConfig`: ``similarity_top_k=5``,
+            ``linking_top_k=5``, ``fact_top_n=4``, ``passage_node_weight=0.05``, ``damping=0.5``,
+            ``query_entity_weight=1``, ``dense_seed_top_k=0``, ``dense_seed_weight=0``); ``lm`` or ``llm`` for
+            the fact filter (neither: the LLM-free rule), ``callback_manager`` and ``verbose`` (log each query's
+            trace), as for every :class:`~llama_index_mhop.retrievers.base.ProgramRetriever`.
 
     Attributes:
         last_trace: a JSON-serialisable dict of the last query: kept facts, the reset vector's top entries and the
             top entities of the walk (for ``mhop query --explain``).
     """
 
-    ARGUMENTS = frozenset(
-        {
-            "similarity_top_k", "linking_top_k", "fact_top_n", "passage_node_weight", "damping",
-            "query_entity_weight", "dense_seed_top_k", "dense_seed_weight", "fact_filter", "lm", "llm",
-            "callback_manager", "verbose",
-        }
-    )
+    config_type = HippoGraphConfig
+    config: HippoGraphConfig
+    #: Every keyword argument besides ``index`` (``HippoGraphIndex.as_query_engine`` routes them here).
+    ARGUMENTS = frozenset(HippoGraphConfig.model_fields) | {
+        "config", "fact_filter", "lm", "llm", "program", "callback_manager", "verbose"
+    }
 
     def __init__(
-        self,
-        index: HippoGraphIndex,
-        similarity_top_k: int = DEFAULT_HIPPO_TOP_K,
-        linking_top_k: int = DEFAULT_LINKING_TOP_K,
-        fact_top_n: int = DEFAULT_FACT_TOP_N,
-        passage_node_weight: float = DEFAULT_PASSAGE_NODE_WEIGHT,
-        damping: float = DEFAULT_DAMPING,
-        query_entity_weight: float = DEFAULT_QUERY_ENTITY_WEIGHT,
-        dense_seed_top_k: int = DEFAULT_DENSE_SEED_TOP_K,
-        dense_seed_weight: float = DEFAULT_DENSE_SEED_WEIGHT,
-        fact_filter: DSPyFactFilter | None = None,
-        lm: Any = None,
-        llm: Any = None,
-        callback_manager: CallbackManager | None = None,
-        verbose: bool = False,
+        self, index: HippoGraphIndex, *, fact_filter: Any = None, program: ProgramSource | None = None, **kwargs: Any
     ) -> None:
-        for label, value in (("similarity_top_k", similarity_top_k), ("linking_top_k", linking_top_k),
-                             ("fact_top_n", fact_top_n)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{label} must be an integer >= 1, got {value!r}")
-        if isinstance(dense_seed_top_k, bool) or not isinstance(dense_seed_top_k, int) or dense_seed_top_k < 0:
-            raise ValueError(f"dense_seed_top_k must be an integer >= 0, got {dense_seed_top_k!r}")
-        for label, weight in (("passage_node_weight", passage_node_weight),
-                              ("query_entity_weight", query_entity_weight),
-                              ("dense_seed_weight", dense_seed_weight)):
-            if not np.isfinite(weight) or weight < 0:
-                raise ValueError(f"{label} must be a finite number >= 0, got {weight!r}")
-        if not 0.0 <= damping < 1.0:
-            raise ValueError(f"damping must be in [0, 1), got {damping!r}")
-        self._index = index
-        self.similarity_top_k = similarity_top_k
-        self.linking_top_k = linking_top_k
-        self.fact_top_n = fact_top_n
-        self.passage_node_weight = float(passage_node_weight)
-        self.damping = float(damping)
-        self.query_entity_weight = float(query_entity_weight)
-        self.dense_seed_top_k = dense_seed_top_k
-        self.dense_seed_weight = float(dense_seed_weight)
-        self._fact_filter = fact_filter if fact_filter is not None else DSPyFactFilter(top_n=fact_top_n, lm=lm, llm=llm)
-        self.last_trace: dict[str, Any] = {}
-        super().__init__(callback_manager=callback_manager, verbose=verbose)
+        if program is not None and fact_filter is not None and not isinstance(fact_filter, DSPyFactFilter):
+            raise ValueError("program= is the fact filter's: it needs a DSPyFactFilter as fact_filter")
+        self.index = index
+        self.fact_filter = fact_filter
+        super().__init__(program=program, **kwargs)
 
     @classmethod
     def from_defaults(cls, index: HippoGraphIndex, **kwargs: Any) -> HippoGraphRetriever:
-        """The retriever with HippoRAG 2's defaults (override any constructor argument by keyword)."""
+        """The retriever with HippoRAG 2's defaults (override any argument by keyword)."""
         return cls(index=index, **kwargs)
 
-    @property
-    def index(self) -> HippoGraphIndex:
-        return self._index
-
-    @property
-    def fact_filter(self) -> DSPyFactFilter:
-        return self._fact_filter
+    def _build_program(self) -> HippoGraphModule:
+        if self.fact_filter is None:
+            self.fact_filter = DSPyFactFilter(top_n=self.config.fact_top_n, lm=self.lm,
+                                              program=self.index.fact_filter_program)
+        return HippoGraphModule(self)
 
     @property
     def fallback_counts(self) -> Any:
         """LM fallbacks of the fact filter."""
-        return self._fact_filter.fallback_counts
+        return self.fact_filter.fallback_counts
 
     # ------------------------------------------------------------------ steps shared by sync and async
 
     def _candidates(
         self, state: RetrievalState, query_vector: np.ndarray
-    ) -> tuple[np.ndarray, list[NodeWithScore], dict[str, int]]:
+    ) -> tuple[DenseScores, list[NodeWithScore], dict[str, int]]:
         """Dense passage scores and the top facts as fact nodes (score: min-max normalised similarity)."""
-        # einsum, not BLAS: a threaded BLAS call leaves its threads spinning, and on a small machine they slow the
-        # next query embedding several times over (measured p50 340 ms against 48 ms on 2 cores).
-        dense = np.einsum("ij,j->i", state.passage_matrix, query_vector)
-        if state.fact_matrix.shape[0] == 0:
+        dense = state.passage_vectors.scores(query_vector)
+        if state.fact_vectors.size == 0:
             return dense, [], {}
-        fact_scores = _min_max(np.einsum("ij,j->i", state.fact_matrix, query_vector))
-        k = min(self.linking_top_k, fact_scores.shape[0])
+        facts = state.fact_vectors.scores(query_vector)
+        fact_scores = _min_max(facts.scores, facts.low)
+        k = min(self.config.linking_top_k, fact_scores.shape[0])
         top = np.argpartition(-fact_scores, k - 1)[:k]
         top = top[np.lexsort((top, -fact_scores[top]))]
         nodes, by_id = [], {}
@@ -199,7 +151,7 @@ class HippoGraphRetriever(CheckedQueryRetriever):
         return dense, nodes, by_id
 
     def _reset(
-        self, state: RetrievalState, query_entities: list[int], dense: np.ndarray, kept: list[NodeWithScore],
+        self, state: RetrievalState, query_entities: list[int], dense: DenseScores, kept: list[NodeWithScore],
         by_id: dict[str, int],
     ) -> np.ndarray:
         n = state.num_nodes
@@ -217,23 +169,23 @@ class HippoGraphRetriever(CheckedQueryRetriever):
                 occurrences[j] += 1
         np.divide(entity_weights, occurrences, out=entity_weights, where=occurrences > 0)
         seeded = np.flatnonzero(entity_weights)
-        if len(seeded) > self.linking_top_k:
+        if len(seeded) > self.config.linking_top_k:
             # HippoRAG 2 keeps only the linking_top_k best fact entities in the reset.
             order = seeded[np.lexsort((seeded, -entity_weights[seeded]))]
-            entity_weights[order[self.linking_top_k :]] = 0.0
-        if self.query_entity_weight > 0:
+            entity_weights[order[self.config.linking_top_k :]] = 0.0
+        if self.config.query_entity_weight > 0:
             # Entities the query names are not cut by linking_top_k: the user asked about them.
             for j in query_entities:
-                weight = self.query_entity_weight
+                weight = self.config.query_entity_weight
                 entity_weights[j] += weight / counts[j] if counts[j] > 0 else weight
         passages = len(state.passage_ids)
-        normalised = _min_max(dense)
+        normalised = _min_max(dense.scores, dense.low)
         reset = entity_weights
-        reset[:passages] += normalised * self.passage_node_weight
-        if self.dense_seed_top_k > 0 and self.dense_seed_weight > 0:
-            k = min(self.dense_seed_top_k, passages)
-            best = np.argpartition(-dense, k - 1)[:k]
-            reset[best] += self.dense_seed_weight * normalised[best]
+        reset[:passages] += normalised * self.config.passage_node_weight
+        if self.config.dense_seed_top_k > 0 and self.config.dense_seed_weight > 0:
+            k = min(self.config.dense_seed_top_k, passages)
+            best = np.argpartition(-dense.scores, k - 1)[:k]
+            reset[best] += self.config.dense_seed_weight * normalised[best]
         if not reset.sum() > 0:  # every passage equally distant from the query: start everywhere
             reset[:passages] = 1.0
         return reset
@@ -271,11 +223,11 @@ class HippoGraphRetriever(CheckedQueryRetriever):
         return found
 
     def _rank(
-        self, state: RetrievalState, query: str, dense: np.ndarray, candidates: list[NodeWithScore],
+        self, state: RetrievalState, query: str, dense: DenseScores, candidates: list[NodeWithScore],
         kept: list[NodeWithScore], by_id: dict[str, int], started: float,
-    ) -> list[NodeWithScore]:
-        k = min(self.similarity_top_k, len(state.passage_ids))
-        query_entities = self._query_entities(state, query) if self.query_entity_weight > 0 else []
+    ) -> tuple[list[NodeWithScore], dict[str, Any]]:
+        k = min(self.config.similarity_top_k, len(state.passage_ids))
+        query_entities = self._query_entities(state, query) if self.config.query_entity_weight > 0 else []
         trace: dict[str, Any] = {
             "query": query,
             "candidate_facts": [self._fact_json(n) for n in candidates],
@@ -284,9 +236,9 @@ class HippoGraphRetriever(CheckedQueryRetriever):
         }
         if not kept and not query_entities:
             # HippoRAG 2: no fact survives recognition, so rank by dense retrieval alone.
-            order = self._top(dense, k)
+            order = self._top(dense.scores, k)
             trace.update(mode="dense", reset_top=[], top_entities=[])
-            results = [NodeWithScore(node=state.passage_nodes[i], score=float(dense[i])) for i in order]
+            results = [NodeWithScore(node=state.passage_nodes[i], score=float(dense.scores[i])) for i in order]
         else:
             reset = self._reset(state, query_entities, dense, kept, by_id)
             scores = state.pagerank.run(reset)
@@ -306,10 +258,9 @@ class HippoGraphRetriever(CheckedQueryRetriever):
             for r in results
         ]
         trace["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 3)
-        self.last_trace = trace
         if self._verbose:
             logger.info("HippoGraphRetriever trace: %s", trace)
-        return results
+        return results, trace
 
     @staticmethod
     def _top(scores: np.ndarray, k: int) -> list[int]:
@@ -342,28 +293,97 @@ class HippoGraphRetriever(CheckedQueryRetriever):
         return q / norm if norm > 0 else q
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        query = query_bundle.query_str
-        started = time.perf_counter()
-        state = self._index.retrieval_state(damping=self.damping)
-        if query_bundle.embedding is None:
-            query_bundle.embedding = self._index.embed_model.get_query_embedding(query)
-        dense, candidates, by_id = self._candidates(state, self._query_vector(query_bundle.embedding))
-        kept = (
-            self._fact_filter.postprocess_nodes(list(candidates), query_bundle=QueryBundle(query))
-            if candidates else []
-        )
-        return self._rank(state, query, dense, candidates, kept, by_id, started)
+        results, self.last_trace = self._search(query_bundle)
+        return results
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        results, self.last_trace = await self._asearch(query_bundle)
+        return results
+
+    def _recognise(
+        self, candidates: list[NodeWithScore], query: str, predictor: Any, record: StepRecord
+    ) -> list[NodeWithScore]:
+        if not isinstance(self.fact_filter, DSPyFactFilter):  # any postprocessor will do as the filter
+            return self.fact_filter.postprocess_nodes(list(candidates), query_bundle=QueryBundle(query))
+        return self.fact_filter.recognise(list(candidates), query, predictor, record)
+
+    async def _arecognise(
+        self, candidates: list[NodeWithScore], query: str, predictor: Any, record: StepRecord
+    ) -> list[NodeWithScore]:
+        if not isinstance(self.fact_filter, DSPyFactFilter):
+            return await self.fact_filter.apostprocess_nodes(list(candidates), query_bundle=QueryBundle(query))
+        return await self.fact_filter.arecognise(list(candidates), query, predictor, record)
+
+    @staticmethod
+    def _traced(
+        ranked: tuple[list[NodeWithScore], dict[str, Any]], record: StepRecord
+    ) -> tuple[list[NodeWithScore], dict[str, Any]]:
+        """The ranking and its trace, once the trace says how the fact filter's LM step was answered (empty: no
+        step ran). Each query keeps its own trace, so concurrent queries never write into each other's."""
+        results, trace = ranked
+        trace.update(steps=dict(record.steps), step_reasons=dict(record.reasons))
+        return results, trace
+
+    def _search(
+        self, query_bundle: QueryBundle, predictor: Any = None
+    ) -> tuple[list[NodeWithScore], dict[str, Any]]:
+        """One query, with the fact filter calling ``predictor`` (default its own: see :class:`HippoGraphModule`)."""
         query = query_bundle.query_str
         started = time.perf_counter()
-        state = self._index.retrieval_state(damping=self.damping)
+        state = self.index.retrieval_state(damping=self.config.damping)
         if query_bundle.embedding is None:
-            query_bundle.embedding = await self._index.embed_model.aget_query_embedding(query)
+            query_bundle.embedding = self.index.embed_model.get_query_embedding(query)
         dense, candidates, by_id = self._candidates(state, self._query_vector(query_bundle.embedding))
-        kept = (
-            await self._fact_filter.apostprocess_nodes(list(candidates), query_bundle=QueryBundle(query))
-            if candidates else []
-        )
-        return self._rank(state, query, dense, candidates, kept, by_id, started)
+        record = StepRecord()
+        kept = self._recognise(candidates, query, predictor, record) if candidates else []
+        return self._traced(self._rank(state, query, dense, candidates, kept, by_id, started), record)
 
+    async def _asearch(
+        self, query_bundle: QueryBundle, predictor: Any = None
+    ) -> tuple[list[NodeWithScore], dict[str, Any]]:
+        query = query_bundle.query_str
+        started = time.perf_counter()
+        state = self.index.retrieval_state(damping=self.config.damping)
+        if query_bundle.embedding is None:
+            query_bundle.embedding = await self.index.embed_model.aget_query_embedding(query)
+        dense, candidates, by_id = self._candidates(state, self._query_vector(query_bundle.embedding))
+        record = StepRecord()
+        kept = await self._arecognise(candidates, query, predictor, record) if candidates else []
+        return self._traced(self._rank(state, query, dense, candidates, kept, by_id, started), record)
+
+
+class _Owner:
+    """The retriever a program runs: shared, never copied, when DSPy copies the program for an optimizer."""
+
+    def __init__(self, retriever: HippoGraphRetriever) -> None:
+        self.retriever = retriever
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _Owner:
+        return self
+
+
+class HippoGraphModule(dspy.Module):
+    """HippoRAG 2's query flow as a DSPy program: its one predictor is the fact filter's (``filter``, the step
+    that runs per query), so a compiled program's JSON loads into a :class:`DSPyFactFilter` too.
+
+    ``forward(query)`` returns a ``dspy.Prediction`` with ``nodes``, ``node_ids`` and ``trace``; the filter calls
+    this module's own predictor, so an optimizer compiling a copy of the program sees the calls.
+    """
+
+    def __init__(self, retriever: HippoGraphRetriever) -> None:
+        super().__init__()
+        program = getattr(retriever.fact_filter, "program", None)  # a custom postprocessor as the filter has none
+        self.filter = program.filter if isinstance(program, FactFilterModule) else None
+        self._owner = _Owner(retriever)
+
+    def forward(self, query: str) -> dspy.Prediction:
+        retriever = self._owner.retriever
+        return self._prediction(*retriever._search(QueryBundle(query_text(query)), self.filter))
+
+    async def aforward(self, query: str) -> dspy.Prediction:
+        retriever = self._owner.retriever
+        return self._prediction(*await retriever._asearch(QueryBundle(query_text(query)), self.filter))
+
+    @staticmethod
+    def _prediction(nodes: list[NodeWithScore], trace: dict[str, Any]) -> dspy.Prediction:
+        return dspy.Prediction(nodes=nodes, node_ids=[n.node.node_id for n in nodes], trace=trace)

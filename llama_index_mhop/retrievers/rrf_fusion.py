@@ -3,7 +3,8 @@
 For each of 3 iterations: write 4-5 perspectives of the query (informed by the previous iteration's top
 passages), retrieve k=7 passages per perspective, fuse every list accumulated so far, keep the top 30, and hand
 the top 10 to the next iteration as context. After the last iteration the same fusion returns the top 21. Every
-number is a constructor argument with the seed's value as default.
+number is a setting (:class:`~llama_index_mhop.retrievers.rrf_config.RRFFusionConfig`) with the seed's value as
+default.
 
 The fusion never dilutes the query's own ranking (:func:`~llama_index_mhop.fusion.anchored_fusion`): the query's
 ranking (searched once, ``similarity_top_k`` deep) is the anchor; the passage its top hit leads to through a
@@ -14,42 +15,25 @@ order) comes right after it, hop after hop; the other perspective passages follo
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 import dspy
 from llama_index.core import VectorStoreIndex
 from llama_index.core.base.base_retriever import BaseRetriever
-from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore
 
 from ..bridges import link_passages
 from ..confidence_strategies import PassageView
 from ..flow import Flow, Search, StepRecord, arun_flow, run_flow
-from ..fusion import DEFAULT_RRF_K, anchored_fusion, reciprocal_rank_fusion
-from ..programs import ProgramSource, load_program, save_program
+from ..fusion import anchored_fusion, reciprocal_rank_fusion
 from ..query_transforms import PERSPECTIVES_STEP, PerspectiveQueryTransform
 from .base import ProgramRetriever, query_text
+from .rrf_config import RRFFusionConfig
 
-__all__ = [
-    "DEFAULT_CARRY_OVER_TOP_N",
-    "DEFAULT_CONTEXT_TOP_N",
-    "DEFAULT_NUM_ITERATIONS",
-    "DEFAULT_PERSPECTIVE_TOP_K",
-    "DEFAULT_SIMILARITY_TOP_K",
-    "RRFFusionModule",
-    "RRFFusionRetriever",
-]
+__all__ = ["RRFFusionConfig", "RRFFusionModule", "RRFFusionRetriever"]
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_NUM_ITERATIONS = 3
-DEFAULT_PERSPECTIVE_TOP_K = 7
-DEFAULT_CARRY_OVER_TOP_N = 30
-DEFAULT_CONTEXT_TOP_N = 10
-DEFAULT_SIMILARITY_TOP_K = 21
 
 
 class _Shared:
@@ -70,7 +54,7 @@ class RRFFusionModule(dspy.Module):
     """Seed 000's flow as a DSPy program: its predictor is the perspective transform's (``perspectives``).
 
     ``forward(query)`` returns a ``dspy.Prediction`` with ``nodes``, ``node_ids`` and ``trace``. The numbers are
-    the retriever's (see :class:`RRFFusionRetriever`).
+    the retriever's settings (:class:`~llama_index_mhop.retrievers.rrf_config.RRFFusionConfig`).
     """
 
     def __init__(
@@ -78,21 +62,11 @@ class RRFFusionModule(dspy.Module):
         transform: PerspectiveQueryTransform,
         search: Callable[[str, int], list[NodeWithScore]] | None = None,
         asearch: Callable[[str, int], Awaitable[list[NodeWithScore]]] | None = None,
-        num_iterations: int = DEFAULT_NUM_ITERATIONS,
-        perspective_top_k: int = DEFAULT_PERSPECTIVE_TOP_K,
-        carry_over_top_n: int = DEFAULT_CARRY_OVER_TOP_N,
-        context_top_n: int = DEFAULT_CONTEXT_TOP_N,
-        similarity_top_k: int = DEFAULT_SIMILARITY_TOP_K,
-        rrf_k: int = DEFAULT_RRF_K,
+        config: RRFFusionConfig | None = None,
     ) -> None:
         super().__init__()
         self.perspectives = transform.program
-        self.num_iterations = num_iterations
-        self.perspective_top_k = perspective_top_k
-        self.carry_over_top_n = carry_over_top_n
-        self.context_top_n = context_top_n
-        self.similarity_top_k = similarity_top_k
-        self.rrf_k = rrf_k
+        self.config = config or RRFFusionConfig()
         self._shared = _Shared(transform, search, asearch)
 
     def forward(self, query: str) -> dspy.Prediction:
@@ -115,31 +89,32 @@ class RRFFusionModule(dspy.Module):
         lists: list[list[str]] = []
         context: list[NodeWithScore] = []
         trace: dict[str, Any] = {"query": query, "iterations": []}
+        settings = self.config
         # The query's own ranking: the anchor no perspective may dilute.
-        (anchor_results,) = yield Search([query], self.similarity_top_k)
+        (anchor_results,) = yield Search([query], settings.similarity_top_k)
         anchor = self._anchor(anchor_results, nodes, trace)
-        for _ in range(self.num_iterations):
+        for _ in range(settings.num_iterations):
             # Perspectives informed by the previous iteration's top passages, k passages for each.
             perspectives = yield self._shared.transform.step(query, context, program=self.perspectives)
-            results = yield Search(perspectives, self.perspective_top_k)
+            results = yield Search(perspectives, settings.perspective_top_k)
             rankings = [self._ranking(r, nodes) for r in results]  # perspective order: ties resolve alike
             # Fuse every list so far; carry the top passages over, the best of them as the next context.
             lists.extend(rankings)
-            pool, links = self._fuse(query, anchor, lists, nodes, self.carry_over_top_n)
-            context = [nodes[node_id] for node_id in pool[: self.context_top_n]]
+            pool, links = self._fuse(query, anchor, lists, nodes, settings.carry_over_top_n)
+            context = [nodes[node_id] for node_id in pool[: settings.context_top_n]]
             trace["iterations"].append(
                 {"perspectives": perspectives, "rankings": rankings, "links": links, "pool": pool,
-                 "context": pool[: self.context_top_n], "step": record.steps[PERSPECTIVES_STEP],
+                 "context": pool[: settings.context_top_n], "step": record.steps[PERSPECTIVES_STEP],
                  "reason": record.reasons[PERSPECTIVES_STEP]}
             )
-        fused, _ = self._fuse(query, anchor, lists, nodes, self.similarity_top_k)
+        fused, _ = self._fuse(query, anchor, lists, nodes, settings.similarity_top_k)
         # Reciprocal-rank scores: monotone in the fused order.
         trace["final"] = [[node_id, 1.0 / rank] for rank, node_id in enumerate(fused, start=1)]
         return [NodeWithScore(node=nodes[node_id].node, score=score) for node_id, score in trace["final"]], trace
 
     def _anchor(self, results: list[NodeWithScore], nodes: dict[str, NodeWithScore], trace: dict) -> list[str]:
         anchor = []
-        for result in results[: self.similarity_top_k]:
+        for result in results[: self.config.similarity_top_k]:
             nodes.setdefault(result.node.node_id, result)
             anchor.append(result.node.node_id)
         trace["anchor"] = anchor
@@ -149,7 +124,7 @@ class RRFFusionModule(dspy.Module):
         self, query: str, anchor: list[str], lists: list[list[str]], nodes: dict[str, NodeWithScore], top_n: int
     ) -> tuple[list[str], dict[str, list[str]]]:
         """The anchored fusion: the query's ranking, the bridge hops after their sources, then RRF."""
-        by_rrf = [node_id for node_id, _ in reciprocal_rank_fusion(lists, k=self.rrf_k)]
+        by_rrf = [node_id for node_id, _ in reciprocal_rank_fusion(lists, k=self.config.rrf_k)]
         links: dict[str, list[str]] = {}
         if anchor:
             views = {node_id: PassageView.from_node(nodes[node_id].node) for node_id in [*anchor, *by_rrf]}
@@ -158,7 +133,7 @@ class RRFFusionModule(dspy.Module):
 
     def _ranking(self, results: list[NodeWithScore], nodes: dict[str, NodeWithScore]) -> list[str]:
         ranking: list[str] = []
-        for result in results[: self.perspective_top_k]:
+        for result in results[: self.config.perspective_top_k]:
             nodes.setdefault(result.node.node_id, result)
             ranking.append(result.node.node_id)
         return ranking
@@ -176,75 +151,48 @@ class RRFFusionRetriever(ProgramRetriever):
         base_retriever: any LlamaIndex retriever (a vector index's, or a graph's such as
             ``HippoGraphIndex.as_retriever()``); each perspective's ranking is its first ``perspective_top_k``
             results and the query's own ranking its first ``similarity_top_k`` (so it should return that many).
-        query_transform: writes the perspectives; default a :class:`PerspectiveQueryTransform` using ``lm``/``llm``.
-        num_iterations: rounds of perspective retrieval (3).
-        perspective_top_k: passages kept per perspective (k=7).
-        carry_over_top_n: passages kept by RRF after each iteration (30).
-        context_top_n: top passages given to the next iteration's perspectives (10).
-        similarity_top_k: passages returned after the final fusion (21).
-        rrf_k: the RRF constant of the perspective lists (60).
-        lm, llm: the LM for the default transform (none: ``dspy.settings.lm`` when a query runs, else LLM-free).
-        program: a compiled :class:`RRFFusionModule`, or the path of one saved by :meth:`save_program`.
+        query_transform: writes the perspectives; default a :class:`PerspectiveQueryTransform` using the LM.
+        **kwargs: ``config`` or its settings one by one (:class:`RRFFusionConfig`: ``num_iterations=3``,
+            ``perspective_top_k=7``, ``carry_over_top_n=30``, ``context_top_n=10``, ``similarity_top_k=21``,
+            ``rrf_k=60``); ``lm``, ``llm``, ``program`` (a compiled :class:`RRFFusionModule` or its saved JSON),
+            ``callback_manager`` and ``verbose``, as for every
+            :class:`~llama_index_mhop.retrievers.base.ProgramRetriever`.
 
     After each query, ``last_trace`` holds the query's own ranking (``anchor``), the perspectives, rankings,
-    bridge links, carried-over pool and context of every iteration (node ids) and whether its perspectives came from the LM (``step``: ``"lm"``, ``"llm_free"`` or
-    ``"fallback"``, with the ``reason``), for inspection and ``mhop query --explain``. The DSPy program is
-    :attr:`program`: its predictor runs in the caller's DSPy context, so traces and optimizers see each call.
+    bridge links, carried-over pool and context of every iteration (node ids) and whether its perspectives came
+    from the LM (``step``: ``"lm"``, ``"llm_free"`` or ``"fallback"``, with the ``reason``), for inspection and
+    ``mhop query --explain``. The DSPy program is :attr:`program`: its predictor runs in the caller's DSPy
+    context, so traces and optimizers see each call.
     """
 
+    config_type = RRFFusionConfig
+    config: RRFFusionConfig
+
     def __init__(
-        self,
-        base_retriever: BaseRetriever,
-        query_transform: PerspectiveQueryTransform | None = None,
-        num_iterations: int = DEFAULT_NUM_ITERATIONS,
-        perspective_top_k: int = DEFAULT_PERSPECTIVE_TOP_K,
-        carry_over_top_n: int = DEFAULT_CARRY_OVER_TOP_N,
-        context_top_n: int = DEFAULT_CONTEXT_TOP_N,
-        similarity_top_k: int = DEFAULT_SIMILARITY_TOP_K,
-        rrf_k: int = DEFAULT_RRF_K,
-        lm: dspy.BaseLM | None = None,
-        llm: Any = None,
-        program: ProgramSource | None = None,
-        callback_manager: CallbackManager | None = None,
-        verbose: bool = False,
+        self, base_retriever: BaseRetriever, query_transform: PerspectiveQueryTransform | None = None, **kwargs: Any
     ) -> None:
-        for name, value in {
-            "num_iterations": num_iterations,
-            "perspective_top_k": perspective_top_k,
-            "carry_over_top_n": carry_over_top_n,
-            "similarity_top_k": similarity_top_k,
-        }.items():
-            if value < 1:
-                raise ValueError(f"{name} must be at least 1, got {value}")
-        if context_top_n < 0 or context_top_n > carry_over_top_n:
-            raise ValueError(f"context_top_n must be between 0 and carry_over_top_n, got {context_top_n}")
         self.base_retriever = base_retriever
-        self.query_transform = query_transform or PerspectiveQueryTransform(lm=lm, llm=llm)
-        self.program = RRFFusionModule(self.query_transform, self._search, self._asearch, num_iterations,
-                                       perspective_top_k, carry_over_top_n, context_top_n, similarity_top_k, rrf_k)
-        if program is not None:
-            load_program(self.program, program)
-        self.last_trace: dict[str, Any] = {}
-        super().__init__(callback_manager=callback_manager, verbose=verbose)
+        self.query_transform = query_transform  # the default one is built once the LM is resolved
+        super().__init__(**kwargs)
 
     @classmethod
     def from_defaults(
-        cls, index: VectorStoreIndex, perspective_top_k: int = DEFAULT_PERSPECTIVE_TOP_K, **kwargs: Any
+        cls, index: VectorStoreIndex, config: RRFFusionConfig | None = None, **kwargs: Any
     ) -> RRFFusionRetriever:
         """Fuse perspectives over a retriever of ``index`` (a Chroma-backed ``VectorStoreIndex``, a
-        ``HippoGraphIndex``...), deep enough for the query's own ranking."""
-        depth = max(perspective_top_k, kwargs.get("similarity_top_k", DEFAULT_SIMILARITY_TOP_K))
-        base = index.as_retriever(similarity_top_k=depth)
-        return cls(base_retriever=base, perspective_top_k=perspective_top_k, **kwargs)
+        ``HippoGraphIndex``...), deep enough for the query's own ranking (:attr:`RRFFusionConfig.search_depth`)."""
+        settings = {name: kwargs.pop(name) for name in RRFFusionConfig.model_fields if name in kwargs}
+        config = cls.settings(config, settings)
+        return cls(index.as_retriever(similarity_top_k=config.search_depth), config=config, **kwargs)
+
+    def _build_program(self) -> RRFFusionModule:
+        self.query_transform = self.query_transform or PerspectiveQueryTransform(lm=self.lm)
+        return RRFFusionModule(self.query_transform, self._search, self._asearch, self.config)
 
     @property
     def fallback_counts(self) -> Any:
         """How often the perspective LM step fell back to the LLM-free strategy."""
         return self.query_transform.fallback_counts
-
-    def save_program(self, path: str | os.PathLike[str]) -> Path:
-        """Save the DSPy program (the perspective predictor's instructions and demos) as DSPy's JSON."""
-        return save_program(self.program, path)
 
     def _search(self, query: str, k: int) -> list[NodeWithScore]:
         return self.base_retriever.retrieve(query)

@@ -15,6 +15,8 @@ from llama_index_mhop.bench.optimize import optimize_program, retrieval_metric, 
 from llama_index_mhop.bench.registry import get_retriever_spec
 from llama_index_mhop.bench.synthetic import write_dataset
 from llama_index_mhop.lm_clients import function_lm, render_fields
+from llama_index_mhop.postprocessors import DSPyFactFilter
+from tests.fact_filter_lm import recognising_lm
 
 
 def _perspective_lm():
@@ -71,3 +73,26 @@ def test_metric_reads_passage_ids():
     assert retrieval_metric("all_gold@21")(example, prediction) == 1.0
     with pytest.raises(ValueError, match="unknown metric"):
         retrieval_metric("mrr")
+
+
+def test_hippo_graph_compiles_its_fact_filter_saves_and_reloads(tiny, tmp_path):
+    dataset, context, perspective_lm = tiny
+    context.lm = lm = recognising_lm()
+    try:
+        retriever = get_retriever_spec("hippo_graph").factory(context)
+        result = optimize_program(retriever, "hippo_graph", dataset, "bootstrap", "recall@5", 4,
+                                  tmp_path / "hippo.json", lm=lm)
+        saved = json.loads(result.program_path.read_text())
+        assert saved["filter"]["demos"], "the optimizer kept no demo"
+        context.program = str(result.program_path)
+        reloaded = get_retriever_spec("hippo_graph").factory(context)
+    finally:
+        context.lm, context.program = perspective_lm, None
+    assert reloaded.program.dump_state() == retriever.program.dump_state()
+    assert retriever.fact_filter.program.filter.demos == retriever.program.filter.demos  # one predictor
+    for question in (q.text for q in dataset.questions[:2]):
+        assert [n.node.node_id for n in reloaded.retrieve(question)] == [
+            n.node.node_id for n in retriever.retrieve(question)]
+        assert reloaded.last_trace["kept_facts"] == retriever.last_trace["kept_facts"]
+    # The JSON is the fact filter's too: a DSPyFactFilter loads it as it is.
+    assert DSPyFactFilter(program=result.program_path).program.dump_state() == reloaded.program.dump_state()

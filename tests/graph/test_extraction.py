@@ -253,3 +253,15 @@ def test_names_the_passage_does_not_contain_are_dropped():
 def test_module_refuses_zero_attempts():
     with pytest.raises(ValueError, match="max_attempts"):
         OpenIEModule(max_attempts=0)
+
+
+def test_a_saved_extractor_program_reloads(tmp_path):
+    compiled = OpenIEExtractor()
+    compiled.program.extract.demos = [dspy.Example(title="Laie", passage="Laie is in Hawaii.",
+                                                   named_entities=["Laie", "Hawaii"],
+                                                   triples=[["Laie", "is in", "Hawaii"]])]
+    path = compiled.save_program(tmp_path / "openie.json")
+    assert OpenIEExtractor(program=path).program.dump_state() == compiled.program.dump_state()
+    assert OpenIEExtractor(program=compiled.program).program.dump_state() == compiled.program.dump_state()
+    with pytest.raises(TypeError, match="OpenIEModule"):
+        OpenIEExtractor(program=dspy.Module())

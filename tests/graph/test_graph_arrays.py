@@ -122,8 +122,9 @@ def test_saved_graph_reloads_memory_mapped_to_identical_pagerank(tmp_path):
 def test_a_damaged_saved_graph_is_refused(tmp_path):
     graph = built([0, 2])
     folder = graph.save(tmp_path / "g")
-    np.save(folder / "edge_values.npy", np.array([object()], dtype=object), allow_pickle=True)
-    with pytest.raises(ValueError, match="edge_values.npy"):
+    values_file = json.loads((folder / "tables.json").read_text())["arrays"]["edge_values"]
+    np.save(folder / values_file, np.array([object()], dtype=object), allow_pickle=True)
+    with pytest.raises(ValueError, match=values_file):
         KnowledgeGraph.load(folder)
     graph.save(folder)
     tables = json.loads((folder / "tables.json").read_text())

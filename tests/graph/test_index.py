@@ -158,9 +158,8 @@ def test_persist_and_reload(tmp_path, graph_snapshot):
     embedder = WordBagEmbedding()
     index = build(mini_docs(), "idx_persist", embed_model=embedder)  # in-memory Chroma
     index.persist(tmp_path)
-    for name in (CONFIG_FILE, GRAPH_FILE):
-        data = json.loads((tmp_path / name).read_text())
-        assert data["format_version"] == 1
+    assert json.loads((tmp_path / CONFIG_FILE).read_text())["format_version"] == 2
+    assert json.loads((tmp_path / GRAPH_FILE).read_text())["array_format_version"] == 2
     assert not list(tmp_path.rglob("*.pkl")) and not list(tmp_path.rglob("*.pickle"))
     loaded = HippoGraphIndex.from_persist_dir(tmp_path, embed_model=embedder)
     assert graph_snapshot(loaded) == graph_snapshot(index)
@@ -217,7 +216,7 @@ def test_as_query_engine_answers_with_sources():
     engine = index.as_query_engine(llm=MockLLM(), similarity_top_k=2)
     response = engine.query("Who directed Marty?")
     assert len(response.source_nodes) == 2
-    assert engine.retriever.similarity_top_k == 2
+    assert engine.retriever.config.similarity_top_k == 2
 
 
 def test_pagerank_matrix_is_built_once_per_graph_version():

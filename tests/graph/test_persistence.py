@@ -3,25 +3,22 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import chromadb
+import numpy as np
 import pytest
 
+from llama_index_mhop.graph import graph_files
+from llama_index_mhop.graph.graph_arrays import load_array
+from llama_index_mhop.graph.graph_files import load_graph_tables
 from llama_index_mhop.graph.index import CHECKPOINT_FILE, CONFIG_FILE, GRAPH_FILE, HippoGraphIndex
+from llama_index_mhop.graph.persistence import GRAPH_DIR, LEGACY_GRAPH_FILE
 from llama_index_mhop.stores import make_document
+from tests.graph.film_chain import documents
 from tests.word_bag import WordBagEmbedding
 
-DOCS = [
-    ("Lover Come Back (1961 film)", "Lover Come Back is a 1961 comedy film directed by Delbert Mann."),
-    ("Delbert Mann", "Delbert Mann was an American director. He directed Marty in 1955."),
-    ("Marty (film)", "Marty is a 1955 drama film written by Paddy Chayefsky."),
-    ("Paddy Chayefsky", "Paddy Chayefsky was an American playwright born in the Bronx."),
-]
 DEEP = "[" * 100_000 + "]" * 100_000
-
-
-def documents():
-    return [make_document(title, text) for title, text in DOCS]
 
 
 @pytest.fixture
@@ -113,7 +110,7 @@ def test_list_where_an_object_belongs_in_the_checkpoint(checkpoint):
 
 
 def test_huge_version_number_is_a_clear_error(saved):
-    (saved / GRAPH_FILE).write_text((saved / GRAPH_FILE).read_text().replace('"version": ', '"version": 1e400, "_": ', 1))
+    (saved / GRAPH_FILE).write_text((saved / GRAPH_FILE).read_text().replace('"version":', '"version":1e400,"_":', 1))
     with pytest.raises(ValueError, match=f"{GRAPH_FILE}: version: expected an integer, got inf"):
         reopen(saved)
 
@@ -150,4 +147,102 @@ def test_docstore_hash_of_the_wrong_type_is_a_clear_error(saved):
     path = saved / "hippo_docstore.json"
     edit(path, lambda data: data["docstore/metadata"][next(iter(data["docstore/metadata"]))].update(doc_hash=[]))
     with pytest.raises(ValueError, match=r"hippo_docstore.json: docstore/metadata\..+\.doc_hash: expected a string"):
+        reopen(saved)
+
+
+def ranking(index, query="Who directed the film written by Paddy Chayefsky?"):
+    return [(n.node.node_id, n.score) for n in index.as_retriever(similarity_top_k=4).retrieve(query)]
+
+
+def test_reopened_index_reads_its_edges_memory_mapped_and_answers_identically(saved, graph_snapshot):
+    built = reopen(saved)
+    pairs, values = built.graph._edges.table()
+    before = np.array(pairs)
+    assert isinstance(pairs, np.memmap) and isinstance(values, np.memmap)
+    assert not pairs.flags.writeable
+    assert not list(saved.rglob("*.pkl")) and not list(saved.rglob("*.pickle"))
+    files = {p.name: p.read_bytes() for p in (saved / GRAPH_DIR).iterdir()}
+    again = reopen(saved)
+    assert graph_snapshot(again) == graph_snapshot(built)
+    assert ranking(again) == ranking(built)
+    again.insert([make_document("Marty (song)", "Marty is a song about Delbert Mann and the Bronx.")])
+    # the change went to new arrays and a new save; the arrays the first reader maps are unchanged
+    assert {p.name: p.read_bytes() for p in (saved / GRAPH_DIR).iterdir()} != files
+    assert np.array_equal(built.graph._edges.table()[0], before) and ranking(reopen(saved)) == ranking(again)
+
+
+def test_index_saved_in_the_json_format_is_read_and_rewritten_in_arrays(saved, graph_snapshot):
+    current = reopen(saved)
+    expected = ranking(current)
+    # the format an earlier version wrote: config format 1 and the graph as one JSON file
+    (saved / LEGACY_GRAPH_FILE).write_text(json.dumps(current.graph.to_dict()))
+    shutil.rmtree(saved / GRAPH_DIR)
+    edit(saved / CONFIG_FILE, lambda config: config.update(format_version=1))
+    old = reopen(saved)
+    assert graph_snapshot(old) == graph_snapshot(current)
+    assert ranking(old) == expected
+    old.persist()
+    assert not (saved / LEGACY_GRAPH_FILE).exists() and (saved / GRAPH_FILE).is_file()
+    assert json.loads((saved / CONFIG_FILE).read_text())["format_version"] == 2
+    assert ranking(reopen(saved)) == expected
+
+
+def test_array_names_in_the_tables_must_be_files_a_save_wrote(saved):
+    edit(saved / GRAPH_FILE, lambda tables: tables["arrays"].update(edge_pairs="../../etc/passwd"))
+    with pytest.raises(ValueError, match=f"{GRAPH_FILE}: arrays: expected the file names"):
+        reopen(saved)
+
+
+def test_a_save_keeps_the_arrays_of_the_save_before_it(saved):
+    folder = saved / GRAPH_DIR
+    first = load_graph_tables(folder)["arrays"]  # a reader has read tables.json of save N ...
+    writer = reopen(saved)
+    writer.insert([make_document("Marty (song)", "Marty is a song about Delbert Mann and the Bronx.")])  # save N+1
+    # ... and opens the arrays it names after the writer's save N+1 finished
+    assert load_array(folder / first["edge_pairs"], np.int32, 2, mmap=True).shape[1] == 2
+    second = load_graph_tables(folder)["arrays"]
+    writer.persist()  # save N+2: the arrays of save N go, those of N+1 and N+2 stay
+    third = load_graph_tables(folder)["arrays"]
+    names = {p.name for p in folder.glob("*.npy")}
+    assert names == {*second.values(), *third.values()} and not names & set(first.values())
+
+
+def test_a_reader_reads_the_tables_again_when_two_saves_removed_its_arrays(saved, monkeypatch, graph_snapshot):
+    writer = reopen(saved)
+    read_tables = graph_files.load_graph_tables
+    calls, saving = [], []
+
+    def two_saves_after_the_first_read(folder):
+        tables = read_tables(folder)
+        if not saving:  # the reader's reads, not the writer's
+            calls.append(tables["arrays"]["edge_pairs"])
+        if len(calls) == 1 and not saving:
+            saving.append(True)
+            writer.persist()
+            writer.persist()
+            saving.clear()
+            assert not (folder / calls[0]).exists()
+        return tables
+
+    monkeypatch.setattr(graph_files, "load_graph_tables", two_saves_after_the_first_read)
+    reader = reopen(saved)
+    assert len(calls) == 2 and calls[1] != calls[0]
+    assert graph_snapshot(reader) == graph_snapshot(writer) and ranking(reader) == ranking(writer)
+
+
+def test_a_save_sweeps_the_partial_files_a_crashed_save_left(saved):
+    folder = saved / GRAPH_DIR
+    expected = ranking(reopen(saved))
+    crashed = [folder / "edge_pairs.v9-0123abcd.npy.partial", folder / "tables.json.partial"]
+    for path in crashed:
+        path.write_bytes(b"half a file")
+    (folder / "notes.partial").write_text("not the graph's")
+    reopen(saved).persist()
+    assert not any(path.exists() for path in crashed) and (folder / "notes.partial").exists()
+    assert ranking(reopen(saved)) == expected
+
+
+def test_an_array_name_with_a_trailing_newline_is_refused(saved):
+    edit(saved / GRAPH_FILE, lambda tables: tables["arrays"].update(edge_pairs=tables["arrays"]["edge_pairs"] + "\n"))
+    with pytest.raises(ValueError, match=f"{GRAPH_FILE}: arrays: expected the file names"):
         reopen(saved)

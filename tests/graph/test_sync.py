@@ -266,3 +266,30 @@ def compare_killed_with_uninterrupted(tmp_path: Path, kill_at: str, server: str 
     assert again.returncode == expected.returncode == 0, again.stderr[-2000:] + expected.stderr[-2000:]
     assert json.loads(again.stdout) == json.loads(expected.stdout)
     assert json.loads(expected.stdout)["counts"]["passages"] == 5
+
+
+def test_entity_and_fact_texts_are_embedded_once_across_inserts_and_refreshes(monkeypatch):
+    from llama_index_mhop.graph.graph_stores import GraphStores
+
+    short_texts: list[str] = []
+    embed = GraphStores.embed
+
+    def recording(self, texts, short=False):
+        if short:
+            short_texts.extend(texts)
+        return embed(self, texts, short)
+
+    monkeypatch.setattr(GraphStores, "embed", recording)
+    index = build(notes()[:2])
+    first = list(short_texts)
+    assert len(first) == len(set(first)) and "pat hingle" in first  # each distinct text once per batch
+    short_texts.clear()
+    index.refresh_ref_docs(notes(Pat_Hingle=EDITED)[:2])  # the edit keeps "Pat Hingle" and "American actor"
+    edited = list(short_texts)
+    assert edited and not set(edited) & set(first)  # only texts no earlier insert embedded
+    short_texts.clear()
+    index.insert(notes()[:1])  # the old version again: its facts and entities are still stored or come back
+    assert set(short_texts) <= set(first) - {t for t in first if t in edited}
+    before = len(short_texts)
+    index.insert(notes()[:2])
+    assert len(short_texts) == before  # nothing new: nothing embedded

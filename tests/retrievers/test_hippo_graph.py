@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import chromadb
+import dspy
 import networkx as nx
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from dspy.utils import DummyLM
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 
 from llama_index_mhop.graph.index import EmptyIndexError, HippoGraphIndex
+from llama_index_mhop.graph.state import load_retrieval_state
 from llama_index_mhop.postprocessors import DSPyFactFilter
 from llama_index_mhop.retrievers.hippo_graph import HippoGraphRetriever
 from llama_index_mhop.stores import make_document, stable_id
@@ -52,7 +54,7 @@ def test_reset_vector_and_pagerank_match_hipporag_by_hand(mini_index):
     state = mini_index.retrieval_state()
     q = np.asarray(WordBagEmbedding()._vector(query), dtype=np.float32)
     q /= np.linalg.norm(q)
-    dense = state.passage_matrix @ q
+    dense = state.passage_vectors.matrix @ q
     dense = (dense - dense.min()) / (dense.max() - dense.min())
     # HippoRAG 2: fact score / passages containing the entity; dense passage scores * 0.05.
     expected = {stable_id("entity", "marty"): score / 2, stable_id("entity", "delbert mann"): score / 3}
@@ -82,7 +84,7 @@ def test_no_surviving_fact_means_dense_retrieval(mini_index):
     assert retriever.last_trace["mode"] == "dense"
     state = mini_index.retrieval_state()
     q = np.asarray(WordBagEmbedding()._vector("Where is Oahu?"), dtype=np.float32)
-    dense = state.passage_matrix @ (q / np.linalg.norm(q))
+    dense = state.passage_vectors.matrix @ (q / np.linalg.norm(q))
     order = sorted(range(len(dense)), key=lambda i: (-dense[i], i))[:3]
     assert [r.node.node_id for r in results] == [state.passage_ids[i] for i in order]
     assert [r.score for r in results] == pytest.approx([float(dense[i]) for i in order])
@@ -111,14 +113,22 @@ def test_lm_fact_filter_choice_seeds_the_walk(mini_index):
     query = "Who directed Lover Come Back?"
     llm_free = mini_index.as_retriever(similarity_top_k=3)
     llm_free.retrieve(query)
+    assert llm_free.last_trace["steps"] == {"fact_filter": "llm_free"}
     second = llm_free.last_trace["candidate_facts"][1]
     triple = [second["subject"], second["predicate"], second["object"]]
     lm = DummyLM([{"fact_after_filter": json.dumps({"fact": [triple]})}])
-    retriever = mini_index.as_retriever(similarity_top_k=3, lm=lm)
-    retriever.retrieve(query)
+    retriever = mini_index.as_retriever(similarity_top_k=3)
+    with dspy.context(lm=lm, trace=[]):  # an LM set after construction is used, and the call is traced
+        retriever.retrieve(query)
+        assert len(dspy.settings.trace) == len(lm.history) == 1
     kept = retriever.last_trace["kept_facts"]
     assert [[k["subject"], k["predicate"], k["object"]] for k in kept] == [triple]
     assert retriever.fallback_counts.total == 0
+    assert retriever.last_trace["steps"] == {"fact_filter": "lm"}
+    garbage = mini_index.as_retriever(similarity_top_k=3, lm=DummyLM([{"fact_after_filter": "not facts"}]))
+    garbage.retrieve(query)
+    assert garbage.last_trace["steps"] == {"fact_filter": "fallback"} and garbage.fallback_counts.total == 1
+    assert garbage.last_trace["step_reasons"]["fact_filter"]
 
 
 @pytest.mark.parametrize("bad, error", [("", ValueError), ("   ", ValueError), (None, TypeError), (42, TypeError)])
@@ -131,7 +141,9 @@ def test_bad_queries_are_refused(mini_index, bad, error):
 
 
 @pytest.mark.parametrize("argument", [{"similarity_top_k": 0}, {"linking_top_k": 0}, {"damping": 1.0},
-                                      {"passage_node_weight": -1.0}, {"dense_seed_top_k": -1}])
+                                      {"passage_node_weight": -1.0}, {"dense_seed_top_k": -1},
+                                      {"fact_top_n": True}, {"query_entity_weight": float("nan")},
+                                      {"dense_seed_weight": float("inf")}, {"linking_topk": 3}])
 def test_bad_arguments_are_refused(mini_index, argument):
     with pytest.raises(ValueError, match=next(iter(argument))):
         mini_index.as_retriever(**argument)
@@ -147,7 +159,7 @@ def test_empty_index_is_a_clear_error():
 def test_as_retriever_passes_arguments(mini_index):
     retriever = mini_index.as_retriever(similarity_top_k=7, linking_top_k=3, damping=0.6)
     assert isinstance(retriever, HippoGraphRetriever)
-    assert (retriever.similarity_top_k, retriever.linking_top_k, retriever.damping) == (7, 3, 0.6)
+    assert (retriever.config.similarity_top_k, retriever.config.linking_top_k, retriever.config.damping) == (7, 3, 0.6)
     assert isinstance(retriever.fact_filter, DSPyFactFilter) and retriever.fact_filter.top_n == 4
 
 
@@ -204,3 +216,28 @@ def test_persisted_slice_index_ranks_identically(slice_index, hotpotqa_slice, em
     # last bits changed) from a persistent store and the vector as written from an in-memory one.
     for got, expected in zip(after, before, strict=True):
         assert [s for _, s in got] == pytest.approx([s for _, s in expected], rel=1e-6)
+
+
+def test_a_program_needs_the_dspy_fact_filter(mini_index, tmp_path):
+    path = mini_index.as_retriever().save_program(tmp_path / "hippo.json")
+    with pytest.raises(ValueError, match="needs a DSPyFactFilter"):
+        mini_index.as_retriever(fact_filter=KeepOnly(texts=[]), program=path)
+    assert json.loads(path.read_text())["filter"]["demos"] == []
+
+
+def test_hnsw_search_agrees_with_exact_scoring_on_the_top_21(slice_index, hotpotqa_slice, gold_titles, monkeypatch):
+    """Past the size threshold, facts and passages come from Chroma's HNSW index (the nearest 20 of about 200
+    passages here, so that most of the ranking rests on the approximation); the top 21 stay nearly the same."""
+    questions, _ = hotpotqa_slice
+    retriever = slice_index.as_retriever(similarity_top_k=21)
+    exact = [[n.node.node_id for n in retriever.retrieve(q["question"])] for q in questions]
+    exact_recall = recall_at(retriever, questions, 5, gold_titles)
+    state = load_retrieval_state(slice_index.graph, slice_index.stores, retriever.config.damping, hnsw_min_records=1,
+                                 hnsw_top_n=20)
+    assert state.passage_vectors.method == state.fact_vectors.method == "hnsw"
+    monkeypatch.setattr(slice_index, "retrieval_state", lambda damping: state)
+    approx = [[n.node.node_id for n in retriever.retrieve(q["question"])] for q in questions]
+    overlap = [len(set(a) & set(e)) / len(e) for a, e in zip(approx, exact, strict=True)]
+    assert approx != exact  # the approximation is in use
+    assert sum(overlap) / len(overlap) >= 0.9, overlap
+    assert recall_at(retriever, questions, 5, gold_titles) >= exact_recall - 5.0

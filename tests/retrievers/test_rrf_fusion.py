@@ -10,36 +10,9 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from llama_index_mhop.fusion import anchored_fusion, reciprocal_rank_fusion
 from llama_index_mhop.lm_clients import function_lm, render_fields
 from llama_index_mhop.query_transforms import PerspectiveQueryTransform
-from llama_index_mhop.retrievers import RRFFusionRetriever
+from llama_index_mhop.retrievers import HippoGraphConfig, RRFFusionConfig, RRFFusionRetriever
 from tests.lm_faults import faulty_lm
-
-NODES = [TextNode(id_=f"n{i:02d}", text=f"Passage {i} about Topic{i % 7}", metadata={"title": f"T{i}"})
-         for i in range(60)]
-
-
-class RecordingRetriever(BaseRetriever):
-    """Ranks the 60 nodes by a hash of (query, node id): deterministic and different for every query."""
-
-    def __init__(self, depth: int = 20) -> None:
-        self.calls: list[str] = []
-        self.depth = depth
-        super().__init__()
-
-    def _rank(self, query: str) -> list[NodeWithScore]:
-        def key(node):
-            return hashlib.sha256(f"{query}|{node.node_id}".encode()).hexdigest()
-
-        ranked = sorted(NODES, key=key)[: self.depth]
-        return [NodeWithScore(node=n, score=1.0 - i / 100) for i, n in enumerate(ranked)]
-
-    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        self.calls.append(query_bundle.query_str)
-        return self._rank(query_bundle.query_str)
-
-    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        self.calls.append(query_bundle.query_str)
-        await asyncio.sleep(0)
-        return self._rank(query_bundle.query_str)
+from tests.recording_retriever import QUERY, RecordingRetriever
 
 
 class RecordingTransform(PerspectiveQueryTransform):
@@ -50,9 +23,6 @@ class RecordingTransform(PerspectiveQueryTransform):
     def step(self, query, context=(), program=None):
         self.contexts.append([c.node.node_id for c in context])
         return super().step(query, context, program)
-
-
-QUERY = "Which magazine was started first, Arthur's Magazine or First for Women?"
 
 
 def _run(use_async: bool):
@@ -135,10 +105,30 @@ def test_the_hop_a_bridge_leads_to_follows_the_query_top_hit():
 
 
 @pytest.mark.parametrize("kwargs", [{"num_iterations": 0}, {"perspective_top_k": 0}, {"similarity_top_k": 0},
-                                    {"context_top_n": 31}])
+                                    {"context_top_n": 31}, {"rrf_k": -1}, {"num_iterations": True},
+                                    {"perspective_top_k": 7.5}, {"num_iteration": 2}])
 def test_invalid_arguments(kwargs):
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=next(iter(kwargs))):
         RRFFusionRetriever(base_retriever=RecordingRetriever(), **kwargs)
+
+
+def test_settings_given_whole_or_one_by_one_agree():
+    config = RRFFusionConfig(num_iterations=2, perspective_top_k=3, carry_over_top_n=8, context_top_n=4,
+                             similarity_top_k=5, rrf_k=10)
+    whole = RRFFusionRetriever(base_retriever=RecordingRetriever(), config=config)
+    one_by_one = RRFFusionRetriever(base_retriever=RecordingRetriever(), **config.model_dump())
+    assert [r.node.node_id for r in whole.retrieve(QUERY)] == [r.node.node_id for r in one_by_one.retrieve(QUERY)]
+    assert whole.program.config == one_by_one.config == config
+    with pytest.raises(ValueError, match="not both"):
+        RRFFusionRetriever(base_retriever=RecordingRetriever(), config=config, num_iterations=2)
+    with pytest.raises(TypeError, match="RRFFusionConfig"):
+        RRFFusionRetriever(base_retriever=RecordingRetriever(), config=HippoGraphConfig())
+
+
+def test_from_defaults_searches_deep_enough_for_both_rankings(hotpotqa_slice_index):
+    shallow = RRFFusionRetriever.from_defaults(hotpotqa_slice_index, similarity_top_k=3)
+    deep = RRFFusionRetriever.from_defaults(hotpotqa_slice_index, config=RRFFusionConfig(similarity_top_k=12))
+    assert (shallow.base_retriever.similarity_top_k, deep.base_retriever.similarity_top_k) == (7, 12)
 
 
 def test_over_real_chroma_keeps_what_the_query_itself_finds(hotpotqa_slice, hotpotqa_slice_index, gold_titles):

@@ -1,0 +1,51 @@
+"""A query worker of the deployment test: opens a persisted graph index beside a Chroma server, answers queries.
+
+Run as ``python -m tests.graph.deployment_worker ROOT HOST PORT QUERY...``. It opens the index and prints one JSON
+line (graph version, whether the edge arrays are memory-mapped, from which files, a digest of their contents, and
+the rankings); then for each line on stdin, until stdin closes, it prints another: ``again`` answers from the index
+it holds (the arrays it mapped), ``reopen`` opens the index afresh first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+
+import numpy as np
+
+from llama_index_mhop.defaults import default_chroma_client
+from llama_index_mhop.graph.index import HippoGraphIndex
+from tests.word_bag import WordBagEmbedding
+
+
+def open_index(root: str, host: str, port: int) -> HippoGraphIndex:
+    return HippoGraphIndex.from_persist_dir(root, chroma_client=default_chroma_client(host=host, port=port),
+                                            embed_model=WordBagEmbedding(), show_progress=False)
+
+
+def answer(index: HippoGraphIndex, queries: list[str]) -> dict:
+    pairs, values = index.graph._edges.table()
+    retriever = index.as_retriever(similarity_top_k=4)
+    return {
+        "version": index.graph.version,
+        "memory_mapped": isinstance(pairs, np.memmap) and isinstance(values, np.memmap) and not pairs.flags.writeable,
+        "files": sorted({str(pairs.filename), str(values.filename)}) if isinstance(pairs, np.memmap) else [],
+        "digest": hashlib.sha256(np.ascontiguousarray(pairs).tobytes() + np.ascontiguousarray(values).tobytes())
+        .hexdigest(),
+        "rankings": [[(n.node.node_id, round(float(n.score), 9)) for n in retriever.retrieve(q)] for q in queries],
+    }
+
+
+def main(argv: list[str]) -> None:
+    root, host, port, queries = argv[0], argv[1], int(argv[2]), argv[3:]
+    index = open_index(root, host, port)
+    print(json.dumps(answer(index, queries)), flush=True)
+    for line in sys.stdin:
+        if line.strip() == "reopen":
+            index = open_index(root, host, port)
+        print(json.dumps(answer(index, queries)), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

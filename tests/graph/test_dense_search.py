@@ -1,0 +1,46 @@
+"""Dense scores searched exactly or through Chroma's HNSW index: the nearest records exact, the rest their mean."""
+
+from __future__ import annotations
+
+import chromadb
+import numpy as np
+import pytest
+
+from llama_index_mhop.graph.dense_search import DenseVectors
+
+
+@pytest.fixture(scope="module")
+def vectors():
+    """300 random unit vectors in a cosine Chroma collection, and a query."""
+    rng = np.random.default_rng(7)
+    matrix = rng.normal(size=(300, 16)).astype(np.float32)
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    collection = chromadb.EphemeralClient().get_or_create_collection("dense_search_vectors",
+                                                                     metadata={"hnsw:space": "cosine"})
+    ids = [f"r{i}" for i in range(len(matrix))]
+    collection.add(ids=ids, embeddings=matrix)
+    query = rng.normal(size=16).astype(np.float32)
+    return ids, matrix, collection, query / np.linalg.norm(query)
+
+
+def test_below_the_threshold_the_scores_are_the_exact_products(vectors):
+    ids, matrix, collection, query = vectors
+    dense = DenseVectors(ids, matrix, collection, hnsw_min_records=301)
+    assert dense.method == "exact"
+    assert np.array_equal(dense.scores(query).scores, np.einsum("ij,j->i", matrix, query))
+    assert dense.scores(query).low == float((matrix @ query).min())
+
+
+def test_past_the_threshold_the_nearest_are_exact_and_the_rest_keep_their_total(vectors):
+    ids, matrix, collection, query = vectors
+    exact = matrix.astype(np.float64) @ query
+    dense = DenseVectors(ids, matrix, collection, hnsw_min_records=300, top_n=30)
+    assert dense.method == "hnsw" and dense.matrix is None
+    got = dense.scores(query)
+    nearest = np.argsort(-exact)[:30]
+    assert got.scores[nearest] == pytest.approx(exact[nearest], abs=1e-5)
+    rest = np.setdiff1d(np.arange(300), nearest)
+    assert np.all(got.scores[rest] == pytest.approx(exact[rest].mean(), abs=1e-5))
+    assert got.scores.sum() == pytest.approx(exact.sum(), abs=1e-3)  # the normalised dense mass is unchanged
+    assert got.low == pytest.approx(exact.min(), abs=1e-5)  # the nearest record to -query
+    assert DenseVectors(ids, matrix, collection, 300).scores(query, top_n=5).scores.max() == pytest.approx(exact.max())

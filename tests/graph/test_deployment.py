@@ -1,0 +1,112 @@
+"""The deployment of docs/SCALING.md: the graph's arrays on disk beside a Chroma server, several query worker
+processes opening the same persisted graph memory-mapped read-only, one writer updating it meanwhile."""
+
+from __future__ import annotations
+
+import json
+import queue
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from llama_index_mhop.defaults import default_chroma_client
+from llama_index_mhop.graph.index import HippoGraphIndex
+from llama_index_mhop.graph.persistence import GRAPH_DIR
+from llama_index_mhop.stores import make_document
+from tests.chroma_server import ChromaServer
+from tests.word_bag import WordBagEmbedding
+
+ROOT = Path(__file__).resolve().parents[2]
+FIRST = [
+    ("Lover Come Back (1961 film)", "Lover Come Back is a 1961 comedy film directed by Delbert Mann."),
+    ("Delbert Mann", "Delbert Mann was an American director. He directed Marty in 1955."),
+    ("Marty (film)", "Marty is a 1955 drama film written by Paddy Chayefsky."),
+]
+LATER = [
+    ("Paddy Chayefsky", "Paddy Chayefsky was an American playwright born in the Bronx."),
+    ("The Bronx", "The Bronx is a borough of New York City where Paddy Chayefsky was born."),
+]
+QUERIES = ["Who directed the film written by Paddy Chayefsky?", "Where was the writer of Marty born?"]
+WORKERS = 3
+READ_TIMEOUT = 300  # seconds for a worker's answer: generous, the workers import the package and may share a busy CPU
+
+
+@pytest.fixture()
+def server(tmp_path):
+    srv = ChromaServer(tmp_path / "chroma-server").start()
+    yield srv
+    srv.stop()
+
+
+def rankings(index: HippoGraphIndex) -> list:
+    retriever = index.as_retriever(similarity_top_k=4)
+    return [[[n.node.node_id, round(float(n.score), 9)] for n in retriever.retrieve(q)] for q in QUERIES]
+
+
+class Worker:
+    """A query worker process; :meth:`ask` returns its next answer, or raises when none comes in READ_TIMEOUT s."""
+
+    def __init__(self, root: Path, server: ChromaServer) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tests.graph.deployment_worker", str(root), server.host, str(server.port),
+             *QUERIES], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.process.stdout:
+            self._lines.put(line)
+        self._lines.put(None)  # the worker exited
+
+    def ask(self, command: str | None = None) -> dict:
+        if command is not None:
+            self.process.stdin.write(command + "\n")
+            self.process.stdin.flush()
+        try:
+            line = self._lines.get(timeout=READ_TIMEOUT)
+        except queue.Empty:
+            raise TimeoutError(f"no answer from a query worker in {READ_TIMEOUT} s") from None
+        if line is None:
+            raise RuntimeError(f"a query worker exited with code {self.process.wait(timeout=READ_TIMEOUT)}")
+        return json.loads(line)
+
+    def stop(self) -> int:
+        self.process.stdin.close()
+        try:
+            return self.process.wait(timeout=READ_TIMEOUT)
+        finally:
+            self.process.kill()
+
+
+def test_query_workers_share_the_mapped_graph_while_one_writer_updates(server, tmp_path):
+    root = tmp_path / "index"
+    client = default_chroma_client(host=server.host, port=server.port)
+    writer = HippoGraphIndex.from_documents([make_document(t, x) for t, x in FIRST], embed_model=WordBagEmbedding(),
+                                            chroma_client=client, persist_dir=root, name="deployed",
+                                            show_progress=False)
+    old = {"version": writer.graph.version, "rankings": rankings(writer)}
+    workers = [Worker(root, server) for _ in range(WORKERS)]
+    try:
+        first = [w.ask() for w in workers]  # every worker has the old version open before the writer starts
+        for seen in first:
+            assert {k: seen[k] for k in old} == json.loads(json.dumps(old)) and seen["memory_mapped"]
+        for title, text in LATER:  # two saves: the arrays the workers mapped are deleted from the folder
+            writer.insert([make_document(title, text)])
+        assert not any(Path(f).exists() for seen in first for f in seen["files"])
+        again = [w.ask("again") for w in workers]  # the old mapping, queried after the update
+        reopened = [w.ask("reopen") for w in workers]
+        new = {"version": writer.graph.version, "rankings": rankings(writer)}
+        codes = [w.stop() for w in workers]
+    finally:
+        for w in workers:
+            w.process.kill()
+    assert codes == [0] * WORKERS and new["version"] > old["version"] and new["rankings"] != old["rankings"]
+    assert again == first  # the same version, arrays and answers as before the writer saved
+    for seen in reopened:  # reopened after the update: all on the writer's new version, answering identically
+        assert {k: seen[k] for k in new} == json.loads(json.dumps(new))
+        assert seen["memory_mapped"]
+        assert all(Path(f).parent == root / GRAPH_DIR for f in seen["files"])
+    assert len({json.dumps(s["files"]) for s in reopened}) == 1  # the same files, mapped by every worker
