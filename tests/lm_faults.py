@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import threading
 import time
 
 from llama_index_mhop.lm_clients import function_lm, output_schema, render_fields
@@ -27,12 +28,24 @@ def _too_many(schema: dict) -> dict:
 
 
 def faulty_lm(faults=FAULTS, hang_seconds: float = 1.5):
-    """An LM that answers each call with the next fault of ``faults`` (cycling)."""
+    """An LM that answers each call with the next fault of ``faults`` (cycling).
+
+    It takes one call at a time, like most local models: after a hang, callers fall back until the hung call
+    returns. ``lm.wait_idle()`` waits for that, so a test can send every fault to the LM in turn.
+    """
     script = itertools.cycle(faults)
     calls: list[str] = []
+    idle = threading.Event()
+    idle.set()
 
     def chat(messages):
-        fault = next(script)
+        idle.clear()
+        try:
+            return _answer(next(script), messages)
+        finally:
+            idle.set()
+
+    def _answer(fault, messages):
         calls.append(fault)
         schema = output_schema(messages[0][1]) or {"properties": {"answer": {"type": "string"}}}
         if fault == "raise":
@@ -50,4 +63,5 @@ def faulty_lm(faults=FAULTS, hang_seconds: float = 1.5):
 
     lm = function_lm(chat, model="scripted/faulty")
     lm.fault_calls = calls
+    lm.wait_idle = lambda: idle.wait(timeout=10 * hang_seconds)
     return lm

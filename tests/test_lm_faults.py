@@ -29,6 +29,7 @@ def test_perspective_transform_survives_every_fault(caplog):
             perspectives = transform.generate(QUERY)
             assert 4 <= len(perspectives) <= 5
             assert len({normalize(p) for p in perspectives}) == len(perspectives)
+            assert lm.wait_idle()  # the hung call has returned: the next fault reaches the LM
     assert lm.fault_calls == list(FAULTS)
     # five faults fall back; ten times too many perspectives is repaired (cut to five), not a fallback
     assert transform.fallback_counts["perspectives"] == 5
@@ -46,6 +47,8 @@ def test_fact_filter_survives_every_fault():
     for _ in FAULTS:
         kept = fact_filter.postprocess_nodes(facts, query_str=QUERY)
         assert 1 <= len(kept) <= 4 and all(node in facts for node in kept)
+        assert lm.wait_idle()
+    assert lm.fault_calls == list(FAULTS)
     assert fact_filter.fallback_counts.total == len(FAULTS)  # 40 invented facts match no candidate either
 
 
