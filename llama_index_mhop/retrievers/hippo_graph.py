@@ -28,7 +28,7 @@ title edges alone: 60.5/88/96.5/98; plain dense retrieval: 62.5/78.5/85/89, all_
 changed recall@2 by +1 and recall@10 by -0.5, so they stay off.
 
 Everything a query needs (fact and passage embeddings, the CSR transition matrix) is loaded once per graph
-version by :meth:`HippoGraphIndex.retrieval_state`, never per query. Past 50,000 facts (500,000 passages), step 1
+version by :meth:`HippoGraphIndex.retrieval_state`, never per query. Past 500,000 facts (passages), step 1
 (step 3) reads the nearest facts (passages) from Chroma's HNSW index instead of scoring every vector
 (:mod:`~llama_index_mhop.graph.dense_search`).
 """
