@@ -38,10 +38,14 @@ HNSW_TOP_N = 256  # records whose similarity the HNSW search returns exactly
 @dataclass(frozen=True)
 class DenseScores:
     """One query's similarities: ``scores`` has one entry per record (in the state's order); ``low`` is the
-    lowest similarity (exact, or the HNSW index's farthest record), the minimum of the min-max normalisation."""
+    lowest similarity (exact, or the HNSW index's farthest record), the minimum of the min-max normalisation.
+    After an HNSW search, ``near`` holds the rows scored exactly and every other row holds ``rest``; after an
+    exact search ``near`` is None."""
 
     scores: np.ndarray
     low: float
+    near: np.ndarray | None = None
+    rest: float = 0.0
 
 
 class DenseVectors:
@@ -91,4 +95,4 @@ class DenseVectors:
         mean_rest = (float(self._total @ query) - float(near.sum())) / rest if rest else 0.0
         scores = np.full(self.size, mean_rest, dtype=np.float64)
         scores[rows] = near
-        return DenseScores(scores, min([float(scores.min()), *farthest[:1]]))
+        return DenseScores(scores, min([float(scores.min()), *farthest[:1]]), rows, mean_rest)

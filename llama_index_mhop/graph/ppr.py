@@ -413,14 +413,15 @@ class PageRankGraph:
             return _power_iteration(self._damped, r, 1.0, self.tol, self.max_iter)
         return _power_iteration(self._transition, r, _check_damping(damping), self.tol, self.max_iter)
 
-    def run_push(self, reset: Any, damping: float | None = None, epsilon: float | None = None) -> PushResult:
+    def run_push(self, reset: Any, damping: float | None = None, epsilon: float | None = None,
+                 keep_remainder: bool = False) -> PushResult:
         """Personalized PageRank by local push, with its error bounds (:class:`~.push_ppr.PushResult`)."""
         r = _check_reset(reset, self.n_nodes)
         if self._walk is None:
             self._walk = self._transition.transpose().tocsr()
         d = self.damping if damping is None else _check_damping(damping)
         return push_pagerank(self._transition, self._walk, self._out_weight, r, d,
-                             self.push_epsilon if epsilon is None else epsilon)
+                             self.push_epsilon if epsilon is None else epsilon, keep_remainder)
 
     def scores_by_node(self, scores: np.ndarray) -> dict[Hashable, float]:
         """Map a score vector from :meth:`run` to ``{node key: score}`` (needs ``nodes=``)."""

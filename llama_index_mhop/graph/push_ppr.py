@@ -42,7 +42,8 @@ class PushResult:
         scores: the estimate of the PPR vector (non-negative, sums to 1).
         mass: ``|p|_1`` of the unnormalised estimate ``p`` (``p = scores * mass``).
         residual: the residual mass left, ``|r|_1``: the unnormalised estimate misses at most this much.
-        l1_bound: a proven bound on the L1 distance of ``scores`` to the exact PPR vector.
+        l1_bound: a proven bound on the L1 distance of ``scores`` to the exact PPR vector (infinite when nothing
+            was over the threshold, so nothing was pushed and ``scores`` is all zero).
         rounds: push rounds run.
         pushes: node pushes done (a node pushed in several rounds counts each time).
     """
@@ -53,6 +54,7 @@ class PushResult:
     l1_bound: float
     rounds: int
     pushes: int
+    remainder: np.ndarray | None = None  # the residual vector r itself (only when asked for)
 
 
 def push_pagerank(
@@ -62,6 +64,7 @@ def push_pagerank(
     reset: np.ndarray,
     damping: float,
     epsilon: float,
+    keep_remainder: bool = False,
 ) -> PushResult:
     """Approximate Personalized PageRank by forward push (see the module docstring for the bounds).
 
@@ -72,6 +75,7 @@ def push_pagerank(
         reset: a probability vector (non-negative, sums to 1).
         damping: probability of following an edge, in [0, 1).
         epsilon: push while some ``r[u] > epsilon * out_weight[u]`` (``epsilon`` for a dangling node).
+        keep_remainder: return the residual vector too (:attr:`PushResult.remainder`).
 
     Returns:
         The :class:`PushResult`.
@@ -109,4 +113,7 @@ def push_pagerank(
             active = np.unique(targets[residual[targets] > threshold[targets]])
     left = float(residual.sum())
     total = float(estimate.sum())
-    return PushResult(estimate / total, total, left, 2.0 * left / total, rounds, pushes)
+    remainder = residual if keep_remainder else None
+    if not total > 0:  # every node under its threshold from the start
+        return PushResult(estimate, 0.0, left, float("inf"), rounds, pushes, remainder)
+    return PushResult(estimate / total, total, left, 2.0 * left / total, rounds, pushes, remainder)

@@ -21,6 +21,7 @@ from llama_index.core.schema import BaseNode
 from llama_index.core.vector_stores.utils import metadata_dict_to_node
 
 from ..chroma_batches import get_records
+from .affine_ppr import AffineResetPageRank
 from .dense_search import HNSW_MIN_FACTS, HNSW_MIN_PASSAGES, HNSW_TOP_N, DenseVectors
 from .graph_stores import GraphStores
 from .knowledge_graph import KnowledgeGraph
@@ -54,6 +55,8 @@ class RetrievalState:
     fact_nodes: np.ndarray  # (facts, 2): node index of subject and object
     fact_vectors: DenseVectors
     pagerank: PageRankGraph
+    #: Large graphs (PageRank by push): the dense share of the reset solved once (:mod:`.affine_ppr`), else None.
+    affine: AffineResetPageRank | None = None
 
     @property
     def num_nodes(self) -> int:
@@ -112,12 +115,18 @@ def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: fl
         if fact_ids
         else np.zeros((0, passage_matrix.shape[1]), dtype=np.float32)
     )
+    passage_vectors = DenseVectors(passage_ids, passage_matrix, stores.passages,
+                                   hnsw_min_records or HNSW_MIN_PASSAGES, hnsw_top_n)
+    pagerank = graph.pagerank_graph(damping=damping)
+    # Where PageRank answers by push, the reset's dense share on every passage would make each push sweep the
+    # graph: solve it once per version instead.
+    affine = AffineResetPageRank(pagerank, len(passage_ids), passage_vectors.matrix) \
+        if pagerank.method == "push" else None
     return RetrievalState(
         version=graph.version,
         passage_ids=passage_ids,
         passage_nodes=passage_nodes,
-        passage_vectors=DenseVectors(passage_ids, passage_matrix, stores.passages, hnsw_min_records or HNSW_MIN_PASSAGES,
-                                     hnsw_top_n),
+        passage_vectors=passage_vectors,
         entity_ids=entity_ids,
         entity_names=entity_names,
         entity_node=entity_node,
@@ -127,7 +136,8 @@ def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: fl
         fact_triples=fact_triples,
         fact_nodes=fact_nodes,
         fact_vectors=DenseVectors(fact_ids, fact_matrix, stores.facts, hnsw_min_records or HNSW_MIN_FACTS, hnsw_top_n),
-        pagerank=graph.pagerank_graph(damping=damping),
+        pagerank=pagerank,
+        affine=affine,
     )
 
 

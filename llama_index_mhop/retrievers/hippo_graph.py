@@ -10,6 +10,9 @@ HippoRAG 2 (Gutiérrez et al., 2025, "From RAG to Memory", seeds 003/004), one q
    only the ``linking_top_k`` best entities keep their weight; every passage node adds its min-max normalised
    dense score times ``passage_node_weight``.
 4. PageRank with ``damping`` over the entity/passage graph; passages are ranked by their PageRank probability.
+   On a graph large enough to answer by push, the walk runs from the seeds alone and the dense share comes from
+   its PageRank solved once per graph version (:mod:`~llama_index_mhop.graph.affine_ppr`): the same vector,
+   without a sweep of the whole graph per query.
 
 Two additions, both general, both settings of :class:`~llama_index_mhop.retrievers.hippo_config.HippoGraphConfig`
 (0 turns either off):
@@ -150,10 +153,10 @@ class HippoGraphRetriever(ProgramRetriever):
             nodes.append(node)
         return dense, nodes, by_id
 
-    def _reset(
-        self, state: RetrievalState, query_entities: list[int], dense: DenseScores, kept: list[NodeWithScore],
-        by_id: dict[str, int],
+    def _seeds(
+        self, state: RetrievalState, query_entities: list[int], kept: list[NodeWithScore], by_id: dict[str, int]
     ) -> np.ndarray:
+        """The reset's entity part: kept facts' entities (the ``linking_top_k`` best) and the query's entities."""
         n = state.num_nodes
         entity_weights = np.zeros(n)
         occurrences = np.zeros(n)
@@ -178,17 +181,50 @@ class HippoGraphRetriever(ProgramRetriever):
             for j in query_entities:
                 weight = self.config.query_entity_weight
                 entity_weights[j] += weight / counts[j] if counts[j] > 0 else weight
+        return entity_weights
+
+    def _reset(self, state: RetrievalState, seeds: np.ndarray, dense: DenseScores) -> np.ndarray:
+        """The whole reset: the seeds, and every passage's min-max normalised dense score times
+        ``passage_node_weight`` (plus the optional dense seeds)."""
         passages = len(state.passage_ids)
         normalised = _min_max(dense.scores, dense.low)
-        reset = entity_weights
+        reset = seeds.copy()
         reset[:passages] += normalised * self.config.passage_node_weight
-        if self.config.dense_seed_top_k > 0 and self.config.dense_seed_weight > 0:
-            k = min(self.config.dense_seed_top_k, passages)
-            best = np.argpartition(-dense.scores, k - 1)[:k]
-            reset[best] += self.config.dense_seed_weight * normalised[best]
+        self._add_dense_seeds(reset, dense, normalised)
         if not reset.sum() > 0:  # every passage equally distant from the query: start everywhere
             reset[:passages] = 1.0
         return reset
+
+    def _add_dense_seeds(self, reset: np.ndarray, dense: DenseScores, normalised: np.ndarray) -> None:
+        if self.config.dense_seed_top_k > 0 and self.config.dense_seed_weight > 0:
+            k = min(self.config.dense_seed_top_k, dense.scores.shape[0])
+            best = np.argpartition(-dense.scores, k - 1)[:k]
+            reset[best] += self.config.dense_seed_weight * normalised[best]
+
+    def _walk_affine(
+        self, state: RetrievalState, seeds: np.ndarray, dense: DenseScores, query_vector: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """PageRank of the same reset as :meth:`_reset` through the state's solved dense share
+        (:mod:`~llama_index_mhop.graph.affine_ppr`): the passages' and the seed walk's entity scores."""
+        affine = state.affine
+        assert affine is not None
+        weight = self.config.passage_node_weight
+        high, low = (float(dense.scores.max()), dense.low) if dense.scores.size else (0.0, 0.0)
+        # normalised = (s - low) / (high - low) = scale * s + uniform; all ones when every score is the same
+        scale = weight / (high - low) if high - low > 0 else 0.0
+        uniform = -scale * low if scale > 0 else weight
+        seeds = seeds.copy()
+        self._add_dense_seeds(seeds, dense, _min_max(dense.scores, dense.low))
+        query: np.ndarray | None = query_vector
+        if dense.near is not None:
+            # HNSW search: the far passages share one similarity, the near ones differ from it by a few seeds.
+            seeds[dense.near] += np.maximum(scale * (dense.scores[dense.near] - dense.rest), 0.0)
+            uniform += scale * dense.rest
+            scale, query = 0.0, None
+        if not seeds.sum() > 0 and not (scale > 0 or uniform > 0):
+            uniform = 1.0  # every passage equally distant from the query: start everywhere
+        walked = affine.run(seeds, uniform, scale, query)
+        return walked.passages, walked.seed_entities
 
     @staticmethod
     def _query_entities(state: RetrievalState, query: str) -> list[int]:
@@ -223,8 +259,8 @@ class HippoGraphRetriever(ProgramRetriever):
         return found
 
     def _rank(
-        self, state: RetrievalState, query: str, dense: DenseScores, candidates: list[NodeWithScore],
-        kept: list[NodeWithScore], by_id: dict[str, int], started: float,
+        self, state: RetrievalState, query: str, query_vector: np.ndarray, dense: DenseScores,
+        candidates: list[NodeWithScore], kept: list[NodeWithScore], by_id: dict[str, int], started: float,
     ) -> tuple[list[NodeWithScore], dict[str, Any]]:
         k = min(self.config.similarity_top_k, len(state.passage_ids))
         query_entities = self._query_entities(state, query) if self.config.query_entity_weight > 0 else []
@@ -240,17 +276,23 @@ class HippoGraphRetriever(ProgramRetriever):
             trace.update(mode="dense", reset_top=[], top_entities=[])
             results = [NodeWithScore(node=state.passage_nodes[i], score=float(dense.scores[i])) for i in order]
         else:
-            reset = self._reset(state, query_entities, dense, kept, by_id)
-            scores = state.pagerank.run(reset)
+            seeds = self._seeds(state, query_entities, kept, by_id)
+            reset = self._reset(state, seeds, dense)
             passages = len(state.passage_ids)
-            order = self._top(scores[:passages], k)
-            results = [NodeWithScore(node=state.passage_nodes[i], score=float(scores[i])) for i in order]
+            if state.affine is None:
+                scores = state.pagerank.run(reset)
+                passage_scores, entity_scores = scores[:passages], scores[passages:]
+            else:
+                passage_scores, entity_scores = self._walk_affine(state, seeds, dense, query_vector)
+            order = self._top(passage_scores, k)
+            results = [NodeWithScore(node=state.passage_nodes[i], score=float(passage_scores[i])) for i in order]
             trace.update(
                 mode="ppr",
                 reset_top=[self._node_json(state, j, reset[j]) for j in self._top(reset, _TRACE_TOP) if reset[j] > 0],
+                # With the solved dense share, the entities' scores are those of the seeds' walk alone.
                 top_entities=[
-                    self._node_json(state, passages + j, scores[passages + j])
-                    for j in self._top(scores[passages:], _TRACE_TOP)
+                    self._node_json(state, passages + j, entity_scores[j])
+                    for j in self._top(entity_scores, _TRACE_TOP)
                 ],
             )
         trace["results"] = [
@@ -333,10 +375,11 @@ class HippoGraphRetriever(ProgramRetriever):
         state = self.index.retrieval_state(damping=self.config.damping)
         if query_bundle.embedding is None:
             query_bundle.embedding = self.index.embed_model.get_query_embedding(query)
-        dense, candidates, by_id = self._candidates(state, self._query_vector(query_bundle.embedding))
+        query_vector = self._query_vector(query_bundle.embedding)
+        dense, candidates, by_id = self._candidates(state, query_vector)
         record = StepRecord()
         kept = self._recognise(candidates, query, predictor, record) if candidates else []
-        return self._traced(self._rank(state, query, dense, candidates, kept, by_id, started), record)
+        return self._traced(self._rank(state, query, query_vector, dense, candidates, kept, by_id, started), record)
 
     async def _asearch(
         self, query_bundle: QueryBundle, predictor: Any = None
@@ -346,10 +389,11 @@ class HippoGraphRetriever(ProgramRetriever):
         state = self.index.retrieval_state(damping=self.config.damping)
         if query_bundle.embedding is None:
             query_bundle.embedding = await self.index.embed_model.aget_query_embedding(query)
-        dense, candidates, by_id = self._candidates(state, self._query_vector(query_bundle.embedding))
+        query_vector = self._query_vector(query_bundle.embedding)
+        dense, candidates, by_id = self._candidates(state, query_vector)
         record = StepRecord()
         kept = await self._arecognise(candidates, query, predictor, record) if candidates else []
-        return self._traced(self._rank(state, query, dense, candidates, kept, by_id, started), record)
+        return self._traced(self._rank(state, query, query_vector, dense, candidates, kept, by_id, started), record)
 
 
 class _Owner:

@@ -14,6 +14,7 @@ import pytest
 from dspy.utils import DummyLM
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 
+from llama_index_mhop.graph import ppr
 from llama_index_mhop.graph.index import EmptyIndexError, HippoGraphIndex
 from llama_index_mhop.graph.state import load_retrieval_state
 from llama_index_mhop.postprocessors import DSPyFactFilter
@@ -241,3 +242,48 @@ def test_hnsw_search_agrees_with_exact_scoring_on_the_top_21(slice_index, hotpot
     assert approx != exact  # the approximation is in use
     assert sum(overlap) / len(overlap) >= 0.9, overlap
     assert recall_at(retriever, questions, 5, gold_titles) >= exact_recall - 5.0
+
+
+def _large_graph_state(index, damping, monkeypatch, **kwargs):
+    """The retrieval state a graph past PUSH_MIN_NODES gets: PageRank by push, the dense share solved once."""
+    monkeypatch.setattr(ppr, "PUSH_MIN_NODES", 1)
+    monkeypatch.setattr(index.graph, "_pagerank", None)
+    state = load_retrieval_state(index.graph, index.stores, damping, **kwargs)
+    monkeypatch.setattr(index.graph, "_pagerank", None)  # the next state is built as the graph's size says
+    assert state.pagerank.method == "push" and state.affine is not None
+    return state
+
+
+def _rankings(retriever, questions):
+    return [[(n.node.node_id, n.score) for n in retriever.retrieve(q["question"])] for q in questions]
+
+
+def test_the_solved_dense_share_ranks_as_the_exact_walk(slice_index, hotpotqa_slice, monkeypatch):
+    questions, _ = hotpotqa_slice
+    retriever = slice_index.as_retriever(similarity_top_k=21)
+    assert slice_index.retrieval_state(damping=retriever.config.damping).affine is None  # small: exact walk
+    exact = _rankings(retriever, questions)
+    state = _large_graph_state(slice_index, retriever.config.damping, monkeypatch)
+    monkeypatch.setattr(slice_index, "retrieval_state", lambda damping: state)
+    solved = _rankings(retriever, questions)
+    assert retriever.last_trace["mode"] == "ppr"
+    for ours, reference in zip(solved, exact, strict=True):
+        assert {i for i, _ in ours} == {i for i, _ in reference}
+        np.testing.assert_allclose([s for _, s in ours], [s for _, s in reference], rtol=1e-3)
+
+
+def test_the_solved_uniform_share_ranks_as_the_exact_walk_over_hnsw_scores(slice_index, hotpotqa_slice, monkeypatch):
+    """Past HNSW_MIN_PASSAGES the far passages share one dense score: seeds and one solved column replace the walk."""
+    questions, _ = hotpotqa_slice
+    retriever = slice_index.as_retriever(similarity_top_k=21)
+    hnsw = load_retrieval_state(slice_index.graph, slice_index.stores, retriever.config.damping,
+                                hnsw_min_records=1, hnsw_top_n=20)
+    monkeypatch.setattr(slice_index, "retrieval_state", lambda damping: hnsw)
+    exact = _rankings(retriever, questions)
+    state = _large_graph_state(slice_index, retriever.config.damping, monkeypatch, hnsw_min_records=1, hnsw_top_n=20)
+    assert state.affine.basis is None
+    monkeypatch.setattr(slice_index, "retrieval_state", lambda damping: state)
+    solved = _rankings(retriever, questions)
+    for ours, reference in zip(solved, exact, strict=True):
+        assert {i for i, _ in ours} == {i for i, _ in reference}
+        np.testing.assert_allclose([s for _, s in ours], [s for _, s in reference], rtol=1e-3)

@@ -1,0 +1,206 @@
+"""Personalized PageRank of HippoRAG 2's reset, with the dense share on every passage solved once per graph.
+
+HippoRAG 2's reset (seeds/003, seeds/004) is a few seed nodes (the recognised facts' entities, the entities the
+query names) plus a dense share on **every** passage node: its min-max normalised similarity to the query times
+``passage_node_weight``. That share is why a power iteration, or a local push, sweeps the whole graph at every
+query: at 100k passages it is more than 99% of the reset's mass, spread over all of them.
+
+PageRank is linear in its reset. With ``M`` the column-stochastic transition matrix and ``d`` the damping, the
+PageRank vector of a reset ``r`` (dangling nodes returning their mass to the reset) is ``z(r) / (u . r)`` where
+``z(r) = (I - d M)^-1 r`` and ``u = (I - d M)^-T 1``. The dense share is *affine in the query embedding* ``q``:
+``scale * E q + uniform`` on the passages (``E``: the normalised passage embeddings, one row each; ``scale`` and
+``uniform`` come from the min-max normalisation). So
+
+    z(r) = z(seeds) + scale * Z q + uniform * g,   Z = z of each column of E,   g = z of all passages at 1,
+
+and ``u . r`` splits the same way. ``Z``, ``g`` and the totals ``u`` needs are solved once per graph version
+(``D + 1`` right-hand sides, one sparse-times-dense product per iteration); a query then pays a local push from
+its seeds and one product of ``Z`` (passage rows only) with ``q``: no sweep of the graph. The result is the
+exact PageRank vector up to the seeds' push error, which :attr:`AffineResetScores.l1_bound` bounds.
+
+Without passage vectors (the passages are searched through Chroma's HNSW index past a size, see
+:mod:`.dense_search`), the caller folds the dense share into the seeds and ``uniform`` (the far passages share
+one value), and only ``g`` is needed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from .ppr import PageRankGraph
+
+__all__ = ["AffineResetPageRank", "AffineResetScores", "DEFAULT_BASIS_TOL"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_BASIS_TOL = 1e-10  # L1 change per column, relative to the column, at which the basis solve stops
+_MAX_ITER = 400
+_SOLVE_BYTES = 1 << 28  # columns solved together: each iteration holds about three float64 arrays this size
+
+
+@dataclass(frozen=True)
+class AffineResetScores:
+    """The PageRank vector of one reset, over the passages and (the seeds' walk alone) over the entities.
+
+    Attributes:
+        passages: the PageRank probability of each passage node (the passages' share of a vector summing to 1).
+        seed_entities: the entity nodes' probability from the seeds' part of the walk alone (for traces).
+        l1_bound: a bound on the L1 error of ``passages`` from the seeds' push (0 when they are walked by power
+            iteration, whose tolerance is 1e-10); the float32 rounding of the basis (about 1e-6 relative) is
+            not in it.
+    """
+
+    passages: np.ndarray
+    seed_entities: np.ndarray
+    l1_bound: float
+
+
+class AffineResetPageRank:
+    """Personalized PageRank for resets ``seeds + (uniform + scale * E q)`` on the passage nodes.
+
+    Args:
+        pagerank: the graph (its first ``num_passages`` nodes are the passages). Its :attr:`~.PageRankGraph.method`
+            decides how the seeds are walked: ``"push"`` (local) or ``"exact"`` (power iteration).
+        num_passages: how many of the first nodes are passages.
+        passage_vectors: ``E``, one normalised embedding row per passage node (float32); ``None`` when the passages
+            are searched by HNSW, and only ``uniform`` may then be non-zero.
+        tol: the basis solve stops when every column's L1 change is below ``tol`` times the column's L1 norm.
+
+    Attributes:
+        build_seconds: the time the basis took to solve.
+        iterations: iterations of the basis solve.
+    """
+
+    def __init__(self, pagerank: PageRankGraph, num_passages: int, passage_vectors: np.ndarray | None = None,
+                 tol: float = DEFAULT_BASIS_TOL) -> None:
+        n = pagerank.n_nodes
+        if not 0 < num_passages <= n:
+            raise ValueError(f"num_passages must be in [1, {n}], got {num_passages}")
+        if passage_vectors is not None and passage_vectors.shape[0] != num_passages:
+            raise ValueError(f"passage_vectors has {passage_vectors.shape[0]} rows for {num_passages} passages")
+        started = time.perf_counter()
+        self.pagerank = pagerank
+        self.num_passages = num_passages
+        damping, m = pagerank.damping, pagerank.transition
+        # One right-hand side per embedding dimension, and one for "every passage at 1", solved in column blocks
+        # that fit in memory; only the passage rows are kept.
+        dims = 0 if passage_vectors is None else passage_vectors.shape[1]
+        self.basis: np.ndarray | None = np.empty((num_passages, dims), dtype=np.float32) if dims else None
+        solved, self.iterations = _solve(m, damping, np.ones((num_passages, 1)), n, tol)
+        self.uniform_response = solved[:num_passages, 0].copy()
+        block = max(1, _SOLVE_BYTES // (8 * n))
+        for start in range(0, dims, block):
+            rhs = np.asarray(passage_vectors[:, start : start + block], dtype=np.float64)
+            solved, iterations = _solve(m, damping, rhs, n, tol)
+            self.basis[:, start : start + rhs.shape[1]] = solved[:num_passages]
+            self.iterations = max(self.iterations, iterations)
+        del solved
+        # u = (I - d M)^-T 1: the total mass z(r) puts on all nodes is u . r.
+        self.node_totals, _ = _solve(m.transpose().tocsr(), damping, np.ones((n, 1)), n, tol)
+        self.node_totals = self.node_totals[:, 0]
+        passage_totals = self.node_totals[:num_passages]
+        self.uniform_total = float(passage_totals.sum())
+        self.vector_totals = None if passage_vectors is None else \
+            np.einsum("ij,i->j", passage_vectors, passage_totals, dtype=np.float64)
+        self.vector_sums = None if passage_vectors is None else passage_vectors.sum(axis=0, dtype=np.float64)
+        self.build_seconds = time.perf_counter() - started
+        logger.info("PageRank basis of %d passages x %d dimensions solved in %.1fs (%d iterations)",
+                    num_passages, dims, self.build_seconds, self.iterations)
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held by the basis and its totals."""
+        held = [self.uniform_response, self.node_totals]
+        if self.basis is not None:
+            held += [self.basis, self.vector_totals, self.vector_sums]
+        return int(sum(a.nbytes for a in held))
+
+    def run(self, seeds: np.ndarray, uniform: float = 0.0, scale: float = 0.0,
+            query: np.ndarray | None = None) -> AffineResetScores:
+        """The PageRank vector of ``seeds`` plus ``uniform + scale * E q`` on every passage.
+
+        Args:
+            seeds: one non-negative weight per node (the sparse part of the reset).
+            uniform: the weight every passage gets (may be negative where ``scale * E q`` makes up for it: the
+                caller keeps every passage's share non-negative).
+            scale: the factor of each passage's similarity ``E q`` (0 without ``query``).
+            query: ``q``, the normalised query embedding (needs ``passage_vectors``).
+
+        Raises:
+            ValueError: the reset would be all zero, seeds of the wrong shape or negative, or ``query`` has no
+                basis.
+        """
+        n, passages = self.pagerank.n_nodes, self.num_passages
+        if seeds.shape != (n,) or (seeds.size and seeds.min() < 0):
+            raise ValueError(f"seeds must be {n} non-negative weights, one per node")
+        dense_mass = uniform * passages
+        dense_total = uniform * self.uniform_total
+        similarity = None
+        if scale != 0:
+            if query is None:
+                raise ValueError("scale needs the query embedding")
+            if self.basis is None:
+                raise ValueError("this basis was built without passage vectors: fold the dense share into seeds")
+            q = np.asarray(query, dtype=np.float32)
+            similarity = np.einsum("ij,j->i", self.basis, q)  # einsum: no BLAS threads left spinning
+            dense_mass += scale * float(self.vector_sums @ q)
+            dense_total += scale * float(self.vector_totals @ q)
+        seed_mass = float(seeds.sum())
+        if not seed_mass + dense_mass > 0:
+            raise ValueError("the reset is all zero: at least one node needs a positive weight")
+        walked, bound = self._walk_seeds(seeds, seed_mass, seed_mass + dense_mass)
+        total = float(self.node_totals @ seeds) + dense_total
+        scores = walked[:passages] + uniform * self.uniform_response
+        if similarity is not None:
+            scores += scale * similarity
+        scores /= total
+        np.maximum(scores, 0.0, out=scores)
+        return AffineResetScores(scores, walked[passages:] / total, bound / total)
+
+    def _walk_seeds(self, seeds: np.ndarray, seed_mass: float, reset_mass: float) -> tuple[np.ndarray, float]:
+        """``z(seeds)`` (unnormalised) and a bound on its L1 error."""
+        n = self.pagerank.n_nodes
+        if seed_mass <= 0:
+            return np.zeros(n), 0.0
+        damping = self.pagerank.damping
+        if self.pagerank.method != "push":
+            exact = self.pagerank.run_exact(seeds)
+            return exact * (float(self.node_totals @ seeds)), 0.0
+        # The same absolute accuracy as a push of the whole reset at the graph's epsilon: the seeds hold a small
+        # share of the reset's mass, so their push may stop that much earlier.
+        epsilon = self.pagerank.push_epsilon * reset_mass / seed_mass
+        pushed = self.pagerank.run_push(seeds, epsilon=epsilon, keep_remainder=True)
+        # Push keeps y = p + (1 - d) * sum_k (d M)^k r: adding the first term of the remainder, (1 - d) r, leaves
+        # at most d |r| out, and keeps a seed too light to push (a hub entity) where it is.
+        estimate = pushed.scores * pushed.mass + (1.0 - damping) * pushed.remainder
+        return estimate * (seed_mass / (1.0 - damping)), damping * pushed.residual * seed_mass / (1.0 - damping)
+
+
+def _solve(m, damping: float, rhs: np.ndarray, n: int, tol: float) -> tuple[np.ndarray, int]:
+    """``X = (I - damping * m)^-1 R`` by Jacobi iteration, ``R`` being ``rhs`` padded with zero rows to ``n``.
+
+    For the transition matrix (column sums at most 1) each iteration shrinks the error's L1 norm by ``damping``;
+    for its transpose (row sums at most 1) its largest entry.
+    """
+    rows = rhs.shape[0]
+    x = np.zeros((n, rhs.shape[1]))
+    x[:rows] = rhs
+    scale = np.abs(x).sum(axis=0)
+    scale[scale == 0] = 1.0
+    for iteration in range(1, _MAX_ITER + 1):
+        y = m @ x
+        y *= damping
+        y[:rows] += rhs
+        np.subtract(y, x, out=x)
+        np.abs(x, out=x)
+        change = x.sum(axis=0) / scale
+        x = y
+        if change.max() < tol:
+            return x, iteration
+    logger.warning("PageRank basis did not converge in %d iterations (largest change %.3g)", _MAX_ITER,
+                   float(change.max()))
+    return x, _MAX_ITER

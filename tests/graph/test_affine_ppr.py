@@ -1,0 +1,174 @@
+"""The solved dense share of HippoRAG 2's reset: the same PageRank vector as a power iteration of the whole reset."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from llama_index_mhop.graph.affine_ppr import AffineResetPageRank
+from llama_index_mhop.graph.ppr import PageRankGraph
+
+
+def hippo_shaped(seed: int, passages: int, entities: int, dims: int = 8, directed: bool = False, **kwargs):
+    """A random passage/entity graph (passages first), normalised passage vectors and a normalised query."""
+    rng = np.random.default_rng(seed)
+    n = passages + entities
+    edges = np.stack([rng.integers(0, passages, size=3 * passages), rng.integers(passages, n, size=3 * passages)], 1)
+    facts = rng.integers(passages, n, size=(entities, 2))
+    edges = np.concatenate([edges, facts[facts[:, 0] != facts[:, 1]]])
+    weights = rng.choice([1.0, 1.0, 10.0], size=len(edges)) * rng.uniform(0.5, 1.0, size=len(edges))
+    graph = PageRankGraph.from_edges(n, edges, weights, directed=directed, tol=1e-14, **kwargs)
+    vectors = rng.normal(size=(passages, dims)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    query = rng.normal(size=dims).astype(np.float32)
+    return graph, vectors, query / np.linalg.norm(query)
+
+
+def hippo_reset(graph, vectors, query, seeds, weight):
+    """HippoRAG 2's reset written out in full: seeds plus min-max normalised similarity times the weight."""
+    similarity = vectors.astype(np.float64) @ query.astype(np.float64)
+    low, high = similarity.min(), similarity.max()
+    reset = seeds.copy()
+    reset[: len(vectors)] += weight * (similarity - low) / (high - low)
+    scale = weight / (high - low)
+    return reset, -scale * low, scale
+
+
+def entity_seeds(graph, passages, rng, count=3):
+    seeds = np.zeros(graph.n_nodes)
+    seeds[rng.choice(np.arange(passages, graph.n_nodes), size=count, replace=False)] = rng.uniform(0.1, 1.0, count)
+    return seeds
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), passages=st.integers(3, 60), entities=st.integers(2, 60),
+       weight=st.sampled_from([0.0, 0.05, 1.0]), directed=st.booleans())
+def test_exact_seeds_reproduce_the_power_iteration_of_the_whole_reset(seed, passages, entities, weight, directed):
+    graph, vectors, query = hippo_shaped(seed, passages, entities, directed=directed, method="exact")
+    seeds = entity_seeds(graph, passages, np.random.default_rng(seed), count=min(2, entities))
+    reset, uniform, scale = hippo_reset(graph, vectors, query, seeds, weight)
+    affine = AffineResetPageRank(graph, passages, vectors)
+    result = affine.run(seeds, uniform, scale, query)
+    exact = graph.run_exact(reset)
+    assert result.l1_bound == 0.0
+    # float32 vectors and basis: agreement to float32 precision, on a vector that sums to at most 1
+    np.testing.assert_allclose(result.passages, exact[:passages], atol=2e-7, rtol=1e-5)
+    assert result.passages.sum() == pytest.approx(exact[:passages].sum(), abs=1e-6)
+
+
+def test_dangling_and_unreachable_nodes_keep_the_power_iterations_convention():
+    # passage 0 - entity 3, passage 1 - entity 3; passage 2 is isolated (dangling); entity 4 is isolated too.
+    graph = PageRankGraph.from_edges(5, [(0, 3), (1, 3)], [1.0, 2.0], method="exact", tol=1e-15)
+    vectors = np.eye(3, 2, dtype=np.float32)
+    vectors[2] = [0.6, 0.8]
+    query = np.array([1.0, 0.0], dtype=np.float32)
+    seeds = np.array([0.0, 0.0, 0.0, 0.5, 0.0])
+    reset, uniform, scale = hippo_reset(graph, vectors, query, seeds, 0.3)
+    result = AffineResetPageRank(graph, 3, vectors).run(seeds, uniform, scale, query)
+    np.testing.assert_allclose(result.passages, graph.run_exact(reset)[:3], atol=1e-7)
+    assert result.seed_entities[1] == 0.0  # the isolated entity is never reached
+
+
+def test_push_seeds_stay_within_the_bound_and_keep_the_top_21():
+    graph, vectors, query = hippo_shaped(7, 3000, 3000, dims=16, method="push")
+    affine = AffineResetPageRank(graph, 3000, vectors)
+    rng = np.random.default_rng(8)
+    for _ in range(5):
+        seeds = entity_seeds(graph, 3000, rng)
+        reset, uniform, scale = hippo_reset(graph, vectors, query, seeds, 0.05)
+        result = affine.run(seeds, uniform, scale, query)
+        exact = graph.run_exact(reset)[:3000]
+        assert np.abs(result.passages - exact).sum() <= result.l1_bound + 1e-6
+        top = np.argsort(-exact)[:21]
+        assert set(np.argsort(-result.passages)[:21]) == set(top)
+
+
+def test_without_vectors_only_the_uniform_share_and_seeds_are_solved():
+    graph, vectors, _ = hippo_shaped(3, 40, 30, method="exact")
+    affine = AffineResetPageRank(graph, 40)
+    seeds = entity_seeds(graph, 40, np.random.default_rng(4))
+    seeds[5] = 0.2  # a near passage's share above the far passages' common one
+    reset = seeds.copy()
+    reset[:40] += 0.01
+    np.testing.assert_allclose(affine.run(seeds, 0.01).passages, graph.run_exact(reset)[:40], atol=1e-9)
+    assert affine.basis is None
+    with pytest.raises(ValueError, match="without passage vectors"):
+        affine.run(seeds, 0.01, 0.5, np.ones(8, dtype=np.float32))
+
+
+def test_a_zero_or_negative_reset_is_refused():
+    graph, vectors, query = hippo_shaped(1, 10, 10, method="exact")
+    affine = AffineResetPageRank(graph, 10, vectors)
+    with pytest.raises(ValueError, match="all zero"):
+        affine.run(np.zeros(20))
+    seeds = np.zeros(20)
+    seeds[12] = -1.0
+    with pytest.raises(ValueError, match="non-negative"):
+        affine.run(seeds, 1.0)
+    with pytest.raises(ValueError, match="num_passages"):
+        AffineResetPageRank(graph, 0)
+    with pytest.raises(ValueError, match="rows"):
+        AffineResetPageRank(graph, 9, vectors)
+
+
+def test_column_blocks_solve_to_the_same_basis(monkeypatch):
+    from llama_index_mhop.graph import affine_ppr
+
+    graph, vectors, query = hippo_shaped(5, 50, 40, dims=8, method="exact")
+    whole = AffineResetPageRank(graph, 50, vectors)
+    monkeypatch.setattr(affine_ppr, "_SOLVE_BYTES", 8 * graph.n_nodes * 3)  # three columns a block
+    blocks = AffineResetPageRank(graph, 50, vectors)
+    # each block stops when its own columns converge: the same basis to the solve's tolerance
+    np.testing.assert_allclose(blocks.basis, whole.basis, rtol=1e-6, atol=1e-9)
+    seeds = entity_seeds(graph, 50, np.random.default_rng(6))
+    np.testing.assert_allclose(blocks.run(seeds, 0.01, 0.2, query).passages,
+                               whole.run(seeds, 0.01, 0.2, query).passages, rtol=1e-6)
+
+
+def test_a_hub_seed_too_light_to_push_still_counts():
+    """A seed entity in many passages gets a tiny weight: under the push's threshold it is not pushed, and its
+    first step (kept where it is) still joins the result, within the bound."""
+    passages = 400
+    hub = passages  # one entity in every passage
+    edges = [(p, hub) for p in range(passages)] + [(p, passages + 1 + p % 10) for p in range(passages)]
+    weights = [10.0] * passages + [1.0] * passages
+    graph = PageRankGraph.from_edges(passages + 11, edges, weights, method="push", tol=1e-14)
+    rng = np.random.default_rng(2)
+    vectors = rng.normal(size=(passages, 4)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    query = vectors[0]
+    seeds = np.zeros(graph.n_nodes)
+    seeds[hub] = 1.0 / passages
+    reset, uniform, scale = hippo_reset(graph, vectors, query, seeds, 0.05)
+    affine = AffineResetPageRank(graph, passages, vectors)
+    result = affine.run(seeds, uniform, scale, query)
+    exact = graph.run_exact(reset)
+    seed_share = seeds / seeds.sum()
+    epsilon = graph.push_epsilon * reset.sum() / seeds.sum()
+    assert graph.run_push(seed_share, epsilon=epsilon).pushes == 0  # under the threshold: never pushed
+    assert result.seed_entities[0] > 0  # the hub keeps its own first step
+    assert np.abs(result.passages - exact[:passages]).sum() <= result.l1_bound + 1e-6
+
+
+def test_similarities_all_positive_make_a_negative_uniform_share():
+    graph, vectors, _ = hippo_shaped(11, 30, 20, dims=4, method="exact")
+    vectors = np.abs(vectors)  # every similarity to a positive query is positive, so low > 0
+    query = np.full(4, 0.5, dtype=np.float32)
+    seeds = entity_seeds(graph, 30, np.random.default_rng(12))
+    reset, uniform, scale = hippo_reset(graph, vectors, query, seeds, 0.05)
+    assert uniform < 0
+    result = AffineResetPageRank(graph, 30, vectors).run(seeds, uniform, scale, query)
+    np.testing.assert_allclose(result.passages, graph.run_exact(reset)[:30], atol=1e-7, rtol=1e-5)
+    with pytest.raises(ValueError, match="query embedding"):
+        AffineResetPageRank(graph, 30, vectors).run(seeds, uniform, scale)
+
+
+def test_a_push_with_nothing_over_its_threshold_says_so():
+    graph, _, _ = hippo_shaped(13, 10, 10, method="push")
+    reset = np.zeros(graph.n_nodes)
+    reset[12] = 1.0
+    result = graph.run_push(reset, epsilon=1e6, keep_remainder=True)
+    assert result.mass == 0.0 and result.l1_bound == float("inf") and not result.scores.any()
+    assert result.remainder[12] == 1.0
