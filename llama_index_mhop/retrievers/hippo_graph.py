@@ -190,16 +190,16 @@ class HippoGraphRetriever(ProgramRetriever):
         normalised = _min_max(dense.scores, dense.low)
         reset = seeds.copy()
         reset[:passages] += normalised * self.config.passage_node_weight
-        self._add_dense_seeds(reset, dense, normalised)
+        self._add_dense_seeds(reset, dense)
         if not reset.sum() > 0:  # every passage equally distant from the query: start everywhere
             reset[:passages] = 1.0
         return reset
 
-    def _add_dense_seeds(self, reset: np.ndarray, dense: DenseScores, normalised: np.ndarray) -> None:
+    def _add_dense_seeds(self, reset: np.ndarray, dense: DenseScores) -> None:
         if self.config.dense_seed_top_k > 0 and self.config.dense_seed_weight > 0:
             k = min(self.config.dense_seed_top_k, dense.scores.shape[0])
             best = np.argpartition(-dense.scores, k - 1)[:k]
-            reset[best] += self.config.dense_seed_weight * normalised[best]
+            reset[best] += self.config.dense_seed_weight * _min_max(dense.scores, dense.low)[best]
 
     def _walk_affine(
         self, state: RetrievalState, seeds: np.ndarray, dense: DenseScores, query_vector: np.ndarray
@@ -214,7 +214,7 @@ class HippoGraphRetriever(ProgramRetriever):
         scale = weight / (high - low) if high - low > 0 else 0.0
         uniform = -scale * low if scale > 0 else weight
         seeds = seeds.copy()
-        self._add_dense_seeds(seeds, dense, _min_max(dense.scores, dense.low))
+        self._add_dense_seeds(seeds, dense)
         query: np.ndarray | None = query_vector
         if dense.near is not None:
             # HNSW search: the far passages share one similarity, the near ones differ from it by a few seeds.

@@ -258,9 +258,10 @@ def _rankings(retriever, questions):
     return [[(n.node.node_id, n.score) for n in retriever.retrieve(q["question"])] for q in questions]
 
 
-def test_the_solved_dense_share_ranks_as_the_exact_walk(slice_index, hotpotqa_slice, monkeypatch):
+@pytest.mark.parametrize("settings", [{}, {"dense_seed_top_k": 3, "dense_seed_weight": 0.5}])
+def test_the_solved_dense_share_ranks_as_the_exact_walk(slice_index, hotpotqa_slice, monkeypatch, settings):
     questions, _ = hotpotqa_slice
-    retriever = slice_index.as_retriever(similarity_top_k=21)
+    retriever = slice_index.as_retriever(similarity_top_k=21, **settings)
     assert slice_index.retrieval_state(damping=retriever.config.damping).affine is None  # small: exact walk
     exact = _rankings(retriever, questions)
     state = _large_graph_state(slice_index, retriever.config.damping, monkeypatch)
