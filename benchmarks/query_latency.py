@@ -27,12 +27,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 K_VALUES = (2, 5, 10, 21)
-
-
-def _percentile(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(share * (len(ordered) - 1))))]
 
 
 def _timed_method(owner: Any, name: str, into: list[float]) -> None:
@@ -114,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         "n_nodes": state.num_nodes, "walk": "affine" if state.affine is not None else state.pagerank.method,
         "graph_reopen_seconds": round(reopen_seconds, 1), "state_load_seconds": round(state_seconds, 1),
         "affine_basis_seconds": None if state.affine is None else round(state.affine.build_seconds, 1),
-        "latency_ms": {name: {"p50": round(p50[name], 2), "p95": round(_percentile(values, 0.95), 2)}
+        "latency_ms": {name: {"p50": round(p50[name], 2), "p95": round(float(np.percentile(values, 95)), 2)}
                        for name, values in latency.items()},
         "p50_ratio_hippo_graph_to_vector": round(p50["hippo_graph"] / p50["vector"], 3),
         "hippo_graph_steps_ms_p50": {name: round(statistics.median(v), 2) for name, v in steps.items() if v},

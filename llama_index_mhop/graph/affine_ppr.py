@@ -152,8 +152,9 @@ class AffineResetPageRank:
         seed_mass = float(seeds.sum())
         if not seed_mass + dense_mass > 0:
             raise ValueError("the reset is all zero: at least one node needs a positive weight")
-        walked, bound = self._walk_seeds(seeds, seed_mass, seed_mass + dense_mass)
-        total = float(self.node_totals @ seeds) + dense_total
+        seed_total = float(self.node_totals @ seeds)
+        walked, bound = self._walk_seeds(seeds, seed_mass, seed_total, seed_mass + dense_mass)
+        total = seed_total + dense_total
         scores = walked[:passages] + uniform * self.uniform_response
         if similarity is not None:
             scores += scale * similarity
@@ -161,15 +162,16 @@ class AffineResetPageRank:
         np.maximum(scores, 0.0, out=scores)
         return AffineResetScores(scores, walked[passages:] / total, bound / total)
 
-    def _walk_seeds(self, seeds: np.ndarray, seed_mass: float, reset_mass: float) -> tuple[np.ndarray, float]:
-        """``z(seeds)`` (unnormalised) and a bound on its L1 error."""
+    def _walk_seeds(self, seeds: np.ndarray, seed_mass: float, seed_total: float,
+                    reset_mass: float) -> tuple[np.ndarray, float]:
+        """``z(seeds)`` (unnormalised; ``seed_total`` is its sum ``u . seeds``) and a bound on its L1 error."""
         n = self.pagerank.n_nodes
         if seed_mass <= 0:
             return np.zeros(n), 0.0
         damping = self.pagerank.damping
         if self.pagerank.method != "push":
             exact = self.pagerank.run_exact(seeds)
-            return exact * (float(self.node_totals @ seeds)), 0.0
+            return exact * seed_total, 0.0
         # The same absolute accuracy as a push of the whole reset at the graph's epsilon: the seeds hold a small
         # share of the reset's mass, so their push may stop that much earlier.
         epsilon = self.pagerank.push_epsilon * reset_mass / seed_mass
