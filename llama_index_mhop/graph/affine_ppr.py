@@ -18,6 +18,11 @@ and ``u . r`` splits the same way. ``Z``, ``g`` and the totals ``u`` needs are s
 its seeds and one product of ``Z`` (passage rows only) with ``q``: no sweep of the graph. The result is the
 exact PageRank vector up to the seeds' push error, which :attr:`AffineResetScores.l1_bound` bounds.
 
+Asked for the best ``top_k`` passages, a query multiplies ``Z q`` exactly only where it can change them: the
+basis' :class:`~.row_products.RowProducts` may estimate every row within a bound (an int8 copy reads a quarter
+of the bytes), and only the rows whose upper bound reaches the ``top_k``-th best lower bound are multiplied in
+float32 (:attr:`AffineResetScores.exact_rows`).
+
 Without passage vectors (the passages are searched through Chroma's HNSW index past a size, see
 :mod:`.dense_search`), the caller folds the dense share into the seeds and ``uniform`` (the far passages share
 one value), and only ``g`` is needed.
@@ -27,11 +32,13 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from .ppr import PageRankGraph
+from .row_products import ExactRows, RowProducts, all_products, top_candidates
 
 __all__ = ["AffineResetPageRank", "AffineResetScores", "DEFAULT_BASIS_TOL"]
 
@@ -40,6 +47,7 @@ logger = logging.getLogger(__name__)
 DEFAULT_BASIS_TOL = 1e-10  # L1 change per column, relative to the column, at which the basis solve stops
 _MAX_ITER = 400
 _SOLVE_BYTES = 1 << 28  # columns solved together: each iteration holds about three float64 arrays this size
+_PRODUCT_ROUNDING = 2.0**-20  # the float32 rounding of scale * (Z q), relative, with room to spare
 
 
 @dataclass(frozen=True)
@@ -52,11 +60,14 @@ class AffineResetScores:
         l1_bound: a bound on the L1 error of ``passages`` from the seeds' push (0 when they are walked by power
             iteration, whose tolerance is 1e-10); the float32 rounding of the basis (about 1e-6 relative) is
             not in it.
+        exact_rows: when ``top_k`` was asked, the passages computed exactly (they hold the best ``top_k``); the
+            others hold an estimate that cannot reach them. None: every passage is exact.
     """
 
     passages: np.ndarray
     seed_entities: np.ndarray
     l1_bound: float
+    exact_rows: np.ndarray | None = None
 
 
 class AffineResetPageRank:
@@ -69,6 +80,7 @@ class AffineResetPageRank:
         passage_vectors: ``E``, one normalised embedding row per passage node (float32); ``None`` when the passages
             are searched by HNSW, and only ``uniform`` may then be non-zero.
         tol: the basis solve stops when every column's L1 change is below ``tol`` times the column's L1 norm.
+        row_products: makes the basis' :class:`~.row_products.RowProducts` (default exact products only).
 
     Attributes:
         build_seconds: the time the basis took to solve.
@@ -76,7 +88,8 @@ class AffineResetPageRank:
     """
 
     def __init__(self, pagerank: PageRankGraph, num_passages: int, passage_vectors: np.ndarray | None = None,
-                 tol: float = DEFAULT_BASIS_TOL) -> None:
+                 tol: float = DEFAULT_BASIS_TOL,
+                 row_products: Callable[[np.ndarray], RowProducts] = ExactRows) -> None:
         n = pagerank.n_nodes
         if not 0 < num_passages <= n:
             raise ValueError(f"num_passages must be in [1, {n}], got {num_passages}")
@@ -107,20 +120,21 @@ class AffineResetPageRank:
         self.vector_totals = None if passage_vectors is None else \
             np.einsum("ij,i->j", passage_vectors, passage_totals, dtype=np.float64)
         self.vector_sums = None if passage_vectors is None else passage_vectors.sum(axis=0, dtype=np.float64)
+        self.basis_products = None if self.basis is None else row_products(self.basis)
         self.build_seconds = time.perf_counter() - started
         logger.info("PageRank basis of %d passages x %d dimensions solved in %.1fs (%d iterations)",
                     num_passages, dims, self.build_seconds, self.iterations)
 
     @property
     def nbytes(self) -> int:
-        """Memory held by the basis and its totals."""
+        """Memory held by the basis, its estimate and its totals."""
         held = [self.uniform_response, self.node_totals]
         if self.basis is not None:
             held += [self.basis, self.vector_totals, self.vector_sums]
-        return int(sum(a.nbytes for a in held))
+        return int(sum(a.nbytes for a in held)) + int(getattr(self.basis_products, "nbytes", 0))
 
     def run(self, seeds: np.ndarray, uniform: float = 0.0, scale: float = 0.0,
-            query: np.ndarray | None = None) -> AffineResetScores:
+            query: np.ndarray | None = None, top_k: int | None = None) -> AffineResetScores:
         """The PageRank vector of ``seeds`` plus ``uniform + scale * E q`` on every passage.
 
         Args:
@@ -129,6 +143,7 @@ class AffineResetPageRank:
                 caller keeps every passage's share non-negative).
             scale: the factor of each passage's similarity ``E q`` (0 without ``query``).
             query: ``q``, the normalised query embedding (needs ``passage_vectors``).
+            top_k: only the best ``top_k`` passages need be exact (see :attr:`AffineResetScores.exact_rows`).
 
         Raises:
             ValueError: the reset would be all zero, seeds of the wrong shape or negative, or ``query`` has no
@@ -139,14 +154,13 @@ class AffineResetPageRank:
             raise ValueError(f"seeds must be {n} non-negative weights, one per node")
         dense_mass = uniform * passages
         dense_total = uniform * self.uniform_total
-        similarity = None
+        q = None
         if scale != 0:
             if query is None:
                 raise ValueError("scale needs the query embedding")
-            if self.basis is None:
+            if self.basis_products is None:
                 raise ValueError("this basis was built without passage vectors: fold the dense share into seeds")
             q = np.asarray(query, dtype=np.float32)
-            similarity = np.einsum("ij,j->i", self.basis, q)  # einsum: no BLAS threads left spinning
             dense_mass += scale * float(self.vector_sums @ q)
             dense_total += scale * float(self.vector_totals @ q)
         seed_mass = float(seeds.sum())
@@ -156,11 +170,40 @@ class AffineResetPageRank:
         walked, bound = self._walk_seeds(seeds, seed_mass, seed_total, seed_mass + dense_mass)
         total = seed_total + dense_total
         scores = walked[:passages] + uniform * self.uniform_response
-        if similarity is not None:
-            scores += scale * similarity
+        exact_rows = None
+        if q is not None:
+            exact_rows = self._add_similarity(scores, scale, q, total, top_k)
         scores /= total
         np.maximum(scores, 0.0, out=scores)
-        return AffineResetScores(scores, walked[passages:] / total, bound / total)
+        return AffineResetScores(scores, walked[passages:] / total, bound / total, exact_rows)
+
+    def _add_similarity(self, scores: np.ndarray, scale: float, q: np.ndarray, total: float,
+                        top_k: int | None) -> np.ndarray | None:
+        """Add ``scale * Z q`` to ``scores``: exactly, or (``top_k``, and a basis estimate) exactly on the rows
+        that can be among the best ``top_k`` of ``scores / total`` and estimated elsewhere; those rows, or None."""
+        basis = self.basis_products
+        assert basis is not None
+        if top_k is None:
+            scores += scale * all_products(self.basis, q)
+            return None
+        estimate = basis.estimate(q)
+        if estimate.max_bound == 0:
+            scores += scale * estimate.values
+            return None
+        exact_base = scores.copy()
+        scores += scale * estimate.values
+        center = scores / total
+
+        def radius(rows: np.ndarray) -> np.ndarray:
+            return abs(scale) * (estimate.bounds(rows) + np.abs(estimate.values[rows]) * _PRODUCT_ROUNDING) / total
+
+        largest_value = float(np.abs(estimate.values).max())
+        largest = abs(scale) * (estimate.max_bound + largest_value * _PRODUCT_ROUNDING) / total
+        rows, threshold = top_candidates(center, radius, largest, top_k)
+        if not threshold > 0:  # scores clip at 0: when the top may hold zeros, every row is a candidate
+            rows = np.arange(scores.shape[0])
+        scores[rows] = exact_base[rows] + scale * basis.exact(q, rows)
+        return rows
 
     def _walk_seeds(self, seeds: np.ndarray, seed_mass: float, seed_total: float,
                     reset_mass: float) -> tuple[np.ndarray, float]:

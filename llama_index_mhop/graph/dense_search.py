@@ -1,6 +1,11 @@
 """A query's dense similarities to every passage or fact: exact products at small sizes, Chroma's HNSW index past
 a size (:data:`HNSW_MIN_FACTS`, :data:`HNSW_MIN_PASSAGES`).
 
+A query that needs only the best records and the lowest similarity (the facts always; the passages when the walk
+has its dense share solved, :mod:`.affine_ppr`) asks for them alone, and from
+:data:`~.int8_rows.INT8_MIN_ROWS` records they come from an int8 estimate with bounds, multiplied exactly where
+it decides (:mod:`.row_products`): the same records and similarities, from a quarter of the bytes.
+
 HippoRAG 2 scores the query against every fact (to pick the candidate facts) and every passage (each passage
 node's reset weight is its min-max normalised similarity). Done exactly, that is a product over all vectors per
 query: about 100 ms at 330k vectors of 384 dimensions on one core, more than everything else a query does. Past
@@ -28,6 +33,9 @@ from typing import Any
 
 import numpy as np
 
+from .int8_rows import INT8_MIN_ROWS, row_products
+from .row_products import RowProducts, all_products, best_first, lowest_candidates, top_candidates
+
 __all__ = ["HNSW_MIN_FACTS", "HNSW_MIN_PASSAGES", "HNSW_TOP_N", "DenseScores", "DenseVectors"]
 
 HNSW_MIN_FACTS = 500_000  # from this many facts the fact collection is searched through its HNSW index
@@ -37,13 +45,25 @@ HNSW_TOP_N = 256  # records whose similarity the HNSW search returns exactly
 
 @dataclass(frozen=True)
 class DenseScores:
-    """One query's similarities: ``scores`` has one entry per record (in the state's order); ``low`` is the
-    lowest similarity (exact, or the HNSW index's farthest record), the minimum of the min-max normalisation.
-    After an HNSW search, ``near`` holds the rows scored exactly and every other row holds ``rest``; after an
-    exact search ``near`` is None."""
+    """One query's similarities.
 
-    scores: np.ndarray
+    Attributes:
+        top: the rows of the ``top_k`` most similar records asked for, best first (equal ones by row).
+        top_scores: their similarities.
+        high: the highest similarity.
+        low: the lowest similarity (exact, or the HNSW index's farthest record), the minimum of the min-max
+            normalisation.
+        scores: one similarity per record (in the state's order); None when only the top and the extremes were
+            asked for.
+        near: after an HNSW search, the rows scored exactly (every other row of ``scores`` holds ``rest``); None
+            after an exact search.
+    """
+
+    top: np.ndarray
+    top_scores: np.ndarray
+    high: float
     low: float
+    scores: np.ndarray | None = None
     near: np.ndarray | None = None
     rest: float = 0.0
 
@@ -57,32 +77,51 @@ class DenseVectors:
         collection: the Chroma collection holding them (searched past ``hnsw_min_records``).
         hnsw_min_records: from this many records, search the collection's HNSW index instead of all vectors.
         top_n: records whose similarity an HNSW search returns exactly (unless a query asks for another number).
+        int8_min_records: from this many records (and below ``hnsw_min_records``), a search for the top alone
+            estimates from an int8 copy first.
 
     Attributes:
         matrix: the vectors, kept for exact search only (None when the HNSW index is searched).
+        products: how a search for the top alone multiplies them (None when the HNSW index is searched).
     """
 
     def __init__(self, ids: list[str], vectors: np.ndarray, collection: Any, hnsw_min_records: int,
-                 top_n: int = HNSW_TOP_N) -> None:
+                 top_n: int = HNSW_TOP_N, int8_min_records: int = INT8_MIN_ROWS) -> None:
         self.size = len(ids)
         self.top_n = top_n
         self.method = "hnsw" if self.size >= max(1, hnsw_min_records) else "exact"
         self._collection = collection
         self.matrix: np.ndarray | None = None
+        self.products: RowProducts | None = None
         if self.method == "exact":
             self.matrix = vectors
+            self.products = row_products(vectors, int8_min_records)
             return
         self._row = {record_id: i for i, record_id in enumerate(ids)}
         self._total = vectors.sum(axis=0, dtype=np.float64)
 
-    def scores(self, query: np.ndarray, top_n: int | None = None) -> DenseScores:
-        """The query's similarity to every record (``query`` normalised); past the threshold the ``top_n``
-        nearest are exact and the others share the mean of the rest (see the module docstring)."""
-        if self.matrix is not None:
-            # einsum, not BLAS: a threaded BLAS call leaves its threads spinning, and on a small machine they slow
-            # the next query embedding several times over (measured p50 340 ms against 48 ms on 2 cores).
-            exact = np.einsum("ij,j->i", self.matrix, query)
-            return DenseScores(exact, float(exact.min()) if exact.size else 0.0)
+    def search(self, query: np.ndarray, top_k: int = 0, every: bool = True,
+               top_n: int | None = None) -> DenseScores:
+        """The ``top_k`` records most similar to ``query`` (normalised), the highest and lowest similarity, and
+        (``every``) the similarity of every record; past the HNSW threshold the ``top_n`` nearest are exact and the
+        others share the mean of the rest (see the module docstring)."""
+        if self.size == 0:
+            empty = np.zeros(0, dtype=np.float32)
+            return DenseScores(np.zeros(0, dtype=np.int64), empty, 0.0, 0.0, empty if every else None)
+        if self.matrix is None or self.products is None:
+            return self._search_hnsw(query, top_k, top_n)
+        if every or self.products.method == "exact":
+            exact = all_products(self.matrix, query)
+            top = best_first(exact, top_k)
+            return DenseScores(top, exact[top], float(exact.max()), float(exact.min()), exact)
+        estimate = self.products.estimate(query)
+        top, _ = top_candidates(estimate.values, estimate.bounds, estimate.max_bound, max(1, top_k))
+        rows = np.union1d(top, lowest_candidates(estimate.values, estimate.bounds, estimate.max_bound))
+        exact = self.products.exact(query, rows)
+        best = best_first(exact, max(1, top_k))
+        return DenseScores(rows[best[:top_k]], exact[best[:top_k]], float(exact[best[0]]), float(exact.min()))
+
+    def _search_hnsw(self, query: np.ndarray, top_k: int, top_n: int | None) -> DenseScores:
         found = self._collection.query(query_embeddings=[query.tolist(), (-query).tolist()],
                                        n_results=min(top_n or self.top_n, self.size), include=["distances"])
         pairs = [(self._row[i], 1.0 - d) for i, d in zip(found["ids"][0], found["distances"][0], strict=True)
@@ -95,4 +134,6 @@ class DenseVectors:
         mean_rest = (float(self._total @ query) - float(near.sum())) / rest if rest else 0.0
         scores = np.full(self.size, mean_rest, dtype=np.float64)
         scores[rows] = near
-        return DenseScores(scores, min([float(scores.min()), *farthest[:1]]), rows, mean_rest)
+        top = best_first(scores, top_k)
+        return DenseScores(top, scores[top], float(scores.max()), min([float(scores.min()), *farthest[:1]]), scores,
+                           rows, mean_rest)

@@ -103,9 +103,8 @@ def push_pagerank(
             residual += damping * (transition @ spread)
             active = np.flatnonzero(residual > threshold)
         else:
-            rows = walk[active]
-            targets = rows.indices
-            spread = damping * rows.data * np.repeat(mass, np.diff(rows.indptr))
+            targets, weights, counts = _rows_of(walk, active)
+            spread = damping * weights * np.repeat(mass, counts)
             if targets.size * _SCATTER_SHARE > n:
                 residual += np.bincount(targets, weights=spread, minlength=n)
             else:
@@ -117,3 +116,14 @@ def push_pagerank(
     if not total > 0:  # every node under its threshold from the start
         return PushResult(estimate, 0.0, left, float("inf"), rounds, pushes, remainder)
     return PushResult(estimate / total, total, left, 2.0 * left / total, rounds, pushes, remainder)
+
+
+def _rows_of(matrix: sparse.csr_matrix, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The column indices and values of ``rows`` of a CSR matrix, row after row, and each row's entry count
+    (what ``matrix[rows]`` holds, without building a matrix: that costs more than the gather on small rounds)."""
+    starts = matrix.indptr[rows]
+    counts = matrix.indptr[rows + 1] - starts
+    # position k of row j's run is starts[j] + k: one arange, shifted per run
+    offsets = np.repeat(starts - (np.cumsum(counts) - counts), counts)
+    positions = np.arange(offsets.shape[0]) + offsets
+    return matrix.indices[positions], matrix.data[positions], counts

@@ -1,8 +1,9 @@
 """What a query reads: one immutable :class:`RetrievalState` per graph version, and the rule for which version.
 
 A :class:`RetrievalState` holds the arrays a query needs (passage and fact embeddings, searched exactly or through
-Chroma's HNSW index by size (:mod:`.dense_search`), node order, the PageRank matrix), loaded from Chroma once per
-graph version, never per query. :class:`VersionedState` decides which one a
+Chroma's HNSW index by size (:mod:`.dense_search`), node order, the PageRank matrix, and past a size the walk's
+solved dense share (:mod:`.affine_ppr`) and int8 copies of the largest matrices (:mod:`.int8_rows`)), loaded
+from Chroma once per graph version, never per query. :class:`VersionedState` decides which one a
 query gets while writers change the graph: writers hold its lock for a whole change; a query in another thread
 meanwhile answers from the loaded state if it is the version the last finished change left, else waits for the
 running change; the first query after a change loads the new version. Never a half-changed graph, never one
@@ -15,6 +16,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 from llama_index.core.schema import BaseNode
@@ -24,6 +26,7 @@ from ..chroma_batches import get_records
 from .affine_ppr import AffineResetPageRank
 from .dense_search import HNSW_MIN_FACTS, HNSW_MIN_PASSAGES, HNSW_TOP_N, DenseVectors
 from .graph_stores import GraphStores
+from .int8_rows import INT8_MIN_ROWS, row_products
 from .knowledge_graph import KnowledgeGraph
 from .ppr import PageRankGraph
 
@@ -72,10 +75,12 @@ def _normalise_rows(matrix: np.ndarray) -> np.ndarray:
 
 
 def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: float,
-                         hnsw_min_records: int | None = None, hnsw_top_n: int = HNSW_TOP_N) -> RetrievalState:
+                         hnsw_min_records: int | None = None, hnsw_top_n: int = HNSW_TOP_N,
+                         int8_min_records: int = INT8_MIN_ROWS) -> RetrievalState:
     """The retrieval state of the graph as it is now, its passage and fact embeddings read from Chroma (past a
     size, or from ``hnsw_min_records`` records when given, a collection is searched through its HNSW index for the
-    ``hnsw_top_n`` nearest, see :mod:`.dense_search`).
+    ``hnsw_top_n`` nearest, see :mod:`.dense_search`; from ``int8_min_records`` rows a matrix a query reads whole
+    gets an int8 estimate, see :mod:`.int8_rows`).
 
     Raises:
         EmptyIndexError: the graph holds no passage.
@@ -116,11 +121,12 @@ def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: fl
         else np.zeros((0, passage_matrix.shape[1]), dtype=np.float32)
     )
     passage_vectors = DenseVectors(passage_ids, passage_matrix, stores.passages,
-                                   hnsw_min_records or HNSW_MIN_PASSAGES, hnsw_top_n)
+                                   hnsw_min_records or HNSW_MIN_PASSAGES, hnsw_top_n, int8_min_records)
     pagerank = graph.pagerank_graph(damping=damping)
     # Where PageRank answers by push, the reset's dense share on every passage would make each push sweep the
     # graph: solve it once per version instead.
-    affine = AffineResetPageRank(pagerank, len(passage_ids), passage_vectors.matrix) \
+    affine = AffineResetPageRank(pagerank, len(passage_ids), passage_vectors.matrix,
+                                 row_products=partial(row_products, int8_min_rows=int8_min_records)) \
         if pagerank.method == "push" else None
     return RetrievalState(
         version=graph.version,
@@ -135,7 +141,8 @@ def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: fl
         fact_ids=fact_ids,
         fact_triples=fact_triples,
         fact_nodes=fact_nodes,
-        fact_vectors=DenseVectors(fact_ids, fact_matrix, stores.facts, hnsw_min_records or HNSW_MIN_FACTS, hnsw_top_n),
+        fact_vectors=DenseVectors(fact_ids, fact_matrix, stores.facts, hnsw_min_records or HNSW_MIN_FACTS, hnsw_top_n,
+                                  int8_min_records),
         pagerank=pagerank,
         affine=affine,
     )

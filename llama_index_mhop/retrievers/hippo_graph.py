@@ -31,8 +31,11 @@ title edges alone: 60.5/88/96.5/98; plain dense retrieval: 62.5/78.5/85/89, all_
 changed recall@2 by +1 and recall@10 by -0.5, so they stay off.
 
 Everything a query needs (fact and passage embeddings, the CSR transition matrix) is loaded once per graph
-version by :meth:`HippoGraphIndex.retrieval_state`, never per query. Past 500,000 facts (passages), step 1
-(step 3) reads the nearest facts (passages) from Chroma's HNSW index instead of scoring every vector
+version by :meth:`HippoGraphIndex.retrieval_state`, never per query. Step 1 needs only the best facts and the
+extremes of their similarities, as does step 3 once the walk has its dense share solved: from 50,000 rows
+those come from an int8 estimate of every product, multiplied exactly where the estimate's bound leaves a doubt
+(:mod:`~llama_index_mhop.graph.row_products`), so the results are those of the float32 products. Past 500,000
+facts (passages), step 1 (step 3) reads the nearest facts (passages) from Chroma's HNSW index instead
 (:mod:`~llama_index_mhop.graph.dense_search`).
 """
 
@@ -50,6 +53,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from ..flow import StepRecord
 from ..graph.dense_search import DenseScores
 from ..graph.extraction import entity_key
+from ..graph.row_products import best_first
 from ..graph.state import RetrievalState
 from ..postprocessors import DSPyFactFilter, fact_node
 from ..programs import ProgramSource
@@ -70,10 +74,10 @@ _MAX_NGRAM = 8
 _QUERY_WORD = re.compile(r"[\w][\w'’.\-&]*")
 
 
-def _min_max(scores: np.ndarray, low: float | None = None) -> np.ndarray:
+def _min_max(scores: np.ndarray, low: float, high: float) -> np.ndarray:
+    """``scores`` scaled to [0, 1] by the extremes of all scores, ``low`` and ``high``; all ones if they agree."""
     if scores.size == 0:
         return scores
-    low, high = float(scores.min()) if low is None else low, float(scores.max())
     if high - low <= 0:
         return np.ones_like(scores)
     return (scores - low) / (high - low)
@@ -137,18 +141,18 @@ class HippoGraphRetriever(ProgramRetriever):
         self, state: RetrievalState, query_vector: np.ndarray
     ) -> tuple[DenseScores, list[NodeWithScore], dict[str, int]]:
         """Dense passage scores and the top facts as fact nodes (score: min-max normalised similarity)."""
-        dense = state.passage_vectors.scores(query_vector)
-        if state.fact_vectors.size == 0:
-            return dense, [], {}
-        facts = state.fact_vectors.scores(query_vector)
-        fact_scores = _min_max(facts.scores, facts.low)
-        k = min(self.config.linking_top_k, fact_scores.shape[0])
-        top = np.argpartition(-fact_scores, k - 1)[:k]
-        top = top[np.lexsort((top, -fact_scores[top]))]
+        # The reset needs every passage's similarity unless the walk has the dense share solved: then the best
+        # passages and the extremes are all a query reads.
+        dense = state.passage_vectors.search(
+            query_vector, max(self.config.similarity_top_k, self.config.dense_seed_top_k, _TRACE_TOP),
+            every=state.affine is None,
+        )
+        facts = state.fact_vectors.search(query_vector, self.config.linking_top_k, every=False)
+        fact_scores = _min_max(facts.top_scores, facts.low, facts.high)
         nodes, by_id = [], {}
-        for i in top.tolist():
+        for i, score in zip(facts.top.tolist(), fact_scores.tolist(), strict=True):
             s, p, o = state.fact_triples[i]
-            node = fact_node(s, p, o, score=float(fact_scores[i]))
+            node = fact_node(s, p, o, score=score)
             by_id[node.node.node_id] = i
             nodes.append(node)
         return dense, nodes, by_id
@@ -187,7 +191,7 @@ class HippoGraphRetriever(ProgramRetriever):
         """The whole reset: the seeds, and every passage's min-max normalised dense score times
         ``passage_node_weight`` (plus the optional dense seeds)."""
         passages = len(state.passage_ids)
-        normalised = _min_max(dense.scores, dense.low)
+        normalised = _min_max(dense.scores, dense.low, dense.high)
         reset = seeds.copy()
         reset[:passages] += normalised * self.config.passage_node_weight
         self._add_dense_seeds(reset, dense)
@@ -197,19 +201,20 @@ class HippoGraphRetriever(ProgramRetriever):
 
     def _add_dense_seeds(self, reset: np.ndarray, dense: DenseScores) -> None:
         if self.config.dense_seed_top_k > 0 and self.config.dense_seed_weight > 0:
-            k = min(self.config.dense_seed_top_k, dense.scores.shape[0])
-            best = np.argpartition(-dense.scores, k - 1)[:k]
-            reset[best] += self.config.dense_seed_weight * _min_max(dense.scores, dense.low)[best]
+            k = self.config.dense_seed_top_k
+            reset[dense.top[:k]] += self.config.dense_seed_weight * _min_max(dense.top_scores[:k], dense.low,
+                                                                             dense.high)
 
     def _walk_affine(
         self, state: RetrievalState, seeds: np.ndarray, dense: DenseScores, query_vector: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """PageRank of the same reset as :meth:`_reset` through the state's solved dense share
-        (:mod:`~llama_index_mhop.graph.affine_ppr`): the passages' and the seed walk's entity scores."""
+        (:mod:`~llama_index_mhop.graph.affine_ppr`): the passages' and the seed walk's entity scores, and the
+        passages computed exactly (they hold the best ``similarity_top_k``; None: all of them)."""
         affine = state.affine
         assert affine is not None
         weight = self.config.passage_node_weight
-        high, low = (float(dense.scores.max()), dense.low) if dense.scores.size else (0.0, 0.0)
+        high, low = dense.high, dense.low
         # normalised = (s - low) / (high - low) = scale * s + uniform; all ones when every score is the same
         scale = weight / (high - low) if high - low > 0 else 0.0
         uniform = -scale * low if scale > 0 else weight
@@ -223,8 +228,8 @@ class HippoGraphRetriever(ProgramRetriever):
             scale, query = 0.0, None
         if not seeds.sum() > 0 and not (scale > 0 or uniform > 0):
             uniform = 1.0  # every passage equally distant from the query: start everywhere
-        walked = affine.run(seeds, uniform, scale, query)
-        return walked.passages, walked.seed_entities
+        walked = affine.run(seeds, uniform, scale, query, top_k=self.config.similarity_top_k)
+        return walked.passages, walked.seed_entities, walked.exact_rows
 
     @staticmethod
     def _query_entities(state: RetrievalState, query: str) -> list[int]:
@@ -272,27 +277,29 @@ class HippoGraphRetriever(ProgramRetriever):
         }
         if not kept and not query_entities:
             # HippoRAG 2: no fact survives recognition, so rank by dense retrieval alone.
-            order = self._top(dense.scores, k)
             trace.update(mode="dense", reset_top=[], top_entities=[])
-            results = [NodeWithScore(node=state.passage_nodes[i], score=float(dense.scores[i])) for i in order]
+            results = [NodeWithScore(node=state.passage_nodes[i], score=float(score))
+                       for i, score in zip(dense.top[:k].tolist(), dense.top_scores[:k].tolist(), strict=True)]
         else:
             seeds = self._seeds(state, query_entities, kept, by_id)
-            reset = self._reset(state, seeds, dense)
             passages = len(state.passage_ids)
             if state.affine is None:
-                scores = state.pagerank.run(reset)
-                passage_scores, entity_scores = scores[:passages], scores[passages:]
+                scores = state.pagerank.run(self._reset(state, seeds, dense))
+                passage_scores, entity_scores, exact = scores[:passages], scores[passages:], None
             else:
-                passage_scores, entity_scores = self._walk_affine(state, seeds, dense, query_vector)
-            order = self._top(passage_scores, k)
-            results = [NodeWithScore(node=state.passage_nodes[i], score=float(passage_scores[i])) for i in order]
+                passage_scores, entity_scores, exact = self._walk_affine(state, seeds, dense, query_vector)
+            # Only the exact passages can be among the best (an estimated one is bounded below them).
+            order = best_first(passage_scores, k) if exact is None else exact[best_first(passage_scores[exact], k)]
+            results = [NodeWithScore(node=state.passage_nodes[i], score=float(passage_scores[i]))
+                       for i in order.tolist()]
+            entities = np.flatnonzero(entity_scores)
             trace.update(
                 mode="ppr",
-                reset_top=[self._node_json(state, j, reset[j]) for j in self._top(reset, _TRACE_TOP) if reset[j] > 0],
+                reset_top=[self._node_json(state, j, value) for j, value in self._reset_top(seeds, dense)],
                 # With the solved dense share, the entities' scores are those of the seeds' walk alone.
                 top_entities=[
                     self._node_json(state, passages + j, entity_scores[j])
-                    for j in self._top(entity_scores, _TRACE_TOP)
+                    for j in entities[best_first(entity_scores[entities], _TRACE_TOP)].tolist()
                 ],
             )
         trace["results"] = [
@@ -304,13 +311,17 @@ class HippoGraphRetriever(ProgramRetriever):
             logger.info("HippoGraphRetriever trace: %s", trace)
         return results, trace
 
-    @staticmethod
-    def _top(scores: np.ndarray, k: int) -> list[int]:
-        k = min(k, scores.shape[0])
-        if k <= 0:
-            return []
-        best = np.argpartition(-scores, k - 1)[:k]
-        return best[np.lexsort((best, -scores[best]))].tolist()
+    def _reset_top(self, seeds: np.ndarray, dense: DenseScores) -> list[tuple[int, float]]:
+        """The largest entries of the reset (:meth:`_reset`) as (node, weight), best first. A passage's dense share
+        grows with its similarity, so the seeds and the most similar passages are the only candidates."""
+        shown = dense.top[:_TRACE_TOP]
+        reset = seeds.copy()
+        reset[shown] += _min_max(dense.top_scores[:_TRACE_TOP], dense.low, dense.high) * \
+            self.config.passage_node_weight
+        self._add_dense_seeds(reset, dense)
+        nodes = np.union1d(np.flatnonzero(seeds), shown)
+        values = reset[nodes]
+        return [(int(nodes[i]), float(values[i])) for i in best_first(values, _TRACE_TOP).tolist() if values[i] > 0]
 
     @staticmethod
     def _fact_json(node: NodeWithScore) -> dict[str, Any]:

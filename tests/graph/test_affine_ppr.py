@@ -8,7 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llama_index_mhop.graph.affine_ppr import AffineResetPageRank
+from llama_index_mhop.graph.int8_rows import Int8Rows
 from llama_index_mhop.graph.ppr import PageRankGraph
+from llama_index_mhop.graph.row_products import best_first
 
 
 def hippo_shaped(seed: int, passages: int, entities: int, dims: int = 8, directed: bool = False, **kwargs):
@@ -83,6 +85,27 @@ def test_push_seeds_stay_within_the_bound_and_keep_the_top_21():
         assert np.abs(result.passages - exact).sum() <= result.l1_bound + 1e-6
         top = np.argsort(-exact)[:21]
         assert set(np.argsort(-result.passages)[:21]) == set(top)
+
+
+@pytest.mark.parametrize("method", ["exact", "push"])
+def test_the_top_k_from_the_int8_basis_is_the_exact_walks_bit_for_bit(method):
+    """Asked for its top 21, a walk over an int8-estimated basis multiplies only the rows that can reach them, and
+    those 21 passages and their scores are the floats of the whole product."""
+    graph, vectors, query = hippo_shaped(11, 2000, 1500, dims=16, method=method)
+    whole = AffineResetPageRank(graph, 2000, vectors)
+    estimated = AffineResetPageRank(graph, 2000, vectors, row_products=Int8Rows)
+    assert estimated.basis_products.method == "int8"
+    rng = np.random.default_rng(12)
+    for weight, count in [(0.05, 3), (0.05, 0), (1.0, 1), (20.0, 2)]:  # weak seeds to none: the dense share decides
+        seeds = entity_seeds(graph, 2000, rng, count=count)
+        _, uniform, scale = hippo_reset(graph, vectors, query, seeds, weight)
+        want = whole.run(seeds, uniform, scale, query)
+        got = estimated.run(seeds, uniform, scale, query, top_k=21)
+        assert want.exact_rows is None and 21 <= len(got.exact_rows) < 2000
+        best = got.exact_rows[best_first(got.passages[got.exact_rows], 21)]
+        assert best.tolist() == best_first(want.passages, 21).tolist()
+        assert np.array_equal(got.passages[best], want.passages[best])
+        assert np.array_equal(got.seed_entities, want.seed_entities)
 
 
 def test_without_vectors_only_the_uniform_share_and_seeds_are_solved():

@@ -27,8 +27,29 @@ def test_below_the_threshold_the_scores_are_the_exact_products(vectors):
     ids, matrix, collection, query = vectors
     dense = DenseVectors(ids, matrix, collection, hnsw_min_records=301)
     assert dense.method == "exact"
-    assert np.array_equal(dense.scores(query).scores, np.einsum("ij,j->i", matrix, query))
-    assert dense.scores(query).low == float((matrix @ query).min())
+    exact = np.einsum("ij,j->i", matrix, query)
+    got = dense.search(query, top_k=7)
+    assert np.array_equal(got.scores, exact)
+    assert got.low == float(exact.min()) and got.high == float(exact.max())
+    assert got.top.tolist() == np.argsort(-exact, kind="stable")[:7].tolist()
+    assert np.array_equal(got.top_scores, exact[got.top])
+
+
+def test_the_top_alone_from_the_int8_estimate_is_the_exact_top(vectors):
+    """Asked for the top and the extremes only, an int8-estimated search returns the exact ones, bit for bit."""
+    ids, matrix, collection, _ = vectors
+    exact_search = DenseVectors(ids, matrix, collection, hnsw_min_records=301)
+    estimated = DenseVectors(ids, matrix, collection, hnsw_min_records=301, int8_min_records=1)
+    assert estimated.products.method == "int8"
+    rng = np.random.default_rng(3)
+    for query in [*rng.normal(size=(20, 16)), *matrix[:5]]:
+        query = (query / np.linalg.norm(query)).astype(np.float32)
+        for k in (0, 1, 5, 21):
+            want, got = exact_search.search(query, k), estimated.search(query, k, every=False)
+            assert got.scores is None
+            assert got.top.tolist() == want.top.tolist()
+            assert np.array_equal(got.top_scores, want.top_scores)
+            assert (got.low, got.high) == (want.low, want.high)
 
 
 def test_past_the_threshold_the_nearest_are_exact_and_the_rest_keep_their_total(vectors):
@@ -36,11 +57,12 @@ def test_past_the_threshold_the_nearest_are_exact_and_the_rest_keep_their_total(
     exact = matrix.astype(np.float64) @ query
     dense = DenseVectors(ids, matrix, collection, hnsw_min_records=300, top_n=30)
     assert dense.method == "hnsw" and dense.matrix is None
-    got = dense.scores(query)
+    got = dense.search(query, top_k=3)
     nearest = np.argsort(-exact)[:30]
     assert got.scores[nearest] == pytest.approx(exact[nearest], abs=1e-5)
     rest = np.setdiff1d(np.arange(300), nearest)
     assert np.all(got.scores[rest] == pytest.approx(exact[rest].mean(), abs=1e-5))
     assert got.scores.sum() == pytest.approx(exact.sum(), abs=1e-3)  # the normalised dense mass is unchanged
     assert got.low == pytest.approx(exact.min(), abs=1e-5)  # the nearest record to -query
-    assert DenseVectors(ids, matrix, collection, 300).scores(query, top_n=5).scores.max() == pytest.approx(exact.max())
+    assert got.top.tolist() == nearest[:3].tolist() and got.high == pytest.approx(exact.max(), abs=1e-5)
+    assert DenseVectors(ids, matrix, collection, 300).search(query, top_n=5).scores.max() == pytest.approx(exact.max())

@@ -273,6 +273,24 @@ def test_the_solved_dense_share_ranks_as_the_exact_walk(slice_index, hotpotqa_sl
         np.testing.assert_allclose([s for _, s in ours], [s for _, s in reference], rtol=1e-3)
 
 
+def test_int8_estimates_rank_and_trace_as_the_float32_products(slice_index, hotpotqa_slice, monkeypatch):
+    """Facts, passages and the walk's basis read through int8 estimates: the same rankings, scores and traces."""
+    questions, _ = hotpotqa_slice
+    retriever = slice_index.as_retriever(similarity_top_k=21, dense_seed_top_k=3, dense_seed_weight=0.5)
+    float32 = _large_graph_state(slice_index, retriever.config.damping, monkeypatch, int8_min_records=10**9)
+    int8 = _large_graph_state(slice_index, retriever.config.damping, monkeypatch, int8_min_records=1)
+    assert int8.fact_vectors.products.method == int8.affine.basis_products.method == "int8"
+    assert float32.fact_vectors.products.method == "exact"
+    results = {}
+    for name, state in (("float32", float32), ("int8", int8)):
+        monkeypatch.setattr(slice_index, "retrieval_state", lambda damping, state=state: state)
+        results[name] = [(_rankings(retriever, [q]), retriever.last_trace) for q in questions]
+    for (ranking, trace), (reference, reference_trace) in zip(results["int8"], results["float32"], strict=True):
+        assert ranking == reference
+        for key in ("candidate_facts", "kept_facts", "reset_top", "top_entities", "mode"):
+            assert trace[key] == reference_trace[key]
+
+
 def test_the_solved_uniform_share_ranks_as_the_exact_walk_over_hnsw_scores(slice_index, hotpotqa_slice, monkeypatch):
     """Past HNSW_MIN_PASSAGES the far passages share one dense score: seeds and one solved column replace the walk."""
     questions, _ = hotpotqa_slice

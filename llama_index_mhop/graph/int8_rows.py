@@ -1,0 +1,140 @@
+"""Row products estimated from an int8 copy of the rows, with a bound on each row's error (:mod:`.row_products`).
+
+Each row is stored once more as int8 with one scale (a quarter of float32's bytes), and torch's int8-weight
+matrix product (``torch._weight_int8pack_mm``, the kernel of weight-only quantised linear layers) multiplies the
+query, rounded to bfloat16, with all of them. On the 2-core benchmark machine that reads 230k facts of 384
+dimensions in 6.7 ms against 15.3 ms for the float32 product.
+
+The bound of row ``i`` adds every error the estimate makes: the row's own rounding ``|x_i - s_i Q_i|`` (measured
+once), the query's rounding to bfloat16 times the stored row's norm, the float32 sum of ``D`` products, and the
+bfloat16 rounding of the result (half a unit in its last place, 2^-9 of it). A self-check at construction holds
+the bound against the exact product for a few queries; where the kernel is missing or the check fails, the exact
+product is used instead (:func:`row_products`), so the results never depend on the kernel.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+
+from .row_products import Estimate, ExactRows, RowProducts, all_products
+
+__all__ = ["INT8_MIN_ROWS", "Int8Rows", "row_products"]
+
+logger = logging.getLogger(__name__)
+
+#: From this many rows a matrix gets an int8 copy; below it the exact product takes a few milliseconds at most.
+INT8_MIN_ROWS = 50_000
+_BLOCK_ROWS = 1 << 16  # rows quantised at once, to bound the float32 temporaries
+_OUTPUT_ROUNDING = 2.0**-8  # a bfloat16 result is within 2^-9 of its value: 2^-8 of itself covers it
+_SUM_ROUNDING = 2.0**-23  # float32 sums: per product, twice the unit roundoff
+_CHECK_QUERIES = 4
+_KERNEL_COLUMNS = 16  # the kernel reads columns in blocks of 16: other widths give wrong results or crash it
+
+
+def _bfloat16_upward(values: np.ndarray) -> np.ndarray:
+    """The smallest bfloat16-representable float32 at or above each (non-negative) value."""
+    bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
+    rounded = np.where(bits & 0xFFFF, (bits + 0x10000) & 0xFFFF0000, bits).astype(np.uint32)
+    return rounded.view(np.float32)
+
+
+class Int8Rows:
+    """Products with a float32 matrix, estimated from its int8 copy (see the module docstring).
+
+    Args:
+        matrix: the rows (float32), kept by reference for the exact products.
+
+    Raises:
+        RuntimeError: torch's int8 kernel is missing, or its result broke the bound in the self-check.
+    """
+
+    method = "int8"
+
+    def __init__(self, matrix: np.ndarray) -> None:
+        import torch
+
+        if not hasattr(torch, "_weight_int8pack_mm"):
+            raise RuntimeError("this torch has no _weight_int8pack_mm")
+        self._torch = torch
+        self.matrix = matrix
+        rows, dims = matrix.shape
+        # The scale is bfloat16 in the kernel: rounding it up first keeps every |x / scale| within 127.
+        largest = np.abs(matrix).max(axis=1) if rows else np.zeros(0, np.float32)
+        scales = _bfloat16_upward(np.where(largest > 0, largest / 127.0, 1.0))
+        self._padding = -dims % _KERNEL_COLUMNS
+        codes = np.zeros((rows, dims + self._padding), dtype=np.int8)
+        self.row_errors = np.empty(rows)
+        self.row_norms = np.empty(rows)
+        for start in range(0, rows, _BLOCK_ROWS):
+            block, scale = matrix[start : start + _BLOCK_ROWS], scales[start : start + _BLOCK_ROWS, None]
+            quantised = np.clip(np.rint(block / scale), -127, 127)
+            codes[start : start + len(block), :dims] = quantised
+            stored = quantised.astype(np.float64) * scale
+            self.row_errors[start : start + len(block)] = np.linalg.norm(block - stored, axis=1)
+            self.row_norms[start : start + len(block)] = np.linalg.norm(stored, axis=1)
+        self._codes = torch.from_numpy(codes)
+        self._scales = torch.from_numpy(scales).to(torch.bfloat16)
+        self._sum_factor = dims * _SUM_ROUNDING
+        self._largest_error = float(self.row_errors.max()) if rows else 0.0
+        self._largest_norm = float(self.row_norms.max()) if rows else 0.0
+        self._check()
+
+    @property
+    def nbytes(self) -> int:
+        """Memory of the int8 copy and its per-row numbers (the float32 matrix is the caller's)."""
+        return int(self._codes.numel() + 2 * self._scales.numel() + self.row_errors.nbytes + self.row_norms.nbytes)
+
+    def estimate(self, query: np.ndarray) -> Estimate:
+        torch = self._torch
+        q = np.asarray(query, dtype=np.float32)
+        rounded = torch.from_numpy(np.pad(q, (0, self._padding))).to(torch.bfloat16)
+        rounded_q = rounded.float().numpy()[: q.shape[0]].astype(np.float64)
+        values = torch._weight_int8pack_mm(rounded.reshape(1, -1), self._codes, self._scales)[0]
+        values = values.float().numpy().astype(np.float64)
+        per_error = float(np.linalg.norm(q.astype(np.float64)))
+        per_norm = float(np.linalg.norm(q.astype(np.float64) - rounded_q)) + \
+            self._sum_factor * float(np.linalg.norm(rounded_q))
+        largest = float(np.abs(values).max()) if values.size else 0.0
+
+        def row_bounds(rows: np.ndarray) -> np.ndarray:
+            return (self.row_errors[rows] * per_error + self.row_norms[rows] * per_norm
+                    + np.abs(values[rows]) * _OUTPUT_ROUNDING)
+
+        largest_bound = self._largest_error * per_error + self._largest_norm * per_norm + largest * _OUTPUT_ROUNDING
+        return Estimate(values, largest_bound, row_bounds)
+
+    def exact(self, query: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        return all_products(self.matrix[rows], query)
+
+    def _check(self) -> None:
+        """Hold the bound against the exact product: random queries, and rows of the matrix as queries."""
+        rows = self.matrix.shape[0]
+        if rows == 0:
+            return
+        rng = np.random.default_rng(0)
+        queries: list[Any] = list(rng.standard_normal((_CHECK_QUERIES // 2, self.matrix.shape[1])))
+        queries += [self.matrix[i] for i in rng.integers(0, rows, _CHECK_QUERIES - len(queries))]
+        for query in queries:
+            query = np.asarray(query / (np.linalg.norm(query) or 1.0), dtype=np.float32)
+            estimate = self.estimate(query)
+            bounds = estimate.bounds(np.arange(rows))
+            exact = all_products(self.matrix, query).astype(np.float64)
+            worst = float(np.max(np.abs(exact - estimate.values) - bounds))
+            if bounds.max() > estimate.max_bound:
+                raise RuntimeError("a row's bound exceeds the largest bound")
+            if worst > 0:
+                raise RuntimeError(f"the int8 estimate broke its bound by {worst:.3g}")
+
+
+def row_products(matrix: np.ndarray, int8_min_rows: int = INT8_MIN_ROWS) -> RowProducts:
+    """The products for ``matrix``: :class:`Int8Rows` from ``int8_min_rows`` rows where torch's kernel holds its
+    bound, else :class:`~.row_products.ExactRows`."""
+    if matrix.shape[0] >= max(1, int8_min_rows):
+        try:
+            return Int8Rows(matrix)
+        except (ImportError, RuntimeError) as exc:
+            logger.warning("row products stay exact (float32): %s", exc)
+    return ExactRows(matrix)
