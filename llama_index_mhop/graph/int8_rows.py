@@ -41,8 +41,9 @@ def _bfloat16_upward(values: np.ndarray) -> np.ndarray:
     return rounded.view(np.float32)
 
 
-class Int8Rows:
-    """Products with a float32 matrix, estimated from its int8 copy (see the module docstring).
+class Int8Rows(ExactRows):
+    """Products with a float32 matrix, estimated from its int8 copy (see the module docstring) and exact as
+    :class:`~.row_products.ExactRows` computes them.
 
     Args:
         matrix: the rows (float32), kept by reference for the exact products.
@@ -58,8 +59,8 @@ class Int8Rows:
 
         if not hasattr(torch, "_weight_int8pack_mm"):
             raise RuntimeError("this torch has no _weight_int8pack_mm")
+        super().__init__(matrix)
         self._torch = torch
-        self.matrix = matrix
         rows, dims = matrix.shape
         # The scale is bfloat16 in the kernel: rounding it up first keeps every |x / scale| within 127.
         largest = np.abs(matrix).max(axis=1) if rows else np.zeros(0, np.float32)
@@ -94,8 +95,9 @@ class Int8Rows:
         rounded_q = rounded.float().numpy()[: q.shape[0]].astype(np.float64)
         values = torch._weight_int8pack_mm(rounded.reshape(1, -1), self._codes, self._scales)[0]
         values = values.float().numpy().astype(np.float64)
-        per_error = float(np.linalg.norm(q.astype(np.float64)))
-        per_norm = float(np.linalg.norm(q.astype(np.float64) - rounded_q)) + \
+        exact_q = q.astype(np.float64)
+        per_error = float(np.linalg.norm(exact_q))
+        per_norm = float(np.linalg.norm(exact_q - rounded_q)) + \
             self._sum_factor * float(np.linalg.norm(rounded_q))
         largest = float(np.abs(values).max()) if values.size else 0.0
 
@@ -105,9 +107,6 @@ class Int8Rows:
 
         largest_bound = self._largest_error * per_error + self._largest_norm * per_norm + largest * _OUTPUT_ROUNDING
         return Estimate(values, largest_bound, row_bounds)
-
-    def exact(self, query: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        return all_products(self.matrix[rows], query)
 
     def _check(self) -> None:
         """Hold the bound against the exact product: random queries, and rows of the matrix as queries."""

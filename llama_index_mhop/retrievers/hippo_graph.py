@@ -188,21 +188,21 @@ class HippoGraphRetriever(ProgramRetriever):
         return entity_weights
 
     def _reset(self, state: RetrievalState, seeds: np.ndarray, dense: DenseScores) -> np.ndarray:
-        """The whole reset: the seeds, and every passage's min-max normalised dense score times
-        ``passage_node_weight`` (plus the optional dense seeds)."""
+        """The whole reset: the seeds (dense seeds included), and every passage's min-max normalised dense score
+        times ``passage_node_weight``."""
         passages = len(state.passage_ids)
         normalised = _min_max(dense.scores, dense.low, dense.high)
         reset = seeds.copy()
         reset[:passages] += normalised * self.config.passage_node_weight
-        self._add_dense_seeds(reset, dense)
         if not reset.sum() > 0:  # every passage equally distant from the query: start everywhere
             reset[:passages] = 1.0
         return reset
 
-    def _add_dense_seeds(self, reset: np.ndarray, dense: DenseScores) -> None:
+    def _add_dense_seeds(self, seeds: np.ndarray, dense: DenseScores) -> None:
+        """Add the optional dense seeds: the best passages' normalised similarity times ``dense_seed_weight``."""
         if self.config.dense_seed_top_k > 0 and self.config.dense_seed_weight > 0:
             k = self.config.dense_seed_top_k
-            reset[dense.top[:k]] += self.config.dense_seed_weight * _min_max(dense.top_scores[:k], dense.low,
+            seeds[dense.top[:k]] += self.config.dense_seed_weight * _min_max(dense.top_scores[:k], dense.low,
                                                                              dense.high)
 
     def _walk_affine(
@@ -218,11 +218,10 @@ class HippoGraphRetriever(ProgramRetriever):
         # normalised = (s - low) / (high - low) = scale * s + uniform; all ones when every score is the same
         scale = weight / (high - low) if high - low > 0 else 0.0
         uniform = -scale * low if scale > 0 else weight
-        seeds = seeds.copy()
-        self._add_dense_seeds(seeds, dense)
         query: np.ndarray | None = query_vector
         if dense.near is not None:
             # HNSW search: the far passages share one similarity, the near ones differ from it by a few seeds.
+            seeds = seeds.copy()
             seeds[dense.near] += np.maximum(scale * (dense.scores[dense.near] - dense.rest), 0.0)
             uniform += scale * dense.rest
             scale, query = 0.0, None
@@ -282,6 +281,7 @@ class HippoGraphRetriever(ProgramRetriever):
                        for i, score in zip(dense.top[:k].tolist(), dense.top_scores[:k].tolist(), strict=True)]
         else:
             seeds = self._seeds(state, query_entities, kept, by_id)
+            self._add_dense_seeds(seeds, dense)
             passages = len(state.passage_ids)
             if state.affine is None:
                 scores = state.pagerank.run(self._reset(state, seeds, dense))
@@ -313,14 +313,12 @@ class HippoGraphRetriever(ProgramRetriever):
 
     def _reset_top(self, seeds: np.ndarray, dense: DenseScores) -> list[tuple[int, float]]:
         """The largest entries of the reset (:meth:`_reset`) as (node, weight), best first. A passage's dense share
-        grows with its similarity, so the seeds and the most similar passages are the only candidates."""
-        shown = dense.top[:_TRACE_TOP]
-        reset = seeds.copy()
-        reset[shown] += _min_max(dense.top_scores[:_TRACE_TOP], dense.low, dense.high) * \
-            self.config.passage_node_weight
-        self._add_dense_seeds(reset, dense)
-        nodes = np.union1d(np.flatnonzero(seeds), shown)
-        values = reset[nodes]
+        grows with its similarity, so the seeds and the most similar passages (every dense seed among them) are
+        the only candidates."""
+        nodes = np.union1d(np.flatnonzero(seeds), dense.top)
+        values = seeds[nodes]
+        share = _min_max(dense.top_scores, dense.low, dense.high) * self.config.passage_node_weight
+        values[np.searchsorted(nodes, dense.top)] += share
         return [(int(nodes[i]), float(values[i])) for i in best_first(values, _TRACE_TOP).tolist() if values[i] > 0]
 
     @staticmethod

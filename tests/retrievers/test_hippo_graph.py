@@ -16,6 +16,7 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 
 from llama_index_mhop.graph import ppr
 from llama_index_mhop.graph.index import EmptyIndexError, HippoGraphIndex
+from llama_index_mhop.graph.row_products import best_first
 from llama_index_mhop.graph.state import load_retrieval_state
 from llama_index_mhop.postprocessors import DSPyFactFilter
 from llama_index_mhop.retrievers.hippo_graph import HippoGraphRetriever
@@ -289,6 +290,30 @@ def test_int8_estimates_rank_and_trace_as_the_float32_products(slice_index, hotp
         assert ranking == reference
         for key in ("candidate_facts", "kept_facts", "reset_top", "top_entities", "mode"):
             assert trace[key] == reference_trace[key]
+
+
+@pytest.mark.parametrize("settings", [{}, {"dense_seed_top_k": 3, "dense_seed_weight": 0.5}])
+def test_the_traced_reset_top_is_the_top_of_the_whole_reset(slice_index, hotpotqa_slice, monkeypatch, settings):
+    """The trace reads the reset's top from the seeds and the best passages alone: the same entries, weights and
+    order as the whole reset gives."""
+    questions, _ = hotpotqa_slice
+    retriever = slice_index.as_retriever(similarity_top_k=21, **settings)
+    state = slice_index.retrieval_state(damping=retriever.config.damping)
+    traced = retriever._reset_top
+    compared = 0
+
+    def compare(seeds, dense):
+        nonlocal compared
+        got = traced(seeds, dense)
+        reset = retriever._reset(state, seeds, dense)
+        assert got == [(j, float(reset[j])) for j in best_first(reset, 10).tolist() if reset[j] > 0]
+        compared += 1
+        return got
+
+    monkeypatch.setattr(retriever, "_reset_top", compare)
+    for question in questions:
+        retriever.retrieve(question["question"])
+    assert compared > len(questions) // 2
 
 
 def test_the_solved_uniform_share_ranks_as_the_exact_walk_over_hnsw_scores(slice_index, hotpotqa_slice, monkeypatch):
