@@ -39,6 +39,7 @@ from ppr_scaling import synthetic_graph, timed  # noqa: E402  (a sibling script,
 from llama_index_mhop.graph.affine_ppr import AffineResetPageRank  # noqa: E402
 from llama_index_mhop.graph.dense_search import HNSW_MIN_PASSAGES, HNSW_TOP_N  # noqa: E402
 from llama_index_mhop.graph.ppr import PageRankGraph  # noqa: E402
+from llama_index_mhop.graph.sparse_vector import SparseVector  # noqa: E402
 
 WEIGHT = 0.05  # HippoRAG 2's passage_node_weight
 TOP = 21
@@ -95,7 +96,7 @@ def run_size(n_passages: int, dims: int, queries: int, seed: int, hnsw_min_passa
         seeds, uniform, scale, q, reset = query_parts(rng, graph, n_p, vectors, hnsw)
         exact, seconds_exact = timed(graph.run_exact, reset)
         pushed, seconds_push = timed(graph.run_push, reset)
-        solved, seconds_affine = timed(affine.run, seeds, uniform, scale, q)
+        solved, seconds_affine = timed(affine.run, SparseVector.from_dense(seeds), uniform, scale, q)
         if i == 0:
             continue  # warm-up
         exact_ms.append(1e3 * seconds_exact)

@@ -11,7 +11,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "llama_index_mhop"
 #: Modules of the pure layer: standard library, numpy/scipy and PyStemmer-level dependencies only.
 PURE = ("fusion", "parsing", "metrics", "text", "sync", "rwlock", "counters", "config", "graph.ppr", "graph.push_ppr",
-        "graph.affine_ppr", "graph.row_products")
+        "graph.affine_ppr", "graph.row_products", "graph.sparse_vector")
 HEAVY = ("dspy", "chromadb", "llama_index", "torch")
 
 

@@ -38,7 +38,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .ppr import PageRankGraph
-from .row_products import ExactRows, RowProducts, all_products, top_candidates
+from .row_products import ExactRows, RowProducts, all_products, largest_magnitude, top_candidates
+from .sparse_vector import SparseVector
 
 __all__ = ["AffineResetPageRank", "AffineResetScores", "DEFAULT_BASIS_TOL"]
 
@@ -56,7 +57,8 @@ class AffineResetScores:
 
     Attributes:
         passages: the PageRank probability of each passage node (the passages' share of a vector summing to 1).
-        seed_entities: the entity nodes' probability from the seeds' part of the walk alone (for traces).
+        seed_entities: the entity nodes' probability from the seeds' part of the walk alone (for traces), at the
+            entities it reached (node numbers counted from the first entity).
         l1_bound: a bound on the L1 error of ``passages`` from the seeds' push (0 when they are walked by power
             iteration, whose tolerance is 1e-10); the float32 rounding of the basis (about 1e-6 relative) is
             not in it.
@@ -65,7 +67,7 @@ class AffineResetScores:
     """
 
     passages: np.ndarray
-    seed_entities: np.ndarray
+    seed_entities: SparseVector
     l1_bound: float
     exact_rows: np.ndarray | None = None
 
@@ -133,12 +135,12 @@ class AffineResetPageRank:
             held += [self.basis, self.vector_totals, self.vector_sums]
         return int(sum(a.nbytes for a in held)) + int(getattr(self.basis_products, "nbytes", 0))
 
-    def run(self, seeds: np.ndarray, uniform: float = 0.0, scale: float = 0.0,
+    def run(self, seeds: SparseVector, uniform: float = 0.0, scale: float = 0.0,
             query: np.ndarray | None = None, top_k: int | None = None) -> AffineResetScores:
         """The PageRank vector of ``seeds`` plus ``uniform + scale * E q`` on every passage.
 
         Args:
-            seeds: one non-negative weight per node (the sparse part of the reset).
+            seeds: the sparse part of the reset: non-negative weights at a few nodes.
             uniform: the weight every passage gets (may be negative where ``scale * E q`` makes up for it: the
                 caller keeps every passage's share non-negative).
             scale: the factor of each passage's similarity ``E q`` (0 without ``query``).
@@ -146,12 +148,12 @@ class AffineResetPageRank:
             top_k: only the best ``top_k`` passages need be exact (see :attr:`AffineResetScores.exact_rows`).
 
         Raises:
-            ValueError: the reset would be all zero, seeds of the wrong shape or negative, or ``query`` has no
+            ValueError: the reset would be all zero, seeds outside the graph or negative, or ``query`` has no
                 basis.
         """
         n, passages = self.pagerank.n_nodes, self.num_passages
-        if seeds.shape != (n,) or (seeds.size and seeds.min() < 0):
-            raise ValueError(f"seeds must be {n} non-negative weights, one per node")
+        if seeds.nodes.size and (seeds.nodes[0] < 0 or seeds.nodes[-1] >= n or seeds.values.min() < 0):
+            raise ValueError(f"seeds must be non-negative weights on nodes in [0, {n})")
         dense_mass = uniform * passages
         dense_total = uniform * self.uniform_total
         q = None
@@ -163,66 +165,75 @@ class AffineResetPageRank:
             q = np.asarray(query, dtype=np.float32)
             dense_mass += scale * float(self.vector_sums @ q)
             dense_total += scale * float(self.vector_totals @ q)
-        seed_mass = float(seeds.sum())
+        seed_mass = seeds.total()
         if not seed_mass + dense_mass > 0:
             raise ValueError("the reset is all zero: at least one node needs a positive weight")
-        seed_total = float(self.node_totals @ seeds)
+        seed_total = float(self.node_totals[seeds.nodes] @ seeds.values)
         walked, bound = self._walk_seeds(seeds, seed_mass, seed_total, seed_mass + dense_mass)
         total = seed_total + dense_total
-        scores = walked[:passages] + uniform * self.uniform_response
+        walked_passages, walked_entities = walked.split(passages)
+        scores = uniform * self.uniform_response
+        scores[walked_passages.nodes] += walked_passages.values
         exact_rows = None
         if q is not None:
-            exact_rows = self._add_similarity(scores, scale, q, total, top_k)
-        scores /= total
+            scores, exact_rows = self._add_similarity(scores, scale, q, total, top_k)
+        else:
+            scores /= total
         np.maximum(scores, 0.0, out=scores)
-        return AffineResetScores(scores, walked[passages:] / total, bound / total, exact_rows)
+        return AffineResetScores(scores, SparseVector(walked_entities.nodes, walked_entities.values / total),
+                                 bound / total, exact_rows)
 
     def _add_similarity(self, scores: np.ndarray, scale: float, q: np.ndarray, total: float,
-                        top_k: int | None) -> np.ndarray | None:
-        """Add ``scale * Z q`` to ``scores``: exactly, or (``top_k``, and a basis estimate) exactly on the rows
-        that can be among the best ``top_k`` of ``scores / total`` and estimated elsewhere; those rows, or None."""
+                        top_k: int | None) -> tuple[np.ndarray, np.ndarray | None]:
+        """``(scores + scale * Z q) / total``: exact, or (``top_k``, and a basis estimate) exact on the rows that
+        can be among the best ``top_k`` and estimated elsewhere; and those rows (None: all are exact)."""
         basis = self.basis_products
         assert basis is not None
         if top_k is None:
             scores += scale * all_products(self.basis, q)
-            return None
+            scores /= total
+            return scores, None
         estimate = basis.estimate(q)
         if estimate.max_bound == 0:
             scores += scale * estimate.values
-            return None
-        exact_base = scores.copy()
-        scores += scale * estimate.values
-        center = scores / total
+            scores /= total
+            return scores, None
+        center = scores + scale * estimate.values
+        center /= total
 
         def radius(rows: np.ndarray) -> np.ndarray:
             return abs(scale) * (estimate.bounds(rows) + np.abs(estimate.values[rows]) * _PRODUCT_ROUNDING) / total
 
-        largest_value = float(np.abs(estimate.values).max())
+        largest_value = largest_magnitude(estimate.values)
         largest = abs(scale) * (estimate.max_bound + largest_value * _PRODUCT_ROUNDING) / total
         rows, threshold = top_candidates(center, radius, largest, top_k)
         if not threshold > 0:  # scores clip at 0: when the top may hold zeros, every row is a candidate
             rows = np.arange(scores.shape[0])
-        scores[rows] = exact_base[rows] + scale * basis.exact(q, rows)
-        return rows
+        # the same operations as the exact product's, row by row: the same floats
+        exact = scores[rows] + scale * basis.exact(q, rows)
+        center[rows] = exact / total
+        return center, rows
 
-    def _walk_seeds(self, seeds: np.ndarray, seed_mass: float, seed_total: float,
-                    reset_mass: float) -> tuple[np.ndarray, float]:
+    def _walk_seeds(self, seeds: SparseVector, seed_mass: float, seed_total: float,
+                    reset_mass: float) -> tuple[SparseVector, float]:
         """``z(seeds)`` (unnormalised; ``seed_total`` is its sum ``u . seeds``) and a bound on its L1 error."""
-        n = self.pagerank.n_nodes
         if seed_mass <= 0:
-            return np.zeros(n), 0.0
+            return SparseVector.empty(), 0.0
         damping = self.pagerank.damping
         if self.pagerank.method != "push":
-            exact = self.pagerank.run_exact(seeds)
-            return exact * seed_total, 0.0
+            exact = self.pagerank.run_exact(seeds.to_dense(self.pagerank.n_nodes))
+            return SparseVector.from_dense(exact * seed_total), 0.0
         # The same absolute accuracy as a push of the whole reset at the graph's epsilon: the seeds hold a small
         # share of the reset's mass, so their push may stop that much earlier.
         epsilon = self.pagerank.push_epsilon * reset_mass / seed_mass
-        pushed = self.pagerank.run_push(seeds, epsilon=epsilon, keep_remainder=True)
+        pushed = self.pagerank.push_from(SparseVector(seeds.nodes, seeds.values / seed_mass), epsilon)
         # Push keeps y = p + (1 - d) * sum_k (d M)^k r: adding the first term of the remainder, (1 - d) r, leaves
-        # at most d |r| out, and keeps a seed too light to push (a hub entity) where it is.
-        estimate = pushed.scores * pushed.mass + (1.0 - damping) * pushed.remainder
-        return estimate * (seed_mass / (1.0 - damping)), damping * pushed.residual * seed_mass / (1.0 - damping)
+        # at most d |r| out, and keeps a seed too light to push (a hub entity) where it is. Both are over the
+        # nodes the push reached.
+        estimate = pushed.estimate.values + (1.0 - damping) * pushed.remainder.values
+        factor = seed_mass / (1.0 - damping)
+        return (SparseVector(pushed.estimate.nodes, estimate * factor),
+                damping * pushed.remainder.total() * factor)
 
 
 def _solve(m, damping: float, rhs: np.ndarray, n: int, tol: float) -> tuple[np.ndarray, int]:

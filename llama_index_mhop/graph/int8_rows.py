@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .row_products import Estimate, ExactRows, RowProducts, all_products
+from .row_products import Estimate, ExactRows, RowProducts, all_products, largest_magnitude
 
 __all__ = ["INT8_MIN_ROWS", "Int8Rows", "row_products"]
 
@@ -94,12 +94,12 @@ class Int8Rows(ExactRows):
         rounded = torch.from_numpy(np.pad(q, (0, self._padding))).to(torch.bfloat16)
         rounded_q = rounded.float().numpy()[: q.shape[0]].astype(np.float64)
         values = torch._weight_int8pack_mm(rounded.reshape(1, -1), self._codes, self._scales)[0]
-        values = values.float().numpy().astype(np.float64)
+        values = values.to(torch.float64).numpy()  # bfloat16 to float64 is exact
         exact_q = q.astype(np.float64)
         per_error = float(np.linalg.norm(exact_q))
         per_norm = float(np.linalg.norm(exact_q - rounded_q)) + \
             self._sum_factor * float(np.linalg.norm(rounded_q))
-        largest = float(np.abs(values).max()) if values.size else 0.0
+        largest = largest_magnitude(values)
 
         def row_bounds(rows: np.ndarray) -> np.ndarray:
             return (self.row_errors[rows] * per_error + self.row_norms[rows] * per_norm

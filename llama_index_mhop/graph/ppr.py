@@ -30,7 +30,8 @@ from typing import Any
 import numpy as np
 from scipy import sparse
 
-from .push_ppr import PushResult, push_pagerank
+from .push_ppr import PushResult, PushScratch, SparsePush, push_pagerank, push_sparse
+from .sparse_vector import SparseVector
 
 __all__ = [
     "DEFAULT_DAMPING",
@@ -287,6 +288,8 @@ class PageRankGraph:
         self.method = method if method != "auto" else ("push" if n >= PUSH_MIN_NODES else "exact")
         self.push_epsilon = float(push_epsilon) if push_epsilon is not None else PUSH_TOLERANCE / max(1, n)
         self._walk = walk if self.method == "push" else None  # P = M.T: only push reads a node's out-edges
+        self._threshold_weight: np.ndarray | None = None
+        self._scratch: PushScratch | None = None
         self._damped = self._transition.copy()
         self._damped.data *= self.damping  # one multiply per graph instead of one per iteration
         self.build_seconds = time.perf_counter() - started
@@ -422,6 +425,18 @@ class PageRankGraph:
         d = self.damping if damping is None else _check_damping(damping)
         return push_pagerank(self._transition, self._walk, self._out_weight, r, d,
                              self.push_epsilon if epsilon is None else epsilon, keep_remainder)
+
+    def push_from(self, seeds: SparseVector, epsilon: float) -> SparsePush:
+        """Forward push from a few seeds (unnormalised, non-negative), touching only the memory of the nodes it
+        reaches (:func:`~.push_ppr.push_sparse`); thread-safe."""
+        if self._walk is None:
+            self._walk = self._transition.transpose().tocsr()
+        if self._scratch is None:
+            self._threshold_weight = np.where(self._out_weight > 0, self._out_weight, 1.0)
+            self._scratch = PushScratch(self.n_nodes)
+        assert self._threshold_weight is not None
+        return push_sparse(self._transition, self._walk, self._threshold_weight, seeds, self.damping, epsilon,
+                           self._scratch)
 
     def scores_by_node(self, scores: np.ndarray) -> dict[Hashable, float]:
         """Map a score vector from :meth:`run` to ``{node key: score}`` (needs ``nodes=``)."""

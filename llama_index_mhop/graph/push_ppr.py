@@ -9,7 +9,9 @@ bounded by ``1 / (epsilon * (1 - damping))`` edge visits, independent of the gra
 
 Here all nodes over the threshold are pushed at once per round (a vectorised, synchronous push; the invariant
 and the bounds below hold for any push order). A round with many active nodes is one sparse matrix product, a
-round with few touches only their out-edges.
+round with few touches only their out-edges. :func:`push_sparse` starts from a few seeds (a
+:class:`~.sparse_vector.SparseVector`) and returns the nodes it reached; its two graph-sized arrays come from a
+:class:`PushScratch` pool, so a query writes only the entries its push touches.
 
 **Error bounds.** Let ``y = (1 - damping) * sum_k (damping * M)^k r0`` be the unnormalised PPR of the reset ``r0``
 (power iteration returns ``y / |y|_1``; they are equal when no node is dangling). Push keeps
@@ -23,15 +25,17 @@ round with few touches only their out-edges.
 
 from __future__ import annotations
 
+import queue
 from dataclasses import dataclass
 
 import numpy as np
 from scipy import sparse
 
-__all__ = ["PushResult", "push_pagerank"]
+from .sparse_vector import SparseVector
+
+__all__ = ["PushResult", "PushScratch", "SparsePush", "push_pagerank", "push_sparse"]
 
 _DENSE_ROUND_SHARE = 1 / 16  # a round pushing more than this share of the nodes is one full sparse product
-_SCATTER_SHARE = 64  # a round touching more than n / 64 edges adds its pushes with one bincount over all nodes
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,97 @@ class PushResult:
     remainder: np.ndarray | None = None  # the residual vector r itself (only when asked for)
 
 
+@dataclass(frozen=True)
+class SparsePush:
+    """A push's unnormalised estimate ``p`` and residual ``r`` (the nodes it reached), and its work."""
+
+    estimate: SparseVector
+    remainder: SparseVector
+    rounds: int
+    pushes: int
+
+
+class PushScratch:
+    """Zeroed arrays of one graph's size, lent to one push at a time and zeroed again where the push wrote.
+
+    A push from a few seeds writes a few thousand entries of its estimate and residual; fresh arrays of the
+    graph's size would cost a page fault per 4 KB at every query. Thread-safe: concurrent pushes get their own.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._free: queue.SimpleQueue[tuple[np.ndarray, np.ndarray]] = queue.SimpleQueue()
+
+    def take(self) -> tuple[np.ndarray, np.ndarray]:
+        try:
+            return self._free.get_nowait()
+        except queue.Empty:
+            return np.zeros(self.size), np.zeros(self.size)
+
+    def give_back(self, pair: tuple[np.ndarray, np.ndarray]) -> None:
+        """Return a pair whose every entry is zero again."""
+        self._free.put(pair)
+
+
+def push_sparse(
+    transition: sparse.csr_matrix,
+    walk: sparse.csr_matrix,
+    threshold_weight: np.ndarray,
+    seeds: SparseVector,
+    damping: float,
+    epsilon: float,
+    scratch: PushScratch | None = None,
+) -> SparsePush:
+    """Forward push from ``seeds`` (any non-negative mass) while some ``r[u] > epsilon * threshold_weight[u]``.
+
+    Args:
+        transition: the column-stochastic transition matrix ``M`` (CSR).
+        walk: its transpose as CSR (row ``u``: where a walker at ``u`` goes, with what probability).
+        threshold_weight: per node, its weighted out-degree, or 1 for a dangling node.
+        seeds: the reset ``r0``; the push keeps ``y = p + (1 - d) * sum_k (d M)^k r`` for
+            ``y = (1 - d) * sum_k (d M)^k r0`` (see the module docstring).
+        damping: probability of following an edge, in [0, 1).
+        epsilon: the threshold per unit of ``threshold_weight``.
+        scratch: the arrays to work in (default: fresh ones).
+
+    Raises:
+        ValueError: ``epsilon`` is not positive.
+    """
+    if not epsilon > 0:
+        raise ValueError(f"epsilon must be > 0, got {epsilon!r}")
+    n = transition.shape[0]
+    pool = scratch or PushScratch(n)
+    pair = pool.take()
+    estimate, residual = pair
+    residual[seeds.nodes] = seeds.values
+    active = seeds.nodes[seeds.values > epsilon * threshold_weight[seeds.nodes]]
+    rounds = pushes = 0
+    while active.size:
+        rounds += 1
+        pushes += active.size
+        mass = residual[active]
+        residual[active] = 0.0
+        estimate[active] += (1.0 - damping) * mass
+        if active.size > n * _DENSE_ROUND_SHARE:
+            spread = np.zeros(n)
+            spread[active] = mass
+            residual += damping * (transition @ spread)
+            active = np.flatnonzero(residual > epsilon * threshold_weight)
+        else:
+            targets, weights, counts = _rows_of(walk, active)
+            np.add.at(residual, targets, damping * weights * np.repeat(mass, counts))
+            active = np.unique(targets[residual[targets] > epsilon * threshold_weight[targets]])
+    # The estimate is non-zero where pushed, the residual where mass arrived and was not pushed on; one pass
+    # over both, in byte-sized flags, costs less than sorting the two sets together.
+    reached = np.flatnonzero((estimate != 0) | (residual != 0))
+    result = SparsePush(SparseVector(reached, estimate[reached]), SparseVector(reached, residual[reached]),
+                        rounds, pushes)
+    estimate[reached] = 0.0
+    residual[reached] = 0.0
+    pool.give_back(pair)
+    return result
+
+
 def push_pagerank(
     transition: sparse.csr_matrix,
     walk: sparse.csr_matrix,
@@ -66,7 +161,8 @@ def push_pagerank(
     epsilon: float,
     keep_remainder: bool = False,
 ) -> PushResult:
-    """Approximate Personalized PageRank by forward push (see the module docstring for the bounds).
+    """Approximate Personalized PageRank of a whole reset vector by forward push (see the module docstring for
+    the bounds).
 
     Args:
         transition: the column-stochastic transition matrix ``M`` (CSR), as :func:`.ppr.transition_matrix` builds.
@@ -83,39 +179,16 @@ def push_pagerank(
     Raises:
         ValueError: ``epsilon`` is not positive.
     """
-    if not epsilon > 0:
-        raise ValueError(f"epsilon must be > 0, got {epsilon!r}")
     n = reset.shape[0]
-    threshold = epsilon * np.where(out_weight > 0, out_weight, 1.0)
-    estimate = np.zeros(n)
-    residual = reset.astype(np.float64, copy=True)
-    active = np.flatnonzero(residual > threshold)
-    rounds = pushes = 0
-    while active.size:
-        rounds += 1
-        pushes += active.size
-        mass = residual[active]
-        residual[active] = 0.0
-        estimate[active] += (1.0 - damping) * mass
-        if active.size > n * _DENSE_ROUND_SHARE:
-            spread = np.zeros(n)
-            spread[active] = mass
-            residual += damping * (transition @ spread)
-            active = np.flatnonzero(residual > threshold)
-        else:
-            targets, weights, counts = _rows_of(walk, active)
-            spread = damping * weights * np.repeat(mass, counts)
-            if targets.size * _SCATTER_SHARE > n:
-                residual += np.bincount(targets, weights=spread, minlength=n)
-            else:
-                np.add.at(residual, targets, spread)
-            active = np.unique(targets[residual[targets] > threshold[targets]])
-    left = float(residual.sum())
+    pushed = push_sparse(transition, walk, np.where(out_weight > 0, out_weight, 1.0),
+                         SparseVector.from_dense(np.asarray(reset, dtype=np.float64)), damping, epsilon)
+    estimate = pushed.estimate.to_dense(n)
+    left = pushed.remainder.total()
     total = float(estimate.sum())
-    remainder = residual if keep_remainder else None
+    remainder = pushed.remainder.to_dense(n) if keep_remainder else None
     if not total > 0:  # every node under its threshold from the start
-        return PushResult(estimate, 0.0, left, float("inf"), rounds, pushes, remainder)
-    return PushResult(estimate / total, total, left, 2.0 * left / total, rounds, pushes, remainder)
+        return PushResult(estimate, 0.0, left, float("inf"), pushed.rounds, pushed.pushes, remainder)
+    return PushResult(estimate / total, total, left, 2.0 * left / total, pushed.rounds, pushed.pushes, remainder)
 
 
 def _rows_of(matrix: sparse.csr_matrix, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -18,8 +18,8 @@ from typing import Protocol
 
 import numpy as np
 
-__all__ = ["Estimate", "ExactRows", "RowProducts", "all_products", "best_first", "lowest_candidates",
-           "top_candidates"]
+__all__ = ["Estimate", "ExactRows", "RowProducts", "all_products", "best_first", "largest_magnitude",
+           "lowest_candidates", "top_candidates"]
 
 
 def all_products(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
@@ -27,6 +27,11 @@ def all_products(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
     # einsum, not BLAS: a threaded BLAS call leaves its threads spinning, and on a small machine they slow the
     # next query embedding several times over (measured p50 340 ms against 48 ms on 2 cores).
     return np.einsum("ij,j->i", matrix, query)
+
+
+def largest_magnitude(values: np.ndarray) -> float:
+    """``max |values|`` (0 for none), without writing an array of absolute values."""
+    return max(float(values.max()), -float(values.min())) if values.size else 0.0
 
 
 def best_first(values: np.ndarray, k: int) -> np.ndarray:

@@ -54,6 +54,7 @@ from ..flow import StepRecord
 from ..graph.dense_search import DenseScores
 from ..graph.extraction import entity_key
 from ..graph.row_products import best_first
+from ..graph.sparse_vector import SparseVector
 from ..graph.state import RetrievalState
 from ..postprocessors import DSPyFactFilter, fact_node
 from ..programs import ProgramSource
@@ -159,55 +160,55 @@ class HippoGraphRetriever(ProgramRetriever):
 
     def _seeds(
         self, state: RetrievalState, query_entities: list[int], kept: list[NodeWithScore], by_id: dict[str, int]
-    ) -> np.ndarray:
+    ) -> SparseVector:
         """The reset's entity part: kept facts' entities (the ``linking_top_k`` best) and the query's entities."""
-        n = state.num_nodes
-        entity_weights = np.zeros(n)
-        occurrences = np.zeros(n)
+        sums: dict[int, float] = {}
+        occurrences: dict[int, int] = {}
         counts = state.passage_counts
         for node in kept:
             i = by_id.get(node.node.node_id)
             if i is None:
                 continue
             score = float(node.score or 0.0)
-            for j in state.fact_nodes[i]:
+            for j in state.fact_nodes[i].tolist():
                 # A fact's entity found in many passages says less about which passage is meant.
-                entity_weights[j] += score / counts[j] if counts[j] > 0 else score
-                occurrences[j] += 1
-        np.divide(entity_weights, occurrences, out=entity_weights, where=occurrences > 0)
-        seeded = np.flatnonzero(entity_weights)
-        if len(seeded) > self.config.linking_top_k:
-            # HippoRAG 2 keeps only the linking_top_k best fact entities in the reset.
-            order = seeded[np.lexsort((seeded, -entity_weights[seeded]))]
-            entity_weights[order[self.config.linking_top_k :]] = 0.0
+                sums[j] = sums.get(j, 0.0) + (score / counts[j] if counts[j] > 0 else score)
+                occurrences[j] = occurrences.get(j, 0) + 1
+        weights = {j: total / occurrences[j] for j, total in sums.items() if total != 0}
+        if len(weights) > self.config.linking_top_k:
+            # HippoRAG 2 keeps only the linking_top_k best fact entities in the reset (equal ones by node).
+            best = sorted(weights, key=lambda j: (-weights[j], j))[: self.config.linking_top_k]
+            weights = {j: weights[j] for j in best}
         if self.config.query_entity_weight > 0:
             # Entities the query names are not cut by linking_top_k: the user asked about them.
             for j in query_entities:
                 weight = self.config.query_entity_weight
-                entity_weights[j] += weight / counts[j] if counts[j] > 0 else weight
-        return entity_weights
+                weights[j] = weights.get(j, 0.0) + (weight / counts[j] if counts[j] > 0 else weight)
+        return SparseVector.from_mapping(weights)
 
-    def _reset(self, state: RetrievalState, seeds: np.ndarray, dense: DenseScores) -> np.ndarray:
+    def _reset(self, state: RetrievalState, seeds: SparseVector, dense: DenseScores) -> np.ndarray:
         """The whole reset: the seeds (dense seeds included), and every passage's min-max normalised dense score
         times ``passage_node_weight``."""
         passages = len(state.passage_ids)
         normalised = _min_max(dense.scores, dense.low, dense.high)
-        reset = seeds.copy()
+        reset = seeds.to_dense(state.num_nodes)
         reset[:passages] += normalised * self.config.passage_node_weight
         if not reset.sum() > 0:  # every passage equally distant from the query: start everywhere
             reset[:passages] = 1.0
         return reset
 
-    def _add_dense_seeds(self, seeds: np.ndarray, dense: DenseScores) -> None:
-        """Add the optional dense seeds: the best passages' normalised similarity times ``dense_seed_weight``."""
+    def _add_dense_seeds(self, seeds: SparseVector, dense: DenseScores) -> SparseVector:
+        """The seeds with the optional dense seeds: the best passages' normalised similarity times
+        ``dense_seed_weight``."""
         if self.config.dense_seed_top_k > 0 and self.config.dense_seed_weight > 0:
             k = self.config.dense_seed_top_k
-            seeds[dense.top[:k]] += self.config.dense_seed_weight * _min_max(dense.top_scores[:k], dense.low,
-                                                                             dense.high)
+            return seeds.plus(dense.top[:k],
+                              self.config.dense_seed_weight * _min_max(dense.top_scores[:k], dense.low, dense.high))
+        return seeds
 
     def _walk_affine(
-        self, state: RetrievalState, seeds: np.ndarray, dense: DenseScores, query_vector: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        self, state: RetrievalState, seeds: SparseVector, dense: DenseScores, query_vector: np.ndarray
+    ) -> tuple[np.ndarray, SparseVector, np.ndarray | None]:
         """PageRank of the same reset as :meth:`_reset` through the state's solved dense share
         (:mod:`~llama_index_mhop.graph.affine_ppr`): the passages' and the seed walk's entity scores, and the
         passages computed exactly (they hold the best ``similarity_top_k``; None: all of them)."""
@@ -221,11 +222,10 @@ class HippoGraphRetriever(ProgramRetriever):
         query: np.ndarray | None = query_vector
         if dense.near is not None:
             # HNSW search: the far passages share one similarity, the near ones differ from it by a few seeds.
-            seeds = seeds.copy()
-            seeds[dense.near] += np.maximum(scale * (dense.scores[dense.near] - dense.rest), 0.0)
+            seeds = seeds.plus(dense.near, np.maximum(scale * (dense.scores[dense.near] - dense.rest), 0.0))
             uniform += scale * dense.rest
             scale, query = 0.0, None
-        if not seeds.sum() > 0 and not (scale > 0 or uniform > 0):
+        if not seeds.total() > 0 and not (scale > 0 or uniform > 0):
             uniform = 1.0  # every passage equally distant from the query: start everywhere
         walked = affine.run(seeds, uniform, scale, query, top_k=self.config.similarity_top_k)
         return walked.passages, walked.seed_entities, walked.exact_rows
@@ -280,26 +280,25 @@ class HippoGraphRetriever(ProgramRetriever):
             results = [NodeWithScore(node=state.passage_nodes[i], score=float(score))
                        for i, score in zip(dense.top[:k].tolist(), dense.top_scores[:k].tolist(), strict=True)]
         else:
-            seeds = self._seeds(state, query_entities, kept, by_id)
-            self._add_dense_seeds(seeds, dense)
+            seeds = self._add_dense_seeds(self._seeds(state, query_entities, kept, by_id), dense)
             passages = len(state.passage_ids)
             if state.affine is None:
                 scores = state.pagerank.run(self._reset(state, seeds, dense))
-                passage_scores, entity_scores, exact = scores[:passages], scores[passages:], None
+                passage_scores, entity_scores, exact = \
+                    scores[:passages], SparseVector.from_dense(scores[passages:]), None
             else:
                 passage_scores, entity_scores, exact = self._walk_affine(state, seeds, dense, query_vector)
             # Only the exact passages can be among the best (an estimated one is bounded below them).
             order = best_first(passage_scores, k) if exact is None else exact[best_first(passage_scores[exact], k)]
             results = [NodeWithScore(node=state.passage_nodes[i], score=float(passage_scores[i]))
                        for i in order.tolist()]
-            entities = np.flatnonzero(entity_scores)
             trace.update(
                 mode="ppr",
                 reset_top=[self._node_json(state, j, value) for j, value in self._reset_top(seeds, dense)],
                 # With the solved dense share, the entities' scores are those of the seeds' walk alone.
                 top_entities=[
-                    self._node_json(state, passages + j, entity_scores[j])
-                    for j in entities[best_first(entity_scores[entities], _TRACE_TOP)].tolist()
+                    self._node_json(state, passages + int(entity_scores.nodes[i]), entity_scores.values[i])
+                    for i in best_first(entity_scores.values, _TRACE_TOP).tolist()
                 ],
             )
         trace["results"] = [
@@ -311,12 +310,13 @@ class HippoGraphRetriever(ProgramRetriever):
             logger.info("HippoGraphRetriever trace: %s", trace)
         return results, trace
 
-    def _reset_top(self, seeds: np.ndarray, dense: DenseScores) -> list[tuple[int, float]]:
+    def _reset_top(self, seeds: SparseVector, dense: DenseScores) -> list[tuple[int, float]]:
         """The largest entries of the reset (:meth:`_reset`) as (node, weight), best first. A passage's dense share
         grows with its similarity, so the seeds and the most similar passages (every dense seed among them) are
         the only candidates."""
-        nodes = np.union1d(np.flatnonzero(seeds), dense.top)
-        values = seeds[nodes]
+        nodes = np.union1d(seeds.nodes, dense.top)
+        values = np.zeros(nodes.shape[0])
+        values[np.searchsorted(nodes, seeds.nodes)] = seeds.values
         share = _min_max(dense.top_scores, dense.low, dense.high) * self.config.passage_node_weight
         values[np.searchsorted(nodes, dense.top)] += share
         return [(int(nodes[i]), float(values[i])) for i in best_first(values, _TRACE_TOP).tolist() if values[i] > 0]

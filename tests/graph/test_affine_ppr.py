@@ -11,6 +11,7 @@ from llama_index_mhop.graph.affine_ppr import AffineResetPageRank
 from llama_index_mhop.graph.int8_rows import Int8Rows
 from llama_index_mhop.graph.ppr import PageRankGraph
 from llama_index_mhop.graph.row_products import best_first
+from llama_index_mhop.graph.sparse_vector import SparseVector
 
 
 def hippo_shaped(seed: int, passages: int, entities: int, dims: int = 8, directed: bool = False, **kwargs):
@@ -52,7 +53,7 @@ def test_exact_seeds_reproduce_the_power_iteration_of_the_whole_reset(seed, pass
     seeds = entity_seeds(graph, passages, np.random.default_rng(seed), count=min(2, entities))
     reset, uniform, scale = hippo_reset(graph, vectors, query, seeds, weight)
     affine = AffineResetPageRank(graph, passages, vectors)
-    result = affine.run(seeds, uniform, scale, query)
+    result = affine.run(SparseVector.from_dense(seeds), uniform, scale, query)
     exact = graph.run_exact(reset)
     assert result.l1_bound == 0.0
     # float32 vectors and basis: agreement to float32 precision, on a vector that sums to at most 1
@@ -68,9 +69,9 @@ def test_dangling_and_unreachable_nodes_keep_the_power_iterations_convention():
     query = np.array([1.0, 0.0], dtype=np.float32)
     seeds = np.array([0.0, 0.0, 0.0, 0.5, 0.0])
     reset, uniform, scale = hippo_reset(graph, vectors, query, seeds, 0.3)
-    result = AffineResetPageRank(graph, 3, vectors).run(seeds, uniform, scale, query)
+    result = AffineResetPageRank(graph, 3, vectors).run(SparseVector.from_dense(seeds), uniform, scale, query)
     np.testing.assert_allclose(result.passages, graph.run_exact(reset)[:3], atol=1e-7)
-    assert result.seed_entities[1] == 0.0  # the isolated entity is never reached
+    assert 1 not in result.seed_entities.nodes  # the isolated entity is never reached
 
 
 def test_push_seeds_stay_within_the_bound_and_keep_the_top_21():
@@ -80,7 +81,7 @@ def test_push_seeds_stay_within_the_bound_and_keep_the_top_21():
     for _ in range(5):
         seeds = entity_seeds(graph, 3000, rng)
         reset, uniform, scale = hippo_reset(graph, vectors, query, seeds, 0.05)
-        result = affine.run(seeds, uniform, scale, query)
+        result = affine.run(SparseVector.from_dense(seeds), uniform, scale, query)
         exact = graph.run_exact(reset)[:3000]
         assert np.abs(result.passages - exact).sum() <= result.l1_bound + 1e-6
         top = np.argsort(-exact)[:21]
@@ -99,13 +100,14 @@ def test_the_top_k_from_the_int8_basis_is_the_exact_walks_bit_for_bit(method):
     for weight, count in [(0.05, 3), (0.05, 0), (1.0, 1), (20.0, 2)]:  # weak seeds to none: the dense share decides
         seeds = entity_seeds(graph, 2000, rng, count=count)
         _, uniform, scale = hippo_reset(graph, vectors, query, seeds, weight)
-        want = whole.run(seeds, uniform, scale, query)
-        got = estimated.run(seeds, uniform, scale, query, top_k=21)
+        want = whole.run(SparseVector.from_dense(seeds), uniform, scale, query)
+        got = estimated.run(SparseVector.from_dense(seeds), uniform, scale, query, top_k=21)
         assert want.exact_rows is None and 21 <= len(got.exact_rows) < 2000
         best = got.exact_rows[best_first(got.passages[got.exact_rows], 21)]
         assert best.tolist() == best_first(want.passages, 21).tolist()
         assert np.array_equal(got.passages[best], want.passages[best])
-        assert np.array_equal(got.seed_entities, want.seed_entities)
+        assert np.array_equal(got.seed_entities.nodes, want.seed_entities.nodes)
+        assert np.array_equal(got.seed_entities.values, want.seed_entities.values)
 
 
 def test_without_vectors_only_the_uniform_share_and_seeds_are_solved():
@@ -115,21 +117,21 @@ def test_without_vectors_only_the_uniform_share_and_seeds_are_solved():
     seeds[5] = 0.2  # a near passage's share above the far passages' common one
     reset = seeds.copy()
     reset[:40] += 0.01
-    np.testing.assert_allclose(affine.run(seeds, 0.01).passages, graph.run_exact(reset)[:40], atol=1e-9)
+    np.testing.assert_allclose(affine.run(SparseVector.from_dense(seeds), 0.01).passages, graph.run_exact(reset)[:40], atol=1e-9)
     assert affine.basis is None
     with pytest.raises(ValueError, match="without passage vectors"):
-        affine.run(seeds, 0.01, 0.5, np.ones(8, dtype=np.float32))
+        affine.run(SparseVector.from_dense(seeds), 0.01, 0.5, np.ones(8, dtype=np.float32))
 
 
 def test_a_zero_or_negative_reset_is_refused():
     graph, vectors, query = hippo_shaped(1, 10, 10, method="exact")
     affine = AffineResetPageRank(graph, 10, vectors)
     with pytest.raises(ValueError, match="all zero"):
-        affine.run(np.zeros(20))
+        affine.run(SparseVector.empty())
     seeds = np.zeros(20)
     seeds[12] = -1.0
     with pytest.raises(ValueError, match="non-negative"):
-        affine.run(seeds, 1.0)
+        affine.run(SparseVector.from_dense(seeds), 1.0)
     with pytest.raises(ValueError, match="num_passages"):
         AffineResetPageRank(graph, 0)
     with pytest.raises(ValueError, match="rows"):
@@ -146,8 +148,8 @@ def test_column_blocks_solve_to_the_same_basis(monkeypatch):
     # each block stops when its own columns converge: the same basis to the solve's tolerance
     np.testing.assert_allclose(blocks.basis, whole.basis, rtol=1e-6, atol=1e-9)
     seeds = entity_seeds(graph, 50, np.random.default_rng(6))
-    np.testing.assert_allclose(blocks.run(seeds, 0.01, 0.2, query).passages,
-                               whole.run(seeds, 0.01, 0.2, query).passages, rtol=1e-6)
+    np.testing.assert_allclose(blocks.run(SparseVector.from_dense(seeds), 0.01, 0.2, query).passages,
+                               whole.run(SparseVector.from_dense(seeds), 0.01, 0.2, query).passages, rtol=1e-6)
 
 
 def test_a_hub_seed_too_light_to_push_still_counts():
@@ -166,12 +168,12 @@ def test_a_hub_seed_too_light_to_push_still_counts():
     seeds[hub] = 1.0 / passages
     reset, uniform, scale = hippo_reset(graph, vectors, query, seeds, 0.05)
     affine = AffineResetPageRank(graph, passages, vectors)
-    result = affine.run(seeds, uniform, scale, query)
+    result = affine.run(SparseVector.from_dense(seeds), uniform, scale, query)
     exact = graph.run_exact(reset)
     seed_share = seeds / seeds.sum()
     epsilon = graph.push_epsilon * reset.sum() / seeds.sum()
     assert graph.run_push(seed_share, epsilon=epsilon).pushes == 0  # under the threshold: never pushed
-    assert result.seed_entities[0] > 0  # the hub keeps its own first step
+    assert result.seed_entities.to_dense(11)[0] > 0  # the hub keeps its own first step
     assert np.abs(result.passages - exact[:passages]).sum() <= result.l1_bound + 1e-6
 
 
@@ -182,10 +184,10 @@ def test_similarities_all_positive_make_a_negative_uniform_share():
     seeds = entity_seeds(graph, 30, np.random.default_rng(12))
     reset, uniform, scale = hippo_reset(graph, vectors, query, seeds, 0.05)
     assert uniform < 0
-    result = AffineResetPageRank(graph, 30, vectors).run(seeds, uniform, scale, query)
+    result = AffineResetPageRank(graph, 30, vectors).run(SparseVector.from_dense(seeds), uniform, scale, query)
     np.testing.assert_allclose(result.passages, graph.run_exact(reset)[:30], atol=1e-7, rtol=1e-5)
     with pytest.raises(ValueError, match="query embedding"):
-        AffineResetPageRank(graph, 30, vectors).run(seeds, uniform, scale)
+        AffineResetPageRank(graph, 30, vectors).run(SparseVector.from_dense(seeds), uniform, scale)
 
 
 def test_a_push_with_nothing_over_its_threshold_says_so():
