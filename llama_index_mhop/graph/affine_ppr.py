@@ -41,7 +41,7 @@ from .ppr import PageRankGraph
 from .row_products import ExactRows, RowProducts, all_products, largest_magnitude, top_candidates
 from .sparse_vector import SparseVector
 
-__all__ = ["AffineResetPageRank", "AffineResetScores", "DEFAULT_BASIS_TOL"]
+__all__ = ["AffineResetPageRank", "AffineResetScores", "DEFAULT_BASIS_TOL", "SolvedBasis", "solve_basis"]
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +72,53 @@ class AffineResetScores:
     exact_rows: np.ndarray | None = None
 
 
+@dataclass(frozen=True)
+class SolvedBasis:
+    """What the solve of one graph version yields (see the module docstring).
+
+    Attributes:
+        basis: ``Z``, the passage rows of the PageRank of each embedding dimension (float32; None without passage
+            vectors).
+        uniform_response: ``g``'s passage rows, the PageRank of every passage at 1.
+        node_totals: ``u = (I - d M)^-T 1``, one total per node.
+        iterations: iterations of the longest solve.
+        seconds: the time the solve took.
+    """
+
+    basis: np.ndarray | None
+    uniform_response: np.ndarray
+    node_totals: np.ndarray
+    iterations: int
+    seconds: float
+
+
+def solve_basis(pagerank: PageRankGraph, num_passages: int, passage_vectors: np.ndarray | None = None,
+                tol: float = DEFAULT_BASIS_TOL) -> SolvedBasis:
+    """Solve ``Z``, ``g`` and ``u`` for a graph: ``D + 2`` right-hand sides, one sparse product per iteration."""
+    started = time.perf_counter()
+    n, damping, m = pagerank.n_nodes, pagerank.damping, pagerank.transition
+    # One right-hand side per embedding dimension, and one for "every passage at 1", solved in column blocks
+    # that fit in memory; only the passage rows are kept.
+    dims = 0 if passage_vectors is None else passage_vectors.shape[1]
+    basis = np.empty((num_passages, dims), dtype=np.float32) if dims else None
+    solved, iterations = _solve(m, damping, np.ones((num_passages, 1)), n, tol)
+    uniform_response = solved[:num_passages, 0].copy()
+    block = max(1, _SOLVE_BYTES // (8 * n))
+    for start in range(0, dims, block):
+        assert passage_vectors is not None and basis is not None
+        rhs = np.asarray(passage_vectors[:, start : start + block], dtype=np.float64)
+        solved, block_iterations = _solve(m, damping, rhs, n, tol)
+        basis[:, start : start + rhs.shape[1]] = solved[:num_passages]
+        iterations = max(iterations, block_iterations)
+    del solved
+    # u = (I - d M)^-T 1: the total mass z(r) puts on all nodes is u . r.
+    node_totals, _ = _solve(m.transpose().tocsr(), damping, np.ones((n, 1)), n, tol)
+    seconds = time.perf_counter() - started
+    logger.info("PageRank basis of %d passages x %d dimensions solved in %.1fs (%d iterations)",
+                num_passages, dims, seconds, iterations)
+    return SolvedBasis(basis, uniform_response, node_totals[:, 0], iterations, seconds)
+
+
 class AffineResetPageRank:
     """Personalized PageRank for resets ``seeds + (uniform + scale * E q)`` on the passage nodes.
 
@@ -83,49 +130,44 @@ class AffineResetPageRank:
             are searched by HNSW, and only ``uniform`` may then be non-zero.
         tol: the basis solve stops when every column's L1 change is below ``tol`` times the column's L1 norm.
         row_products: makes the basis' :class:`~.row_products.RowProducts` (default exact products only).
+        solved: the graph's :class:`SolvedBasis` when it is already known (read from disk): nothing is solved.
 
     Attributes:
-        build_seconds: the time the basis took to solve.
+        solved: the :class:`SolvedBasis` in use.
+        build_seconds: the time the basis took to solve (when it was solved here, else the time it once took).
         iterations: iterations of the basis solve.
+
+    Raises:
+        ValueError: ``num_passages`` outside the graph, or vectors or a given ``solved`` of other shapes.
     """
 
     def __init__(self, pagerank: PageRankGraph, num_passages: int, passage_vectors: np.ndarray | None = None,
                  tol: float = DEFAULT_BASIS_TOL,
-                 row_products: Callable[[np.ndarray], RowProducts] = ExactRows) -> None:
+                 row_products: Callable[[np.ndarray], RowProducts] = ExactRows,
+                 solved: SolvedBasis | None = None) -> None:
         n = pagerank.n_nodes
         if not 0 < num_passages <= n:
             raise ValueError(f"num_passages must be in [1, {n}], got {num_passages}")
         if passage_vectors is not None and passage_vectors.shape[0] != num_passages:
             raise ValueError(f"passage_vectors has {passage_vectors.shape[0]} rows for {num_passages} passages")
-        started = time.perf_counter()
+        if solved is None:
+            solved = solve_basis(pagerank, num_passages, passage_vectors, tol)
+        else:
+            _check_solved(solved, n, num_passages, None if passage_vectors is None else passage_vectors.shape[1])
         self.pagerank = pagerank
         self.num_passages = num_passages
-        damping, m = pagerank.damping, pagerank.transition
-        # One right-hand side per embedding dimension, and one for "every passage at 1", solved in column blocks
-        # that fit in memory; only the passage rows are kept.
-        dims = 0 if passage_vectors is None else passage_vectors.shape[1]
-        self.basis: np.ndarray | None = np.empty((num_passages, dims), dtype=np.float32) if dims else None
-        solved, self.iterations = _solve(m, damping, np.ones((num_passages, 1)), n, tol)
-        self.uniform_response = solved[:num_passages, 0].copy()
-        block = max(1, _SOLVE_BYTES // (8 * n))
-        for start in range(0, dims, block):
-            rhs = np.asarray(passage_vectors[:, start : start + block], dtype=np.float64)
-            solved, iterations = _solve(m, damping, rhs, n, tol)
-            self.basis[:, start : start + rhs.shape[1]] = solved[:num_passages]
-            self.iterations = max(self.iterations, iterations)
-        del solved
-        # u = (I - d M)^-T 1: the total mass z(r) puts on all nodes is u . r.
-        self.node_totals, _ = _solve(m.transpose().tocsr(), damping, np.ones((n, 1)), n, tol)
-        self.node_totals = self.node_totals[:, 0]
+        self.solved = solved
+        self.basis = solved.basis
+        self.uniform_response = solved.uniform_response
+        self.node_totals = solved.node_totals
+        self.iterations = solved.iterations
         passage_totals = self.node_totals[:num_passages]
         self.uniform_total = float(passage_totals.sum())
         self.vector_totals = None if passage_vectors is None else \
             np.einsum("ij,i->j", passage_vectors, passage_totals, dtype=np.float64)
         self.vector_sums = None if passage_vectors is None else passage_vectors.sum(axis=0, dtype=np.float64)
         self.basis_products = None if self.basis is None else row_products(self.basis)
-        self.build_seconds = time.perf_counter() - started
-        logger.info("PageRank basis of %d passages x %d dimensions solved in %.1fs (%d iterations)",
-                    num_passages, dims, self.build_seconds, self.iterations)
+        self.build_seconds = solved.seconds
 
     @property
     def nbytes(self) -> int:
@@ -234,6 +276,17 @@ class AffineResetPageRank:
         factor = seed_mass / (1.0 - damping)
         return (SparseVector(pushed.estimate.nodes, estimate * factor),
                 damping * pushed.remainder.total() * factor)
+
+
+def _check_solved(solved: SolvedBasis, n: int, num_passages: int, dims: int | None) -> None:
+    want_basis = None if not dims else (num_passages, dims)
+    have_basis = None if solved.basis is None else solved.basis.shape
+    if (have_basis != want_basis or solved.uniform_response.shape != (num_passages,)
+            or solved.node_totals.shape != (n,)):
+        raise ValueError(
+            f"the solved basis does not fit this graph: basis {have_basis}, {solved.uniform_response.shape[0]} "
+            f"passages and {solved.node_totals.shape[0]} nodes, for {want_basis}, {num_passages} and {n}"
+        )
 
 
 def _solve(m, damping: float, rhs: np.ndarray, n: int, tol: float) -> tuple[np.ndarray, int]:

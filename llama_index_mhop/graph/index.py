@@ -31,6 +31,7 @@ from ..defaults import resolve_embed_model
 from ..lm import FallbackCounter
 from ..stores import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, chunk_documents, load_documents
 from ..sync import UnknownDocumentError, resolve_doc_id
+from .basis_files import BASIS_FOLDER
 from .checkpoint import CHECKPOINT_FILE
 from .extraction import Extractor, OpenIEExtractor
 from .graph_stores import (
@@ -118,7 +119,12 @@ class HippoGraphIndex:
         self.docstore = docstore if docstore is not None else SimpleDocumentStore()
         self._synonymy = SynonymyRefresher(self.stores, exact_synonymy_max_entities)
         self._timer = PhaseTimer()
-        self._versions = VersionedState(self.graph, self.stores, before_load=self._refresh_synonymy)
+        self._versions = VersionedState(self.graph, self.stores, before_load=self._refresh_synonymy,
+                                        basis_folder=self._basis_folder)
+
+    def _basis_folder(self) -> Path | None:
+        """Where the walk's solved dense share is kept: beside a persisted index (see :mod:`.basis_files`)."""
+        return None if self.persist_dir is None else self.persist_dir / BASIS_FOLDER
 
     # ------------------------------------------------------------------ stores
 

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 
 import numpy as np
 from llama_index.core.schema import BaseNode
@@ -24,6 +25,7 @@ from llama_index.core.vector_stores.utils import metadata_dict_to_node
 
 from ..chroma_batches import get_records
 from .affine_ppr import AffineResetPageRank
+from .basis_files import solved_walk
 from .dense_search import HNSW_MIN_FACTS, HNSW_MIN_PASSAGES, HNSW_TOP_N, DenseVectors
 from .graph_stores import GraphStores
 from .int8_rows import INT8_MIN_ROWS, row_products
@@ -76,11 +78,12 @@ def _normalise_rows(matrix: np.ndarray) -> np.ndarray:
 
 def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: float,
                          hnsw_min_records: int | None = None, hnsw_top_n: int = HNSW_TOP_N,
-                         int8_min_records: int = INT8_MIN_ROWS) -> RetrievalState:
+                         int8_min_records: int = INT8_MIN_ROWS, basis_folder: Path | None = None) -> RetrievalState:
     """The retrieval state of the graph as it is now, its passage and fact embeddings read from Chroma (past a
     size, or from ``hnsw_min_records`` records when given, a collection is searched through its HNSW index for the
     ``hnsw_top_n`` nearest, see :mod:`.dense_search`; from ``int8_min_records`` rows a matrix a query reads whole
-    gets an int8 estimate, see :mod:`.int8_rows`).
+    gets an int8 estimate, see :mod:`.int8_rows`). The walk's solved dense share is read from ``basis_folder``
+    when saved there, else solved and saved there (:mod:`.basis_files`).
 
     Raises:
         EmptyIndexError: the graph holds no passage.
@@ -125,8 +128,8 @@ def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: fl
     pagerank = graph.pagerank_graph(damping=damping)
     # Where PageRank answers by push, the reset's dense share on every passage would make each push sweep the
     # graph: solve it once per version instead.
-    affine = AffineResetPageRank(pagerank, len(passage_ids), passage_vectors.matrix,
-                                 row_products=partial(row_products, int8_min_rows=int8_min_records)) \
+    affine = solved_walk(pagerank, len(passage_ids), passage_vectors.matrix, basis_folder,
+                         row_products=partial(row_products, int8_min_rows=int8_min_records)) \
         if pagerank.method == "push" else None
     return RetrievalState(
         version=graph.version,
@@ -155,12 +158,16 @@ class VersionedState:
         graph: the graph whose versions are served.
         stores: the Chroma collections holding its passage and fact embeddings.
         before_load: called under the lock before a state is loaded (to bring synonymy edges up to date).
+        basis_folder: where the walk's solved dense share is kept (read when it is the graph's, else written),
+            asked at each load; None: solved in memory.
     """
 
-    def __init__(self, graph: KnowledgeGraph, stores: GraphStores, before_load: Callable[[], None]) -> None:
+    def __init__(self, graph: KnowledgeGraph, stores: GraphStores, before_load: Callable[[], None],
+                 basis_folder: Callable[[], Path | None] = lambda: None) -> None:
         self.graph = graph
         self.stores = stores
         self._before_load = before_load
+        self._basis_folder = basis_folder
         self.lock = threading.RLock()
         self._state: RetrievalState | None = None
         self._finished_version = graph.version
@@ -201,7 +208,7 @@ class VersionedState:
         if self.graph.num_passages == 0:
             raise EmptyIndexError(f"index {self.stores.name!r} holds no passage: insert documents before retrieving")
         self._before_load()
-        state = load_retrieval_state(self.graph, self.stores, damping)
+        state = load_retrieval_state(self.graph, self.stores, damping, basis_folder=self._basis_folder())
         if not self._changes_running:  # a query from inside a change (a batch hook) sees it but does not keep it
             self._state = state
             self._finished_version = self.graph.version  # no change is running: this graph is a finished one

@@ -1,0 +1,128 @@
+"""The walk's solved dense share on disk: solved by the first process that needs it, read by every other.
+
+Solving the basis of :mod:`.affine_ppr` takes about a minute per 100k passages, and every query worker of a
+persisted index would solve the same one when it first loads a graph version. Beside a persisted index the
+first solve is written to ``persist_dir/walk_basis/<key>/`` and the others memory-map it, so workers on one
+machine share its pages.
+
+The key is the content, never a name: a hash of the transition matrix, the damping, the solve's tolerance and the
+passage vectors. A changed graph, or other embeddings, cannot read a basis it does not own; a folder written for
+an older graph is removed when a newer one is written. Files on disk are data: a missing, truncated or edited
+file is logged and the basis solved again, never trusted; a folder that cannot be written leaves each process
+its own solve.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from .affine_ppr import DEFAULT_BASIS_TOL, AffineResetPageRank, SolvedBasis, solve_basis
+from .graph_arrays import load_array
+from .json_files import read_json_object
+from .ppr import PageRankGraph
+from .row_products import ExactRows, RowProducts
+
+__all__ = ["BASIS_FOLDER", "basis_key", "load_basis", "save_basis", "solved_walk"]
+
+logger = logging.getLogger(__name__)
+
+BASIS_FOLDER = "walk_basis"  # under an index's persist_dir
+_INFO = "basis.json"
+
+
+def basis_key(pagerank: PageRankGraph, passage_vectors: np.ndarray | None, tol: float) -> str:
+    """The content key of a graph's basis: what the solve reads, hashed."""
+    digest = hashlib.blake2b(digest_size=16)
+    m = pagerank.transition
+    digest.update(json.dumps([m.shape[0], pagerank.damping, tol, None if passage_vectors is None
+                              else list(passage_vectors.shape)]).encode())
+    for array in (m.indptr, m.indices, m.data) + (() if passage_vectors is None else (passage_vectors,)):
+        digest.update(str(array.dtype).encode())
+        digest.update(np.ascontiguousarray(array).data)
+    return digest.hexdigest()
+
+
+def load_basis(folder: Path, key: str) -> SolvedBasis | None:
+    """The basis saved under ``key`` (its arrays memory-mapped read-only), or None when there is none.
+
+    Raises:
+        ValueError: the saved files are unreadable or of the wrong kind.
+    """
+    where = folder / key
+    if not (where / _INFO).is_file():
+        return None
+    info = read_json_object(where / _INFO)
+    if info.get("key") != key or not isinstance(info.get("iterations"), int) \
+            or not isinstance(info.get("seconds"), (int, float)) or not isinstance(info.get("has_basis"), bool):
+        raise ValueError(f"{where / _INFO}: not a basis description this package wrote")
+    basis = load_array(where / "basis.npy", np.float32, 2, mmap=True) if info["has_basis"] else None
+    uniform_response = load_array(where / "uniform_response.npy", np.float64, 1, mmap=False)
+    node_totals = load_array(where / "node_totals.npy", np.float64, 1, mmap=False)
+    for name, array in (("basis", basis), ("uniform_response", uniform_response), ("node_totals", node_totals)):
+        if array is not None and not bool(np.isfinite(array).all()):
+            raise ValueError(f"{where}: {name} holds a NaN or infinite value")
+    return SolvedBasis(basis, uniform_response, node_totals, info["iterations"], float(info["seconds"]))
+
+
+def save_basis(folder: Path, key: str, solved: SolvedBasis) -> None:
+    """Write ``solved`` under ``key`` whole or not at all (a folder renamed into place), and remove the folders
+    of other keys.
+
+    Raises:
+        OSError: the folder cannot be written.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    partial = folder / f".{key}.{uuid.uuid4().hex}.partial"
+    partial.mkdir()
+    try:
+        if solved.basis is not None:
+            np.save(partial / "basis.npy", np.asarray(solved.basis, dtype=np.float32), allow_pickle=False)
+        np.save(partial / "uniform_response.npy", solved.uniform_response, allow_pickle=False)
+        np.save(partial / "node_totals.npy", solved.node_totals, allow_pickle=False)
+        (partial / _INFO).write_text(json.dumps({"key": key, "has_basis": solved.basis is not None,
+                                                 "iterations": solved.iterations, "seconds": solved.seconds}))
+        try:
+            os.rename(partial, folder / key)
+        except OSError:  # another process wrote the same key first: its copy is as good
+            if not (folder / key / _INFO).is_file():
+                raise
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+    for other in folder.iterdir():
+        # A worker still reading an older graph keeps its memory map: removing the files leaves open maps intact.
+        if other.name != key and not other.name.startswith("."):
+            shutil.rmtree(other, ignore_errors=True)
+
+
+def solved_walk(pagerank: PageRankGraph, num_passages: int, passage_vectors: np.ndarray | None,
+                folder: Path | None, row_products: Callable[[np.ndarray], RowProducts] = ExactRows,
+                tol: float = DEFAULT_BASIS_TOL) -> AffineResetPageRank:
+    """The graph's :class:`~.affine_ppr.AffineResetPageRank`, its basis read from ``folder`` when saved there, else
+    solved (and saved there, when given)."""
+    if folder is None:
+        return AffineResetPageRank(pagerank, num_passages, passage_vectors, tol, row_products)
+    key = basis_key(pagerank, passage_vectors, tol)
+    try:
+        saved = load_basis(folder, key)
+        if saved is not None:
+            walk = AffineResetPageRank(pagerank, num_passages, passage_vectors, tol, row_products, solved=saved)
+            logger.info("PageRank basis read from %s", folder / key)
+            return walk
+    except ValueError as exc:
+        logger.warning("solving the PageRank basis again: the saved one is unusable (%s)", exc)
+        shutil.rmtree(folder / key, ignore_errors=True)
+    solved = solve_basis(pagerank, num_passages, passage_vectors, tol)
+    try:
+        save_basis(folder, key, solved)
+    except OSError as exc:
+        logger.warning("the PageRank basis could not be saved in %s (%s): each process solves its own", folder, exc)
+    return AffineResetPageRank(pagerank, num_passages, passage_vectors, tol, row_products, solved=solved)
