@@ -8,7 +8,9 @@ HippoRAG-shaped synthetic graphs of ``benchmarks/ppr_scaling.py`` (seeded) with 
 * the one-time cost: seconds, iterations and memory of the solve, and the process's peak RSS;
 * per query (median over ``--queries``): the exact power iteration of the whole reset, a local push of the whole
   reset (the graph's default epsilon), and the solved share plus a push from the seeds;
-* agreement with the exact iteration: the same top 21 passages, and the L1 error against its bound.
+* agreement with the exact iteration: the same top 21 passages, and the L1 error against its bound;
+* with ``--basis-folder``: the basis saved there (``graph/basis_files.py``) and opened a second time, as the next
+  query worker would, its seconds against the solve's, and whether its walks give the same floats.
 
 The queries' resets are HippoRAG 2's: five entity seeds, and ``0.05`` times the min-max normalised similarity of
 a random unit query on every passage. From ``--hnsw-min-passages`` passages the package searches passages
@@ -16,7 +18,7 @@ through Chroma's HNSW index and holds no passage vectors: there the 256 nearest 
 the others share the mean, and only the uniform column is solved.
 
 Usage:
-    python benchmarks/affine_ppr_scaling.py [--passages 100000 300000 1000000] [--queries 5]
+    python benchmarks/affine_ppr_scaling.py [--passages 100000 300000 1000000] [--queries 5] [--basis-folder DIR]
         [--out benchmarks/results/affine_ppr_scaling.json]
 """
 
@@ -36,7 +38,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ppr_scaling import synthetic_graph, timed  # noqa: E402  (a sibling script, not a package)
 
-from llama_index_mhop.graph.affine_ppr import AffineResetPageRank  # noqa: E402
+from llama_index_mhop.graph.basis_files import solved_walk  # noqa: E402
 from llama_index_mhop.graph.dense_search import HNSW_MIN_PASSAGES, HNSW_TOP_N  # noqa: E402
 from llama_index_mhop.graph.ppr import PageRankGraph  # noqa: E402
 from llama_index_mhop.graph.sparse_vector import SparseVector  # noqa: E402
@@ -80,7 +82,8 @@ def query_parts(rng, graph, n_passages, vectors, hnsw: bool):
     return seeds, -scale * low, scale, q, reset
 
 
-def run_size(n_passages: int, dims: int, queries: int, seed: int, hnsw_min_passages: int) -> dict:
+def run_size(n_passages: int, dims: int, queries: int, seed: int, hnsw_min_passages: int,
+             basis_folder: Path | None = None) -> dict:
     n_nodes, n_p, edges, weights = synthetic_graph(20 * n_passages, seed)
     started = time.perf_counter()
     graph = PageRankGraph.from_edges(n_nodes, edges, weights, method="push")
@@ -90,13 +93,25 @@ def run_size(n_passages: int, dims: int, queries: int, seed: int, hnsw_min_passa
     vectors = rng.normal(size=(n_p, dims)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     hnsw = n_p >= hnsw_min_passages
-    affine = AffineResetPageRank(graph, n_p, None if hnsw else vectors)
+    started = time.perf_counter()
+    affine = solved_walk(graph, n_p, None if hnsw else vectors, basis_folder)
+    first_open = time.perf_counter() - started
+    saved = {}
+    if basis_folder is not None:  # a second worker: the basis the first one saved, read instead of solved
+        started = time.perf_counter()
+        reread = solved_walk(graph, n_p, None if hnsw else vectors, basis_folder)
+        saved = {"basis_solve_and_save_seconds": round(first_open, 2),
+                 "basis_saved_open_seconds": round(time.perf_counter() - started, 2)}
     exact_ms, push_ms, affine_ms, same, push_same, l1, bounds = [], [], [], [], [], [], []
     for i in range(queries + 1):
         seeds, uniform, scale, q, reset = query_parts(rng, graph, n_p, vectors, hnsw)
         exact, seconds_exact = timed(graph.run_exact, reset)
         pushed, seconds_push = timed(graph.run_push, reset)
         solved, seconds_affine = timed(affine.run, SparseVector.from_dense(seeds), uniform, scale, q)
+        if saved:
+            saved.setdefault("saved_basis_same_floats", True)
+            saved["saved_basis_same_floats"] &= bool(np.array_equal(
+                reread.run(SparseVector.from_dense(seeds), uniform, scale, q).passages, solved.passages))
         if i == 0:
             continue  # warm-up
         exact_ms.append(1e3 * seconds_exact)
@@ -117,7 +132,7 @@ def run_size(n_passages: int, dims: int, queries: int, seed: int, hnsw_min_passa
         "affine_ms_median": round(statistics.median(affine_ms), 2),
         f"affine_top{TOP}_same_as_exact": sum(same) / len(same),
         f"push_whole_reset_top{TOP}_same_as_exact": sum(push_same) / len(push_same),
-        "affine_l1_max": max(l1), "affine_l1_bound_max": max(bounds),
+        "affine_l1_max": max(l1), "affine_l1_bound_max": max(bounds), **saved,
     }
 
 
@@ -128,11 +143,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=5, help="timed queries per size (after one warm-up)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--hnsw-min-passages", type=int, default=HNSW_MIN_PASSAGES)
+    parser.add_argument("--basis-folder", type=Path,
+                        help="save each size's basis here and open it a second time, as a second worker would")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
     rows = []
     for n_passages in args.passages:
-        row = run_size(n_passages, args.dims, args.queries, args.seed, args.hnsw_min_passages)
+        row = run_size(n_passages, args.dims, args.queries, args.seed, args.hnsw_min_passages,
+                       None if args.basis_folder is None else args.basis_folder / str(n_passages))
         print(json.dumps(row), flush=True)
         rows.append(row)
     args.out.parent.mkdir(parents=True, exist_ok=True)
