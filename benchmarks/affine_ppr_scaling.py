@@ -9,6 +9,8 @@ HippoRAG-shaped synthetic graphs of ``benchmarks/ppr_scaling.py`` (seeded) with 
 * per query (median over ``--queries``): the exact power iteration of the whole reset, a local push of the whole
   reset (the graph's default epsilon), and the solved share plus a push from the seeds;
 * agreement with the exact iteration: the same top 21 passages, and the L1 error against its bound;
+* with ``--coarser-push``: the solved walk again with the seeds' push stopped at multiples of its epsilon (time
+  and top 21 only), to see how far a stopping rule tied to the ranking could cut the push;
 * with ``--basis-folder``: the basis saved there (``graph/basis_files.py``) and opened a second time, as the next
   query worker would, its seconds against the solve's, and whether its walks give the same floats.
 
@@ -83,7 +85,7 @@ def query_parts(rng, graph, n_passages, vectors, hnsw: bool):
 
 
 def run_size(n_passages: int, dims: int, queries: int, seed: int, hnsw_min_passages: int,
-             basis_folder: Path | None = None) -> dict:
+             basis_folder: Path | None = None, coarser: tuple[float, ...] = ()) -> dict:
     n_nodes, n_p, edges, weights = synthetic_graph(20 * n_passages, seed)
     started = time.perf_counter()
     graph = PageRankGraph.from_edges(n_nodes, edges, weights, method="push")
@@ -103,6 +105,8 @@ def run_size(n_passages: int, dims: int, queries: int, seed: int, hnsw_min_passa
         saved = {"basis_solve_and_save_seconds": round(first_open, 2),
                  "basis_saved_open_seconds": round(time.perf_counter() - started, 2)}
     exact_ms, push_ms, affine_ms, same, push_same, l1, bounds = [], [], [], [], [], [], []
+    graph_epsilon = graph.push_epsilon
+    by_epsilon: dict[float, dict[str, list]] = {factor: {"ms": [], "same": []} for factor in coarser}
     for i in range(queries + 1):
         seeds, uniform, scale, q, reset = query_parts(rng, graph, n_p, vectors, hnsw)
         exact, seconds_exact = timed(graph.run_exact, reset)
@@ -112,6 +116,13 @@ def run_size(n_passages: int, dims: int, queries: int, seed: int, hnsw_min_passa
             saved.setdefault("saved_basis_same_floats", True)
             saved["saved_basis_same_floats"] &= bool(np.array_equal(
                 reread.run(SparseVector.from_dense(seeds), uniform, scale, q).passages, solved.passages))
+        for factor, found in by_epsilon.items():  # the seeds' push stopped earlier: time and top 21 only
+            graph.push_epsilon = graph_epsilon * factor
+            coarse, seconds_coarse = timed(affine.run, SparseVector.from_dense(seeds), uniform, scale, q)
+            graph.push_epsilon = graph_epsilon
+            if i:
+                found["ms"].append(1e3 * seconds_coarse)
+                found["same"].append(_top(exact[:n_p]) == _top(coarse.passages))
         if i == 0:
             continue  # warm-up
         exact_ms.append(1e3 * seconds_exact)
@@ -133,6 +144,9 @@ def run_size(n_passages: int, dims: int, queries: int, seed: int, hnsw_min_passa
         f"affine_top{TOP}_same_as_exact": sum(same) / len(same),
         f"push_whole_reset_top{TOP}_same_as_exact": sum(push_same) / len(push_same),
         "affine_l1_max": max(l1), "affine_l1_bound_max": max(bounds), **saved,
+        **({"coarser_push": [{"epsilon_factor": factor, "affine_ms_median": round(statistics.median(found["ms"]), 2),
+                              f"affine_top{TOP}_same_as_exact": sum(found["same"]) / len(found["same"])}
+                             for factor, found in by_epsilon.items()]} if coarser else {}),
     }
 
 
@@ -145,12 +159,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hnsw-min-passages", type=int, default=HNSW_MIN_PASSAGES)
     parser.add_argument("--basis-folder", type=Path,
                         help="save each size's basis here and open it a second time, as a second worker would")
+    parser.add_argument("--coarser-push", type=float, nargs="*", default=[],
+                        help="also walk with the seeds' push stopped at these multiples of its epsilon")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
     rows = []
     for n_passages in args.passages:
         row = run_size(n_passages, args.dims, args.queries, args.seed, args.hnsw_min_passages,
-                       None if args.basis_folder is None else args.basis_folder / str(n_passages))
+                       None if args.basis_folder is None else args.basis_folder / str(n_passages),
+                       tuple(args.coarser_push))
         print(json.dumps(row), flush=True)
         rows.append(row)
     args.out.parent.mkdir(parents=True, exist_ok=True)
