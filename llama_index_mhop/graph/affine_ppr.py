@@ -25,7 +25,11 @@ float32 (:attr:`AffineResetScores.exact_rows`).
 
 Without passage vectors (the passages are searched through Chroma's HNSW index past a size, see
 :mod:`.dense_search`), the caller folds the dense share into the seeds and ``uniform`` (the far passages share
-one value), and only ``g`` is needed.
+one value), and only ``g`` is needed. Those seeds are a few hundred passages, and a push from them at the whole
+vector's accuracy reaches most of a large graph (seconds at 1M passages). Asked for its ``top_k``, the push then
+starts at a threshold ``8**4`` times coarser and stops at the first one where its bounds make the top ``k`` and
+their order certain: on an undirected graph a push stopped at ``t`` leaves each node at most
+``damping * t * degree`` (scaled) below its exact value, and never above it (:func:`_top_settled`).
 """
 
 from __future__ import annotations
@@ -38,7 +42,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .ppr import PageRankGraph
-from .row_products import ExactRows, RowProducts, all_products, largest_magnitude, top_candidates
+from .push_ppr import SparsePush
+from .row_products import ExactRows, RowProducts, all_products, best_first, largest_magnitude, top_candidates
 from .sparse_vector import SparseVector
 
 __all__ = ["AffineResetPageRank", "AffineResetScores", "DEFAULT_BASIS_TOL", "SolvedBasis", "solve_basis"]
@@ -49,6 +54,9 @@ DEFAULT_BASIS_TOL = 1e-10  # L1 change per column, relative to the column, at wh
 _MAX_ITER = 400
 _SOLVE_BYTES = 1 << 28  # columns solved together: each iteration holds about three float64 arrays this size
 _PRODUCT_ROUNDING = 2.0**-20  # the float32 rounding of scale * (Z q), relative, with room to spare
+# A push asked for a certain top k starts this many steps coarser than its threshold, each step this much finer.
+_COARSE_STEPS = 4
+_COARSE_STEP = 8.0
 
 
 @dataclass(frozen=True)
@@ -211,7 +219,10 @@ class AffineResetPageRank:
         if not seed_mass + dense_mass > 0:
             raise ValueError("the reset is all zero: at least one node needs a positive weight")
         seed_total = float(self.node_totals[seeds.nodes] @ seeds.values)
-        walked, bound = self._walk_seeds(seeds, seed_mass, seed_total, seed_mass + dense_mass)
+        # Without a query product every passage's score is the walk's plus the solved uniform share: the push may
+        # stop as soon as its per-node bounds settle the top k.
+        settle = (uniform, top_k) if q is None and top_k is not None else None
+        walked, bound = self._walk_seeds(seeds, seed_mass, seed_total, seed_mass + dense_mass, settle)
         total = seed_total + dense_total
         walked_passages, walked_entities = walked.split(passages)
         scores = uniform * self.uniform_response
@@ -256,9 +267,13 @@ class AffineResetPageRank:
         center[rows] = exact / total
         return center, rows
 
-    def _walk_seeds(self, seeds: SparseVector, seed_mass: float, seed_total: float,
-                    reset_mass: float) -> tuple[SparseVector, float]:
-        """``z(seeds)`` (unnormalised; ``seed_total`` is its sum ``u . seeds``) and a bound on its L1 error."""
+    def _walk_seeds(self, seeds: SparseVector, seed_mass: float, seed_total: float, reset_mass: float,
+                    settle: tuple[float, int] | None = None) -> tuple[SparseVector, float]:
+        """``z(seeds)`` (unnormalised; ``seed_total`` is its sum ``u . seeds``) and a bound on its L1 error.
+
+        With ``settle`` (``uniform``, ``k``) on an undirected graph pushed, the push may stop early: once the best
+        ``k`` passages of ``z(seeds) + uniform * g`` and their order are certain from its per-node bounds.
+        """
         if seed_mass <= 0:
             return SparseVector.empty(), 0.0
         damping = self.pagerank.damping
@@ -268,14 +283,49 @@ class AffineResetPageRank:
         # The same absolute accuracy as a push of the whole reset at the graph's epsilon: the seeds hold a small
         # share of the reset's mass, so their push may stop that much earlier.
         epsilon = self.pagerank.push_epsilon * reset_mass / seed_mass
-        pushed = self.pagerank.push_from(SparseVector(seeds.nodes, seeds.values / seed_mass), epsilon)
+        start = SparseVector(seeds.nodes, seeds.values / seed_mass)
+        factor = seed_mass / (1.0 - damping)
+        if settle is None or not self.pagerank.symmetric:
+            pushed = self.pagerank.push_from(start, epsilon)
+        else:
+            uniform, k = settle
+            base = uniform * self.uniform_response
+            # Undirected, a residual r <= t * degree stays so under the walk: after the push stopped at t, each
+            # node's share still to come is at most damping * t * degree (times the seeds' scale).
+            slack = (damping * factor) * self.pagerank.out_weight[: self.num_passages]
+
+            def settled(result: SparsePush, threshold: float) -> bool:
+                return _top_settled(base, result, factor, damping, slack * threshold, k)
+
+            coarse = [epsilon * _COARSE_STEP**step for step in range(_COARSE_STEPS, 0, -1)]
+            pushed = self.pagerank.push_from(start, coarse[0], finer=[*coarse[1:], epsilon], settled=settled)
         # Push keeps y = p + (1 - d) * sum_k (d M)^k r: adding the first term of the remainder, (1 - d) r, leaves
         # at most d |r| out, and keeps a seed too light to push (a hub entity) where it is. Both are over the
         # nodes the push reached.
         estimate = pushed.estimate.values + (1.0 - damping) * pushed.remainder.values
-        factor = seed_mass / (1.0 - damping)
         return (SparseVector(pushed.estimate.nodes, estimate * factor),
                 damping * pushed.remainder.total() * factor)
+
+
+def _top_settled(base: np.ndarray, pushed: SparsePush, factor: float, damping: float, slack: np.ndarray,
+                 k: int) -> bool:
+    """Whether the best ``k`` passages of ``base + z(seeds)`` and their order are certain, each passage's value
+    being at least its estimate from ``pushed`` and at most ``slack`` above it."""
+    passages = base.shape[0]
+    cut = int(np.searchsorted(pushed.estimate.nodes, passages))
+    lower = base.copy()
+    lower[pushed.estimate.nodes[:cut]] += factor * (pushed.estimate.values[:cut]
+                                                    + (1.0 - damping) * pushed.remainder.values[:cut])
+    top = best_first(lower, k)
+    if top.shape[0] < min(k, passages) or not lower[top[-1]] > 0:
+        return False  # scores clip at 0: zeros tie
+    upper = lower + slack
+    # each of the best must stay above every value that may follow it
+    after = np.maximum.accumulate(upper[top][::-1])[::-1]
+    if not bool(np.all(lower[top][:-1] > after[1:])):
+        return False
+    upper[top] = -np.inf
+    return top.shape[0] == passages or bool(lower[top[-1]] > upper.max())
 
 
 def _check_solved(solved: SolvedBasis, n: int, num_passages: int, dims: int | None) -> None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -290,6 +290,7 @@ class PageRankGraph:
         self._walk = walk if self.method == "push" else None  # P = M.T: only push reads a node's out-edges
         self._threshold_weight: np.ndarray | None = None
         self._scratch: PushScratch | None = None
+        self._symmetric: bool | None = None
         self._damped = self._transition.copy()
         self._damped.data *= self.damping  # one multiply per graph instead of one per iteration
         self.build_seconds = time.perf_counter() - started
@@ -426,9 +427,33 @@ class PageRankGraph:
         return push_pagerank(self._transition, self._walk, self._out_weight, r, d,
                              self.push_epsilon if epsilon is None else epsilon, keep_remainder)
 
-    def push_from(self, seeds: SparseVector, epsilon: float) -> SparsePush:
+    @property
+    def out_weight(self) -> np.ndarray:
+        """Each node's weighted out-degree (0 for a dangling node)."""
+        return self._out_weight
+
+    @property
+    def symmetric(self) -> bool:
+        """Whether the graph is undirected (its adjacency symmetric, to float rounding); found once."""
+        if self._symmetric is None:
+            if self._walk is None:
+                self._walk = self._transition.transpose().tocsr()
+            # A = diag(out) P; P's rows were divided by the out-weights, so compare to a relative rounding
+            adjacency = sparse.csr_matrix(self._walk.multiply(self._out_weight[:, None]))
+            adjacency.sort_indices()
+            mirrored = adjacency.transpose().tocsr()
+            mirrored.sort_indices()
+            self._symmetric = bool(
+                np.array_equal(adjacency.indptr, mirrored.indptr)
+                and np.array_equal(adjacency.indices, mirrored.indices)
+                and np.allclose(adjacency.data, mirrored.data, rtol=1e-12, atol=0.0)
+            )
+        return self._symmetric
+
+    def push_from(self, seeds: SparseVector, epsilon: float, finer: Sequence[float] = (),
+                  settled: Callable[[SparsePush, float], bool] | None = None) -> SparsePush:
         """Forward push from a few seeds (unnormalised, non-negative), touching only the memory of the nodes it
-        reaches (:func:`~.push_ppr.push_sparse`); thread-safe."""
+        reaches, on to the ``finer`` thresholds until ``settled`` (:func:`~.push_ppr.push_sparse`); thread-safe."""
         if self._walk is None:
             self._walk = self._transition.transpose().tocsr()
         if self._scratch is None:
@@ -436,7 +461,7 @@ class PageRankGraph:
             self._scratch = PushScratch(self.n_nodes)
         assert self._threshold_weight is not None
         return push_sparse(self._transition, self._walk, self._threshold_weight, seeds, self.damping, epsilon,
-                           self._scratch)
+                           self._scratch, finer, settled)
 
     def scores_by_node(self, scores: np.ndarray) -> dict[Hashable, float]:
         """Map a score vector from :meth:`run` to ``{node key: score}`` (needs ``nodes=``)."""

@@ -26,6 +26,7 @@ round with few touches only their out-edges. :func:`push_sparse` starts from a f
 from __future__ import annotations
 
 import queue
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -101,8 +102,13 @@ def push_sparse(
     damping: float,
     epsilon: float,
     scratch: PushScratch | None = None,
+    finer: Sequence[float] = (),
+    settled: Callable[[SparsePush, float], bool] | None = None,
 ) -> SparsePush:
     """Forward push from ``seeds`` (any non-negative mass) while some ``r[u] > epsilon * threshold_weight[u]``.
+
+    With ``finer`` thresholds (decreasing), the push stops at the first threshold where ``settled(result,
+    threshold)`` says the result is good enough, and otherwise goes on from where it stopped to the next one.
 
     Args:
         transition: the column-stochastic transition matrix ``M`` (CSR).
@@ -113,39 +119,46 @@ def push_sparse(
         damping: probability of following an edge, in [0, 1).
         epsilon: the threshold per unit of ``threshold_weight``.
         scratch: the arrays to work in (default: fresh ones).
+        finer: smaller thresholds to go on to while ``settled`` is not satisfied.
+        settled: whether the push stopped at a threshold is good enough (the result, the threshold).
 
     Raises:
-        ValueError: ``epsilon`` is not positive.
+        ValueError: a threshold is not positive.
     """
-    if not epsilon > 0:
-        raise ValueError(f"epsilon must be > 0, got {epsilon!r}")
+    thresholds = [epsilon, *finer]
+    if not all(t > 0 for t in thresholds):
+        raise ValueError(f"epsilon must be > 0, got {thresholds!r}")
     n = transition.shape[0]
     pool = scratch or PushScratch(n)
     pair = pool.take()
     estimate, residual = pair
     residual[seeds.nodes] = seeds.values
-    active = seeds.nodes[seeds.values > epsilon * threshold_weight[seeds.nodes]]
+    reached = seeds.nodes
     rounds = pushes = 0
-    while active.size:
-        rounds += 1
-        pushes += active.size
-        mass = residual[active]
-        residual[active] = 0.0
-        estimate[active] += (1.0 - damping) * mass
-        if active.size > n * _DENSE_ROUND_SHARE:
-            spread = np.zeros(n)
-            spread[active] = mass
-            residual += damping * (transition @ spread)
-            active = np.flatnonzero(residual > epsilon * threshold_weight)
-        else:
-            targets, weights, counts = _rows_of(walk, active)
-            np.add.at(residual, targets, damping * weights * np.repeat(mass, counts))
-            active = np.unique(targets[residual[targets] > epsilon * threshold_weight[targets]])
-    # The estimate is non-zero where pushed, the residual where mass arrived and was not pushed on; one pass
-    # over both, in byte-sized flags, costs less than sorting the two sets together.
-    reached = np.flatnonzero((estimate != 0) | (residual != 0))
-    result = SparsePush(SparseVector(reached, estimate[reached]), SparseVector(reached, residual[reached]),
-                        rounds, pushes)
+    for stage, threshold in enumerate(thresholds):
+        active = reached[residual[reached] > threshold * threshold_weight[reached]]
+        while active.size:
+            rounds += 1
+            pushes += active.size
+            mass = residual[active]
+            residual[active] = 0.0
+            estimate[active] += (1.0 - damping) * mass
+            if active.size > n * _DENSE_ROUND_SHARE:
+                spread = np.zeros(n)
+                spread[active] = mass
+                residual += damping * (transition @ spread)
+                active = np.flatnonzero(residual > threshold * threshold_weight)
+            else:
+                targets, weights, counts = _rows_of(walk, active)
+                np.add.at(residual, targets, damping * weights * np.repeat(mass, counts))
+                active = np.unique(targets[residual[targets] > threshold * threshold_weight[targets]])
+        # The estimate is non-zero where pushed, the residual where mass arrived and was not pushed on; one pass
+        # over both, in byte-sized flags, costs less than sorting the two sets together.
+        reached = np.flatnonzero((estimate != 0) | (residual != 0))
+        result = SparsePush(SparseVector(reached, estimate[reached]), SparseVector(reached, residual[reached]),
+                            rounds, pushes)
+        if stage == len(thresholds) - 1 or (settled is not None and settled(result, threshold)):
+            break
     estimate[reached] = 0.0
     residual[reached] = 0.0
     pool.give_back(pair)

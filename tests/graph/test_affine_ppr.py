@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from llama_index_mhop.graph import affine_ppr
 from llama_index_mhop.graph.affine_ppr import AffineResetPageRank
 from llama_index_mhop.graph.int8_rows import Int8Rows
 from llama_index_mhop.graph.ppr import PageRankGraph
@@ -197,3 +198,54 @@ def test_a_push_with_nothing_over_its_threshold_says_so():
     result = graph.run_push(reset, epsilon=1e6, keep_remainder=True)
     assert result.mass == 0.0 and result.l1_bound == float("inf") and not result.scores.any()
     assert result.remainder[12] == 1.0
+
+
+def _ordered_top(values, k):
+    return best_first(values, k).tolist()
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), passages=st.integers(30, 300), k=st.sampled_from([1, 5, 21]),
+       step=st.sampled_from([8.0, 1e3, 1e5]))
+def test_a_push_stopped_by_the_certificate_has_the_exact_top_k(seed, passages, k, step):
+    """Without a query product the seeds' push may stop early; whenever its bounds settle the top k, that top k
+    and its order are the power iteration's of the whole reset, however coarse the first threshold."""
+    graph, _, _ = hippo_shaped(seed, passages, passages // 2, method="push")
+    affine = AffineResetPageRank(graph, passages)
+    seeds = entity_seeds(graph, passages, np.random.default_rng(seed), count=3)
+    uniform = 0.002
+    reset = seeds.copy()
+    reset[:passages] += uniform
+    verdicts = []
+    settled = affine_ppr._top_settled
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(affine_ppr, "_COARSE_STEP", step)
+        patch.setattr(affine_ppr, "_top_settled", lambda *a: verdicts.append(settled(*a)) or verdicts[-1])
+        result = affine.run(SparseVector.from_dense(seeds), uniform, top_k=k)
+    assert graph.symmetric and verdicts  # undirected: the certificate was asked
+    if verdicts[-1]:
+        assert _ordered_top(result.passages, k) == _ordered_top(graph.run_exact(reset)[:passages], k)
+
+
+def test_the_certificate_stops_a_wide_push_early_with_the_exact_top_21():
+    graph, _, _ = hippo_shaped(7, 3000, 3000, method="push")
+    affine = AffineResetPageRank(graph, 3000)
+    seeds = entity_seeds(graph, 3000, np.random.default_rng(9))
+    reset = seeds.copy()
+    reset[:3000] += 1e-4
+    pushes = []
+    push_from = graph.push_from
+    graph.push_from = lambda *a, **kw: pushes.append(push_from(*a, **kw)) or pushes[-1]
+    early = affine.run(SparseVector.from_dense(seeds), 1e-4, top_k=21)
+    full = affine.run(SparseVector.from_dense(seeds), 1e-4)
+    assert pushes[0].pushes < pushes[1].pushes  # stopped at a coarser threshold
+    assert _ordered_top(early.passages, 21) == _ordered_top(graph.run_exact(reset)[:3000], 21)
+    assert _ordered_top(full.passages, 21) == _ordered_top(early.passages, 21)
+
+
+def test_a_directed_graph_is_never_stopped_early(monkeypatch):
+    graph, _, _ = hippo_shaped(3, 200, 100, directed=True, method="push")
+    assert not graph.symmetric
+    monkeypatch.setattr(affine_ppr, "_top_settled", lambda *a: pytest.fail("a certificate on a directed graph"))
+    AffineResetPageRank(graph, 200).run(SparseVector.from_dense(entity_seeds(graph, 200, np.random.default_rng(4))),
+                                        0.001, top_k=5)

@@ -329,5 +329,7 @@ def test_the_solved_uniform_share_ranks_as_the_exact_walk_over_hnsw_scores(slice
     monkeypatch.setattr(slice_index, "retrieval_state", lambda damping: state)
     solved = _rankings(retriever, questions)
     for ours, reference in zip(solved, exact, strict=True):
-        assert {i for i, _ in ours} == {i for i, _ in reference}
-        np.testing.assert_allclose([s for _, s in ours], [s for _, s in reference], rtol=1e-3)
+        # the seeds' push stops once its bounds make the top 21 and its order certain: the same passages in the
+        # same order, with scores from a coarser push
+        assert [i for i, _ in ours] == [i for i, _ in reference]
+        np.testing.assert_allclose([s for _, s in ours], [s for _, s in reference], rtol=1e-2)
