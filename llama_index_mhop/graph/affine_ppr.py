@@ -195,7 +195,9 @@ class AffineResetPageRank:
                 caller keeps every passage's share non-negative).
             scale: the factor of each passage's similarity ``E q`` (0 without ``query``).
             query: ``q``, the normalised query embedding (needs ``passage_vectors``).
-            top_k: only the best ``top_k`` passages need be exact (see :attr:`AffineResetScores.exact_rows`).
+            top_k: only the best ``top_k`` passages need be exact (see :attr:`AffineResetScores.exact_rows`); without
+                a query, the seeds' push may stop as soon as those passages and their order are certain (their
+                scores are then the stopped push's, each at most its bound below the exact one).
 
         Raises:
             ValueError: the reset would be all zero, seeds outside the graph or negative, or ``query`` has no
