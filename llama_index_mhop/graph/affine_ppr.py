@@ -141,7 +141,6 @@ class AffineResetPageRank:
         solved: the graph's :class:`SolvedBasis` when it is already known (read from disk): nothing is solved.
 
     Attributes:
-        solved: the :class:`SolvedBasis` in use.
         build_seconds: the time the basis took to solve (when it was solved here, else the time it once took).
         iterations: iterations of the basis solve.
 
@@ -164,7 +163,6 @@ class AffineResetPageRank:
             _check_solved(solved, n, num_passages, None if passage_vectors is None else passage_vectors.shape[1])
         self.pagerank = pagerank
         self.num_passages = num_passages
-        self.solved = solved
         self.basis = solved.basis
         self.uniform_response = solved.uniform_response
         self.node_totals = solved.node_totals

@@ -340,7 +340,10 @@ class PageRankGraph:
             )
             w = np.concatenate([w, w[off_diagonal]])
         adjacency = sparse.coo_matrix((w, (rows, cols)), shape=(n_nodes, n_nodes)).tocsr()
-        return cls(adjacency, **kwargs)
+        graph = cls(adjacency, **kwargs)
+        if not directed:
+            graph._symmetric = True  # each edge was added both ways: nothing to check
+        return graph
 
     @classmethod
     def from_networkx(
@@ -421,11 +424,15 @@ class PageRankGraph:
                  keep_remainder: bool = False) -> PushResult:
         """Personalized PageRank by local push, with its error bounds (:class:`~.push_ppr.PushResult`)."""
         r = _check_reset(reset, self.n_nodes)
+        d = self.damping if damping is None else _check_damping(damping)
+        return push_pagerank(self._transition, self._walk_matrix(), self._out_weight, r, d,
+                             self.push_epsilon if epsilon is None else epsilon, keep_remainder)
+
+    def _walk_matrix(self) -> sparse.csr_matrix:
+        """``P = M.T`` as CSR (row ``u``: where a walker at ``u`` goes), built on first use by an exact graph."""
         if self._walk is None:
             self._walk = self._transition.transpose().tocsr()
-        d = self.damping if damping is None else _check_damping(damping)
-        return push_pagerank(self._transition, self._walk, self._out_weight, r, d,
-                             self.push_epsilon if epsilon is None else epsilon, keep_remainder)
+        return self._walk
 
     @property
     def out_weight(self) -> np.ndarray:
@@ -436,10 +443,8 @@ class PageRankGraph:
     def symmetric(self) -> bool:
         """Whether the graph is undirected (its adjacency symmetric, to float rounding); found once."""
         if self._symmetric is None:
-            if self._walk is None:
-                self._walk = self._transition.transpose().tocsr()
             # A = diag(out) P; P's rows were divided by the out-weights, so compare to a relative rounding
-            adjacency = sparse.csr_matrix(self._walk.multiply(self._out_weight[:, None]))
+            adjacency = sparse.csr_matrix(self._walk_matrix().multiply(self._out_weight[:, None]))
             adjacency.sort_indices()
             mirrored = adjacency.transpose().tocsr()
             mirrored.sort_indices()
@@ -454,13 +459,12 @@ class PageRankGraph:
                   settled: Callable[[SparsePush, float], bool] | None = None) -> SparsePush:
         """Forward push from a few seeds (unnormalised, non-negative), touching only the memory of the nodes it
         reaches, on to the ``finer`` thresholds until ``settled`` (:func:`~.push_ppr.push_sparse`); thread-safe."""
-        if self._walk is None:
-            self._walk = self._transition.transpose().tocsr()
+        walk = self._walk_matrix()
         if self._scratch is None:
             self._threshold_weight = np.where(self._out_weight > 0, self._out_weight, 1.0)
             self._scratch = PushScratch(self.n_nodes)
         assert self._threshold_weight is not None
-        return push_sparse(self._transition, self._walk, self._threshold_weight, seeds, self.damping, epsilon,
+        return push_sparse(self._transition, walk, self._threshold_weight, seeds, self.damping, epsilon,
                            self._scratch, finer, settled)
 
     def scores_by_node(self, scores: np.ndarray) -> dict[Hashable, float]:

@@ -143,3 +143,17 @@ def test_concurrent_pushes_each_get_their_own_arrays():
     for one, other in zip(alone, together, strict=True):
         assert np.array_equal(one.estimate.nodes, other.estimate.nodes)
         assert np.array_equal(one.estimate.values, other.estimate.values)
+
+
+def test_whether_a_graph_is_undirected_is_found_from_its_matrix():
+    """Built from undirected edges a graph says so; built from a matrix, the matrix is checked (the early stop of
+    a push asked for a certain top k relies on it)."""
+    undirected = random_graph(5, 40, 120)
+    assert undirected.symmetric
+    adjacency = undirected.transition.multiply(undirected.out_weight[None, :]).tocsr()  # A = M diag(out), symmetric
+    assert PageRankGraph(adjacency).symmetric
+    one_way = adjacency.tolil()
+    i, j = adjacency.nonzero()[0][0], adjacency.nonzero()[1][0]
+    one_way[i, j] *= 2.0
+    assert not PageRankGraph(one_way.tocsr()).symmetric
+    assert not random_graph(5, 40, 120, directed=True).symmetric
