@@ -24,10 +24,12 @@ from llama_index.core.vector_stores.utils import metadata_dict_to_node
 from llama_index.vector_stores.chroma import ChromaVectorStore
 
 from ..chroma_batches import CHROMA_BATCH, delete_ids, existing_ids, get_records
+from ..embed_dtype import EmbedDType, check_embed_dtype, embedding_dtype
 
 __all__ = [
     "CHROMA_DIR",
     "DEFAULT_SHORT_TEXT_BATCH_SIZE",
+    "DEFAULT_SHORT_TEXT_DTYPE",
     "GraphStores",
     "client_mode",
     "fact_text",
@@ -41,6 +43,7 @@ __all__ = [
 
 CHROMA_DIR = "chroma"
 DEFAULT_SHORT_TEXT_BATCH_SIZE = 512
+DEFAULT_SHORT_TEXT_DTYPE: EmbedDType = "bfloat16"
 _SPACE = {"hnsw:space": "cosine"}
 _KINDS = ("passages", "entities", "facts")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,480}[A-Za-z0-9]$")
@@ -155,6 +158,8 @@ class GraphStores:
         name: the index's name.
         embed_model: the embedder of all three collections.
         short_text_batch_size: embedding batch size for entity names and facts (None: the embedder's own).
+        short_text_dtype: what entity names and facts are embedded in: "bfloat16" where the CPU has it natively
+            (see :mod:`llama_index_mhop.embed_dtype`), or "float32". Passages and queries are always float32.
         mode: "ephemeral" (in-memory, copied out on persist), "local" (``persist_dir/chroma``) or "external".
         prefix: the collections' prefix (default: the name).
 
@@ -167,7 +172,8 @@ class GraphStores:
     """
 
     def __init__(self, client: Any, name: str, embed_model: BaseEmbedding, short_text_batch_size: int | None,
-                 mode: str, prefix: str | None = None) -> None:
+                 mode: str, prefix: str | None = None,
+                 short_text_dtype: EmbedDType = DEFAULT_SHORT_TEXT_DTYPE) -> None:
         if not isinstance(name, str) or not _NAME.match(name):
             raise ValueError(
                 f"index name {name!r} must be 3-480 characters of letters, digits, '.', '_' or '-', starting and "
@@ -177,6 +183,7 @@ class GraphStores:
         self.prefix = prefix or name
         self.embed_model = embed_model
         self.short_text_batch_size = short_text_batch_size
+        self.short_text_dtype = check_embed_dtype(short_text_dtype)
         self._short_embedder: BaseEmbedding | None = None
         self.vector_source: Any = None
         self._open(client, mode)
@@ -210,12 +217,14 @@ class GraphStores:
         return model
 
     def embed(self, texts: Sequence[str], short: bool = False) -> np.ndarray:
-        """Embed texts, longest first so each batch pads little, and return rows in the input order."""
+        """Embed texts, longest first so each batch pads little, and return rows in the input order (short texts,
+        entity names and facts, in :attr:`short_text_dtype`)."""
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
         model = self._short_text_embedder() if short else self.embed_model
-        vectors = model.get_text_embedding_batch([texts[i] for i in order], show_progress=False)
+        with embedding_dtype(self.short_text_dtype if short else "float32"):
+            vectors = model.get_text_embedding_batch([texts[i] for i in order], show_progress=False)
         out = np.empty((len(texts), len(vectors[0])), dtype=np.float32)
         out[order] = np.asarray(vectors, dtype=np.float32)
         return out

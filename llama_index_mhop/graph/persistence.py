@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from llama_index.core.storage.docstore import SimpleDocumentStore
 
 from ..defaults import describe_client
+from ..embed_dtype import check_embed_dtype
 from ..stores import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
 from .checkpoint import CHECKPOINT_FILE
 from .graph_files import TABLES_FILE, load_graph, open_graph_files
@@ -62,6 +63,7 @@ _CONFIG_FIELDS: dict[str, tuple[type, ...]] = {
     "chunk_overlap": (int,),
     "insert_batch_size": (int,),
     "short_text_batch_size": (int, type(None)),
+    "short_text_dtype": (str,),
     "exact_synonymy_max_entities": (int,),
 }
 _GRAPH_FIELDS: dict[str, tuple[type, ...]] = {
@@ -85,6 +87,10 @@ def _check_config(config: dict[str, Any], where: str) -> None:
     check_field(config, "name", str, where)
     for key, kinds in _CONFIG_FIELDS.items():
         check_field(config, key, kinds, where, default=None)
+    try:
+        check_embed_dtype(config.get("short_text_dtype", "float32"))
+    except ValueError as exc:
+        raise ValueError(f"{where}: short_text_dtype: {exc}") from None
     if config.get("chroma", "local") not in ("local", "external"):
         raise ValueError(f"{where}: chroma: expected \"local\" or \"external\", got {config['chroma']!r}")
     check_field(config.get("embed_model") or {}, "model_name", (str, type(None)), where, "embed_model.", None)
@@ -157,6 +163,8 @@ class SavedIndex:
             "chunk_overlap": config.get("chunk_overlap", DEFAULT_CHUNK_OVERLAP),
             "insert_batch_size": config.get("insert_batch_size", DEFAULT_INSERT_BATCH_SIZE),
             "short_text_batch_size": config.get("short_text_batch_size", DEFAULT_SHORT_TEXT_BATCH_SIZE),
+            # an index saved before the option embedded its short texts in float32: later ones match them
+            "short_text_dtype": config.get("short_text_dtype", "float32"),
             "exact_synonymy_max_entities": config.get("exact_synonymy_max_entities",
                                                       DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES),
         }
@@ -205,6 +213,7 @@ def index_config(index: HippoGraphIndex) -> dict[str, Any]:
         "chunk_overlap": index.chunk_overlap,
         "insert_batch_size": index.insert_batch_size,
         "short_text_batch_size": stores.short_text_batch_size,
+        "short_text_dtype": stores.short_text_dtype,
         "exact_synonymy_max_entities": index.exact_synonymy_max_entities,
     }
 

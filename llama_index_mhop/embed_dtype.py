@@ -1,0 +1,68 @@
+"""The arithmetic a local embedder runs in: float32, or bfloat16 on a CPU that multiplies bfloat16 natively.
+
+A graph index embeds every entity name and fact, about as many tokens as its passages hold, so the short texts
+are most of its build. On a CPU with bfloat16 instructions (AVX-512 BF16, AMX) torch's autocast runs the encoder's
+matrix products about twice as fast, and each vector stays within cosine 0.9999 of float32's. On a CPU without
+them bfloat16 is emulated and slower, so it falls back to float32 there.
+
+Autocast is per thread and applies to an embedder that runs torch in the calling thread (LlamaIndex's
+``HuggingFaceEmbedding``, sentence-transformers); any other embedder embeds exactly as before.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Literal
+
+__all__ = ["EMBED_DTYPES", "EmbedDType", "check_embed_dtype", "embedding_dtype", "native_bfloat16"]
+
+logger = logging.getLogger(__name__)
+
+EmbedDType = Literal["float32", "bfloat16"]
+EMBED_DTYPES: tuple[str, ...] = ("float32", "bfloat16")
+
+
+def check_embed_dtype(dtype: str) -> EmbedDType:
+    """``dtype`` if it is one of :data:`EMBED_DTYPES`.
+
+    Raises:
+        ValueError: any other value.
+    """
+    if dtype not in EMBED_DTYPES:
+        raise ValueError(f"embedding dtype must be one of {', '.join(EMBED_DTYPES)}, got {dtype!r}")
+    return dtype  # type: ignore[return-value]
+
+
+@functools.cache
+def native_bfloat16() -> bool:
+    """Whether torch is installed and this CPU multiplies bfloat16 in hardware."""
+    try:
+        import torch
+
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except Exception:  # no torch, or a build without oneDNN: no native bfloat16 to use
+        return False
+
+
+@contextmanager
+def embedding_dtype(dtype: EmbedDType) -> Iterator[EmbedDType]:
+    """Run the embedding calls inside the block in ``dtype``; yields the dtype actually used."""
+    if dtype == "float32":
+        yield "float32"
+        return
+    if not native_bfloat16():
+        _warn_emulated()
+        yield "float32"
+        return
+    import torch
+
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        yield "bfloat16"
+
+
+@functools.cache
+def _warn_emulated() -> None:
+    logger.warning("this CPU has no native bfloat16 (or torch is missing): short texts are embedded in float32")
