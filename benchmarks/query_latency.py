@@ -12,7 +12,7 @@ the walk) by timing the retriever's own methods, and reports recall at each k fo
 
 Usage:
     python benchmarks/query_latency.py --work-dir .mhop/scale/n100000 [--rounds 3] [--threads 1]
-        [--out benchmarks/results/query-latency-100000.json]
+        [--out benchmarks/results/query-latency-100000.json] [--walk-vs-exact]
 """
 
 from __future__ import annotations
@@ -52,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--walk-vs-exact", action="store_true",
+                        help="after the rounds, compare the walk with the exact power iteration (scale.py's check)")
     args = parser.parse_args(argv)
 
     import torch
@@ -127,6 +129,10 @@ def main(argv: list[str] | None = None) -> int:
         "load_avg_before_after": load,
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
     }
+    if args.walk_vs_exact:
+        from scale import _walk_vs_exact  # the sibling script's check, on this reopened index
+
+        result["walk_vs_exact"] = _walk_vs_exact(hippo, dataset.questions, list(K_VALUES))
     print(json.dumps(result, indent=2))
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -413,10 +413,14 @@ def _walk_vs_exact(retriever: Any, questions: list[Any], k_values: list[int]) ->
     if affine is not None:
         walk_affine = retriever._walk_affine
 
-        def timed_walk(*args: Any, **kwargs: Any) -> Any:
+        def timed_walk(walk_state: Any, seeds: Any, dense: Any, query_vector: Any) -> Any:
             start = time.perf_counter()
-            result = walk_affine(*args, **kwargs)
+            result = walk_affine(walk_state, seeds, dense, query_vector)
             walk_ms.append((time.perf_counter() - start) * 1000.0)
+            # The walk never builds the whole reset; build it here, from every passage's similarity, for the
+            # exact iteration to walk from.
+            every = dense if dense.scores is not None else walk_state.passage_vectors.search(query_vector)
+            recording_reset(walk_state, seeds, every)
             return result
 
         retriever._walk_affine = timed_walk
@@ -558,6 +562,12 @@ def _own_index_stats(retriever: Any) -> dict[str, Any]:
     phases = getattr(index, "build_seconds", None)
     if isinstance(phases, dict):
         stats["build_seconds_by_phase"] = {k: round(float(v), 3) for k, v in phases.items()}
+    stores = getattr(index, "stores", None)
+    if stores is not None and hasattr(stores, "short_text_dtype"):
+        from llama_index_mhop.embed_dtype import native_bfloat16
+
+        stats["short_text_dtype"] = stores.short_text_dtype
+        stats["native_bfloat16"] = native_bfloat16()
     graph = getattr(index, "graph", None)
     if graph is not None and hasattr(graph, "num_edges"):
         stats.update({"n_passages": graph.num_passages, "n_entities": graph.num_entities,
