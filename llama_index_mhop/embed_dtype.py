@@ -3,7 +3,8 @@
 A graph index embeds every entity name and fact, about as many tokens as its passages hold, so the short texts
 are most of its build. On a CPU with bfloat16 instructions (AVX-512 BF16, AMX) torch's autocast runs the encoder's
 matrix products about twice as fast, and each vector stays within cosine 0.9999 of float32's. On a CPU without
-them bfloat16 is emulated and slower, so it falls back to float32 there.
+them bfloat16 is emulated and slower, so it falls back to float32 there (logged once at INFO: on such a CPU
+that is the expected path of the default, not a fault).
 
 Autocast is per thread and applies to an embedder that runs torch in the calling thread (LlamaIndex's
 ``HuggingFaceEmbedding``, sentence-transformers); any other embedder embeds exactly as before.
@@ -54,7 +55,7 @@ def embedding_dtype(dtype: EmbedDType) -> Iterator[EmbedDType]:
         yield "float32"
         return
     if not native_bfloat16():
-        _warn_emulated()
+        _note_emulated()
         yield "float32"
         return
     import torch
@@ -64,5 +65,5 @@ def embedding_dtype(dtype: EmbedDType) -> Iterator[EmbedDType]:
 
 
 @functools.cache
-def _warn_emulated() -> None:
-    logger.warning("this CPU has no native bfloat16 (or torch is missing): short texts are embedded in float32")
+def _note_emulated() -> None:
+    logger.info("this CPU has no native bfloat16 (or torch is missing): short texts are embedded in float32")

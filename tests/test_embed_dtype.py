@@ -55,9 +55,9 @@ def test_float32_short_texts_are_the_embedders_own(embed_model):
 
 def test_without_native_bfloat16_short_texts_fall_back_to_float32(embed_model, monkeypatch, caplog):
     monkeypatch.setattr(embed_dtype, "native_bfloat16", lambda: False)
-    embed_dtype._warn_emulated.cache_clear()
+    embed_dtype._note_emulated.cache_clear()
     exact = np.asarray(embed_model.get_text_embedding_batch(SHORT_TEXTS), dtype=np.float32)
-    with caplog.at_level(logging.WARNING, logger=embed_dtype.__name__):
+    with caplog.at_level(logging.INFO, logger=embed_dtype.__name__):
         with embedding_dtype("bfloat16") as used:
             assert used == "float32"
         np.testing.assert_array_equal(_stores(embed_model, "bfloat16").embed(SHORT_TEXTS, short=True), exact)
