@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 from scipy import sparse
 
-from .push_ppr import PushResult, PushScratch, SparsePush, push_pagerank, push_sparse
+from .push_ppr import PushResult, PushScratch, SparsePush, push_pagerank, push_sparse, threshold_weights
 from .sparse_vector import SparseVector
 
 __all__ = [
@@ -461,7 +461,7 @@ class PageRankGraph:
         reaches, on to the ``finer`` thresholds until ``settled`` (:func:`~.push_ppr.push_sparse`); thread-safe."""
         walk = self._walk_matrix()
         if self._scratch is None:
-            self._threshold_weight = np.where(self._out_weight > 0, self._out_weight, 1.0)
+            self._threshold_weight = threshold_weights(self._out_weight)
             self._scratch = PushScratch(self.n_nodes)
         assert self._threshold_weight is not None
         return push_sparse(self._transition, walk, self._threshold_weight, seeds, self.damping, epsilon,

@@ -34,7 +34,7 @@ from scipy import sparse
 
 from .sparse_vector import SparseVector
 
-__all__ = ["PushResult", "PushScratch", "SparsePush", "push_pagerank", "push_sparse"]
+__all__ = ["PushResult", "PushScratch", "SparsePush", "push_pagerank", "push_sparse", "threshold_weights"]
 
 _DENSE_ROUND_SHARE = 1 / 16  # a round pushing more than this share of the nodes is one full sparse product
 
@@ -94,6 +94,11 @@ class PushScratch:
         self._free.put(pair)
 
 
+def threshold_weights(out_weight: np.ndarray) -> np.ndarray:
+    """Each node's share of a push threshold: its weighted out-degree, or 1 for a dangling node."""
+    return np.where(out_weight > 0, out_weight, 1.0)
+
+
 def push_sparse(
     transition: sparse.csr_matrix,
     walk: sparse.csr_matrix,
@@ -113,7 +118,7 @@ def push_sparse(
     Args:
         transition: the column-stochastic transition matrix ``M`` (CSR).
         walk: its transpose as CSR (row ``u``: where a walker at ``u`` goes, with what probability).
-        threshold_weight: per node, its weighted out-degree, or 1 for a dangling node.
+        threshold_weight: per node, :func:`threshold_weights` of the out-degrees.
         seeds: the reset ``r0``; the push keeps ``y = p + (1 - d) * sum_k (d M)^k r`` for
             ``y = (1 - d) * sum_k (d M)^k r0`` (see the module docstring).
         damping: probability of following an edge, in [0, 1).
@@ -193,7 +198,7 @@ def push_pagerank(
         ValueError: ``epsilon`` is not positive.
     """
     n = reset.shape[0]
-    pushed = push_sparse(transition, walk, np.where(out_weight > 0, out_weight, 1.0),
+    pushed = push_sparse(transition, walk, threshold_weights(out_weight),
                          SparseVector.from_dense(np.asarray(reset, dtype=np.float64)), damping, epsilon)
     estimate = pushed.estimate.to_dense(n)
     left = pushed.remainder.total()
