@@ -295,27 +295,31 @@ class AffineResetPageRank:
             slack = (damping * factor) * self.pagerank.out_weight[: self.num_passages]
 
             def settled(result: SparsePush, threshold: float) -> bool:
-                return _top_settled(base, result, factor, damping, slack * threshold, k)
+                return _top_settled(base, _seed_walk(result, damping, factor), slack * threshold, k)
 
             coarse = [epsilon * _COARSE_STEP**step for step in range(_COARSE_STEPS, 0, -1)]
             pushed = self.pagerank.push_from(start, coarse[0], finer=[*coarse[1:], epsilon], settled=settled)
-        # Push keeps y = p + (1 - d) * sum_k (d M)^k r: adding the first term of the remainder, (1 - d) r, leaves
-        # at most d |r| out, and keeps a seed too light to push (a hub entity) where it is. Both are over the
-        # nodes the push reached.
-        estimate = pushed.estimate.values + (1.0 - damping) * pushed.remainder.values
-        return (SparseVector(pushed.estimate.nodes, estimate * factor),
-                damping * pushed.remainder.total() * factor)
+        return _seed_walk(pushed, damping, factor), damping * pushed.remainder.total() * factor
 
 
-def _top_settled(base: np.ndarray, pushed: SparsePush, factor: float, damping: float, slack: np.ndarray,
-                 k: int) -> bool:
+def _seed_walk(pushed: SparsePush, damping: float, factor: float) -> SparseVector:
+    """``z(seeds)`` from a push of the seeds scaled to mass 1 (``factor`` scales it back), at the nodes reached.
+
+    Push keeps y = p + (1 - d) * sum_k (d M)^k r: adding the first term of the remainder, (1 - d) r, leaves at most
+    d |r| out, and keeps a seed too light to push (a hub entity) where it is. Both are over the nodes the push
+    reached.
+    """
+    estimate = pushed.estimate.values + (1.0 - damping) * pushed.remainder.values
+    return SparseVector(pushed.estimate.nodes, estimate * factor)
+
+
+def _top_settled(base: np.ndarray, walked: SparseVector, slack: np.ndarray, k: int) -> bool:
     """Whether the best ``k`` passages of ``base + z(seeds)`` and their order are certain, each passage's value
-    being at least its estimate from ``pushed`` and at most ``slack`` above it."""
+    being at least its estimate in ``walked`` and at most ``slack`` above it."""
     passages = base.shape[0]
-    cut = int(np.searchsorted(pushed.estimate.nodes, passages))
+    walked_passages, _ = walked.split(passages)
     lower = base.copy()
-    lower[pushed.estimate.nodes[:cut]] += factor * (pushed.estimate.values[:cut]
-                                                    + (1.0 - damping) * pushed.remainder.values[:cut])
+    lower[walked_passages.nodes] += walked_passages.values
     top = best_first(lower, k)
     if top.shape[0] < min(k, passages) or not lower[top[-1]] > 0:
         return False  # scores clip at 0: zeros tie
