@@ -66,6 +66,8 @@ _CONFIG_FIELDS: dict[str, tuple[type, ...]] = {
     "short_text_dtype": (str,),
     "exact_synonymy_max_entities": (int,),
 }
+#: An index saved before ``short_text_dtype`` existed embedded its short texts in float32: later ones match them.
+_SAVED_BEFORE_SHORT_TEXT_DTYPE = "float32"
 _GRAPH_FIELDS: dict[str, tuple[type, ...]] = {
     "version": (int,),
     "config": (dict,),
@@ -88,7 +90,7 @@ def _check_config(config: dict[str, Any], where: str) -> None:
     for key, kinds in _CONFIG_FIELDS.items():
         check_field(config, key, kinds, where, default=None)
     try:
-        check_embed_dtype(config.get("short_text_dtype", "float32"))
+        check_embed_dtype(config.get("short_text_dtype", _SAVED_BEFORE_SHORT_TEXT_DTYPE))
     except ValueError as exc:
         raise ValueError(f"{where}: short_text_dtype: {exc}") from None
     if config.get("chroma", "local") not in ("local", "external"):
@@ -163,8 +165,7 @@ class SavedIndex:
             "chunk_overlap": config.get("chunk_overlap", DEFAULT_CHUNK_OVERLAP),
             "insert_batch_size": config.get("insert_batch_size", DEFAULT_INSERT_BATCH_SIZE),
             "short_text_batch_size": config.get("short_text_batch_size", DEFAULT_SHORT_TEXT_BATCH_SIZE),
-            # an index saved before the option embedded its short texts in float32: later ones match them
-            "short_text_dtype": config.get("short_text_dtype", "float32"),
+            "short_text_dtype": config.get("short_text_dtype", _SAVED_BEFORE_SHORT_TEXT_DTYPE),
             "exact_synonymy_max_entities": config.get("exact_synonymy_max_entities",
                                                       DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES),
         }
