@@ -181,12 +181,10 @@ class BatchIndexer:
         bar.set_postfix_str("facts")
         with self.timer("facts"):
             facts: dict[str, tuple[str, str, str]] = {}
-            fact_ids: dict[str, tuple[str, str, str]] = {}
             for work in works:
                 facts.update(work.fact_texts)
-                fact_ids.update(work.entry.facts)
             new_facts = [f for f in facts if f not in self.graph.facts]
-            self.stores.store_facts(new_facts, facts, fact_ids)
+            self.stores.store_facts(new_facts, facts)
         bar.set_postfix_str("passages")
         with self.timer("passages"):
             self.stores.store_passages([w.node for w in works])

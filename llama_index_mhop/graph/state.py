@@ -110,7 +110,7 @@ def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: fl
     for e, i in entity_node.items():
         counts[i] = len(graph.entity_passages.get(e, ()))
     fact_ids = sorted(graph.facts)
-    fact_rows = get_records(stores.facts, fact_ids, ["embeddings", "metadatas"])
+    fact_rows = get_records(stores.facts, fact_ids, ["embeddings"])
     fact_ids = [f for f in fact_ids if f in fact_rows]
     fact_triples = []
     fact_nodes = np.zeros((len(fact_ids), 2), dtype=np.int64)

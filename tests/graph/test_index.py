@@ -7,11 +7,12 @@ import threading
 from pathlib import Path
 
 import chromadb
+import numpy as np
 import pytest
 from llama_index.core.llms import MockLLM
 
 from llama_index_mhop.graph.extraction import Extraction, extract_llm_free
-from llama_index_mhop.graph.index import CHECKPOINT_FILE, CONFIG_FILE, GRAPH_FILE, HippoGraphIndex
+from llama_index_mhop.graph.index import CHECKPOINT_FILE, CONFIG_FILE, GRAPH_FILE, HippoGraphIndex, fact_text
 from llama_index_mhop.stores import make_document
 from tests.word_bag import WordBagEmbedding
 
@@ -53,9 +54,22 @@ def test_three_collections_with_counts_matching_the_graph(tmp_path):
     assert counts["facts"] == counts["chroma_facts"] == 14
     assert {c.name for c in (index.passages_collection, index.entities_collection, index.facts_collection)} == {
         "idx_counts_passages", "idx_counts_entities", "idx_counts_facts"}
-    fact = index.facts_collection.get(limit=1, include=["documents", "metadatas"])
-    meta = fact["metadatas"][0]
-    assert fact["documents"][0] == f"{meta['subject']} {meta['predicate']} {meta['object']}"
+
+def test_entity_and_fact_records_are_vectors_of_the_graphs_texts():
+    index = build(mini_docs(), "idx_records")
+    names = index.graph.entity_names
+    facts = index.facts_collection.get(include=["embeddings", "documents", "metadatas"])
+    entities = index.entities_collection.get(include=["embeddings", "documents", "metadatas"])
+    # the graph holds the texts; Chroma is given no document or metadata to index
+    assert set(facts["documents"]) | set(facts["metadatas"]) | set(entities["documents"]) == {None}
+    assert set(entities["metadatas"]) == {None}
+    embedder = WordBagEmbedding()
+    for fact_id, vector in zip(facts["ids"], facts["embeddings"], strict=True):
+        subject, predicate, obj = index.graph.facts[fact_id]
+        expected = embedder.get_text_embedding(fact_text(names[subject], predicate, names[obj]))
+        assert np.allclose(vector, expected, atol=1e-6)
+    for entity_id, vector in zip(entities["ids"], entities["embeddings"], strict=True):
+        assert np.allclose(vector, embedder.get_text_embedding(names[entity_id]), atol=1e-6)
 
 
 def test_passage_nodes_keep_document_metadata():
