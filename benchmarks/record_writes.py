@@ -110,10 +110,10 @@ def main(argv: list[str] | None = None) -> int:
     load = [os.getloadavg()]
     work = Path(tempfile.mkdtemp(prefix="record-writes-"))
     try:
-        for _ in range(args.rounds):
+        for round_ in range(args.rounds):
             for way in WAYS:
-                path = work / way
-                shutil.rmtree(path, ignore_errors=True)
+                # a new path each time: Chroma keeps one system per path in a process, open on deleted files
+                path = work / f"{way}-{round_}"
                 seconds[way].append(_write(path, records, vectors, way))
                 disk[way] = _disk_bytes(path)
     finally:

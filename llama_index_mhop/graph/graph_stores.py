@@ -155,7 +155,8 @@ class GraphStores:
 
     An entity or fact record is its id and its vector alone. Its name or (subject, predicate, object) is in the
     graph (``graph.entity_names``, ``graph.facts``, :meth:`~.knowledge_graph.KnowledgeGraph.to_networkx`), and Chroma
-    indexes every document (full text) and metadata key it is given, which cost 45% of each write.
+    indexes every document (full text) and metadata key it is given: with them a record took twice as long to write
+    (``benchmarks/record_writes.py``).
 
     Args:
         client: the Chroma client holding the collections.
