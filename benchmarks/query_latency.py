@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from result_file import write_result
 
 K_VALUES = (2, 5, 10, 21)
 
@@ -133,10 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         from scale import _walk_vs_exact  # the sibling script's check, on this reopened index
 
         result["walk_vs_exact"] = _walk_vs_exact(hippo, dataset.questions, list(K_VALUES))
-    print(json.dumps(result, indent=2))
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=2) + "\n")
+    write_result(result, args.out)
     return 0
 
 

@@ -19,7 +19,6 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import shutil
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from result_file import write_result
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "record_writes.json"
 DIMENSIONS = 384  # all-MiniLM-L6-v2, the embedded default
@@ -131,9 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         "load_avg_before_after": load,
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "chromadb": chromadb.__version__},
     }
-    print(json.dumps(result, indent=2))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    write_result(result, args.out)
     return 0
 
 

@@ -15,7 +15,6 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from result_file import write_result
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "short_text_dtype.json"
 TOP_FACTS = 5  # the retriever's default linking_top_k
@@ -115,9 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         "load_avg_before_after": load,
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "torch": torch.__version__},
     }
-    print(json.dumps(result, indent=2))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    write_result(result, args.out)
     return 0
 
 

@@ -28,6 +28,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from result_file import write_result
+
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATASET = ROOT.parent / "shared" / "datasets" / "hotpotqa-100"
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "sync-cost.json"
@@ -144,9 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         }
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
+    write_result(result, args.out)
     return 0
 
 

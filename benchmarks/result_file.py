@@ -1,0 +1,16 @@
+"""How a benchmark script reports: its result printed as JSON and written to its ``--out`` file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+def write_result(result: dict[str, Any], out: Path | None) -> None:
+    """Print ``result`` as indented JSON and, when ``out`` is given, write it there (creating the folder)."""
+    text = json.dumps(result, indent=2)
+    print(text)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text + "\n")
