@@ -1,4 +1,4 @@
-"""Chroma reads and deletes by id, in batches under Chroma's maximum batch size.
+"""Chroma reads, vector writes and deletes by id, in batches under Chroma's maximum batch size.
 
 The passage index (:mod:`llama_index_mhop.stores`) and the graph index's stores both go through these, so the
 batch size and the shape of a batched read are decided once.
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["CHROMA_BATCH", "delete_ids", "existing_ids", "get_records", "iter_all"]
+__all__ = ["CHROMA_BATCH", "delete_ids", "existing_ids", "get_records", "iter_all", "upsert_vectors"]
 
 #: Ids per Chroma call: well under Chroma's maximum batch size.
 CHROMA_BATCH = 2000
@@ -37,6 +37,12 @@ def get_records(
         for position, record_id in enumerate(page["ids"]):
             out[record_id] = {name: page[name][position] for name in include}
     return out
+
+
+def upsert_vectors(collection: Any, ids: Sequence[str], vectors: Any, batch: int = CHROMA_BATCH) -> None:
+    """Store one vector per id (row ``i`` of ``vectors`` for ``ids[i]``), with no document or metadata."""
+    for start in range(0, len(ids), batch):
+        collection.upsert(ids=list(ids[start : start + batch]), embeddings=vectors[start : start + batch])
 
 
 def delete_ids(collection: Any, ids: Sequence[str], batch: int = CHROMA_BATCH) -> None:

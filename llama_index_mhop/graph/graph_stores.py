@@ -23,7 +23,7 @@ from llama_index.core.schema import MetadataMode, TextNode
 from llama_index.core.vector_stores.utils import metadata_dict_to_node
 from llama_index.vector_stores.chroma import ChromaVectorStore
 
-from ..chroma_batches import CHROMA_BATCH, delete_ids, existing_ids, get_records
+from ..chroma_batches import CHROMA_BATCH, delete_ids, existing_ids, get_records, upsert_vectors
 from ..embed_dtype import EmbedDType, check_embed_dtype, embedding_dtype
 
 __all__ = [
@@ -249,9 +249,7 @@ class GraphStores:
         if not missing:
             return vectors_by_id
         vectors = self.embed([keys[e] for e in missing], short=True)
-        for start in range(0, len(missing), CHROMA_BATCH):
-            chunk = missing[start : start + CHROMA_BATCH]
-            self.entities.upsert(ids=chunk, embeddings=vectors[start : start + len(chunk)])
+        upsert_vectors(self.entities, missing, vectors)
         vectors_by_id.update(zip(missing, vectors, strict=True))
         return vectors_by_id
 
@@ -263,10 +261,7 @@ class GraphStores:
         missing = [f for f in ids if f not in stored]
         if not missing:
             return
-        vectors = self.embed([fact_text(*texts[f]) for f in missing], short=True)
-        for start in range(0, len(missing), CHROMA_BATCH):
-            chunk = missing[start : start + CHROMA_BATCH]
-            self.facts.upsert(ids=chunk, embeddings=vectors[start : start + len(chunk)])
+        upsert_vectors(self.facts, missing, self.embed([fact_text(*texts[f]) for f in missing], short=True))
 
     def store_passages(self, nodes: Sequence[TextNode]) -> None:
         """Store the passage nodes not yet stored, with their metadata, through ``ChromaVectorStore``; a node that
