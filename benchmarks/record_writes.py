@@ -1,8 +1,9 @@
 """What a graph index's entity and fact records cost to write to Chroma, with and without document and metadata.
 
-A synthetic corpus (``bench.synthetic``) runs through the LLM-free OpenIE and the index's own content ids, as in
-``short_text_dtype.py``; its distinct entity names and facts are then written to a fresh persistent Chroma store
-in batches of ``CHROMA_BATCH``, two ways, alternating for ``--rounds`` rounds so both meet the same machine:
+A synthetic corpus (``bench.synthetic``) runs through the LLM-free OpenIE and the index's own content ids
+(``corpus_works`` of ``short_text_dtype.py``); its distinct entity names and facts are then written to a fresh
+persistent Chroma store in batches of ``CHROMA_BATCH``, two ways, alternating for ``--rounds`` rounds so both meet
+the same machine:
 
 - ``with_text``: each record as the index wrote it before: the text as the document, and metadata (an entity's
   name; a fact's subject, predicate, object and the two entity ids);
@@ -30,6 +31,7 @@ from typing import Any
 
 import numpy as np
 from result_file import write_result
+from short_text_dtype import corpus_works
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "record_writes.json"
 DIMENSIONS = 384  # all-MiniLM-L6-v2, the embedded default
@@ -38,18 +40,12 @@ WAYS = ("with_text", "vectors_only")
 
 def _records(corpus: dict[str, list[str]]) -> dict[str, dict[str, list[Any]]]:
     """The corpus's entity and fact records, both ways: ids, documents and metadatas as each way writes them."""
-    from llama_index.core.schema import TextNode
-
-    from llama_index_mhop.graph.extraction import extract_llm_free
     from llama_index_mhop.graph.graph_stores import fact_text
-    from llama_index_mhop.graph.indexing import passage_work
 
     entities: dict[str, str] = {}
     facts: dict[str, tuple[str, str, str]] = {}
     fact_nodes: dict[str, tuple[str, str, str]] = {}
-    for title, sentences in corpus.items():
-        text = " ".join(sentences)
-        work = passage_work(TextNode(text=text, metadata={"title": title}), extract_llm_free(text, title))
+    for work in corpus_works(corpus):
         entities.update(work.entry.entities)
         facts.update(work.fact_texts)
         fact_nodes.update(work.entry.facts)

@@ -19,6 +19,7 @@ import os
 import platform
 import statistics
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,19 +30,26 @@ DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "short_text_dtype.js
 TOP_FACTS = 5  # the retriever's default linking_top_k
 
 
-def _short_texts(corpus: dict[str, list[str]]) -> tuple[list[str], list[str]]:
-    """The corpus's distinct entity names and fact texts, as the index would embed them."""
+def corpus_works(corpus: dict[str, list[str]]) -> Iterator[Any]:
+    """Each passage of a synthetic corpus through the LLM-free OpenIE and the index's own content ids
+    (``graph.indexing.PassageWork``)."""
     from llama_index.core.schema import TextNode
 
     from llama_index_mhop.graph.extraction import extract_llm_free
-    from llama_index_mhop.graph.graph_stores import fact_text
     from llama_index_mhop.graph.indexing import passage_work
+
+    for title, sentences in corpus.items():
+        text = " ".join(sentences)
+        yield passage_work(TextNode(text=text, metadata={"title": title}), extract_llm_free(text, title))
+
+
+def _short_texts(corpus: dict[str, list[str]]) -> tuple[list[str], list[str]]:
+    """The corpus's distinct entity names and fact texts, as the index would embed them."""
+    from llama_index_mhop.graph.graph_stores import fact_text
 
     entities: dict[str, str] = {}
     facts: dict[str, str] = {}
-    for title, sentences in corpus.items():
-        text = " ".join(sentences)
-        work = passage_work(TextNode(text=text, metadata={"title": title}), extract_llm_free(text, title))
+    for work in corpus_works(corpus):
         entities.update(work.entry.entities)
         facts.update({fact_id: fact_text(*keys) for fact_id, keys in work.fact_texts.items()})
     return list(entities.values()), list(facts.values())
