@@ -105,7 +105,7 @@ def _sync_graph(args: argparse.Namespace, client: Any, result: Any) -> Any:
     except FileNotFoundError:
         graph = HippoGraphIndex.from_vector_index(result.index, chroma_client=client, persist_dir=_graph_dir(args),
                                                   embed_model=_embed_model(args), show_progress=not args.quiet)
-    graph.stores.vector_source = passage_collection(result.index)
+    graph.stores.read_passages_from(passage_collection(result.index))
     graph.refresh_ref_docs(documents, show_progress=not args.quiet)
     _remove_from_graph(graph, result.plan.removed)
     return graph

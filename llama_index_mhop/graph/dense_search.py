@@ -74,7 +74,8 @@ class DenseVectors:
     Args:
         ids: the records' ids, in the order of the scores returned.
         vectors: their normalised embeddings (one row each).
-        collection: the Chroma collection holding them (searched past ``hnsw_min_records``).
+        collections: the Chroma collections holding them (searched past ``hnsw_min_records``; records of theirs
+            not in ``ids`` are skipped).
         hnsw_min_records: from this many records, search the collection's HNSW index instead of all vectors.
         top_n: records whose similarity an HNSW search returns exactly (unless a query asks for another number).
         int8_min_records: from this many records (and below ``hnsw_min_records``), a search for the top alone
@@ -85,12 +86,12 @@ class DenseVectors:
         products: how a search for the top alone multiplies them (None when the HNSW index is searched).
     """
 
-    def __init__(self, ids: list[str], vectors: np.ndarray, collection: Any, hnsw_min_records: int,
+    def __init__(self, ids: list[str], vectors: np.ndarray, collections: list[Any], hnsw_min_records: int,
                  top_n: int = HNSW_TOP_N, int8_min_records: int = INT8_MIN_ROWS) -> None:
         self.size = len(ids)
         self.top_n = top_n
         self.method = "hnsw" if self.size >= max(1, hnsw_min_records) else "exact"
-        self._collection = collection
+        self._collections = collections
         self.matrix: np.ndarray | None = None
         self.products: RowProducts | None = None
         if self.method == "exact":
@@ -122,12 +123,22 @@ class DenseVectors:
         return DenseScores(rows[best[:top_k]], exact[best[:top_k]], float(exact[best[0]]), float(exact.min()))
 
     def _search_hnsw(self, query: np.ndarray, top_k: int, top_n: int | None) -> DenseScores:
-        found = self._collection.query(query_embeddings=[query.tolist(), (-query).tolist()],
-                                       n_results=min(top_n or self.top_n, self.size), include=["distances"])
-        pairs = [(self._row[i], 1.0 - d) for i, d in zip(found["ids"][0], found["distances"][0], strict=True)
-                 if i in self._row]  # a record added after this version was loaded is not in it
-        # cosine distance to -q is 1 + similarity to q: the nearest to -q is the least similar to q
-        farthest = [d - 1.0 for i, d in zip(found["ids"][1], found["distances"][1], strict=True) if i in self._row]
+        n_results = min(top_n or self.top_n, self.size)
+        near_by_row: dict[int, float] = {}
+        farthest: list[float] = []
+        for collection in self._collections:
+            held = collection.count()
+            if not held:
+                continue
+            found = collection.query(query_embeddings=[query.tolist(), (-query).tolist()],
+                                     n_results=min(n_results, held), include=["distances"])
+            # a record added after this version was loaded, or not the graph's, is not in self._row
+            near_by_row.update((self._row[i], 1.0 - d) for i, d in zip(found["ids"][0], found["distances"][0],
+                                                                       strict=True) if i in self._row)
+            # cosine distance to -q is 1 + similarity to q: the nearest to -q is the least similar to q
+            farthest += [d - 1.0 for i, d in zip(found["ids"][1], found["distances"][1], strict=True)
+                         if i in self._row][:1]
+        pairs = sorted(near_by_row.items(), key=lambda pair: -pair[1])[:n_results]
         rows = np.array([r for r, _ in pairs], dtype=np.int64)
         near = np.array([s for _, s in pairs], dtype=np.float64)
         rest = self.size - len(rows)
@@ -135,5 +146,5 @@ class DenseVectors:
         scores = np.full(self.size, mean_rest, dtype=np.float64)
         scores[rows] = near
         top = best_first(scores, top_k)
-        return DenseScores(top, scores[top], float(scores.max()), min([float(scores.min()), *farthest[:1]]), scores,
+        return DenseScores(top, scores[top], float(scores.max()), min([float(scores.min()), *farthest]), scores,
                            rows, mean_rest)

@@ -32,17 +32,18 @@ __all__ = [
     "DEFAULT_SHORT_TEXT_DTYPE",
     "GraphStores",
     "client_mode",
+    "collection_passages",
     "fact_text",
     "missing_collections",
     "private_client",
     "resolve_client",
     "saved_client",
     "unique_prefix",
-    "vector_index_passages",
+    "vector_index_collection",
 ]
 
 CHROMA_DIR = "chroma"
-DEFAULT_SHORT_TEXT_BATCH_SIZE = 512
+DEFAULT_SHORT_TEXT_BATCH_SIZE = 128
 DEFAULT_SHORT_TEXT_DTYPE: EmbedDType = "bfloat16"
 _SPACE = {"hnsw:space": "cosine"}
 _KINDS = ("passages", "entities", "facts")
@@ -67,9 +68,8 @@ def missing_collections(client: Any, prefix: str) -> list[str]:
     return missing
 
 
-def vector_index_passages(vector_index: Any, embed_model: BaseEmbedding | None) -> tuple[list[TextNode], Any]:
-    """The passage nodes of a Chroma-backed ``VectorStoreIndex``, each with its stored embedding, and the embedder
-    to use with them (``embed_model`` if given, else the one the vector index embeds queries with).
+def vector_index_collection(vector_index: Any) -> Any:
+    """The Chroma collection a ``VectorStoreIndex`` keeps its nodes in.
 
     Raises:
         TypeError: the index does not keep its nodes in Chroma.
@@ -77,18 +77,23 @@ def vector_index_passages(vector_index: Any, embed_model: BaseEmbedding | None) 
     store = vector_index.vector_store
     if not isinstance(store, ChromaVectorStore):
         raise TypeError(f"from_vector_index needs a VectorStoreIndex over Chroma, got one over {type(store).__name__}")
-    collection = store.client
+    return store.client
+
+
+def collection_passages(collection: Any, with_embeddings: bool) -> list[TextNode]:
+    """The passage nodes of a LlamaIndex Chroma collection, each with its stored embedding if asked."""
+    include = ["embeddings", "documents", "metadatas"] if with_embeddings else ["documents", "metadatas"]
     nodes: list[TextNode] = []
     for offset in range(0, collection.count(), CHROMA_BATCH):
-        page = collection.get(limit=CHROMA_BATCH, offset=offset, include=["embeddings", "documents", "metadatas"])
-        for record_id, vector, text, metadata in zip(page["ids"], page["embeddings"], page["documents"],
-                                                     page["metadatas"], strict=True):
+        page = collection.get(limit=CHROMA_BATCH, offset=offset, include=include)
+        vectors = page["embeddings"] if with_embeddings else [None] * len(page["ids"])
+        for record_id, vector, text, metadata in zip(page["ids"], vectors, page["documents"], page["metadatas"],
+                                                     strict=True):
             node = metadata_dict_to_node(metadata or {}, text=text)
             node.id_ = record_id
-            node.embedding = [float(x) for x in vector]
+            node.embedding = None if vector is None else [float(x) for x in vector]
             nodes.append(node)
-    # LlamaIndex keeps the index's embedder private; the stored vectors are only comparable with its queries.
-    return nodes, embed_model or getattr(vector_index, "_embed_model", None)
+    return nodes
 
 
 def client_mode(chroma_client: Any) -> str:
@@ -169,8 +174,10 @@ class GraphStores:
         prefix: the collections' prefix (default: the name).
 
     Attributes:
-        vector_source: a passage collection the index sits beside (``None``: none), whose records of the same
-            node ids hold the passages' embeddings: a passage stored there is not embedded again.
+        passage_source: a passage collection of the same Chroma store that the index reads in place (``None``:
+            none; see :meth:`read_passages_from`). A passage held there is neither embedded nor copied into
+            ``{prefix}_passages``, and the index never writes to it or deletes from it: the vector index that
+            owns it does.
 
     Raises:
         ValueError: a name Chroma would refuse as a collection prefix.
@@ -190,7 +197,7 @@ class GraphStores:
         self.short_text_batch_size = short_text_batch_size
         self.short_text_dtype = check_embed_dtype(short_text_dtype)
         self._short_embedder: BaseEmbedding | None = None
-        self.vector_source: Any = None
+        self.passage_source: Any = None
         self._open(client, mode)
 
     def _open(self, client: Any, mode: str) -> None:
@@ -202,14 +209,56 @@ class GraphStores:
         self.vector_store = ChromaVectorStore(chroma_collection=self.passages)
 
     def collection_names(self) -> dict[str, str]:
-        return {"passages": self.passages.name, "entities": self.entities.name, "facts": self.facts.name}
+        names = {"passages": self.passages.name, "entities": self.entities.name, "facts": self.facts.name}
+        if self.passage_source is not None:
+            names["passage_source"] = self.passage_source.name
+        return names
+
+    # ------------------------------------------------------------------ passages held in place
+
+    def read_passages_from(self, collection: Any) -> bool:
+        """Read the passages ``collection`` holds in place when it belongs to this index's Chroma store (a vector
+        index's collection beside the graph): True. From another store they cannot be read later, so the index
+        copies them as it stores them: False."""
+        from chromadb.errors import NotFoundError
+
+        try:
+            same_store = self.client.get_collection(collection.name).id == collection.id
+        except (NotFoundError, ValueError):
+            same_store = False
+        if same_store:
+            self.passage_source = collection
+        return same_store
+
+    def passage_collections(self) -> list[Any]:
+        """Where the index's passages are: its own collection, then :attr:`passage_source` if any."""
+        return [self.passages] if self.passage_source is None else [self.passages, self.passage_source]
+
+    def held_passages(self, ids: Sequence[str]) -> set[str]:
+        """The ids among ``ids`` stored in the index's own collection or held in :attr:`passage_source`."""
+        held: set[str] = set()
+        for collection in self.passage_collections():
+            held |= existing_ids(collection, [i for i in ids if i not in held])
+        return held
+
+    def passage_records(self, ids: Sequence[str], include: list[str]) -> dict[str, dict[str, Any]]:
+        """``{id: {field: value}}`` of the passages found, from the own collection first, then the source."""
+        rows: dict[str, dict[str, Any]] = {}
+        for collection in self.passage_collections():
+            rows.update(get_records(collection, [i for i in ids if i not in rows], include))
+        return rows
+
+    def passage_count(self) -> int:
+        """Passage records the index can read (its own and, when it reads one in place, the source's)."""
+        return sum(collection.count() for collection in self.passage_collections())
 
     # ------------------------------------------------------------------ embedding
 
     def _short_text_embedder(self) -> BaseEmbedding:
-        """The embedder with ``short_text_batch_size``: entity names and facts are a few tokens each, and a
-        forward pass costs about the same for 64 or 512 of them, so large batches embed them several times
-        faster. A shallow pydantic copy shares the loaded model."""
+        """The embedder with ``short_text_batch_size``: entity names and facts are a few tokens each, so a batch
+        of LlamaIndex's usual 10 is mostly per-call overhead; a batch pads every text to its longest, so past a
+        hundred or so texts a larger batch only pads more (``benchmarks/short_text_batch.py``). A shallow pydantic
+        copy shares the loaded model."""
         model = self.embed_model
         if self.short_text_batch_size and getattr(model, "embed_batch_size", None) not in (None,
                                                                                           self.short_text_batch_size):
@@ -264,41 +313,50 @@ class GraphStores:
         upsert_vectors(self.facts, missing, self.embed([fact_text(*texts[f]) for f in missing], short=True))
 
     def store_passages(self, nodes: Sequence[TextNode]) -> None:
-        """Store the passage nodes not yet stored, with their metadata, through ``ChromaVectorStore``; a node that
-        carries its embedding (from another index) or whose id :attr:`vector_source` holds is stored with that
-        embedding, the others are embedded."""
-        existing = existing_ids(self.passages, [n.node_id for n in nodes])
-        missing = [n for n in nodes if n.node_id not in existing]
+        """Store the passage nodes the index does not yet hold (in its own collection or in place in
+        :attr:`passage_source`), with their metadata, through ``ChromaVectorStore``: a node that carries its
+        embedding (from another index) is stored with it, the others are embedded."""
+        held = self.held_passages([n.node_id for n in nodes])
+        missing = [n for n in nodes if n.node_id not in held]
         if not missing:
             return
         unembedded = [n for n in missing if n.embedding is None]
-        source = {} if self.vector_source is None else get_records(self.vector_source,
-                                                                    [n.node_id for n in unembedded], ["embeddings"])
-        new = [n for n in unembedded if n.node_id not in source]
-        vectors = self.embed([n.get_content(metadata_mode=MetadataMode.EMBED) for n in new])
-        for node, vector in zip(new, vectors, strict=True):
+        vectors = self.embed([n.get_content(metadata_mode=MetadataMode.EMBED) for n in unembedded])
+        for node, vector in zip(unembedded, vectors, strict=True):
             node.embedding = vector.tolist()
-        for node in unembedded:
-            if node.node_id in source:
-                node.embedding = [float(x) for x in source[node.node_id]["embeddings"]]
         self.vector_store.add(list(missing))
         for node in unembedded:
             node.embedding = None
 
     def delete(self, passages: Sequence[str], entities: Sequence[str], facts: Sequence[str]) -> None:
-        """Delete records from the three collections (passages first: nothing then points to a deleted record)."""
+        """Delete records from the three collections (passages first: nothing then points to a deleted record).
+        A passage held in :attr:`passage_source` stays there: its vector index owns it."""
         delete_ids(self.passages, passages)
         delete_ids(self.facts, facts)
         delete_ids(self.entities, entities)
 
-    def copy_to(self, path: Path) -> None:
-        """Copy the three collections into a persistent Chroma store at ``path`` and use it from now on."""
+    def copy_to(self, path: Path, passage_ids: Sequence[str] = ()) -> None:
+        """Copy the three collections into a persistent Chroma store at ``path`` and use it from now on; of the
+        passages held in :attr:`passage_source`, ``passage_ids`` are copied into the own passage collection (a
+        store of its own no longer reads another's in place)."""
         client = _persistent_client(path)
+        fields = ["embeddings", "documents", "metadatas"]
         for source in (self.passages, self.entities, self.facts):
             target = client.get_or_create_collection(source.name, metadata=_SPACE)
             total = source.count()
             for offset in range(0, total, CHROMA_BATCH):
-                page = source.get(limit=CHROMA_BATCH, offset=offset, include=["embeddings", "documents", "metadatas"])
+                page = source.get(limit=CHROMA_BATCH, offset=offset, include=fields)
                 target.upsert(ids=page["ids"], embeddings=page["embeddings"], documents=page["documents"],
                               metadatas=page["metadatas"])
+        if self.passage_source is not None:
+            target = client.get_collection(self.passages.name)
+            own = existing_ids(self.passages, passage_ids)
+            rows = get_records(self.passage_source, [p for p in passage_ids if p not in own], fields)
+            copied = list(rows)
+            for start in range(0, len(copied), CHROMA_BATCH):
+                ids = copied[start : start + CHROMA_BATCH]
+                target.upsert(ids=ids, embeddings=[rows[i]["embeddings"] for i in ids],
+                              documents=[rows[i]["documents"] for i in ids],
+                              metadatas=[rows[i]["metadatas"] for i in ids])
+            self.passage_source = None
         self._open(client, "local")

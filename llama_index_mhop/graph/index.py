@@ -39,10 +39,11 @@ from .graph_stores import (
     DEFAULT_SHORT_TEXT_BATCH_SIZE,
     DEFAULT_SHORT_TEXT_DTYPE,
     GraphStores,
+    collection_passages,
     fact_text,
     resolve_client,
     unique_prefix,
-    vector_index_passages,
+    vector_index_collection,
 )
 from .indexing import DEFAULT_INSERT_BATCH_SIZE, BatchHook, BatchIndexer, PhaseTimer
 from .knowledge_graph import (
@@ -176,7 +177,7 @@ class HippoGraphIndex:
         """Records in each Chroma collection and nodes/edges of the graph (for checks and reports)."""
         graph, stores = self.graph, self.stores
         return {"passages": graph.num_passages, "entities": graph.num_entities, "facts": graph.num_facts,
-                "chroma_passages": stores.passages.count(), "chroma_entities": stores.entities.count(),
+                "chroma_passages": stores.passage_count(), "chroma_entities": stores.entities.count(),
                 "chroma_facts": stores.facts.count(), "graph_nodes": graph.num_nodes, "graph_edges": graph.num_edges}
 
     # ------------------------------------------------------------------ building
@@ -248,17 +249,20 @@ class HippoGraphIndex:
             CorpusError: no text to index.
             ValueError: a bad name or batch size.
         """
+        source = None
+        docs: list[Document] = []
         if isinstance(documents, VectorStoreIndex):
-            nodes, embed_model = vector_index_passages(documents, embed_model)
-            docs: list[Document] = []
+            source = vector_index_collection(documents)
+            # LlamaIndex keeps the index's embedder private; its stored vectors are only comparable with its queries.
+            embed_model = embed_model or getattr(documents, "_embed_model", None)
         else:
-            nodes, docs = [], load_documents(documents)
+            docs = load_documents(documents)
         embed_model = resolve_embed_model(embed_model)
         if persist_dir is not None and (Path(persist_dir) / CONFIG_FILE).is_file():
             index = cls.from_persist_dir(persist_dir, chroma_client=chroma_client, embed_model=embed_model, lm=lm,
                                          llm=llm, show_progress=show_progress)  # with the saved OpenIE program
             index.extractor = with_stored_openie(extractor or index.extractor, openie_results)
-            index._sync(docs, nodes, None, on_batch_end)
+            index._sync(docs, index._source_passages(source), None, on_batch_end)
             return index
         extractor = with_stored_openie(extractor or OpenIEExtractor(lm=lm, llm=llm), openie_results)
         client, mode = resolve_client(chroma_client, persist_dir)
@@ -270,13 +274,25 @@ class HippoGraphIndex:
                     short_text_batch_size=short_text_batch_size, short_text_dtype=short_text_dtype,
                     exact_synonymy_max_entities=exact_synonymy_max_entities,
                     collection_prefix=unique_prefix(name) if mode == "ephemeral" else None)
-        index._sync(docs, nodes, None, on_batch_end)
+        index._sync(docs, index._source_passages(source), None, on_batch_end)
         return index
+
+    def _source_passages(self, collection: Any) -> list[TextNode]:
+        """The passages of a vector index's collection, read in place when it is in this index's Chroma store,
+        else with their stored embeddings to copy (none embedded again either way)."""
+        if collection is None:
+            return []
+        return collection_passages(collection, with_embeddings=not self.stores.read_passages_from(collection))
 
     @classmethod
     def from_vector_index(cls, vector_index: VectorStoreIndex, **kwargs: Any) -> HippoGraphIndex:
         """A graph index over the passages of a Chroma-backed ``VectorStoreIndex``, reusing their nodes and
         stored embeddings (only entities and facts are embedded). ``kwargs`` are :meth:`from_documents`'s.
+
+        In the vector index's own Chroma store (the same ``chroma_client``, or the same persistent path) the graph
+        reads the vector index's collection in place instead of copying it: its passages are stored once, and
+        the graph neither writes to that collection nor deletes from it. Passages the graph gets later that the
+        vector index lacks go into the graph's own passage collection. In another store the passages are copied.
 
         Raises:
             TypeError: the index does not keep its nodes in Chroma.

@@ -20,7 +20,6 @@ from typing import Any
 from llama_index.core.schema import MetadataMode, TextNode
 from tqdm.auto import tqdm
 
-from ..chroma_batches import existing_ids
 from ..stores import stable_id
 from .checkpoint import GraphEntry, append_checkpoint, read_checkpoint
 from .extraction import Extraction, Extractor, entity_key, title_entities
@@ -144,7 +143,7 @@ class BatchIndexer:
             return []
         records = read_checkpoint(self.checkpoint, self.stores.name)
         pending = [pid for pid in records if pid not in self.graph.passages]
-        stored = existing_ids(self.stores.passages, pending)
+        stored = self.stores.held_passages(pending)
         resumed = []
         for pid in pending:
             if pid not in stored:

@@ -224,7 +224,7 @@ def save_index(index: HippoGraphIndex, target: Path) -> None:
     the checkpoint goes, since the graph now holds everything it listed, and so does a format-1 graph file."""
     target.mkdir(parents=True, exist_ok=True)
     if index.stores.mode == "ephemeral":
-        index.stores.copy_to(target / CHROMA_DIR)
+        index.stores.copy_to(target / CHROMA_DIR, sorted(index.graph.passages))
     write_json(target / CONFIG_FILE, index_config(index))
     index.graph.save(target / GRAPH_DIR)
     write_json(target / DOCSTORE_FILE, index.docstore.to_dict())  # after the graph: see .sync
@@ -244,11 +244,28 @@ def open_saved_index(cls: type[HippoGraphIndex], root: Path, chroma_client: Any,
     index = cls(chroma_client=chroma_client, embed_model=embed_model, graph=saved.graph, extractor=extractor,
                 persist_dir=root, chroma_mode=mode, show_progress=show_progress, docstore=saved.docstore,
                 **saved.index_arguments())
+    source = (saved.config.get("collections") or {}).get("passage_source")
+    if source is not None and not index.stores.read_passages_from(_collection(chroma_client, source, root)):
+        raise ValueError(f"{root / CONFIG_FILE}: the passage collection {source!r} is not in the index's store")
     finish_removal(root, saved.graph, index.stores)
-    stored = index.passages_collection.count()
+    stored = index.stores.passage_count()
     if saved.graph.num_passages and stored < saved.graph.num_passages:
         raise ValueError(
-            f"the Chroma collection {index.passages_collection.name!r} holds {stored} passages but the graph in "
-            f"{root} has {saved.graph.num_passages}: pass the chroma_client the index was built with"
+            f"the Chroma collections {', '.join(c.name for c in index.stores.passage_collections())} hold "
+            f"{stored} passages but the graph in {root} has {saved.graph.num_passages}: pass the chroma_client the "
+            "index was built with"
         )
     return index
+
+
+def _collection(client: Any, name: str, root: Path) -> Any:
+    """The named collection of ``client``, or a clear error naming the saved index that expects it."""
+    from chromadb.errors import NotFoundError
+
+    try:
+        return client.get_collection(name)
+    except NotFoundError:
+        raise ValueError(
+            f"{root / CONFIG_FILE}: {describe_client(client)} has no collection {name!r}, the vector index "
+            "collection the graph reads its passages from: pass the chroma_client the index was built with"
+        ) from None

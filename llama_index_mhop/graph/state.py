@@ -94,12 +94,15 @@ def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: fl
     nodes = graph.node_order()
     passage_ids = nodes[: graph.num_passages]
     entity_ids = nodes[graph.num_passages :]
-    rows = get_records(stores.passages, passage_ids, ["embeddings", "documents", "metadatas"])
+    rows = stores.passage_records(passage_ids, ["embeddings", "documents", "metadatas"])
     missing = [p for p in passage_ids if p not in rows]
     if missing:
+        where = " or ".join(repr(c.name) for c in stores.passage_collections())
+        hint = ("; the vector index whose collection it reads in place dropped them: sync the graph with the same "
+                "documents" if stores.passage_source is not None else "")
         raise ValueError(
-            f"{len(missing)} passages of the graph are missing from Chroma collection {stores.passages.name!r} "
-            f"(e.g. {missing[0]!r}): the stores and the graph disagree"
+            f"{len(missing)} passages of the graph are missing from Chroma collection {where} "
+            f"(e.g. {missing[0]!r}): the stores and the graph disagree{hint}"
         )
     passage_nodes = [metadata_dict_to_node(rows[p]["metadatas"], text=rows[p]["documents"]) for p in passage_ids]
     passage_matrix = _normalise_rows(np.vstack([np.asarray(rows[p]["embeddings"]) for p in passage_ids]))
@@ -123,7 +126,7 @@ def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: fl
         if fact_ids
         else np.zeros((0, passage_matrix.shape[1]), dtype=np.float32)
     )
-    passage_vectors = DenseVectors(passage_ids, passage_matrix, stores.passages,
+    passage_vectors = DenseVectors(passage_ids, passage_matrix, stores.passage_collections(),
                                    hnsw_min_records or HNSW_MIN_PASSAGES, hnsw_top_n, int8_min_records)
     pagerank = graph.pagerank_graph(damping=damping)
     # Where PageRank answers by push, the reset's dense share on every passage would make each push sweep the
@@ -144,8 +147,8 @@ def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: fl
         fact_ids=fact_ids,
         fact_triples=fact_triples,
         fact_nodes=fact_nodes,
-        fact_vectors=DenseVectors(fact_ids, fact_matrix, stores.facts, hnsw_min_records or HNSW_MIN_FACTS, hnsw_top_n,
-                                  int8_min_records),
+        fact_vectors=DenseVectors(fact_ids, fact_matrix, [stores.facts], hnsw_min_records or HNSW_MIN_FACTS,
+                                  hnsw_top_n, int8_min_records),
         pagerank=pagerank,
         affine=affine,
     )

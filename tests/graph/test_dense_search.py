@@ -25,7 +25,7 @@ def vectors():
 
 def test_below_the_threshold_the_scores_are_the_exact_products(vectors):
     ids, matrix, collection, query = vectors
-    dense = DenseVectors(ids, matrix, collection, hnsw_min_records=301)
+    dense = DenseVectors(ids, matrix, [collection], hnsw_min_records=301)
     assert dense.method == "exact"
     exact = np.einsum("ij,j->i", matrix, query)
     got = dense.search(query, top_k=7)
@@ -38,8 +38,8 @@ def test_below_the_threshold_the_scores_are_the_exact_products(vectors):
 def test_the_top_alone_from_the_int8_estimate_is_the_exact_top(vectors):
     """Asked for the top and the extremes only, an int8-estimated search returns the exact ones, bit for bit."""
     ids, matrix, collection, _ = vectors
-    exact_search = DenseVectors(ids, matrix, collection, hnsw_min_records=301)
-    estimated = DenseVectors(ids, matrix, collection, hnsw_min_records=301, int8_min_records=1)
+    exact_search = DenseVectors(ids, matrix, [collection], hnsw_min_records=301)
+    estimated = DenseVectors(ids, matrix, [collection], hnsw_min_records=301, int8_min_records=1)
     assert estimated.products.method == "int8"
     rng = np.random.default_rng(3)
     for query in [*rng.normal(size=(20, 16)), *matrix[:5]]:
@@ -55,7 +55,7 @@ def test_the_top_alone_from_the_int8_estimate_is_the_exact_top(vectors):
 def test_past_the_threshold_the_nearest_are_exact_and_the_rest_keep_their_total(vectors):
     ids, matrix, collection, query = vectors
     exact = matrix.astype(np.float64) @ query
-    dense = DenseVectors(ids, matrix, collection, hnsw_min_records=300, top_n=30)
+    dense = DenseVectors(ids, matrix, [collection], hnsw_min_records=300, top_n=30)
     assert dense.method == "hnsw" and dense.matrix is None
     got = dense.search(query, top_k=3)
     nearest = np.argsort(-exact)[:30]
@@ -65,4 +65,4 @@ def test_past_the_threshold_the_nearest_are_exact_and_the_rest_keep_their_total(
     assert got.scores.sum() == pytest.approx(exact.sum(), abs=1e-3)  # the normalised dense mass is unchanged
     assert got.low == pytest.approx(exact.min(), abs=1e-5)  # the nearest record to -query
     assert got.top.tolist() == nearest[:3].tolist() and got.high == pytest.approx(exact.max(), abs=1e-5)
-    assert DenseVectors(ids, matrix, collection, 300).search(query, top_n=5).scores.max() == pytest.approx(exact.max())
+    assert DenseVectors(ids, matrix, [collection], 300).search(query, top_n=5).scores.max() == pytest.approx(exact.max())

@@ -190,6 +190,67 @@ def test_from_vector_index_reuses_nodes_and_stored_embeddings(tmp_path):
     assert "Commissioner Gordon" in texts(index)[0]
 
 
+def _ranked(index: HippoGraphIndex) -> list[list[tuple[str, float]]]:
+    retriever = index.as_retriever(similarity_top_k=4)
+    return [[(n.node.node_id, round(n.score, 9)) for n in retriever.retrieve(query)]
+            for query in (QUERY, "Who directed Lover Come Back?", "Where was Delbert Mann born?")]
+
+
+def _records(collection) -> dict:
+    rows = collection.get(include=["embeddings", "documents", "metadatas"])
+    return {i: (list(map(float, v)), d, m) for i, v, d, m in zip(rows["ids"], rows["embeddings"], rows["documents"],
+                                                                 rows["metadatas"], strict=True)}
+
+
+def test_graph_in_the_vector_index_store_reads_its_passages_in_place(tmp_path):
+    embedder = WordBagEmbedding()
+    client = chromadb.PersistentClient(path=str(tmp_path / "chroma"))
+    vector_index = build_vector_index(notes(), collection_name="app_passages", chroma_client=client,
+                                      embed_model=embedder, show_progress=False)
+    vectors = client.get_collection("app_passages")
+    before = _records(vectors)
+    shared = HippoGraphIndex.from_vector_index(vector_index, chroma_client=client, persist_dir=tmp_path / "graph",
+                                               show_progress=False)
+    copied = HippoGraphIndex.from_vector_index(vector_index, show_progress=False)  # a store of its own
+    assert shared.passages_collection.count() == 0  # nothing copied
+    assert shared.stores.passage_source.name == "app_passages"
+    assert copied.stores.passage_source is None and copied.passages_collection.count() == len(before)
+    assert shared.counts()["chroma_passages"] == shared.counts()["passages"] == len(before)
+    assert _ranked(shared) == _ranked(copied)
+
+    reopened = HippoGraphIndex.from_persist_dir(tmp_path / "graph", chroma_client=client, embed_model=embedder,
+                                                show_progress=False)
+    assert reopened.stores.passage_source.name == "app_passages"
+    assert _ranked(reopened) == _ranked(shared)
+
+    # A passage the vector index lacks goes into the graph's own collection; the graph never writes to the vector
+    # index's collection nor deletes from it.
+    extra = Document(text="Doris Day was an American singer. She starred in Pillow Talk.", id_="notes/Doris Day.txt",
+                     metadata={"title": "Doris Day"})
+    added = reopened.insert([*notes(), extra])
+    assert sorted(reopened.passages_collection.get(include=[])["ids"]) == sorted(added) and len(added) == 1
+    assert "Pillow Talk" in " ".join(texts(reopened, "Which film did Doris Day star in?"))
+    reopened.delete_ref_doc("notes/Pat Hingle.txt")
+    assert "Commissioner Gordon" not in " ".join(texts(reopened))
+    assert _records(vectors) == before
+
+
+def test_in_memory_graph_reading_passages_in_place_persists_a_copy_of_its_own(tmp_path):
+    embedder = WordBagEmbedding()
+    client = chromadb.EphemeralClient()
+    vector_index = build_vector_index(notes(), collection_name="memory_passages", chroma_client=client,
+                                      embed_model=embedder, show_progress=False)
+    index = HippoGraphIndex.from_vector_index(vector_index, chroma_client=client, show_progress=False)
+    assert index.stores.passage_source is not None and index.passages_collection.count() == 0
+    ranked = _ranked(index)
+    index.persist(tmp_path / "saved")
+    assert index.stores.passage_source is None
+    reopened = HippoGraphIndex.from_persist_dir(tmp_path / "saved", embed_model=embedder, show_progress=False)
+    assert reopened.stores.passage_source is None
+    assert sorted(reopened.passages_collection.get(include=[])["ids"]) == sorted(index.graph.passages)
+    assert _ranked(reopened) == ranked
+
+
 # ------------------------------------------------------------------ kill -9 in the middle of a sync
 
 SCRIPT = """
