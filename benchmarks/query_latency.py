@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import time
 from collections import defaultdict
@@ -28,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from result_file import write_result
+from result_file import machine, write_result
 
 K_VALUES = (2, 5, 10, 21)
 
@@ -128,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         "recall": {name: {f"recall@{k}": round(statistics.mean(v), 2) for k, v in per_k.items()}
                    for name, per_k in recall.items()},
         "load_avg_before_after": load,
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
+        "machine": machine(),
     }
     if args.walk_vs_exact:
         from scale import _walk_vs_exact  # the sibling script's check, on this reopened index

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import shutil
 import statistics
 import tempfile
@@ -30,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from result_file import write_result
+from result_file import machine, write_result
 from short_text_dtype import corpus_works
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "record_writes.json"
@@ -89,7 +88,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
 
-    import chromadb
 
     from llama_index_mhop.bench.synthetic import generate_dataset
 
@@ -125,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         "disk_mb": {way: round(disk[way] / 1e6, 1) for way in WAYS},
         "seconds": seconds,
         "load_avg_before_after": load,
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "chromadb": chromadb.__version__},
+        "machine": machine("chromadb"),
     }
     write_result(result, args.out)
     return 0

@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
+import platform
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
+
+
+def machine(*packages: str) -> dict[str, Any]:
+    """Python's version, the CPU count and the installed version of each of ``packages``."""
+    return {"python": platform.python_version(), "cpus": os.cpu_count(), **{name: version(name) for name in packages}}
 
 
 def write_result(result: dict[str, Any], out: Path | None) -> None:

@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from result_file import write_result
+from result_file import machine, write_result
 from short_text_dtype import corpus_works
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "short_text_batch.json"
@@ -127,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         },
         "seconds": {str(size): s for size, s in seconds.items()},
         "load_avg_before_after": load,
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "torch": torch.__version__},
+        "machine": machine("torch"),
     }
     write_result(result, args.out)
     return 0

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import time
 from collections.abc import Iterator
@@ -24,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from result_file import write_result
+from result_file import machine, write_result
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "short_text_dtype.json"
 TOP_FACTS = 5  # the retriever's default linking_top_k
@@ -121,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         f"top{TOP_FACTS}_facts_same_order": round(sum(same_order) / len(same_order), 3),
         "seconds": seconds,
         "load_avg_before_after": load,
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "torch": torch.__version__},
+        "machine": machine("torch"),
     }
     write_result(result, args.out)
     return 0

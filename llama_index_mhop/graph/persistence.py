@@ -248,12 +248,12 @@ def open_saved_index(cls: type[HippoGraphIndex], root: Path, chroma_client: Any,
     if source is not None and not index.stores.read_passages_from(_collection(chroma_client, source, root)):
         raise ValueError(f"{root / CONFIG_FILE}: the passage collection {source!r} is not in the index's store")
     finish_removal(root, saved.graph, index.stores)
-    stored = index.stores.passage_count()
-    if saved.graph.num_passages and stored < saved.graph.num_passages:
+    # A vector index whose collection the graph reads in place may have synced first: no count to hold it to.
+    stored = index.passages_collection.count()
+    if source is None and saved.graph.num_passages and stored < saved.graph.num_passages:
         raise ValueError(
-            f"the Chroma collections {', '.join(c.name for c in index.stores.passage_collections())} hold "
-            f"{stored} passages but the graph in {root} has {saved.graph.num_passages}: pass the chroma_client the "
-            "index was built with"
+            f"the Chroma collection {index.passages_collection.name!r} holds {stored} passages but the graph in "
+            f"{root} has {saved.graph.num_passages}: pass the chroma_client the index was built with"
         )
     return index
 
