@@ -155,7 +155,8 @@ class HippoGraphIndex:
 
     @property
     def vector_store(self) -> ChromaVectorStore:
-        """The passage collection as a LlamaIndex vector store."""
+        """The graph's own passage collection as a LlamaIndex vector store (passages it reads in place from a vector
+        index are in that index's store, :attr:`GraphStores.passage_source`)."""
         return self.stores.vector_store
 
     @property

@@ -66,3 +66,21 @@ def test_past_the_threshold_the_nearest_are_exact_and_the_rest_keep_their_total(
     assert got.low == pytest.approx(exact.min(), abs=1e-5)  # the nearest record to -query
     assert got.top.tolist() == nearest[:3].tolist() and got.high == pytest.approx(exact.max(), abs=1e-5)
     assert DenseVectors(ids, matrix, [collection], 300).search(query, top_n=5).scores.max() == pytest.approx(exact.max())
+
+
+def test_records_spread_over_two_collections_search_as_one(vectors):
+    """A graph reading a vector index's passages in place searches its own collection and that one: the merged
+    nearest records are those of one collection holding them all, and records of neither graph are skipped."""
+    ids, matrix, collection, query = vectors
+    client = chromadb.EphemeralClient()
+    own = client.get_or_create_collection("dense_search_own", metadata={"hnsw:space": "cosine"})
+    source = client.get_or_create_collection("dense_search_source", metadata={"hnsw:space": "cosine"})
+    own.add(ids=ids[:100], embeddings=matrix[:100])
+    source.add(ids=ids[100:], embeddings=matrix[100:])
+    source.add(ids=["not_the_graphs"], embeddings=[query.tolist()])  # the nearest of all, but not a record here
+    one = DenseVectors(ids, matrix, [collection], hnsw_min_records=300, top_n=30).search(query, top_k=5)
+    two = DenseVectors(ids, matrix, [own, source], hnsw_min_records=300, top_n=30).search(query, top_k=5)
+    assert two.top.tolist() == one.top.tolist()
+    assert sorted(two.near.tolist()) == sorted(one.near.tolist())
+    assert two.scores == pytest.approx(one.scores, abs=1e-5)
+    assert two.low == pytest.approx(one.low, abs=1e-5)

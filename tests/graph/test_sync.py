@@ -234,6 +234,10 @@ def test_graph_in_the_vector_index_store_reads_its_passages_in_place(tmp_path):
     assert "Commissioner Gordon" not in " ".join(texts(reopened))
     assert _records(vectors) == before
 
+    client.delete_collection("app_passages")
+    with pytest.raises(ValueError, match="no collection 'app_passages'"):
+        HippoGraphIndex.from_persist_dir(tmp_path / "graph", chroma_client=client, embed_model=embedder)
+
 
 def test_in_memory_graph_reading_passages_in_place_persists_a_copy_of_its_own(tmp_path):
     embedder = WordBagEmbedding()
