@@ -91,7 +91,6 @@ class DenseVectors:
         self.size = len(ids)
         self.top_n = top_n
         self.method = "hnsw" if self.size >= max(1, hnsw_min_records) else "exact"
-        self._collections = collections
         self.matrix: np.ndarray | None = None
         self.products: RowProducts | None = None
         if self.method == "exact":
@@ -100,6 +99,7 @@ class DenseVectors:
             return
         self._row = {record_id: i for i, record_id in enumerate(ids)}
         self._total = vectors.sum(axis=0, dtype=np.float64)
+        self._held = [(collection, collection.count()) for collection in collections]
 
     def search(self, query: np.ndarray, top_k: int = 0, every: bool = True,
                top_n: int | None = None) -> DenseScores:
@@ -126,8 +126,7 @@ class DenseVectors:
         n_results = min(top_n or self.top_n, self.size)
         near_by_row: dict[int, float] = {}
         farthest: list[float] = []
-        for collection in self._collections:
-            held = collection.count()
+        for collection, held in self._held:
             if not held:
                 continue
             found = collection.query(query_embeddings=[query.tolist(), (-query).tolist()],

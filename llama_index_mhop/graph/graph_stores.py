@@ -13,7 +13,7 @@ import re
 import secrets
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -236,10 +236,7 @@ class GraphStores:
 
     def held_passages(self, ids: Sequence[str]) -> set[str]:
         """The ids among ``ids`` stored in the index's own collection or held in :attr:`passage_source`."""
-        held: set[str] = set()
-        for collection in self.passage_collections():
-            held |= existing_ids(collection, [i for i in ids if i not in held])
-        return held
+        return set(self.passage_records(ids, []))
 
     def passage_records(self, ids: Sequence[str], include: list[str]) -> dict[str, dict[str, Any]]:
         """``{id: {field: value}}`` of the passages found, from the own collection first, then the source."""
@@ -341,22 +338,20 @@ class GraphStores:
         store of its own no longer reads another's in place)."""
         client = _persistent_client(path)
         fields = ["embeddings", "documents", "metadatas"]
-        for source in (self.passages, self.entities, self.facts):
-            target = client.get_or_create_collection(source.name, metadata=_SPACE)
-            total = source.count()
-            for offset in range(0, total, CHROMA_BATCH):
-                page = source.get(limit=CHROMA_BATCH, offset=offset, include=fields)
+
+        def copy(pages: Iterator[dict[str, Any]], name: str) -> None:
+            target = client.get_or_create_collection(name, metadata=_SPACE)
+            for page in pages:
                 target.upsert(ids=page["ids"], embeddings=page["embeddings"], documents=page["documents"],
                               metadatas=page["metadatas"])
+
+        for source in (self.passages, self.entities, self.facts):
+            copy((source.get(limit=CHROMA_BATCH, offset=offset, include=fields)
+                  for offset in range(0, source.count(), CHROMA_BATCH)), source.name)
         if self.passage_source is not None:
-            target = client.get_collection(self.passages.name)
             own = existing_ids(self.passages, passage_ids)
-            rows = get_records(self.passage_source, [p for p in passage_ids if p not in own], fields)
-            copied = list(rows)
-            for start in range(0, len(copied), CHROMA_BATCH):
-                ids = copied[start : start + CHROMA_BATCH]
-                target.upsert(ids=ids, embeddings=[rows[i]["embeddings"] for i in ids],
-                              documents=[rows[i]["documents"] for i in ids],
-                              metadatas=[rows[i]["metadatas"] for i in ids])
+            borrowed = [p for p in passage_ids if p not in own]
+            copy((self.passage_source.get(ids=borrowed[start : start + CHROMA_BATCH], include=fields)
+                  for start in range(0, len(borrowed), CHROMA_BATCH)), self.passages.name)
             self.passage_source = None
         self._open(client, "local")

@@ -245,8 +245,8 @@ def open_saved_index(cls: type[HippoGraphIndex], root: Path, chroma_client: Any,
                 persist_dir=root, chroma_mode=mode, show_progress=show_progress, docstore=saved.docstore,
                 **saved.index_arguments())
     source = (saved.config.get("collections") or {}).get("passage_source")
-    if source is not None and not index.stores.read_passages_from(_collection(chroma_client, source, root)):
-        raise ValueError(f"{root / CONFIG_FILE}: the passage collection {source!r} is not in the index's store")
+    if source is not None:  # a collection of the index's own client: read in place, as when it was saved
+        index.stores.passage_source = _collection(chroma_client, source, root)
     finish_removal(root, saved.graph, index.stores)
     # A vector index whose collection the graph reads in place may have synced first: no count to hold it to.
     stored = index.passages_collection.count()
