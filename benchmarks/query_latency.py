@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from result_file import machine, write_result
+from result_file import measured_on, write_result
 
 K_VALUES = (2, 5, 10, 21)
 
@@ -126,8 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         "hippo_graph_steps_ms_p50": {name: round(statistics.median(v), 2) for name, v in steps.items() if v},
         "recall": {name: {f"recall@{k}": round(statistics.mean(v), 2) for k, v in per_k.items()}
                    for name, per_k in recall.items()},
-        "load_avg_before_after": load,
-        "machine": machine(),
+        **measured_on(load),
     }
     if args.walk_vs_exact:
         from scale import _walk_vs_exact  # the sibling script's check, on this reopened index

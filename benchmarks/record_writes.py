@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from result_file import machine, write_result
+from result_file import measured_on, write_result
 from short_text_dtype import corpus_works
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "record_writes.json"
@@ -122,8 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         "speed_ratio_vectors_only": round(median["with_text"] / median["vectors_only"], 3),
         "disk_mb": {way: round(disk[way] / 1e6, 1) for way in WAYS},
         "seconds": seconds,
-        "load_avg_before_after": load,
-        "machine": machine("chromadb"),
+        **measured_on(load, "chromadb"),
     }
     write_result(result, args.out)
     return 0

@@ -10,9 +10,12 @@ from pathlib import Path
 from typing import Any
 
 
-def machine(*packages: str) -> dict[str, Any]:
-    """Python's version, the CPU count and the installed version of each of ``packages``."""
-    return {"python": platform.python_version(), "cpus": os.cpu_count(), **{name: version(name) for name in packages}}
+def measured_on(load_avg: list[Any], *packages: str) -> dict[str, Any]:
+    """What a result records of its run: the load averages before and after it, Python's version, the CPU count
+    and the installed version of each of ``packages``."""
+    return {"load_avg_before_after": load_avg,
+            "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
+                        **{name: version(name) for name in packages}}}
 
 
 def write_result(result: dict[str, Any], out: Path | None) -> None:

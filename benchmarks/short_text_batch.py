@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from result_file import machine, write_result
+from result_file import measured_on, write_result
 from short_text_dtype import corpus_works
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "short_text_batch.json"
@@ -125,8 +125,7 @@ def main(argv: list[str] | None = None) -> int:
             } for size in sizes
         },
         "seconds": {str(size): s for size, s in seconds.items()},
-        "load_avg_before_after": load,
-        "machine": machine("torch"),
+        **measured_on(load, "torch"),
     }
     write_result(result, args.out)
     return 0

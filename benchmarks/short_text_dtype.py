@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from result_file import machine, write_result
+from result_file import measured_on, write_result
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "short_text_dtype.json"
 TOP_FACTS = 5  # the retriever's default linking_top_k
@@ -119,8 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         f"top{TOP_FACTS}_facts_same_set": round(sum(same_set) / len(same_set), 3),
         f"top{TOP_FACTS}_facts_same_order": round(sum(same_order) / len(same_order), 3),
         "seconds": seconds,
-        "load_avg_before_after": load,
-        "machine": machine("torch"),
+        **measured_on(load, "torch"),
     }
     write_result(result, args.out)
     return 0
