@@ -6,15 +6,25 @@
 - :class:`HippoGraphIndex` / :class:`HippoGraphRetriever`: HippoRAG 2 memory with Personalized PageRank.
 - :class:`DSPyFactFilter`: recognition memory over (subject, predicate, object) fact nodes.
 - :func:`reciprocal_rank_fusion`, :func:`build_vector_index`: the pieces they stand on.
+
+The names are imported on first use (``from llama_index_mhop import RRFFusionRetriever`` works as usual), so
+importing one light module of the package, as the ``mhop`` command does to answer ``--help``, does not import
+LlamaIndex, Chroma or DSPy.
 """
 
-from .fusion import reciprocal_rank_fusion
-from .graph import HippoGraphIndex
-from .postprocessors import DSPyFactFilter, fact_node
-from .query_transforms import PerspectiveQueryTransform
-from .retrievers import ConfidenceLoopRetriever, HippoGraphRetriever, RRFFusionRetriever
-from .stores import load_documents
-from .vector_index import build_vector_index, load_vector_index
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .fusion import reciprocal_rank_fusion
+    from .graph import HippoGraphIndex
+    from .postprocessors import DSPyFactFilter, fact_node
+    from .query_transforms import PerspectiveQueryTransform
+    from .retrievers import ConfidenceLoopRetriever, HippoGraphRetriever, RRFFusionRetriever
+    from .stores import load_documents
+    from .vector_index import build_vector_index, load_vector_index
 
 __all__ = [
     "ConfidenceLoopRetriever",
@@ -30,3 +40,31 @@ __all__ = [
     "reciprocal_rank_fusion",
 ]
 __version__ = "0.1.0"
+
+#: Where each exported name lives (the module, relative to this package).
+_EXPORTS = {
+    "ConfidenceLoopRetriever": ".retrievers",
+    "DSPyFactFilter": ".postprocessors",
+    "HippoGraphIndex": ".graph",
+    "HippoGraphRetriever": ".retrievers",
+    "PerspectiveQueryTransform": ".query_transforms",
+    "RRFFusionRetriever": ".retrievers",
+    "build_vector_index": ".vector_index",
+    "fact_node": ".postprocessors",
+    "load_documents": ".stores",
+    "load_vector_index": ".vector_index",
+    "reciprocal_rank_fusion": ".fusion",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # imported once: later lookups do not come here
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

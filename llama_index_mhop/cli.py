@@ -16,18 +16,26 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
-
+from .cli_arguments import (
+    RETRIEVER_NAMES,
+    add_bench_arguments,
+    add_optimize_arguments,
+    collection_name_problem,
+    timeout_problem,
+)
 from .config import CONFIG_FILE, ConfigError, find_config, load_config
-from .terminal import plain_text
+from .sync import UnknownDocumentError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.text import Text
+
+# Only the standard library and light package modules are imported here, so that --help and argument errors are
+# answered at once: each command imports the stores, models and console it needs when it runs.
 
 __all__ = ["build_parser", "main"]
-
-console = Console()
 
 DEFAULT_HOME = os.environ.get("MHOP_HOME", "./.mhop")
 
@@ -47,19 +55,44 @@ def _add_store_arguments(parser: argparse.ArgumentParser) -> None:
                              "(default: the packaged all-MiniLM-L6-v2)")
 
 
+def __getattr__(name: str) -> Any:
+    if name == "console":  # the Rich console, made on first use (see _console)
+        return _console()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _console() -> Console:
+    """The console every command prints through: ``console`` of this module (tests may replace it), made on first
+    use so that importing Rich is left to the commands that print."""
+    current = globals().get("console")
+    if current is None:
+        from rich.console import Console
+
+        current = globals()["console"] = Console()
+    return current
+
+
+def _plain(value: object, style: str = "") -> Text:
+    from .terminal import plain_text
+
+    return plain_text(value, style)
+
+
+def _labelled(label: str, style: str, message: object) -> Text:
+    """``label`` in ``style``, then ``message`` as plain text (never markup, control characters escaped)."""
+    from rich.text import Text
+
+    return Text.assemble((label, style), " ", _plain(message))
+
+
 def _client(args: argparse.Namespace) -> Any:
     from .defaults import DEFAULT_CHROMA_TIMEOUT, default_chroma_client
 
+    problem = timeout_problem(args.chroma_timeout)
+    if problem:
+        raise ValueError(problem)
     timeout = float(args.chroma_timeout or DEFAULT_CHROMA_TIMEOUT)
-    if not timeout > 0:
-        raise ValueError(f"--chroma-timeout must be a positive number of seconds, got {args.chroma_timeout}")
     return default_chroma_client(args.chroma_path, host=args.chroma_host, port=args.chroma_port, timeout=timeout)
-
-
-def _retriever_names() -> list[str]:
-    from .bench.registry import registered_retrievers
-
-    return list(registered_retrievers())
 
 
 def _graph_dir(args: argparse.Namespace) -> str:
@@ -79,15 +112,16 @@ def cmd_index(args: argparse.Namespace) -> int:
     result = sync_vector_index(args.path, collection_name=args.collection, chroma_client=client,
                                embed_model=_embed_model(args), show_progress=not args.quiet,
                                delete_missing=not args.no_delete, strict=args.strict)
+    console = _console()
     for file in result.skipped:
-        console.print(Text.assemble(("skipped", "yellow"), " ", plain_text(file.reason)), soft_wrap=True)
+        console.print(_labelled("skipped", "yellow", file.reason), soft_wrap=True)
     counts = ", ".join(f"{n} {what}" for what, n in result.plan.counts().items())
     passages = passage_collection(result.index).count()
-    console.print(Text.assemble(("indexed", "green"), " ", plain_text(
-        f"{args.path} -> collection {args.collection!r}: {counts} ({passages} passages)")))
+    console.print(_labelled("indexed", "green",
+                            f"{args.path} -> collection {args.collection!r}: {counts} ({passages} passages)"))
     if args.graph:
         graph = _sync_graph(args, client, result)
-        console.print(Text.assemble(("graph", "green"), " ", plain_text(f"-> {_graph_dir(args)}: {graph.counts()}")))
+        console.print(_labelled("graph", "green", f"-> {_graph_dir(args)}: {graph.counts()}"))
     return 0
 
 
@@ -136,6 +170,8 @@ def _open_graph(args: argparse.Namespace, client: Any) -> Any:
 
 
 def cmd_query(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
     from .bench.context import IndexContext
     from .bench.registry import get_retriever_spec
     from .lm_clients import lm_from_spec
@@ -153,21 +189,26 @@ def cmd_query(args: argparse.Namespace) -> int:
     retriever = get_retriever_spec(args.retriever).factory(context)
     results = retriever.retrieve(args.query)
     # Passages, titles and the query are untrusted: plain text, never markup (see terminal.plain_text).
-    table = Table(title=plain_text(f"{args.retriever}: {args.query}"))
+    table = Table(title=_plain(f"{args.retriever}: {args.query}"))
     for column in ("rank", "score", "title", "passage"):
         table.add_column(column)
     for rank, result in enumerate(results, start=1):
         text = " ".join(result.node.get_content().split())
-        table.add_row(str(rank), f"{result.score or 0.0:.4f}", plain_text(result.node.metadata.get("title", "")),
-                      plain_text(text[:160] + ("…" if len(text) > 160 else "")))
+        table.add_row(str(rank), f"{result.score or 0.0:.4f}", _plain(result.node.metadata.get("title", "")),
+                      _plain(text[:160] + ("…" if len(text) > 160 else "")))
+    console = _console()
     console.print(table)
     if args.explain:
         trace = getattr(retriever, "last_trace", None)
         trace = trace or {"note": f"{args.retriever} keeps no trace"}
-        console.print(plain_text(json.dumps(trace, indent=2, ensure_ascii=False, default=str)))
+        console.file.flush()
+        # The trace as JSON exactly as json.dumps writes it: no console wrapping or markup, so the block parses;
+        # ensure_ascii writes every control, format (bidi) and non-ASCII character as a \uXXXX escape, so nothing the
+        # corpus holds reaches the terminal as a control sequence.
+        print(json.dumps(trace, indent=2, ensure_ascii=True, default=str), flush=True)
     answer = _answer(args.query, results, lm)
     if answer is not None:
-        console.print(Text.assemble(("answer:", "bold"), " ", plain_text(answer)))
+        console.print(_labelled("answer:", "bold", answer))
     return 0
 
 
@@ -176,26 +217,27 @@ def cmd_delete(args: argparse.Namespace) -> int:
 
     client = _client(args)
     index = load_vector_index(args.collection, chroma_client=client, embed_model=_embed_model(args))
-    removed = delete_documents(index, args.doc_ids)
+    # An id given twice, or a doc id and its file name, is one document: removed once.
+    removed = list(dict.fromkeys(delete_documents(index, list(dict.fromkeys(args.doc_ids)))))
     if os.path.isdir(_graph_dir(args)):  # the graph index follows the passage index
         _remove_from_graph(_open_graph(args, client), removed)
-    console.print(Text.assemble(("removed", "green"), " ", plain_text(
-        f"{len(removed)} document(s) from collection {args.collection!r}: {', '.join(removed)}")))
+    _console().print(_labelled("removed", "green",
+                               f"{len(removed)} document(s) from collection {args.collection!r}: {', '.join(removed)}"))
     return 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    """What is indexed, read from the stores as they are: Chroma's records and the graph index's saved files, with
+    no index opened and no embedder loaded (see store_status)."""
     from .counters import process_counters
     from .defaults import describe_client
-    from .vector_index import describe_collection
+    from .store_status import graph_status, passage_status
 
     client = _client(args)
-    report: dict[str, Any] = {"store": describe_client(client), "passages": describe_collection(client, args.collection)}
+    report: dict[str, Any] = {"store": describe_client(client), "passages": passage_status(client, args.collection)}
     graph_dir = _graph_dir(args)
     if os.path.isdir(graph_dir):
-        from .graph import HippoGraphIndex
-
-        report["graph"] = {"dir": graph_dir, **HippoGraphIndex.from_persist_dir(graph_dir, chroma_client=client).counts()}
+        report["graph"] = {"dir": graph_dir, **graph_status(client, graph_dir)}
     report["process_counters"] = process_counters()
     print(json.dumps(report, indent=2, default=str))  # plain JSON: stored text is data, never console markup
     return 0
@@ -206,7 +248,19 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from .lm_clients import lm_from_spec
 
     return run_demo(chroma_path=args.chroma_path, retrievers=args.retrievers.split(","), top_k=args.top_k,
-                    lm=lm_from_spec(args.lm), console=console)
+                    lm=lm_from_spec(args.lm), console=_console())
+
+
+def cmd_optimize(args: argparse.Namespace) -> int:
+    from .bench.optimize import run_optimize
+
+    return run_optimize(args)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from .bench.cli import run_bench
+
+    return run_bench(args)
 
 
 def build_parser(defaults: dict[str, Any] | None = None) -> argparse.ArgumentParser:
@@ -236,7 +290,7 @@ def build_parser(defaults: dict[str, Any] | None = None) -> argparse.ArgumentPar
 
     query = sub.add_parser("query", help="retrieve passages for a question (and answer it when an LM is set)")
     query.add_argument("query")
-    query.add_argument("--retriever", default="rrf_fusion", choices=_retriever_names())
+    query.add_argument("--retriever", default="rrf_fusion", choices=RETRIEVER_NAMES)
     query.add_argument("--top-k", type=int, default=5)
     query.add_argument("--explain", action="store_true", help="print the retriever's trace")
     query.add_argument("--lm", default="none", help="none | local | a dspy model string")
@@ -259,16 +313,12 @@ def build_parser(defaults: dict[str, Any] | None = None) -> argparse.ArgumentPar
     demo.set_defaults(func=cmd_demo)
 
     optimize = sub.add_parser("optimize", help="compile a retriever's DSPy program against a retrieval metric")
-    from .bench.optimize import add_optimize_arguments, run_optimize
-
     add_optimize_arguments(optimize)
-    optimize.set_defaults(func=run_optimize)
+    optimize.set_defaults(func=cmd_optimize)
 
     bench = sub.add_parser("bench", help="benchmark retrievers on a multi-hop dataset")
-    from .bench.cli import add_bench_arguments, run_bench
-
     add_bench_arguments(bench)
-    bench.set_defaults(func=run_bench)
+    bench.set_defaults(func=cmd_bench)
     for command in (index, query, delete, status, demo, bench):
         known = {action.dest for action in command._actions}
         command.set_defaults(**{dest: value for dest, value in (defaults or {}).items() if dest in known})
@@ -287,27 +337,58 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     args = build_parser(defaults).parse_args(argv)
+    problem = _store_options_problem(args)
+    if problem is not None:  # before any store is opened or model loaded
+        _print_error(problem)
+        return 2
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
-    import httpx
-
-    from .sync import UnknownDocumentError
-    from .vector_index import IndexingInterrupted
-
     try:
         return int(args.func(args) or 0)
-    except (ValueError, TypeError, ConnectionError, FileNotFoundError, ImportError, IndexingInterrupted,
-            UnknownDocumentError) as exc:
-        _print_error(str(exc))
+    except Exception as exc:
+        message = _expected_error(exc)
+        if message is None:
+            raise
+        _print_error(message)
         return 2
-    except httpx.TransportError as exc:  # a Chroma server that went away after the client connected
-        _print_error(f"the Chroma server stopped answering: {exc}")
-        return 2
+
+
+def _store_options_problem(args: argparse.Namespace) -> str | None:
+    """A one-line message when ``--chroma-timeout`` or ``--collection`` (flag, environment or mhop.toml) cannot
+    be used, else None."""
+    if hasattr(args, "chroma_timeout") and (problem := timeout_problem(args.chroma_timeout)):
+        return problem
+    if isinstance(getattr(args, "collection", None), str):
+        return collection_name_problem(args.collection)
+    return None
+
+
+#: Errors a command reports as one line (exit status 2) rather than a traceback.
+_EXPECTED = (ValueError, TypeError, ConnectionError, FileNotFoundError, ImportError, UnknownDocumentError)
+#: The same for errors of modules only a command imports, named as (module, class): an instance can only exist once
+#: its module is loaded, so they are looked up in ``sys.modules`` after the fact and never imported here.
+_EXPECTED_ELSEWHERE = (("llama_index_mhop.vector_index", "IndexingInterrupted"),)
+
+
+def _loaded_class(module: str, name: str) -> type | None:
+    found = getattr(sys.modules.get(module), name, None)
+    return found if isinstance(found, type) else None
+
+
+def _expected_error(exc: Exception) -> str | None:
+    """The one-line message of an error a command reports to the user, or None for a bug (re-raised)."""
+    elsewhere = tuple(c for c in (_loaded_class(m, n) for m, n in _EXPECTED_ELSEWHERE) if c is not None)
+    if isinstance(exc, _EXPECTED + elsewhere):
+        return str(exc)
+    transport = _loaded_class("httpx", "TransportError")
+    if transport is not None and isinstance(exc, transport):  # a Chroma server that went away after connecting
+        return f"the Chroma server stopped answering: {exc}"
+    return None
 
 
 def _print_error(message: str) -> None:
     # Messages quote queries, paths and file contents: untrusted, so plain text.
-    console.print(Text.assemble(("error:", "red"), " ", plain_text(message)), soft_wrap=True)
+    _console().print(_labelled("error:", "red", message), soft_wrap=True)
 
 
 if __name__ == "__main__":

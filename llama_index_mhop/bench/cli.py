@@ -15,62 +15,12 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from .loaders import FORMATS, DatasetFormatError, load_dataset
+from ..cli_arguments import add_bench_arguments, parse_k_values
+from .loaders import DatasetFormatError, load_dataset
 
 __all__ = ["add_bench_arguments", "main", "parse_k_values", "run_bench"]
 
 logger = logging.getLogger(__name__)
-
-
-def parse_k_values(text: str) -> list[int]:
-    """``"2,5,10,21"`` -> ``[2, 5, 10, 21]``.
-
-    Raises:
-        argparse.ArgumentTypeError: a value that is not an integer >= 1.
-    """
-    values = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        try:
-            value = int(part)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"k values must be integers, got {part!r}") from None
-        if value < 1:
-            raise argparse.ArgumentTypeError(f"k values must be >= 1, got {value}")
-        values.append(value)
-    if not values:
-        raise argparse.ArgumentTypeError("give at least one k value")
-    return values
-
-
-def add_bench_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """Add the ``mhop bench`` options to ``parser`` (a sub-command parser or a stand-alone one)."""
-    parser.add_argument("--dataset", required=True, help="dataset folder or question file")
-    parser.add_argument("--format", default="auto", choices=("auto", *FORMATS), help="dataset format (default: auto)")
-    parser.add_argument("--retrievers", default=None,
-                        help="comma-separated registered retrievers (default: all registered)")
-    parser.add_argument("--k", default="2,5,10,21", type=parse_k_values, help="cut-offs (default: 2,5,10,21)")
-    parser.add_argument("--limit", type=int, default=None, help="only the first N questions")
-    parser.add_argument("--out", default=None, help="write the result JSON here")
-    parser.add_argument("--plot", default=None, help="write a PNG of recall@k and all_gold@k here")
-    parser.add_argument("--lm", default="none",
-                        help="'none' (LLM-free), 'local' (SmolLM2 via llama-cpp) or a DSPy model string")
-    parser.add_argument("--answer", action="store_true",
-                        help="also answer each question from each retriever's top passages with the LM (--lm) and "
-                             "report exact match and token F1 against the gold answer and its aliases")
-    parser.add_argument("--program", default=None,
-                        help="a compiled program (JSON from mhop optimize) of the one retriever benchmarked")
-    parser.add_argument("--wandb", default=None, metavar="PROJECT",
-                        help="also log to this Weights & Biases project (needs wandb installed)")
-    parser.add_argument("--chroma-path", default=None, help="persistent Chroma directory (default: WORK_DIR/chroma)")
-    parser.add_argument("--work-dir", default=".mhop/bench", help="working directory (default: .mhop/bench)")
-    parser.add_argument("--embed-model", default=None,
-                        help="a local model directory or a sentence-transformers model already on disk "
-                             "(default: the packaged all-MiniLM-L6-v2)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
-    return parser
 
 
 def _print_table(result: dict[str, Any]) -> None:

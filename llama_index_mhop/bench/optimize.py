@@ -18,6 +18,7 @@ from typing import Any
 
 import dspy
 
+from ..cli_arguments import OPTIMIZABLE, OPTIMIZERS, add_optimize_arguments
 from ..metrics import all_gold_at_k, recall_at_k
 from .benchmarker import passage_ids
 from .loaders import BenchDataset, BenchQuestion
@@ -34,10 +35,6 @@ __all__ = [
     "split_questions",
 ]
 
-#: The retrievers whose LM flow is one DSPy program at ``retriever.program`` (``hippo_graph``'s is its fact
-#: filter, the LM step that runs per query; OpenIE runs at indexing time and is not compiled here).
-OPTIMIZABLE = ("rrf_fusion", "confidence_loop", "hippo_graph")
-OPTIMIZERS = ("bootstrap", "mipro", "gepa")
 METRICS: dict[str, tuple[Callable[..., float], int]] = {"all_gold@21": (all_gold_at_k, 21), "recall@5": (recall_at_k, 5)}
 
 
@@ -138,21 +135,6 @@ def optimize_program(
     after = _evaluate(retriever.program, devset, metric)
     path = retriever.save_program(out)
     return OptimizeResult(name, metric_name, optimizer, len(trainset), len(devset), before, after, path)
-
-
-def add_optimize_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """Add the ``mhop optimize`` options to ``parser``."""
-    parser.add_argument("--dataset", required=True, help="dataset folder or question file")
-    parser.add_argument("--retriever", required=True, choices=OPTIMIZABLE)
-    parser.add_argument("--lm", required=True, help="'local' (SmolLM2 via llama-cpp) or a DSPy model string")
-    parser.add_argument("--optimizer", default="bootstrap", choices=OPTIMIZERS)
-    parser.add_argument("--metric", default="all_gold@21", choices=tuple(METRICS))
-    parser.add_argument("--train", type=int, default=20, help="questions to compile on (the rest measure it)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the train/dev split")
-    parser.add_argument("--out", required=True, help="where the compiled program's JSON goes")
-    parser.add_argument("--work-dir", default=".mhop/optimize", help="working directory (default: %(default)s)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
-    return parser
 
 
 def run_optimize(args: argparse.Namespace) -> int:
