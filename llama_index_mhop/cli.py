@@ -111,7 +111,8 @@ def cmd_index(args: argparse.Namespace) -> int:
     client = _client(args)
     result = sync_vector_index(args.path, collection_name=args.collection, chroma_client=client,
                                embed_model=_embed_model(args), show_progress=not args.quiet,
-                               delete_missing=not args.no_delete, strict=args.strict)
+                               delete_missing=not args.no_delete, strict=args.strict,
+                               follow_symlinks=args.follow_symlinks)
     console = _console()
     for file in result.skipped:
         console.print(_labelled("skipped", "yellow", file.reason), soft_wrap=True)
@@ -133,7 +134,7 @@ def _sync_graph(args: argparse.Namespace, client: Any, result: Any) -> Any:
     from .stores import load_documents
     from .vector_index import passage_collection
 
-    documents = load_documents(args.path, strict=args.strict)
+    documents = load_documents(args.path, strict=args.strict, follow_symlinks=args.follow_symlinks)
     try:
         graph = _open_graph(args, client)
     except FileNotFoundError:
@@ -275,6 +276,8 @@ def build_parser(defaults: dict[str, Any] | None = None) -> argparse.ArgumentPar
     index.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     index.add_argument("--strict", action="store_true",
                        help="refuse the corpus when a file cannot be read (default: skip the file and name it)")
+    index.add_argument("--follow-symlinks", action="store_true",
+                       help="read symbolic links to files outside PATH (default: skip them and name them)")
     index.add_argument("--graph", action="store_true", help="also build the HippoRAG 2 graph index (hippo_graph)")
     index.add_argument("--graph-dir", help="where the graph index is kept (default: graph/ beside --chroma-path)")
     index.add_argument("--no-delete", action="store_true",

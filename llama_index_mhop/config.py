@@ -24,7 +24,7 @@ The file has five sections; every key is optional and a command-line flag overri
     model = "none"                   # none | local | a DSPy model string
 
 A bad file is a one-line error naming the file and the key: an unknown section or key, a value of the wrong type
-or out of range.
+or out of range, values nested deeper than any setting is (arrays in arrays a hundred thousand deep included).
 """
 
 from __future__ import annotations
@@ -44,6 +44,8 @@ else:  # pragma: no cover - the standard library's TOML reader arrived in 3.11
 __all__ = ["CONFIG_FILE", "ConfigError", "find_config", "load_config"]
 
 CONFIG_FILE = "mhop.toml"
+#: Deepest nesting of tables and arrays read: a setting sits at depth 2 ([section] key = value).
+MAX_NESTING = 8
 
 
 class ConfigError(ValueError):
@@ -93,10 +95,34 @@ def find_config(explicit: str | os.PathLike[str] | None = None) -> Path | None:
     return default if default.is_file() else None
 
 
+def _shown(value: Any) -> str:
+    """A value as an error message quotes it: its repr, cut short (it may be a long or nested array)."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:79] + "…"
+
+
+def _nesting(value: Any) -> int:
+    """How deep tables and arrays nest in ``value``, counted without recursion."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, Mapping):
+            children = list(item.values())
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, depth + 1)
+        if deepest > MAX_NESTING:
+            break
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
 def _check(path: Path, name: str, key: _Key, value: Any) -> Any:
     # bool is an int in Python: a port of `true` must not pass as 1.
     if not isinstance(value, key.kind) or (key.kind is int and isinstance(value, bool)):
-        raise ConfigError(f"{path}: {name} must be {_TYPE_NAMES[key.kind]}, got {value!r}")
+        raise ConfigError(f"{path}: {name} must be {_TYPE_NAMES[key.kind]}, got {_shown(value)}")
     if key.minimum is not None and not key.minimum <= value <= (key.maximum or value):
         raise ConfigError(f"{path}: {name} must be between {key.minimum} and {key.maximum}, got {value}")
     return (not value) if key.invert else value
@@ -113,13 +139,17 @@ def load_config(path: str | os.PathLike[str]) -> dict[str, Any]:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{path}: not a readable TOML file ({exc})") from exc
+    except RecursionError:  # the standard library's reader recurses once per level of nesting
+        raise ConfigError(f"{path}: not a readable TOML file (arrays or tables nested too deeply)") from None
+    if _nesting(data) > MAX_NESTING:
+        raise ConfigError(f"{path}: arrays or tables nested more than {MAX_NESTING} levels deep")
     defaults: dict[str, Any] = {}
     for section, values in data.items():
         keys = _SCHEMA.get(section)
         if keys is None:
             raise ConfigError(f"{path}: unknown section [{section}] (known: {', '.join(_SCHEMA)})")
         if not isinstance(values, Mapping):
-            raise ConfigError(f"{path}: {section} must be a section ([{section}]), got {values!r}")
+            raise ConfigError(f"{path}: {section} must be a section ([{section}]), got {_shown(values)}")
         for name, value in values.items():
             key = keys.get(name)
             if key is None:

@@ -6,7 +6,8 @@ call is an :class:`LMStep`, which runs the predictor in the caller's DSPy contex
 that are not thread-safe take turns, parses the answer defensively, falls back to the step's LLM-free strategy
 when the LM is absent, raises, times out or answers something unusable, and reports the call to LlamaIndex's
 callback manager and instrumentation.
-Nothing an LM returns is ever evaluated. The LM clients themselves are in :mod:`llama_index_mhop.lm_clients`.
+Nothing an LM returns is ever evaluated, and parsing it takes a bounded time
+(:mod:`llama_index_mhop.lm_answers`). The LM clients themselves are in :mod:`llama_index_mhop.lm_clients`.
 """
 
 from __future__ import annotations
@@ -25,11 +26,14 @@ import dspy
 from llama_index.core.callbacks import CallbackManager
 
 from .counters import count
+from .lm_answers import BoundedChatAdapter
 from .lm_clients import llamaindex_lm
 from .lm_events import LMCallEvents, dispatcher
+from .text import escape_controls
 
 __all__ = [
     "DEFAULT_LM_TIMEOUT",
+    "MAX_LM_CALLS",
     "MAX_LOGGED_CHARS",
     "FallbackCounter",
     "LMStep",
@@ -44,12 +48,14 @@ logger = logging.getLogger(__name__)
 DEFAULT_LM_TIMEOUT = 60.0
 T = TypeVar("T")
 
-# One LM call per step: no hidden second call through DSPy's JSON-adapter retry.
-_ADAPTER = dspy.ChatAdapter(use_json_adapter_fallback=False)
+# One LM call per step (no hidden second call through DSPy's JSON-adapter retry), parsed in bounded time.
+_ADAPTER = BoundedChatAdapter()
 #: Characters of an LM's answer or error quoted in a log line or a trace.
 MAX_LOGGED_CHARS = 200
+#: Calls of one thread-safe LM that run at once, each in a thread of its own: a hung LM holds at most this many.
+MAX_LM_CALLS = 8
 _logged_no_lm: set[str] = set()
-# One lock per LM object that is not known to be thread-safe: its calls take turns.
+# The turns of each LM object: one at a time when it is not known to be thread-safe, else MAX_LM_CALLS.
 _TURNS: weakref.WeakKeyDictionary[Any, Turn] = weakref.WeakKeyDictionary()
 _TURNS_GUARD = threading.Lock()
 
@@ -117,56 +123,71 @@ def is_thread_safe(lm: Any) -> bool:
 
 
 class Turn:
-    """Whose turn it is to call an LM that takes one call at a time.
+    """The calls of one LM that may run at once, each in a thread of its own: ``size`` of them (1 for an LM that
+    is not thread-safe).
 
-    Waiting for a turn is not part of a call's timeout, but a call abandoned after its timeout keeps the LM until
-    it returns, which may be never: while it holds the turn, a waiter gives up at once (and falls back) instead of
-    waiting behind it.
+    Waiting for a turn is not part of a call's timeout. A call abandoned after its timeout keeps its turn (and its
+    thread) until the LM returns, which may be never, so a hung LM holds at most ``size`` threads. Once every turn
+    is held by an abandoned call, a caller gives up at once (and falls back) instead of waiting behind them.
     """
 
-    _POLL_SECONDS = 0.05
+    def __init__(self, size: int = 1) -> None:
+        self.size = size
+        self._changed = threading.Condition()
+        self._running: dict[object, bool] = {}  # a held turn's ticket -> whether its caller abandoned it
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._holder_abandoned = threading.Event()
+    def acquire(self) -> object:
+        """Wait for a turn and return its ticket; TimeoutError while abandoned calls hold every turn."""
+        with self._changed:
+            while len(self._running) >= self.size:
+                if all(self._running.values()):
+                    raise TimeoutError(
+                        "the LM is still busy with an earlier call that timed out" if self.size == 1 else
+                        f"the LM is still busy with {self.size} earlier calls that timed out")
+                self._changed.wait()
+            ticket = object()
+            self._running[ticket] = False
+            return ticket
 
-    def acquire(self) -> None:
-        """Wait for the turn; TimeoutError while an abandoned call holds it."""
-        while not self._lock.acquire(timeout=self._POLL_SECONDS):
-            if self._holder_abandoned.is_set():
-                raise TimeoutError("the LM is still busy with an earlier call that timed out")
+    def abandon(self, ticket: object) -> bool:
+        """The ticket's caller stopped waiting for it; False when its call had already given the turn back."""
+        with self._changed:
+            if ticket not in self._running:
+                return False
+            self._running[ticket] = True
+            self._changed.notify_all()  # waiters behind abandoned calls only may now give up
+            return True
 
-    def abandon(self) -> None:
-        """The holder's caller stopped waiting for it."""
-        self._holder_abandoned.set()
-
-    def release(self) -> None:
-        self._holder_abandoned.clear()
-        self._lock.release()
+    def release(self, ticket: object) -> None:
+        with self._changed:
+            self._running.pop(ticket, None)
+            self._changed.notify_all()
 
 
-def _turn(lm: Any) -> Turn | None:
-    """The turn that serialises calls to ``lm`` (one per LM object), or None when it is thread-safe."""
-    if is_thread_safe(lm):
-        return None
+def _turn(lm: Any) -> Turn:
+    """The turns of ``lm`` (one object per LM): one at a time, or :data:`MAX_LM_CALLS` when it is thread-safe."""
+    size = MAX_LM_CALLS if is_thread_safe(lm) else 1
     with _TURNS_GUARD:
-        turn = _TURNS.get(lm)
-        if turn is None:
-            turn = _TURNS[lm] = Turn()
+        try:
+            turn = _TURNS.get(lm)
+            if turn is None:
+                turn = _TURNS[lm] = Turn(size)
+        except TypeError:  # an LM that is not hashable or weakly referenceable: bounded per call only
+            turn = Turn(size)
         return turn
 
 
 def _one_line(text: object, limit: int = MAX_LOGGED_CHARS) -> str:
-    line = " ".join(str(text).split())
+    # An LM's answer or error is untrusted: no terminal escapes in a log line or a trace.
+    line = escape_controls(" ".join(str(text).split()))
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def _call_in_worker(call: Callable[[], T], timeout: float, turn: Turn | None) -> T:
+def _call_in_worker(call: Callable[[], T], timeout: float, turn: Turn) -> T:
     """``call()`` in a fresh worker thread that carries the caller's context (DSPy settings, trace), given at most
     ``timeout`` seconds once it is this call's turn. A call that overruns is abandoned, not killed: its thread ends
-    when the LM returns, and only then is the LM free for the next call."""
-    if turn is not None:
-        turn.acquire()  # the wait for a turn is not part of the timeout
+    when the LM returns, and only then is its turn free for the next call."""
+    ticket = turn.acquire()  # the wait for a turn is not part of the timeout
     context = contextvars.copy_context()
     outcome: dict[str, Any] = {}
     finished = threading.Event()
@@ -177,15 +198,19 @@ def _call_in_worker(call: Callable[[], T], timeout: float, turn: Turn | None) ->
         except BaseException as exc:  # handed to the caller, whatever it is
             outcome["error"] = exc
         finally:
-            if turn is not None:
-                turn.release()
+            turn.release(ticket)
             finished.set()
 
-    threading.Thread(target=work, name="mhop-lm", daemon=True).start()
-    if not finished.wait(timeout):
-        if turn is not None:
-            turn.abandon()
-        raise TimeoutError(f"no answer within {timeout:g}s")
+    try:
+        threading.Thread(target=work, name="mhop-lm", daemon=True).start()
+        answered = finished.wait(timeout)
+    except BaseException:  # no thread, or the caller was interrupted while waiting: the call is not waited for
+        turn.abandon(ticket)
+        raise
+    if not answered:
+        if turn.abandon(ticket):
+            raise TimeoutError(f"no answer within {timeout:g}s")
+        finished.wait()  # it answered just now: the outcome is being handed over
     if "error" in outcome:
         raise outcome["error"]
     return outcome["value"]
@@ -208,8 +233,10 @@ class LMStep(Generic[T]):
     :meth:`run` runs the predictor in the caller's DSPy context (a ``dspy.context(trace=[])`` records the call; an
     LM set by ``dspy.context``/``dspy.configure`` is used when the step is given none), in a worker thread so that
     a hung LM is abandoned after ``timeout``. LMs not known to be thread-safe (:func:`is_thread_safe`) are called
-    one at a time, and the wait for a turn is not counted against the timeout. Each LM call is reported to
-    LlamaIndex's callback manager and instrumentation as an LLM event (:mod:`llama_index_mhop.lm_events`).
+    one at a time, others at most :data:`MAX_LM_CALLS` at once, and the wait for a turn is not counted against the
+    timeout. Each LM call is reported to LlamaIndex's callback manager and instrumentation as an LLM event
+    (:mod:`llama_index_mhop.lm_events`). An LM that raises ``SystemExit`` has failed (the step falls back); a
+    ``KeyboardInterrupt``, even one the LM raised, is the user's and stops the query.
 
     Attributes:
         name: a name for logs, traces, events and the fallback counter.
@@ -250,25 +277,39 @@ class LMStep(Generic[T]):
         try:
             prediction = _call_in_worker(self._blocking_call(inputs, lm), self.timeout, _turn(lm))
             value = self.parse(prediction)
-        except Exception as exc:  # an LM may fail in any way; the query must still answer
+        except KeyboardInterrupt as exc:  # the user's, even when the LM raised it: no fallback
+            events.end(prediction, "interrupted", "KeyboardInterrupt", exc)
+            raise
+        except (Exception, SystemExit) as exc:  # an LM may fail in any way, exiting included; the query must answer
             return self._fall_back(exc, prediction, events)
         return self._answered(value, prediction, events)
 
     @dispatcher.span
     async def _aask(self, inputs: dict[str, Any], lm: dspy.BaseLM) -> T:
         events = LMCallEvents(self.name, inputs, lm, self.callback_manager)
-        prediction, turn = None, _turn(lm)
+        prediction = None
         try:
-            if turn is None:
+            # A coroutine is cancelled at its timeout; an LM whose async path is a thread (function_lm without
+            # achat) would leave that thread behind, so it takes its turn in a bounded worker like a sync call.
+            if is_thread_safe(lm) and getattr(lm, "native_async", True):
                 with dspy.context(lm=lm, adapter=_ADAPTER):
-                    prediction = await asyncio.wait_for(self.predictor.acall(**inputs), timeout=self.timeout)
+                    prediction = await asyncio.wait_for(self._acall(inputs), timeout=self.timeout)
             else:
                 call = self._blocking_call(inputs, lm)
-                prediction = await asyncio.to_thread(_call_in_worker, call, self.timeout, turn)
+                prediction = await asyncio.to_thread(_call_in_worker, call, self.timeout, _turn(lm))
             value = self.parse(prediction)
-        except Exception as exc:
+        except KeyboardInterrupt as exc:  # the user's, even when the LM raised it: no fallback
+            events.end(prediction, "interrupted", "KeyboardInterrupt", exc)
+            raise
+        except (Exception, SystemExit) as exc:
             return self._fall_back(exc, prediction, events)
         return self._answered(value, prediction, events)
+
+    async def _acall(self, inputs: dict[str, Any]) -> Any:
+        try:
+            return await self.predictor.acall(**inputs)
+        except SystemExit as exc:  # raised in a task, it would stop the caller's event loop: an LM failure here
+            raise RuntimeError(f"the LM raised SystemExit({exc.code!r})") from exc
 
     def _blocking_call(self, inputs: dict[str, Any], lm: dspy.BaseLM) -> Callable[[], Any]:
         def call() -> Any:

@@ -92,7 +92,8 @@ def function_lm(
 ) -> dspy.LM:
     """A DSPy LM around a plain ``chat(messages) -> text`` function; messages are ``(role, text)`` pairs.
 
-    ``achat`` is its async twin; by default ``chat`` runs in a worker thread. Useful to plug in any client.
+    ``achat`` is its async twin; by default ``chat`` runs in a worker thread (for the package's LM steps, one of
+    the LM's bounded workers). Useful to plug in any client.
     ``thread_safe`` says whether ``chat`` may run twice at once; when False (the default) the package's LM steps
     call it one at a time (see :func:`is_thread_safe`).
     """
@@ -108,6 +109,7 @@ def function_lm(
         num_retries=0,
     )
     lm.thread_safe = thread_safe
+    lm.native_async = achat is not None  # without achat, an async call is a thread (see lm.LMStep.arun)
     return lm
 
 

@@ -8,7 +8,8 @@
 
 The prompt is the step's inputs as JSON (one user message); the response is the prediction's fields as JSON. The
 response's ``additional_kwargs`` say which step it was, whether the LM answered (``outcome="lm"``) or the step fell
-back (``outcome="fallback"``, with the one-line ``reason``; the callback event then also carries the exception).
+back (``outcome="fallback"``, with the one-line ``reason``; the callback event then also carries the exception), or
+a ``KeyboardInterrupt`` stopped it (``outcome="interrupted"``).
 A step with no LM makes no call and so no event. A LlamaIndex LLM given as ``llm=`` reports its own chat inside.
 """
 
@@ -81,7 +82,8 @@ class LMCallEvents:
         )
 
     def end(self, prediction: Any, outcome: str, reason: str, error: BaseException | None = None) -> None:
-        """Report how the call ended: ``outcome`` is ``"lm"`` or ``"fallback"``; ``prediction`` may be None."""
+        """Report how the call ended: ``outcome`` is ``"lm"``, ``"fallback"`` or ``"interrupted"``; ``prediction``
+        may be None."""
         fields = {} if prediction is None else dict(prediction.items()) if hasattr(prediction, "items") else {
             "output": prediction}
         response = ChatResponse(

@@ -28,8 +28,9 @@ Three ways to select, all returning input nodes only, at most ``top_n``:
   then ranks passages by dense retrieval alone).
 * **Top score** (the LM failed, :attr:`FactSelection.TOP_SCORE`): the ``top_n`` facts with the best
   embedding scores, as the seed's fallback does. An LM that raises, times out, answers non-JSON or the wrong
-  shape, or keeps nothing usable while candidates exist, falls back this way (WARNING log, counted in
-  :attr:`DSPyFactFilter.fallback_counts`).
+  shape, or answers only facts that match no candidate, falls back this way (WARNING log, counted in
+  :attr:`DSPyFactFilter.fallback_counts`). An empty list, ``{"fact": []}``, is the prompt's own "nothing is
+  relevant" answer: no fact is kept, and it is not a fallback.
 """
 
 from __future__ import annotations
@@ -240,6 +241,8 @@ class DSPyFactFilter(BaseNodePostprocessor):
             generated = answer["fact"]
         else:
             raise LMOutputError(f"fact_after_filter is not a Fact: {answer!r:.200}")
+        if not generated:  # the prompt's "nothing relevant" answer: a valid selection of no fact
+            return []
         matcher = CandidateMatcher(triples, self.match_cutoff)
         chosen: list[int] = []
         # An answer far longer than the candidate list is not a selection from it; read only its head.

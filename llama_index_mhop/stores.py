@@ -20,9 +20,12 @@ from llama_index.core import Document
 from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.schema import TextNode
 
+from .text import escape_controls
+
 __all__ = [
     "DEFAULT_CHUNK_OVERLAP",
     "DEFAULT_CHUNK_SIZE",
+    "DEFAULT_MAX_FILE_BYTES",
     "CorpusError",
     "SkippedFile",
     "chunk_documents",
@@ -39,6 +42,9 @@ logger = logging.getLogger(__name__)
 DEFAULT_CHUNK_SIZE = 256
 DEFAULT_CHUNK_OVERLAP = 32
 _TEXT_SUFFIXES = {".txt", ".md", ".rst"}
+#: Largest file of a corpus folder that is read (a larger one is named and skipped): 5 MB of text is thousands of
+#: passages, more often a log or a dump that landed in the folder than a document.
+DEFAULT_MAX_FILE_BYTES = 5 * 1024 * 1024
 
 
 class CorpusError(ValueError):
@@ -165,11 +171,68 @@ def _read_file(file: Path, doc_id: str) -> list[Document]:
     return [make_document(file.stem, _read_text(file), doc_id=doc_id, file_path=str(file))]
 
 
+def _folder_files(path: Path) -> tuple[list[Path], set[Path]]:
+    """The files of a corpus folder, and those of them not read because of their kind.
+
+    A folder is a folder of text files (searched recursively) or, when it has none, of JSON corpus files (at its
+    top). JSON files among text files are named rather than ignored in silence.
+    """
+    texts, jsons = [], []
+    for file in path.rglob("*"):
+        suffix = file.suffix.lower()
+        if (suffix in _TEXT_SUFFIXES or suffix == ".json") and file.is_file():
+            (jsons if suffix == ".json" else texts).append(file)
+    if not texts:
+        return sorted(p for p in jsons if p.parent == path), set()
+    return sorted([*texts, *jsons]), set(jsons)
+
+
+def _not_read(file: Path, root: Path, follow_symlinks: bool, max_file_bytes: int | None) -> str | None:
+    """Why a file of the folder ``root`` is skipped before it is read, or None."""
+    if not follow_symlinks and not file.resolve().is_relative_to(root):
+        return (f"{file}: a symbolic link to a file outside the corpus folder, not followed "
+                "(follow_symlinks=True, or mhop index --follow-symlinks, follows it)")
+    try:
+        size = file.stat().st_size
+    except OSError as exc:
+        return f"{file}: cannot be read ({exc.strerror or exc})"
+    if max_file_bytes is not None and size > max_file_bytes:
+        return (f"{file}: {size:,} bytes, over the {max_file_bytes:,}-byte limit of a corpus file "
+                "(max_file_bytes= raises it)")
+    return None
+
+
+def _read_folder(
+    path: Path, strict: bool, follow_symlinks: bool, max_file_bytes: int | None
+) -> tuple[list[Document], list[SkippedFile]]:
+    docs: list[Document] = []
+    skipped: list[SkippedFile] = []
+    root = path.resolve()  # a skipped file's path is absolute, whatever the folder was given as
+    candidates, beside_texts = _folder_files(path)
+    for file in candidates:
+        relative = file.relative_to(path)
+        try:
+            if file in beside_texts:
+                raise CorpusError(f"{file}: a JSON corpus file among text files is not read (a folder is read as "
+                                  "its text files, or as its JSON files when it has no text file)")
+            reason = _not_read(file, root, follow_symlinks, max_file_bytes)
+            if reason is not None:
+                raise CorpusError(reason)
+            docs.extend(_read_file(file, relative.as_posix()))
+        except CorpusError as exc:
+            if strict:
+                raise CorpusError(f"{exc} (strict: the corpus is refused)") from None
+            logger.warning("skipped %s", escape_controls(exc))  # a file name is untrusted text
+            skipped.append(SkippedFile(root / relative, str(exc)))
+    return docs, skipped
+
+
 def read_corpus(
-    source: str | os.PathLike[str] | Sequence[Document], strict: bool = False
+    source: str | os.PathLike[str] | Sequence[Document], strict: bool = False, follow_symlinks: bool = False,
+    max_file_bytes: int | None = DEFAULT_MAX_FILE_BYTES,
 ) -> tuple[list[Document], list[SkippedFile]]:
     """Documents from a list of LlamaIndex ``Document``, a folder of text files, or a JSON corpus file, and the
-    files of a folder that could not be read.
+    files of a folder that were skipped.
 
     Each document's ``id_`` is its doc id for syncs: a file's path relative to the folder, a JSON record's
     ``id``/``_id``/``idx`` field, else its title (title and content hash when several records share a title).
@@ -178,8 +241,11 @@ def read_corpus(
     a list of strings, or an object mapping titles to text or sentences. A text file's title is its stem; in a
     folder its doc id is its path relative to the folder, so an edited file keeps its id.
 
-    A file of a folder that cannot be read (not UTF-8, not valid JSON, a record without text) is skipped with a
-    WARNING naming it, and returned among the skipped files; the rest is indexed. With ``strict`` it is an error.
+    A file of a folder that is not read is skipped with a WARNING naming it and why, and returned among the
+    skipped files; the rest is indexed. With ``strict`` it is an error. A file is not read when it cannot be (not
+    UTF-8, not valid JSON, a record without text), when it is larger than ``max_file_bytes``, when it is a JSON
+    file among text files, or when it is a symbolic link to a file outside the folder (unless
+    ``follow_symlinks``). A file given alone is read whatever its size.
 
     Raises:
         CorpusError: the path does not exist, a file given alone (or any file, with ``strict``) cannot be read,
@@ -191,18 +257,7 @@ def read_corpus(
         if not path.exists():
             raise CorpusError(f"corpus path {path} does not exist")
         if path.is_dir():
-            files = sorted(p for p in path.rglob("*") if p.suffix.lower() in _TEXT_SUFFIXES and p.is_file())
-            if not files and any(path.glob("*.json")):
-                files = sorted(path.glob("*.json"))
-            docs = []
-            for file in files:
-                try:
-                    docs.extend(_read_file(file, file.relative_to(path).as_posix()))
-                except CorpusError as exc:
-                    if strict:
-                        raise CorpusError(f"{exc} (strict: the corpus is refused)") from None
-                    logger.warning("skipped %s", exc)
-                    skipped.append(SkippedFile(file, str(exc)))
+            docs, skipped = _read_folder(path, strict, follow_symlinks, max_file_bytes)
         else:
             docs = _read_file(path, path.name)
     else:
@@ -219,15 +274,16 @@ def read_corpus(
 
 
 def load_documents(
-    source: str | os.PathLike[str] | Sequence[Document], strict: bool = False
+    source: str | os.PathLike[str] | Sequence[Document], strict: bool = False, follow_symlinks: bool = False,
+    max_file_bytes: int | None = DEFAULT_MAX_FILE_BYTES,
 ) -> list[Document]:
-    """The documents of :func:`read_corpus` (files that cannot be read are skipped with a WARNING, or refused
-    with ``strict``).
+    """The documents of :func:`read_corpus` (a folder's files that are not read are skipped with a WARNING, or
+    refused with ``strict``).
 
     Raises:
         CorpusError: see :func:`read_corpus`.
     """
-    return read_corpus(source, strict=strict)[0]
+    return read_corpus(source, strict, follow_symlinks, max_file_bytes)[0]
 
 
 def chunk_documents(

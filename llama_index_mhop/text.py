@@ -15,6 +15,9 @@ The keys, from loosest to most specific use:
 * :func:`entity_key`: the key of an entity node of the graph: accents folded, possessive and a leading article
   dropped.
 * :func:`normalize_title`: a title as HoVer's evaluation compares it (the benchmarks' passage ids).
+
+Text shown to a person (a log line, a terminal) goes through :func:`escape_controls` when it carries untrusted text:
+LM answers and errors, file names, corpus titles.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ __all__ = [
     "drop_possessives",
     "entity_key",
     "entity_spans",
+    "escape_controls",
     "first_sentence",
     "fold_accents",
     "is_modifier",
@@ -104,6 +108,26 @@ _LEADING_ARTICLE = re.compile(r"^(?:the|a|an) ")
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = frozenset(string.punctuation)
 _TITLE_SEPARATOR = " | "
+
+# -- shown text ------------------------------------------------------------------------------------------------
+
+
+def _visible(char: str) -> str:
+    # Cc: C0/C1 controls and DEL (ESC, NUL, BEL...); Cf: format characters (bidi overrides, zero-width).
+    if unicodedata.category(char) in ("Cc", "Cf"):
+        return char.encode("unicode_escape").decode("ascii")
+    return char
+
+
+def escape_controls(text: object) -> str:
+    """``text`` (as ``str``) with every control and format character written as its escape (``"\\x1b"``,
+    ``"\\u202e"``): untrusted text in a log line or on a terminal cannot move the cursor, retitle the window,
+    clear the screen, make a hyperlink or reorder what is shown."""
+    text = str(text)
+    if text.isprintable():  # the common case, checked in C
+        return text
+    return "".join(_visible(char) for char in text)
+
 
 # -- keys and names ----------------------------------------------------------------------------------------------
 

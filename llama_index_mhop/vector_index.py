@@ -30,6 +30,7 @@ from .rwlock import collection_lock
 from .stores import (
     DEFAULT_CHUNK_OVERLAP,
     DEFAULT_CHUNK_SIZE,
+    DEFAULT_MAX_FILE_BYTES,
     CorpusError,
     SkippedFile,
     chunk_documents,
@@ -161,6 +162,8 @@ def sync_vector_index(
     insert_batch_size: int = 256,
     delete_missing: bool = False,
     strict: bool = False,
+    follow_symlinks: bool = False,
+    max_file_bytes: int | None = DEFAULT_MAX_FILE_BYTES,
 ) -> SyncResult:
     """Bring the Chroma passage collection in step with a corpus (the rule of :mod:`llama_index_mhop.sync`).
 
@@ -181,8 +184,10 @@ def sync_vector_index(
         show_progress: show a progress bar while embedding.
         insert_batch_size: passages embedded and written per batch.
         delete_missing: mirror a folder or file source (remove what is gone from it).
-        strict: refuse a corpus folder with a file that cannot be read (default: skip it with a WARNING; a
+        strict: refuse a corpus folder with a file that is not read (default: skip it with a WARNING; a
             skipped file's passages stay as they were).
+        follow_symlinks: read a folder's symbolic links to files outside it (default: skip them).
+        max_file_bytes: the largest file of a folder that is read (None: no limit).
 
     Raises:
         CorpusError: the corpus is empty or unreadable.
@@ -190,7 +195,8 @@ def sync_vector_index(
     """
     from .defaults import default_chroma_client, resolve_embed_model
 
-    documents, skipped = read_corpus(source, strict=strict)
+    documents, skipped = read_corpus(source, strict=strict, follow_symlinks=follow_symlinks,
+                                     max_file_bytes=max_file_bytes)
     documents = _distinct(documents)
     source_key = _source_key(source)
     if delete_missing and source_key is None:
@@ -202,8 +208,8 @@ def sync_vector_index(
                                                embed_model=embed_model)
     with collection_lock(collection).write():
         held = stored_documents(collection)
-        # A file that could not be read this time is not gone: its indexed version stays.
-        unread = {f.path.relative_to(source_key).as_posix() for f in skipped} if source_key and skipped else set()
+        # A file that was not read this time is not gone: its indexed version stays.
+        unread = _unread_doc_ids(collection, skipped, source_key)
         plan = plan_sync(
             [IncomingDocument(d.id_, content_hash(str(d.metadata.get("title", "")), d.text)) for d in documents],
             {doc_id: doc for doc_id, doc in held.items() if doc_id not in unread},
@@ -221,6 +227,22 @@ def sync_vector_index(
     count("documents_indexed", len(changed))
     count("documents_removed", len(plan.removed))
     return SyncResult(index, plan, tuple(skipped))
+
+
+def _unread_doc_ids(collection: Any, skipped: Sequence[SkippedFile], source_key: str | None) -> set[str]:
+    """The stored documents of the files a folder's sync skipped, which it must keep: a text file's own doc id
+    and, when a JSON file was skipped, every JSON record indexed from the folder. A row does not say which of the
+    folder's JSON files its record came from (only text files' rows carry a ``file_path``), so records gone from
+    the folder's other JSON files are removed by the next sync that reads every file."""
+    if not skipped or source_key is None:
+        return set()
+    unread = {f.path.relative_to(source_key).as_posix() for f in skipped}
+    if any(f.path.suffix.lower() == ".json" for f in skipped):
+        for record in iter_all(collection, ["metadatas"]):
+            meta = record["metadatas"] or {}
+            if meta.get(SOURCE_KEY) == source_key and "file_path" not in meta:
+                unread.add(str(meta.get("document_id", "")))
+    return unread
 
 
 def _sync_log(client: Any, collection_name: str) -> Any:

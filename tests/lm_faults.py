@@ -65,3 +65,26 @@ def faulty_lm(faults=FAULTS, hang_seconds: float = 1.5):
     lm.fault_calls = calls
     lm.wait_idle = lambda: idle.wait(timeout=10 * hang_seconds)
     return lm
+
+
+def unbalanced_quotes_lm(chars: int = 200_000):
+    """An LM answering every field with ``chars`` characters of a list whose quotes never balance
+    (``["a"b"b"b...``): the input on which DSPy's JSON repair is quadratic."""
+    body = '["a' + '"b' * (chars // 2)
+
+    def chat(messages):
+        schema = output_schema(messages[0][1]) or {"properties": {"answer": {}}}
+        fields = [f"[[ ## {name} ## ]]\n{body}" for name in schema["properties"]]
+        return "\n\n".join([*fields, "[[ ## completed ## ]]"])
+
+    return function_lm(chat, model="scripted/unbalanced-quotes")
+
+
+def hung_lm(release: threading.Event, thread_safe: bool = True):
+    """An LM whose every call waits until ``release`` is set: a server that took the request and went silent."""
+
+    def chat(messages):
+        release.wait()
+        return ""
+
+    return function_lm(chat, model="scripted/hung", thread_safe=thread_safe)

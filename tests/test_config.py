@@ -66,3 +66,20 @@ def test_the_cli_reads_mhop_toml_from_the_working_directory(tmp_path, monkeypatc
     assert "mhop.toml: retrieval.top_k must be between 1 and 1000, got -1" in capsys.readouterr().err
     assert mhop(["--config", str(tmp_path / "missing.toml"), "query", "anything"]) == 2
     assert "missing.toml: no such configuration file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", [
+    "[" * 100_000 + "]" * 100_000,              # arrays in arrays: the reader's recursion overflows
+    "{a = " * 100_000 + "1" + "}" * 100_000,    # inline tables in inline tables
+    "[" * 20 + "]" * 20,                        # deep, though within the reader's reach
+])
+def test_a_deeply_nested_file_is_a_one_line_error(tmp_path, monkeypatch, capsys, value):
+    path = tmp_path / "mhop.toml"
+    path.write_text(f"[retrieval]\ntop_k = {value}\n")
+    with pytest.raises(ConfigError, match="nested") as caught:
+        load_config(path)
+    assert str(caught.value).startswith(str(path)) and "\n" not in str(caught.value)
+    monkeypatch.chdir(tmp_path)
+    assert mhop(["query", "anything"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err

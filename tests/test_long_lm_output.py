@@ -1,7 +1,8 @@
 """LM answers of a million characters get the same answers as short ones (the parsers read them in one pass).
 
 Timing lives in benchmarks/parser_linearity.py; these tests assert what the parsers answer on such inputs. Before
-the parsers were linear, the first tests here did not finish.
+the parsers were linear, the first tests here did not finish. Through an LM step, an answer is first cut to
+``MAX_ANSWER_CHARS`` (tests/test_lm_limits.py).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import pytest
 from dspy.utils import DummyLM
 
 from llama_index_mhop.graph.extraction import MAX_ENTITY_CHARS, MAX_PREDICATE_CHARS, parse_extraction
+from llama_index_mhop.lm_answers import MAX_ANSWER_CHARS
 from llama_index_mhop.parsing import (
     MAX_LIST_ITEMS,
     LMOutputError,
@@ -59,7 +61,7 @@ def test_extraction_drops_overlong_names_and_predicates():
 
 
 def test_fact_filter_matches_long_facts_exactly_and_nothing_else():
-    long_object = "x" * (MILLION // 2)
+    long_object = "x" * (MAX_ANSWER_CHARS // 2)  # far past what is compared by similarity, within what is read
     nodes = [fact_node("alice", "knows", long_object, 0.5), fact_node("bob", "knows", "carol", 0.9)]
     copied = DSPyFactFilter(lm=DummyLM([answer(("alice", "knows", long_object))]), top_n=1)
     assert texts(copied.postprocess_nodes(nodes, query_str="Whom does Alice know?")) == [
@@ -69,3 +71,9 @@ def test_fact_filter_matches_long_facts_exactly_and_nothing_else():
     altered = DSPyFactFilter(lm=DummyLM([answer(("alice", "knows", "y" + long_object[1:]))]), top_n=1)
     assert texts(altered.postprocess_nodes(nodes, query_str="Whom does Alice know?")) == ["bob knows carol"]
     assert altered.fallback_counts.total == 1
+    # An answer past MAX_ANSWER_CHARS is cut, so its JSON breaks: unusable, never read in part.
+    too_long = "x" * MILLION
+    nodes = [fact_node("alice", "knows", too_long, 0.5), fact_node("bob", "knows", "carol", 0.9)]
+    cut = DSPyFactFilter(lm=DummyLM([answer(("alice", "knows", too_long))]), top_n=1)
+    assert texts(cut.postprocess_nodes(nodes, query_str="Whom does Alice know?")) == ["bob knows carol"]
+    assert cut.fallback_counts.total == 1

@@ -145,11 +145,21 @@ def test_wrong_shape_falls_back(raw):
     assert fact_filter.fallback_counts["fact_filter"] == 1
 
 
-def test_empty_answer_with_candidates_falls_back():
+def test_an_empty_fact_list_is_the_answer_nothing_is_relevant(caplog):
+    # {"fact": []} is what the prompt asks for when no fact is relevant: no fact kept, and no fallback.
     nodes = river_nodes()
-    fact_filter = DSPyFactFilter(lm=DummyLM([answer()]), top_n=3)
-    assert fact_filter.postprocess_nodes(nodes, query_str=RIVER_QUERY) == nodes[:3]
-    assert fact_filter.fallback_counts["fact_filter"] == 1
+    fact_filter = DSPyFactFilter(lm=DummyLM([answer(), answer()]), top_n=3)
+    with caplog.at_level(logging.WARNING):
+        assert fact_filter.postprocess_nodes(nodes, query_str=RIVER_QUERY) == []
+        assert asyncio.run(fact_filter.apostprocess_nodes(nodes, query_str=RIVER_QUERY)) == []
+    assert fact_filter.fallback_counts.total == 0 and "LM step failed" not in caplog.text
+    passage = NodeWithScore(node=TextNode(text="Imperial River is located in Florida.",
+                                          metadata={"title": "Imperial River"}), score=0.5)
+    keep_all = DSPyFactFilter(lm=DummyLM([answer()]))
+    assert keep_all.postprocess_nodes([passage], query_str=RIVER_QUERY) == [passage]
+    supporting = DSPyFactFilter(lm=DummyLM([answer()]), supporting_only=True)
+    assert supporting.postprocess_nodes([passage], query_str=RIVER_QUERY) == []
+    assert keep_all.fallback_counts.total == supporting.fallback_counts.total == 0
 
 
 def test_invented_facts_are_dropped():

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..stores import stable_id
-from ..text import normalize_title
+from ..text import escape_controls, normalize_title
 from .records import (
     DatasetFormatError,
     PathLike,
@@ -120,8 +120,10 @@ class BenchDataset:
 def _warn_missing(dataset: BenchDataset) -> BenchDataset:
     missing = dataset.missing_gold()
     if missing:
+        # Question ids and passage titles come from the dataset's files: escaped, as untrusted text.
         logger.warning("%s: %d gold passages of %d questions are not in the corpus (first: %s of question %s)",
-                       dataset.source, len(missing), len({q for q, _ in missing}), missing[0][1], missing[0][0])
+                       escape_controls(dataset.source), len(missing), len({q for q, _ in missing}),
+                       escape_controls(missing[0][1]), escape_controls(missing[0][0]))
     return dataset
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..text import escape_controls
 from .affine_ppr import DEFAULT_BASIS_TOL, AffineResetPageRank, SolvedBasis, solve_basis
 from .graph_arrays import load_array
 from .json_files import read_json_object
@@ -118,7 +119,8 @@ def solved_walk(pagerank: PageRankGraph, num_passages: int, passage_vectors: np.
             logger.info("PageRank basis read from %s", folder / key)
             return walk
     except ValueError as exc:
-        logger.warning("solving the PageRank basis again: the saved one is unusable (%s)", exc)
+        # The reason may quote the saved files, which are read as untrusted input.
+        logger.warning("solving the PageRank basis again: the saved one is unusable (%s)", escape_controls(exc))
         shutil.rmtree(folder / key, ignore_errors=True)
     solved = solve_basis(pagerank, num_passages, passage_vectors, tol)
     try:

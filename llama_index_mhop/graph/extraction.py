@@ -33,12 +33,21 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import dspy
-from tenacity import AsyncRetrying, Retrying, before_sleep_log, stop_after_attempt, wait_exponential
+from tenacity import AsyncRetrying, RetryCallState, Retrying, stop_after_attempt, wait_exponential
 
 from ..lm import FallbackCounter, LMStep, current_lm, resolve_lm
 from ..parsing import LMOutputError
 from ..programs import ProgramSource, load_program, save_program
-from ..text import MONTHS, entity_key, entity_spans, sentences, strip_possessive, title_entities, unique_names
+from ..text import (
+    MONTHS,
+    entity_key,
+    entity_spans,
+    escape_controls,
+    sentences,
+    strip_possessive,
+    title_entities,
+    unique_names,
+)
 
 __all__ = [
     "DEFAULT_BACKOFF_SECONDS",
@@ -300,6 +309,13 @@ def parse_extraction(prediction: Any, source: str | None = None) -> Extraction:
     return Extraction(entities=tuple(entities), triples=tuple(triples), from_lm=True)
 
 
+def _log_retry(state: RetryCallState) -> None:
+    """Log a failed OpenIE attempt before the next one; the error may quote the LM's answer, so it is escaped."""
+    error = state.outcome.exception() if state.outcome is not None else None
+    logger.debug("OpenIE attempt %d failed (%s); retrying", state.attempt_number,
+                 escape_controls(f"{type(error).__name__}: {error}"))
+
+
 class OpenIEModule(dspy.Module):
     """One OpenIE call per passage, retried with exponential backoff when the LM fails or answers badly.
 
@@ -320,7 +336,7 @@ class OpenIEModule(dspy.Module):
         return {
             "stop": stop_after_attempt(self.max_attempts),
             "wait": wait_exponential(multiplier=self.backoff_seconds, exp_base=2, min=0, max=float("inf")),
-            "before_sleep": before_sleep_log(logger, logging.DEBUG),
+            "before_sleep": _log_retry,
             "reraise": True,
         }
 

@@ -36,6 +36,7 @@ from ..signatures import (
     ListwiseDocumentReranker,
     TargetedQueryGenerator,
 )
+from ..text import escape_controls
 from .base import query_text
 from .confidence_config import ConfidenceLoopConfig
 
@@ -261,7 +262,7 @@ class ConfidenceLoopModule(dspy.Module):
              "new_passages": added}
         )
         if self.verbose:
-            logger.info("round %d: %s", number, queries)
+            logger.info("round %d: %s", number, escape_controls(queries))  # queries an LM wrote
 
     def _finish(
         self, pool: _Pool, ranking: list[int], free_ranking: list[RankedPassage], trace: dict[str, Any]

@@ -1,0 +1,82 @@
+"""How an LM's raw answer reaches a parser: cut to a bounded length, and repaired only while repairing is cheap.
+
+DSPy's ``ChatAdapter`` reads every output field that is not plain text with ``json_repair``, whose repair of some
+broken JSON is quadratic: a list of strings with unbalanced quotes (``["a"b"b"b...``) of 10,000 characters takes
+2 s of CPU, of 40,000 characters 37 s, and of 200,000 characters many minutes, in a thread whose caller stopped
+waiting long before. :class:`BoundedChatAdapter`, the adapter of every LM step, reads at most
+:data:`MAX_ANSWER_CHARS` of an answer, and a field value longer than :data:`MAX_REPAIRED_CHARS` only when it is
+valid JSON already (``json.loads``, and ``json_repair`` on valid JSON, are linear), so whatever an LM answers, its
+parse takes a bounded time.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import dspy
+from dspy.utils.exceptions import AdapterParseError
+
+__all__ = ["MAX_ANSWER_CHARS", "MAX_REPAIRED_CHARS", "BoundedChatAdapter"]
+
+#: Characters of an LM's answer that are parsed; the rest is dropped (no step asks for more than a few thousand).
+MAX_ANSWER_CHARS = 20_000
+#: Longest field value that ``json_repair`` may repair: its worst case at this length is about 0.1 s of CPU.
+MAX_REPAIRED_CHARS = 2_000
+# DSPy's ChatAdapter field header, as ChatAdapter.parse reads it (one per line).
+_HEADER = re.compile(r"\[\[ ## (\w+) ## \]\]")
+
+
+def _first_sections(completion: str) -> dict[str, str]:
+    """Each field's text in a ChatAdapter answer, first occurrence only (the one ``ChatAdapter.parse`` reads)."""
+    sections: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in completion.splitlines():
+        match = _HEADER.match(line.strip())
+        if match:
+            name = match.group(1)
+            current = None if name in sections else sections.setdefault(name, [])
+            rest = line.strip()[match.end():].strip()
+            if current is not None and rest:
+                current.append(rest)
+        elif current is not None:
+            current.append(line)
+    return {name: "\n".join(lines).strip() for name, lines in sections.items()}
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except (ValueError, RecursionError):  # deep nesting overflows the decoder
+        return False
+    return True
+
+
+class BoundedChatAdapter(dspy.ChatAdapter):
+    """DSPy's ``ChatAdapter`` (without its JSON-adapter retry: one LM call per step) whose parse is bounded.
+
+    Args:
+        max_answer_chars: characters of an answer that are parsed.
+        max_repaired_chars: longest non-text field value handed to DSPy's repairing parser; a longer one must be
+            valid JSON, else the answer is unusable (``AdapterParseError``).
+    """
+
+    def __init__(self, max_answer_chars: int = MAX_ANSWER_CHARS, max_repaired_chars: int = MAX_REPAIRED_CHARS):
+        super().__init__(use_json_adapter_fallback=False)
+        self.max_answer_chars = max_answer_chars
+        self.max_repaired_chars = max_repaired_chars
+
+    def parse(self, signature: type[dspy.Signature], completion: str) -> dict[str, Any]:
+        completion = completion[: self.max_answer_chars]
+        fields = signature.output_fields
+        for name, value in _first_sections(completion).items():
+            if name not in fields or fields[name].annotation is str or len(value) <= self.max_repaired_chars:
+                continue
+            if not _is_json(value):
+                raise AdapterParseError(
+                    adapter_name=type(self).__name__, signature=signature, lm_response=completion[:200],
+                    message=f"field {name}: {len(value)} characters that are not valid JSON (an answer this long "
+                    f"is not repaired)",
+                )
+        return super().parse(signature, completion)
