@@ -2,7 +2,7 @@
 
 Runs offline with the packaged all-MiniLM-L6-v2 embedder and the LLM-free extractor and fact filter:
 
-    python examples/hippo_graph_query_engine.py                      # the HotpotQA-100 corpus beside the project
+    python examples/hippo_graph_query_engine.py                      # the package's demo corpus (39 passages)
     python examples/hippo_graph_query_engine.py path/to/corpus.json --question "Who directed ...?"
 
 Pass ``--lm openai/gpt-4o-mini`` (any DSPy model string) to extract triples and filter facts with an LM.
@@ -13,19 +13,22 @@ from __future__ import annotations
 
 import argparse
 import json
+from importlib import resources
 from pathlib import Path
 
 from llama_index_mhop.graph.index import CONFIG_FILE, HippoGraphIndex
 
-HOTPOTQA = Path(__file__).resolve().parents[1].parent / "shared" / "datasets" / "hotpotqa-100" / "corpus.json"
+# The multi-hop corpus shipped inside the package, and a three-hop question about it.
+DEMO_CORPUS = resources.files("llama_index_mhop") / "data" / "demo_corpus.json"
+DEMO_QUESTION = "In which river valley was the composer of the Gull Island Overture born?"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("corpus", nargs="?", default=str(HOTPOTQA), help="JSON corpus or folder of text files")
+    parser.add_argument("corpus", nargs="?", default=str(DEMO_CORPUS),
+                        help="JSON corpus or folder of text files (default: the package's demo corpus)")
     parser.add_argument("--persist-dir", default="./.mhop/hippo", help="where the index is saved")
-    parser.add_argument("--question", default="Who directed the film that was shot in or around Leland, "
-                                               "North Carolina in 1986?")
+    parser.add_argument("--question", default=DEMO_QUESTION)
     parser.add_argument("--top-k", type=int, default=5)
     parser.add_argument("--lm", default=None, help="a DSPy model string, e.g. openai/gpt-4o-mini (default: none)")
     args = parser.parse_args()

@@ -5,7 +5,8 @@
 - :class:`ConfidenceLoopRetriever`: entity-chain queries, a confidence check, targeted follow-up, listwise rerank.
 - :class:`HippoGraphIndex` / :class:`HippoGraphRetriever`: HippoRAG 2 memory with Personalized PageRank.
 - :class:`DSPyFactFilter`: recognition memory over (subject, predicate, object) fact nodes.
-- :func:`reciprocal_rank_fusion`, :func:`build_vector_index`: the pieces they stand on.
+- :func:`reciprocal_rank_fusion`, :func:`build_vector_index`: the pieces they stand on; :func:`sync_vector_index`
+  and :func:`delete_documents` keep a passage index in step with a corpus.
 
 The names are imported on first use (``from llama_index_mhop import RRFFusionRetriever`` works as usual), so
 importing one light module of the package, as the ``mhop`` command does to answer ``--help``, does not import
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from .query_transforms import PerspectiveQueryTransform
     from .retrievers import ConfidenceLoopRetriever, HippoGraphRetriever, RRFFusionRetriever
     from .stores import load_documents
-    from .vector_index import build_vector_index, load_vector_index
+    from .vector_index import build_vector_index, delete_documents, load_vector_index, sync_vector_index
 
 __all__ = [
     "ConfidenceLoopRetriever",
@@ -34,10 +35,12 @@ __all__ = [
     "PerspectiveQueryTransform",
     "RRFFusionRetriever",
     "build_vector_index",
+    "delete_documents",
     "fact_node",
     "load_documents",
     "load_vector_index",
     "reciprocal_rank_fusion",
+    "sync_vector_index",
 ]
 __version__ = "0.1.0"
 
@@ -50,10 +53,12 @@ _EXPORTS = {
     "PerspectiveQueryTransform": ".query_transforms",
     "RRFFusionRetriever": ".retrievers",
     "build_vector_index": ".vector_index",
+    "delete_documents": ".vector_index",
     "fact_node": ".postprocessors",
     "load_documents": ".stores",
     "load_vector_index": ".vector_index",
     "reciprocal_rank_fusion": ".fusion",
+    "sync_vector_index": ".vector_index",
 }
 
 

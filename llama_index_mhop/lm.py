@@ -1,7 +1,8 @@
 """How the package calls an LM: which LM a step uses, in whose context, for how long, and what happens when it fails.
 
 An LM is optional everywhere. A component keeps the LM it was given (``lm=`` a ``dspy.LM``, ``llm=`` any
-LlamaIndex ``LLM``); without one, a step uses ``dspy.settings.lm`` as it is when the step runs, else none. Every LM
+LlamaIndex ``LLM``); without one, a step uses ``dspy.settings.lm`` as it is when the step runs, else LlamaIndex's
+``Settings.llm`` when the app set one, else none (:func:`current_lm`). Every LM
 call is an :class:`LMStep`, which runs the predictor in the caller's DSPy context, gives it a timeout, lets LMs
 that are not thread-safe take turns, parses the answer defensively, falls back to the step's LLM-free strategy
 when the LM is absent, raises, times out or answers something unusable, and reports the call to LlamaIndex's
@@ -55,6 +56,10 @@ MAX_LOGGED_CHARS = 200
 #: Calls of one thread-safe LM that run at once, each in a thread of its own: a hung LM holds at most this many.
 MAX_LM_CALLS = 8
 _logged_no_lm: set[str] = set()
+_logged_lm_sources: set[tuple[str, str]] = set()
+# LlamaIndex's Settings.llm and its DSPy wrapper, the latest one asked for.
+_app_lm: tuple[Any, dspy.BaseLM] | None = None
+_APP_LM_GUARD = threading.Lock()
 # The turns of each LM object: one at a time when it is not known to be thread-safe, else MAX_LM_CALLS.
 _TURNS: weakref.WeakKeyDictionary[Any, Turn] = weakref.WeakKeyDictionary()
 _TURNS_GUARD = threading.Lock()
@@ -92,8 +97,9 @@ class FallbackCounter:
 def resolve_lm(lm: Any = None, llm: Any = None) -> dspy.BaseLM | None:
     """The LM a component was given: ``lm`` (a DSPy LM), else ``llm`` (a LlamaIndex LLM, wrapped), else None.
 
-    None means "whatever ``dspy.settings.lm`` is when a step runs" (:func:`current_lm`), so ``dspy.configure`` and
-    ``dspy.context(lm=...)`` after the component was built take effect.
+    None means "whatever ``dspy.settings.lm`` (else LlamaIndex's ``Settings.llm``) is when a step runs"
+    (:func:`current_lm`), so ``dspy.configure``, ``dspy.context(lm=...)`` and ``Settings.llm = ...`` after the
+    component was built take effect.
     """
     if lm is not None and llm is not None:
         raise ValueError("pass either lm= (a dspy.LM) or llm= (a LlamaIndex LLM), not both")
@@ -107,8 +113,46 @@ def resolve_lm(lm: Any = None, llm: Any = None) -> dspy.BaseLM | None:
 
 
 def current_lm(lm: dspy.BaseLM | None = None) -> dspy.BaseLM | None:
-    """The LM a step uses now: the component's own, else the caller's ``dspy.settings.lm`` (None: LLM-free)."""
-    return lm if lm is not None else dspy.settings.lm
+    """The LM a step uses now, the one place it is decided: the component's own (``lm=``/``llm=``), else the
+    caller's ``dspy.settings.lm``, else LlamaIndex's ``Settings.llm`` when the app set one (wrapped by
+    :func:`~llama_index_mhop.lm_clients.llamaindex_lm`), else None (LLM-free). Which one is logged once at INFO.
+
+    ``Settings._llm`` is read, not ``Settings.llm``: the public property would build LlamaIndex's OpenAI default.
+    The ``MockLLM`` LlamaIndex puts there when an app disables its LLM (``Settings.llm = None``) counts as none.
+    """
+    if lm is not None:
+        return _chosen(lm, "the component's lm=/llm=")
+    if dspy.settings.lm is not None:
+        return _chosen(dspy.settings.lm, "dspy.settings.lm")
+    app_llm = _app_llm()
+    if app_llm is not None:
+        return _chosen(_wrapped_app_llm(app_llm), "LlamaIndex's Settings.llm")
+    return None
+
+
+def _app_llm() -> Any:
+    from llama_index.core import Settings
+    from llama_index.core.llms import MockLLM
+
+    llm = getattr(Settings, "_llm", None)
+    return None if llm is None or type(llm) is MockLLM else llm
+
+
+def _wrapped_app_llm(llm: Any) -> dspy.BaseLM:
+    """``Settings.llm`` as a DSPy LM, wrapped once per LLM object (so its calls share one turn)."""
+    global _app_lm
+    with _APP_LM_GUARD:
+        if _app_lm is None or _app_lm[0] is not llm:
+            _app_lm = (llm, llamaindex_lm(llm))
+        return _app_lm[1]
+
+
+def _chosen(lm: dspy.BaseLM, source: str) -> dspy.BaseLM:
+    name = getattr(lm, "model", None) or type(lm).__name__
+    if (source, name) not in _logged_lm_sources:
+        _logged_lm_sources.add((source, name))
+        logger.info("LM steps use %s from %s", name, source)
+    return lm
 
 
 def is_thread_safe(lm: Any) -> bool:

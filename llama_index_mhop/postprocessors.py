@@ -44,15 +44,16 @@ from typing import Any
 import dspy
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.prompts.mixin import PromptMixin
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from .fact_matching import DEFAULT_FACT_MATCH_CUTOFF, MAX_FUZZY_FACT_CHARS, CandidateMatcher
 from .fact_nodes import fact_node, fact_triple, is_fact_node
 from .fact_selection import FactSelection, node_score, select_by_mentions, select_by_score
-from .lm import DEFAULT_LM_TIMEOUT, FallbackCounter, LMStep, StepListener, resolve_lm
+from .lm import DEFAULT_LM_TIMEOUT, FallbackCounter, LMStep, StepListener, current_lm, resolve_lm
 from .parsing import LMOutputError
 from .passage_facts import PassageFacts
-from .programs import ProgramSource, load_program, save_program
+from .programs import ProgramSource, load_program, save_program, step_prompts, update_step_prompts
 from .signatures import Fact, FactFilterModule
 
 __all__ = [
@@ -73,7 +74,7 @@ STEP = "fact_filter"
 _Call = tuple[LMStep[list[NodeWithScore]], dict[str, Any]]
 
 
-class DSPyFactFilter(BaseNodePostprocessor):
+class DSPyFactFilter(BaseNodePostprocessor, PromptMixin):
     """Recognition memory over fact nodes (HippoRAG 2, seeds/003): keep the few facts the query needs.
 
     Args:
@@ -95,6 +96,9 @@ class DSPyFactFilter(BaseNodePostprocessor):
     the filter reads each passage's facts, recognises the facts the query needs among them, and returns the
     passages that state the kept facts first (in the order of the kept facts), then the other passages in their
     original order (or, with ``supporting_only``, only the supporting ones). Passages without facts are kept.
+
+    ``get_prompts()`` shows the filter step's instructions (``"fact_filter"``) and ``update_prompts(...)`` changes
+    them for the next LM call.
 
     Example:
         >>> facts = [fact_node("imperial river", "is located in", "florida", 0.82),
@@ -180,6 +184,16 @@ class DSPyFactFilter(BaseNodePostprocessor):
         """Save the filter's DSPy program (its predictor's instructions and demos) as DSPy's JSON."""
         return save_program(self._program, path)
 
+    def _get_prompts(self) -> dict[str, Any]:
+        """The filter step's instructions (its DSPy signature's, as the predictor holds them)."""
+        return step_prompts({STEP: self._program.filter})
+
+    def _update_prompts(self, prompts_dict: dict[str, Any]) -> None:
+        update_step_prompts({STEP: self._program.filter}, prompts_dict)
+
+    def _get_prompt_modules(self) -> dict[str, Any]:
+        return {}
+
     @property
     def fallback_counts(self) -> FallbackCounter:
         """How often the LM step fell back to the LLM-free selection."""
@@ -222,7 +236,7 @@ class DSPyFactFilter(BaseNodePostprocessor):
         # Candidates go to the LM best-first, as HippoRAG 2 sends its top facts by embedding score.
         order = sorted(range(len(nodes)), key=lambda i: (-node_score(nodes[i]), i))
         candidates = json.dumps({"fact": [list(triples[i]) for i in order]}, ensure_ascii=False)
-        strategy = self.llm_free_strategy if self._lm is None else self.fallback_strategy
+        strategy = self.llm_free_strategy if current_lm(self._lm) is None else self.fallback_strategy
 
         def fallback() -> list[NodeWithScore]:
             return self._select(strategy, query, nodes)

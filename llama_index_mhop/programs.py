@@ -4,16 +4,23 @@ Every component with LM steps holds its predictors in one ``dspy.Module`` at ``c
 at construction loads a compiled one (a path to the JSON that ``save_program``/``dspy.Module.save`` wrote, or a
 module of the same class) and ``save_program(path)`` writes it. Only the predictors' state (instructions, demos)
 moves: the component's settings, LM and stores stay its own.
+
+The instructions of each predictor are also the component's LlamaIndex prompts (``PromptMixin``):
+:func:`step_prompts` shows them as ``PromptTemplate``s named by step, and :func:`update_step_prompts` writes new
+text into the predictors, so the next LM call of that step uses it.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import dspy
+from llama_index.core.prompts import BasePromptTemplate, PromptTemplate
 
-__all__ = ["ProgramSource", "load_program", "save_program"]
+__all__ = ["ProgramSource", "load_program", "save_program", "step_prompts", "update_step_prompts"]
 
 #: What ``program=`` accepts: a path to DSPy's JSON, or a module of the component's program class.
 ProgramSource = dspy.Module | str | os.PathLike[str]
@@ -55,3 +62,32 @@ def save_program(program: dspy.Module, path: str | os.PathLike[str]) -> Path:
     program.save(str(partial))
     os.replace(partial, path)
     return path
+
+
+def step_prompts(predictors: Mapping[str, Any]) -> dict[str, BasePromptTemplate]:
+    """``{step: PromptTemplate(instructions)}``: the instructions each step's predictor (a ``dspy.Predict``) holds,
+    as LlamaIndex prompts (a ``PromptMixin``'s ``_get_prompts``)."""
+    return {step: PromptTemplate(predictor.signature.instructions) for step, predictor in predictors.items()}
+
+
+def update_step_prompts(predictors: Mapping[str, Any], prompts: Mapping[str, Any]) -> None:
+    """Give each step named in ``prompts`` the prompt's text as its predictor's instructions (a ``PromptMixin``'s
+    ``_update_prompts``). Keys with a ``:`` are a sub-module's and are left to it.
+
+    Raises:
+        KeyError: a key names no step of the component (the message lists its steps).
+        TypeError: a value is neither a LlamaIndex prompt nor a string.
+    """
+    for key, prompt in prompts.items():
+        if ":" in key:
+            continue
+        if key not in predictors:
+            raise KeyError(f"no LM step {key!r}; the steps are {', '.join(sorted(predictors)) or 'none'}")
+        if isinstance(prompt, BasePromptTemplate):
+            text = prompt.get_template()
+        elif isinstance(prompt, str):
+            text = prompt
+        else:
+            raise TypeError(f"prompt {key!r} must be a PromptTemplate or a string, got {type(prompt).__name__}")
+        predictor = predictors[key]
+        predictor.signature = predictor.signature.with_instructions(text)

@@ -22,7 +22,7 @@ from .flow import LMRequest, StepRecord, StepRunner
 from .lm import DEFAULT_LM_TIMEOUT, FallbackCounter, LMStep, resolve_lm
 from .parsing import LMOutputError
 from .perspectives import ContextPassage, heuristic_perspectives, repair_perspectives
-from .programs import ProgramSource, load_program, save_program
+from .programs import ProgramSource, load_program, save_program, step_prompts, update_step_prompts
 from .signatures import QueryPerspectiveGenerator
 from .validation import check_query
 
@@ -99,10 +99,14 @@ class PerspectiveQueryTransform(BaseQueryTransform):
         return save_program(self.program, path)
 
     def _get_prompts(self) -> dict[str, Any]:
-        return {}  # the prompt lives in the DSPy signature, not in a LlamaIndex template
+        """The perspective step's instructions (its DSPy signature's, as the predictor holds them)."""
+        return step_prompts({PERSPECTIVES_STEP: self.program.generate})
 
     def _update_prompts(self, prompts_dict: dict[str, Any]) -> None:
-        pass
+        update_step_prompts({PERSPECTIVES_STEP: self.program.generate}, prompts_dict)
+
+    def _get_prompt_modules(self) -> dict[str, Any]:
+        return {}
 
     def step(
         self, query: str, context: Sequence[ContextLike] = (), program: PerspectiveModule | None = None

@@ -159,7 +159,9 @@ def _from_json(path: Path) -> list[Document]:
 
 @dataclass(frozen=True)
 class SkippedFile:
-    """A file of a corpus folder that was not indexed, and why."""
+    """A file of a corpus folder that was not indexed, and why. ``path`` is absolute: the folder resolved (as a
+    sync resolves its source) joined with the file's path within it, so ``path.relative_to(folder.resolve())`` is
+    the file's doc id whether the folder was given as a relative or an absolute path."""
 
     path: Path
     reason: str

@@ -11,6 +11,7 @@ import asyncio
 import datetime as dt
 import logging
 import os
+import weakref
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -50,8 +51,11 @@ __all__ = [
     "check_embedding_dimension",
     "delete_documents",
     "describe_collection",
+    "embedder_name",
+    "embedding_dimension",
     "load_vector_index",
     "passage_collection",
+    "passage_nodes",
     "stored_documents",
     "sync_vector_index",
 ]
@@ -63,6 +67,8 @@ DEFAULT_COLLECTION = "mhop_passages"
 DOC_HASH_KEY = "doc_hash"
 DOC_PASSAGES_KEY = "doc_passages"
 SOURCE_KEY = "source"
+# The dimension of each embedder probed so far, by object (see embedding_dimension).
+_DIMENSIONS: dict[int, tuple[weakref.ref[Any], int]] = {}
 
 
 class IndexingInterrupted(RuntimeError):
@@ -150,6 +156,23 @@ def _versioned_nodes(documents: Sequence[Document], source: str | None, chunk_si
     return nodes
 
 
+def passage_nodes(
+    documents: Sequence[Document],
+    source: str | os.PathLike[str] | Sequence[Document] | None = None,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
+) -> list[TextNode]:
+    """The passages of ``documents`` exactly as this index stores them: the same ids and the same metadata (the
+    document version's hash, its passage count and, for a folder or file ``source``, that source).
+
+    The graph index chunks its documents through this too, so a passage it stores itself is the same node as the
+    passage index's: LlamaIndex's fusion (``QueryFusionRetriever``) tells nodes apart by ``node.hash``, which
+    covers the metadata, and merges the two only when it matches.
+    """
+    return _versioned_nodes(documents, _source_key(source) if source is not None else None, chunk_size,
+                            chunk_overlap)
+
+
 def sync_vector_index(
     source: str | os.PathLike[str] | Sequence[Document],
     collection_name: str = DEFAULT_COLLECTION,
@@ -218,8 +241,9 @@ def sync_vector_index(
         logger.info("%s: %s", collection_name, plan.counts())
         changed = set(plan.added) | set(plan.updated)
         nodes = _versioned_nodes([d for d in documents if d.id_ in changed], source_key, chunk_size, chunk_overlap)
-        if nodes:  # before anything is deleted: a wrong embedder loses nothing
-            check_embedding_dimension(collection, embed_model)
+        # Before anything is written or deleted, even when nothing is to be embedded: a wrong embedder loses
+        # nothing, and an unchanged corpus synced with it is an error now rather than at the first query.
+        check_embedding_dimension(collection, embed_model)
         for doc_id in (*plan.removed, *plan.updated):
             collection.delete(where={"document_id": doc_id})
         _insert(index, nodes, client, collection_name, insert_batch_size, show_progress)
@@ -337,6 +361,31 @@ def delete_documents(index: VectorStoreIndex, doc_ids: Sequence[str]) -> list[st
     return resolved
 
 
+def embedding_dimension(embed_model: BaseEmbedding) -> int:
+    """The dimension of ``embed_model``'s vectors: one probe text embedded, once per embedder object."""
+    key = id(embed_model)
+    held = _DIMENSIONS.get(key)
+    if held is not None and held[0]() is embed_model:
+        return held[1]
+    dimension = len(embed_model.get_text_embedding("dimension probe"))
+
+    def forget(ref: weakref.ref[Any]) -> None:
+        if _DIMENSIONS.get(key, (None,))[0] is ref:
+            _DIMENSIONS.pop(key, None)
+
+    try:
+        _DIMENSIONS[key] = (weakref.ref(embed_model, forget), dimension)
+    except TypeError:  # an embedder that takes no weak reference is probed each time
+        pass
+    return dimension
+
+
+def embedder_name(embed_model: BaseEmbedding) -> str:
+    """How an error names an embedder: its model name, else its class."""
+    name = getattr(embed_model, "model_name", None)
+    return str(name) if name and name != "unknown" else type(embed_model).__name__
+
+
 def check_embedding_dimension(collection: Any, embed_model: BaseEmbedding) -> None:
     """Raise a one-line error when ``embed_model``'s dimension differs from the collection's stored vectors.
 
@@ -349,11 +398,11 @@ def check_embedding_dimension(collection: Any, embed_model: BaseEmbedding) -> No
     if stored is None or len(stored) == 0:
         return
     expected = len(stored[0])
-    got = len(embed_model.get_text_embedding("dimension probe"))
+    got = embedding_dimension(embed_model)
     if got != expected:
         raise EmbeddingDimensionError(
             f"the collection {collection.name!r} holds {expected}-dimensional vectors but the embedder "
-            f"{getattr(embed_model, 'model_name', type(embed_model).__name__)} gives {got}; "
+            f"{embedder_name(embed_model)} gives {got}; "
             "use the embedder the collection was built with (--embed-model)"
         )
 

@@ -50,6 +50,15 @@ def test_hippo_graph_query_engine_example_builds_then_reopens(tmp_path):
     assert run_example("hippo_graph_query_engine.py", *args) == built  # reopened from disk: the same answers
 
 
+def test_hippo_graph_query_engine_example_runs_without_arguments(tmp_path):
+    # From a fresh clone: no corpus, no question, no folder beside the project; the index goes to ./.mhop/hippo.
+    out = run_example("hippo_graph_query_engine.py", cwd=tmp_path)
+    assert "KnowledgeGraph(passages=39" in out
+    ranked = [line.split(maxsplit=2)[2] for line in out.splitlines() if line[:2] in {f"{i}." for i in range(1, 6)}]
+    assert ranked[:2] == ["Gull Island Overture", "Ilse Dravencourt"]
+    assert (tmp_path / ".mhop" / "hippo").is_dir()
+
+
 def test_hipporag_openie_import_example(tmp_path):
     exported = tmp_path / "openie_results_ner_mhop.json"
     out = run_example("hipporag_openie_import.py", "--export", str(exported))

@@ -89,6 +89,8 @@ class DenseVectors:
     def __init__(self, ids: list[str], vectors: np.ndarray, collections: list[Any], hnsw_min_records: int,
                  top_n: int = HNSW_TOP_N, int8_min_records: int = INT8_MIN_ROWS) -> None:
         self.size = len(ids)
+        #: The vectors' dimension (0 when there are none).
+        self.dimension = int(vectors.shape[1]) if vectors.ndim == 2 and vectors.shape[0] else 0
         self.top_n = top_n
         self.method = "hnsw" if self.size >= max(1, hnsw_min_records) else "exact"
         self.matrix: np.ndarray | None = None

@@ -25,6 +25,7 @@ from llama_index.vector_stores.chroma import ChromaVectorStore
 
 from ..chroma_batches import CHROMA_BATCH, delete_ids, existing_ids, get_records, upsert_vectors
 from ..embed_dtype import EmbedDType, check_embed_dtype, embedding_dtype
+from ..vector_index import check_embedding_dimension
 
 __all__ = [
     "CHROMA_DIR",
@@ -239,11 +240,22 @@ class GraphStores:
         return set(self.passage_records(ids, []))
 
     def passage_records(self, ids: Sequence[str], include: list[str]) -> dict[str, dict[str, Any]]:
-        """``{id: {field: value}}`` of the passages found, from the own collection first, then the source."""
+        """``{id: {field: value}}`` of the passages found, from the source read in place first (a passage both
+        hold is the vector index's node, metadata included, as that index returns it), then the own collection."""
         rows: dict[str, dict[str, Any]] = {}
-        for collection in self.passage_collections():
+        for collection in reversed(self.passage_collections()):
             rows.update(get_records(collection, [i for i in ids if i not in rows], include))
         return rows
+
+    def check_embedding_dimension(self) -> None:
+        """Refuse an embedder whose vectors have another dimension than those the collections hold (the passages,
+        own and read in place, the facts and the entities), before anything is written.
+
+        Raises:
+            EmbeddingDimensionError: one line naming both dimensions and the fix.
+        """
+        for collection in (*self.passage_collections(), self.facts, self.entities):
+            check_embedding_dimension(collection, self.embed_model)
 
     def passage_count(self) -> int:
         """Passage records the index can read (its own and, when it reads one in place, the source's)."""

@@ -30,8 +30,9 @@ from llama_index.vector_stores.chroma import ChromaVectorStore
 from ..defaults import resolve_embed_model
 from ..embed_dtype import EmbedDType
 from ..lm import FallbackCounter
-from ..stores import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, chunk_documents, load_documents
+from ..stores import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, load_documents
 from ..sync import UnknownDocumentError, resolve_doc_id
+from ..vector_index import check_embedding_dimension, passage_nodes
 from .basis_files import BASIS_FOLDER
 from .checkpoint import CHECKPOINT_FILE
 from .extraction import Extractor, OpenIEExtractor
@@ -82,6 +83,11 @@ __all__ = [
 DEFAULT_INDEX_NAME = "hippo"
 
 
+def _corpus(documents: Any) -> str | os.PathLike[str] | None:
+    """The folder or file documents were read from (None: documents given as objects)."""
+    return documents if isinstance(documents, str | os.PathLike) else None
+
+
 class HippoGraphIndex:
     """HippoRAG 2's memory over Chroma: passage, entity and fact collections and the knowledge graph.
 
@@ -126,6 +132,7 @@ class HippoGraphIndex:
         self._timer = PhaseTimer()
         self._versions = VersionedState(self.graph, self.stores, before_load=self._refresh_synonymy,
                                         basis_folder=self._basis_folder)
+        self.stores.check_embedding_dimension()  # a store built with another embedder: refused before any write
 
     def _basis_folder(self) -> Path | None:
         """Where the walk's solved dense share is kept: beside a persisted index (see :mod:`.basis_files`)."""
@@ -259,11 +266,13 @@ class HippoGraphIndex:
         else:
             docs = load_documents(documents)
         embed_model = resolve_embed_model(embed_model)
+        if source is not None:  # its stored vectors are read as they are: the embedder must fit them
+            check_embedding_dimension(source, embed_model)
         if persist_dir is not None and (Path(persist_dir) / CONFIG_FILE).is_file():
             index = cls.from_persist_dir(persist_dir, chroma_client=chroma_client, embed_model=embed_model, lm=lm,
                                          llm=llm, show_progress=show_progress)  # with the saved OpenIE program
             index.extractor = with_stored_openie(extractor or index.extractor, openie_results)
-            index._sync(docs, index._source_passages(source), None, on_batch_end)
+            index._sync(docs, index._source_passages(source), None, on_batch_end, corpus=_corpus(documents))
             return index
         extractor = with_stored_openie(extractor or OpenIEExtractor(lm=lm, llm=llm), openie_results)
         client, mode = resolve_client(chroma_client, persist_dir)
@@ -275,7 +284,7 @@ class HippoGraphIndex:
                     short_text_batch_size=short_text_batch_size, short_text_dtype=short_text_dtype,
                     exact_synonymy_max_entities=exact_synonymy_max_entities,
                     collection_prefix=unique_prefix(name) if mode == "ephemeral" else None)
-        index._sync(docs, index._source_passages(source), None, on_batch_end)
+        index._sync(docs, index._source_passages(source), None, on_batch_end, corpus=_corpus(documents))
         return index
 
     def _source_passages(self, collection: Any) -> list[TextNode]:
@@ -319,22 +328,28 @@ class HippoGraphIndex:
         Returns:
             The ids of the passages added.
         """
-        return self._sync(as_documents(documents), [], show_progress, on_batch_end, openie_results)[1]
+        return self._sync(as_documents(documents), [], show_progress, on_batch_end, openie_results,
+                          corpus=_corpus(documents))[1]
 
     def refresh_ref_docs(self, documents: Sequence[Document], show_progress: bool | None = None,
                          on_batch_end: BatchHook | None = None,
                          openie_results: str | os.PathLike[str] | None = None) -> list[bool]:
         """LlamaIndex's refresh: :meth:`insert`'s rule, reporting per document whether it was new or changed."""
-        return self._sync(as_documents(documents), [], show_progress, on_batch_end, openie_results)[0]
+        return self._sync(as_documents(documents), [], show_progress, on_batch_end, openie_results,
+                          corpus=_corpus(documents))[0]
 
     def _sync(self, docs: Sequence[Document], nodes: Sequence[TextNode], show_progress: bool | None,
               on_batch_end: BatchHook | None, openie_results: str | os.PathLike[str] | None = None,
-              ) -> tuple[list[bool], list[str]]:
-        """Apply the sync rule to documents (and add passage nodes that come without one) as one change."""
+              corpus: str | os.PathLike[str] | None = None) -> tuple[list[bool], list[str]]:
+        """Apply the sync rule to documents (and add passage nodes that come without one) as one change.
+
+        Passages are chunked as the passage index chunks them (``vector_index.passage_nodes``, ``corpus`` the
+        folder or file they were read from), so the same passage is the same node, metadata included, in both.
+        """
         show = self.show_progress if show_progress is None else show_progress
         with self._versions.change():
             plan = plan_sync(docs, self.docstore, self.graph,
-                             lambda d: chunk_documents(d, self.chunk_size, self.chunk_overlap))
+                             lambda d: passage_nodes(d, corpus, self.chunk_size, self.chunk_overlap))
             checkpoint = None if self.persist_dir is None else self.persist_dir / CHECKPOINT_FILE
             extractor = with_stored_openie(self.extractor, openie_results)
             indexer = BatchIndexer(self.stores, self.graph, extractor, self.num_workers, self._synonymy,

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from ..counters import count
 from ..lm import resolve_lm
 from ..lm_events import step_callbacks
-from ..programs import ProgramSource, load_program, save_program
+from ..programs import ProgramSource, load_program, save_program, step_prompts, update_step_prompts
 from ..validation import check_query
 
 __all__ = ["CheckedQueryRetriever", "ProgramRetriever", "query_text"]
@@ -122,6 +122,21 @@ class ProgramRetriever(CheckedQueryRetriever):
     def save_program(self, path: str | os.PathLike[str]) -> Path:
         """Save the DSPy program (its predictors' instructions and demos) as DSPy's JSON."""
         return save_program(self.program, path)
+
+    def _step_predictors(self) -> dict[str, Any]:
+        """The predictor of each LM step, by step name (the subclass's program holds them)."""
+        return {}
+
+    def _get_prompts(self) -> dict[str, Any]:
+        """Each LM step's instructions as a ``PromptTemplate``, by step name (``get_prompts()``)."""
+        return step_prompts(self._step_predictors())
+
+    def _update_prompts(self, prompts_dict: dict[str, Any]) -> None:
+        """New instructions for the named steps (``update_prompts({step: PromptTemplate(...)})``)."""
+        update_step_prompts(self._step_predictors(), prompts_dict)
+
+    def _get_prompt_modules(self) -> dict[str, Any]:
+        return {}
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         prediction = self.program(query=query_bundle.query_str)

@@ -30,7 +30,13 @@ from ..flow import StepRunner
 from ..lm import FallbackCounter
 from .base import ProgramRetriever
 from .confidence_config import ConfidenceLoopConfig
-from .confidence_program import ConfidenceLoopModule
+from .confidence_program import (
+    STEP_ANALYZER,
+    STEP_CONFIDENCE,
+    STEP_RERANK,
+    STEP_TARGETED,
+    ConfidenceLoopModule,
+)
 
 __all__ = ["ConfidenceLoopConfig", "ConfidenceLoopModule", "ConfidenceLoopRetriever"]
 
@@ -127,6 +133,11 @@ class ConfidenceLoopRetriever(ProgramRetriever):
     def _build_program(self) -> ConfidenceLoopModule:
         runner = StepRunner(self.lm, self.fallback_counts, self.config.lm_timeout)
         return ConfidenceLoopModule(self.config, self._search, self._asearch, runner, self._verbose)
+
+    def _step_predictors(self) -> dict[str, Any]:
+        program = self.program
+        return {STEP_ANALYZER: program.analyzer, STEP_CONFIDENCE: program.evaluator,
+                STEP_TARGETED: program.query_generator, STEP_RERANK: program.reranker}
 
     def _retriever_for(self, k: int) -> BaseRetriever:
         if self._retriever_factory is None:

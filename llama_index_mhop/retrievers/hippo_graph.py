@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 import dspy
 import numpy as np
+from llama_index.core.prompts.mixin import PromptMixin
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from ..flow import StepRecord
@@ -56,10 +57,12 @@ from ..graph.extraction import entity_key
 from ..graph.row_products import best_first
 from ..graph.sparse_vector import SparseVector
 from ..graph.state import RetrievalState
+from ..postprocessors import STEP as FACT_FILTER_STEP
 from ..postprocessors import DSPyFactFilter, fact_node
 from ..programs import ProgramSource
 from ..signatures import FactFilterModule
 from ..text import NON_ENTITY_CAPS, STOPWORDS
+from ..vector_index import EmbeddingDimensionError, embedder_name
 from .base import ProgramRetriever, query_text
 from .hippo_config import HippoGraphConfig
 
@@ -130,6 +133,15 @@ class HippoGraphRetriever(ProgramRetriever):
             self.fact_filter = DSPyFactFilter(top_n=self.config.fact_top_n, lm=self.lm,
                                               program=self.index.fact_filter_program)
         return HippoGraphModule(self)
+
+    def _step_predictors(self) -> dict[str, Any]:
+        predictor = self.program.filter
+        return {} if predictor is None else {FACT_FILTER_STEP: predictor}
+
+    def _get_prompt_modules(self) -> dict[str, Any]:
+        """A custom fact filter's own prompts (``fact_filter:<key>``); a DSPyFactFilter's step is this one's."""
+        custom = self.program.filter is None and isinstance(self.fact_filter, PromptMixin)
+        return {FACT_FILTER_STEP: self.fact_filter} if custom else {}
 
     @property
     def fallback_counts(self) -> Any:
@@ -338,8 +350,15 @@ class HippoGraphRetriever(ProgramRetriever):
 
     # ------------------------------------------------------------------ LlamaIndex entry points
 
-    def _query_vector(self, vector: list[float]) -> np.ndarray:
+    def _query_vector(self, state: RetrievalState, vector: list[float]) -> np.ndarray:
         q = np.asarray(vector, dtype=np.float32)
+        stored = state.passage_vectors.dimension
+        if stored and q.shape != (stored,):
+            raise EmbeddingDimensionError(
+                f"the index {self.index.name!r} holds {stored}-dimensional passage vectors but the embedder "
+                f"{embedder_name(self.index.embed_model)} gives {q.size}; "
+                "use the embedder the index was built with (--embed-model)"
+            )
         norm = float(np.linalg.norm(q))
         return q / norm if norm > 0 else q
 
@@ -384,7 +403,7 @@ class HippoGraphRetriever(ProgramRetriever):
         state = self.index.retrieval_state(damping=self.config.damping)
         if query_bundle.embedding is None:
             query_bundle.embedding = self.index.embed_model.get_query_embedding(query)
-        query_vector = self._query_vector(query_bundle.embedding)
+        query_vector = self._query_vector(state, query_bundle.embedding)
         dense, candidates, by_id = self._candidates(state, query_vector)
         record = StepRecord()
         kept = self._recognise(candidates, query, predictor, record) if candidates else []
@@ -398,7 +417,7 @@ class HippoGraphRetriever(ProgramRetriever):
         state = self.index.retrieval_state(damping=self.config.damping)
         if query_bundle.embedding is None:
             query_bundle.embedding = await self.index.embed_model.aget_query_embedding(query)
-        query_vector = self._query_vector(query_bundle.embedding)
+        query_vector = self._query_vector(state, query_bundle.embedding)
         dense, candidates, by_id = self._candidates(state, query_vector)
         record = StepRecord()
         kept = await self._arecognise(candidates, query, predictor, record) if candidates else []

@@ -189,6 +189,9 @@ class RRFFusionRetriever(ProgramRetriever):
         self.query_transform = self.query_transform or PerspectiveQueryTransform(lm=self.lm)
         return RRFFusionModule(self.query_transform, self._search, self._asearch, self.config)
 
+    def _step_predictors(self) -> dict[str, Any]:
+        return {PERSPECTIVES_STEP: self.program.perspectives.generate}
+
     @property
     def fallback_counts(self) -> Any:
         """How often the perspective LM step fell back to the LLM-free strategy."""

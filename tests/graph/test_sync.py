@@ -84,7 +84,8 @@ def test_unchanged_documents_are_neither_extracted_nor_embedded_again(tmp_path, 
     assert extractor.titles == ["Pat Hingle"]
     assert index.refresh_ref_docs(notes(Pat_Hingle=EDITED)) == [False] * len(NOTES)
     assert extractor.titles == ["Pat Hingle"]
-    assert embedder.embedded == embedded + 1  # the edited passage alone (entities and facts use a batch copy)
+    # the edited passage alone (entities and facts use a batch copy), and the probe of the embedder's dimension
+    assert embedder.embedded == embedded + 2
     reopened = HippoGraphIndex.from_persist_dir(tmp_path, embed_model=embedder)
     assert reopened.refresh_ref_docs(notes(Pat_Hingle=EDITED)) == [False] * len(NOTES)  # hashes were persisted
 
@@ -185,7 +186,8 @@ def test_from_vector_index_reuses_nodes_and_stored_embeddings(tmp_path):
     index = HippoGraphIndex.from_vector_index(vector_index, chroma_client=client, show_progress=False)
     assert index.embed_model is embedder  # the vector index's embedder
     assert sorted(index.graph.passages) == sorted(client.get_collection("app_passages").get(include=[])["ids"])
-    assert embedder.embedded == passages_embedded  # no passage embedded again (entities and facts use a copy)
+    # no passage embedded again (entities and facts use a copy): only the probe of the embedder's dimension
+    assert embedder.embedded == passages_embedded + 1
     assert index.counts()["chroma_entities"] == index.counts()["entities"] > 0
     assert "Commissioner Gordon" in texts(index)[0]
 
