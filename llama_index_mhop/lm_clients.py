@@ -25,8 +25,8 @@ __all__ = [
     "render_fields",
 ]
 
-#: llama-cpp-python releases that crash the process (SIGSEGV) on the first decode of the packaged SmolLM2 model
-#: on x86_64 CPUs; pyproject.toml excludes them too. A native crash cannot be caught, so they are refused first.
+#: llama-cpp-python releases seen to crash the process (SIGSEGV) on the first decode of the packaged SmolLM2 model;
+#: pyproject.toml excludes them too. A native crash cannot be caught, so they are refused before loading.
 KNOWN_BAD_LLAMA_CPP = frozenset({"0.3.36"})
 
 
