@@ -16,6 +16,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .cli_arguments import (
@@ -105,53 +106,60 @@ def _embed_model(args: argparse.Namespace) -> Any:
     return load_embed_model(args.embed_model)
 
 
+def _writing(args: argparse.Namespace) -> Any:
+    """The writer lock of the store a command changes (the embedded Chroma folder; with a Chroma server, the
+    graph index's folder), so two ``mhop`` writers on one store run one after the other."""
+    from .store_lock import store_lock
+
+    return store_lock(_graph_dir(args) if args.chroma_host else args.chroma_path)
+
+
+def _graph_exists(args: argparse.Namespace) -> bool:
+    from .graph.layout import saved_index_exists
+
+    return saved_index_exists(Path(_graph_dir(args)))
+
+
 def cmd_index(args: argparse.Namespace) -> int:
     from .vector_index import passage_collection, sync_vector_index
 
     client = _client(args)
-    result = sync_vector_index(args.path, collection_name=args.collection, chroma_client=client,
-                               embed_model=_embed_model(args), show_progress=not args.quiet,
-                               delete_missing=not args.no_delete, strict=args.strict,
-                               follow_symlinks=args.follow_symlinks)
-    console = _console()
-    for file in result.skipped:
-        console.print(_labelled("skipped", "yellow", file.reason), soft_wrap=True)
-    counts = ", ".join(f"{n} {what}" for what, n in result.plan.counts().items())
-    passages = passage_collection(result.index).count()
-    console.print(_labelled("indexed", "green",
-                            f"{args.path} -> collection {args.collection!r}: {counts} ({passages} passages)"))
-    if args.graph:
-        graph = _sync_graph(args, client, result)
-        console.print(_labelled("graph", "green", f"-> {_graph_dir(args)}: {graph.counts()}"))
+    with _writing(args):
+        result = sync_vector_index(args.path, collection_name=args.collection, chroma_client=client,
+                                   embed_model=_embed_model(args), show_progress=not args.quiet,
+                                   delete_missing=not args.no_delete, strict=args.strict,
+                                   follow_symlinks=args.follow_symlinks)
+        console = _console()
+        for file in result.skipped:
+            console.print(_labelled("skipped", "yellow", file.reason), soft_wrap=True)
+        counts = ", ".join(f"{n} {what}" for what, n in result.plan.counts().items())
+        passages = passage_collection(result.index).count()
+        console.print(_labelled("indexed", "green",
+                                f"{args.path} -> collection {args.collection!r}: {counts} ({passages} passages)"))
+        if args.graph or _graph_exists(args):  # an existing graph is kept in step whether or not --graph is given
+            graph, drift = _sync_graph(args, client, result.index)
+            console.print(_labelled("graph", "green", f"-> {_graph_dir(args)}: {drift.counts()} passages "
+                                                      f"reconciled, {graph.counts()}"))
     return 0
 
 
-def _sync_graph(args: argparse.Namespace, client: Any, result: Any) -> Any:
-    """The graph index in step with the passage index's sync: the same documents, the same removals. A new graph
-    index starts from the passage index's passages and stored embeddings (no passage is embedded twice); the
-    refresh then records the documents' hashes without reading their passages again."""
+def _sync_graph(args: argparse.Namespace, client: Any, vector_index: Any) -> tuple[Any, Any]:
+    """The graph index reconciled with the passage collection it reads in place: whatever the passage index
+    holds now (after this sync, or a sync or delete killed before the graph followed), the graph converges to it,
+    extracting only passages it lacks. A new graph starts from the passage index's passages and stored vectors."""
     from .graph import HippoGraphIndex
-    from .stores import load_documents
+    from .graph.reconcile import Drift
     from .vector_index import passage_collection
 
-    documents = load_documents(args.path, strict=args.strict, follow_symlinks=args.follow_symlinks)
-    try:
-        graph = _open_graph(args, client)
-    except FileNotFoundError:
-        graph = HippoGraphIndex.from_vector_index(result.index, chroma_client=client, persist_dir=_graph_dir(args),
-                                                  embed_model=_embed_model(args), show_progress=not args.quiet)
-    graph.stores.read_passages_from(passage_collection(result.index))
-    graph.refresh_ref_docs(documents, show_progress=not args.quiet)
-    _remove_from_graph(graph, result.plan.removed)
-    return graph
-
-
-def _remove_from_graph(graph: Any, doc_ids: Sequence[str]) -> None:
-    """Remove the documents the passage index removed from the graph index too (those it holds)."""
-    held = {record.ref_doc_id for record in graph.graph.passages.values()}
-    for doc_id in doc_ids:
-        if doc_id in held:
-            graph.delete_ref_doc(doc_id)
+    show_progress = not getattr(args, "quiet", False)
+    if not _graph_exists(args):
+        graph = HippoGraphIndex.from_vector_index(vector_index, chroma_client=client, persist_dir=_graph_dir(args),
+                                                  embed_model=_embed_model(args), show_progress=show_progress)
+        return graph, Drift(new=tuple(graph.graph.passages))
+    graph = _open_graph(args, client)
+    if not graph.stores.read_passages_from(passage_collection(vector_index)):
+        raise ValueError(f"the graph index in {_graph_dir(args)} is not in the passage index's Chroma store")
+    return graph, graph.reconcile(show_progress=show_progress)
 
 
 def _answer(query: str, nodes: Sequence[Any], lm: Any) -> str | None:
@@ -165,7 +173,7 @@ def _answer(query: str, nodes: Sequence[Any], lm: Any) -> str | None:
 def _open_graph(args: argparse.Namespace, client: Any) -> Any:
     from .graph import HippoGraphIndex
 
-    if not os.path.isdir(_graph_dir(args)):
+    if not _graph_exists(args):
         raise FileNotFoundError(f"no graph index at {_graph_dir(args)}; build it with: mhop index PATH --graph")
     return HippoGraphIndex.from_persist_dir(_graph_dir(args), chroma_client=client, embed_model=_embed_model(args))
 
@@ -217,11 +225,14 @@ def cmd_delete(args: argparse.Namespace) -> int:
     from .vector_index import delete_documents, load_vector_index
 
     client = _client(args)
-    index = load_vector_index(args.collection, chroma_client=client, embed_model=_embed_model(args))
-    # An id given twice, or a doc id and its file name, is one document: removed once.
-    removed = list(dict.fromkeys(delete_documents(index, list(dict.fromkeys(args.doc_ids)))))
-    if os.path.isdir(_graph_dir(args)):  # the graph index follows the passage index
-        _remove_from_graph(_open_graph(args, client), removed)
+    with _writing(args):
+        index = load_vector_index(args.collection, chroma_client=client, embed_model=_embed_model(args))
+        try:
+            # An id given twice, or a doc id and its file name, is one document: removed once.
+            removed = list(dict.fromkeys(delete_documents(index, list(dict.fromkeys(args.doc_ids)))))
+        finally:  # the graph follows the passage index, also after a delete killed before it followed
+            if _graph_exists(args):
+                _sync_graph(args, client, index)
     _console().print(_labelled("removed", "green",
                                f"{len(removed)} document(s) from collection {args.collection!r}: {', '.join(removed)}"))
     return 0
@@ -237,7 +248,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     client = _client(args)
     report: dict[str, Any] = {"store": describe_client(client), "passages": passage_status(client, args.collection)}
     graph_dir = _graph_dir(args)
-    if os.path.isdir(graph_dir):
+    if _graph_exists(args):
         report["graph"] = {"dir": graph_dir, **graph_status(client, graph_dir)}
     report["process_counters"] = process_counters()
     print(json.dumps(report, indent=2, default=str))  # plain JSON: stored text is data, never console markup
@@ -370,7 +381,8 @@ def _store_options_problem(args: argparse.Namespace) -> str | None:
 _EXPECTED = (ValueError, TypeError, ConnectionError, FileNotFoundError, ImportError, UnknownDocumentError)
 #: The same for errors of modules only a command imports, named as (module, class): an instance can only exist once
 #: its module is loaded, so they are looked up in ``sys.modules`` after the fact and never imported here.
-_EXPECTED_ELSEWHERE = (("llama_index_mhop.vector_index", "IndexingInterrupted"),)
+_EXPECTED_ELSEWHERE = (("llama_index_mhop.vector_index", "IndexingInterrupted"),
+                       ("llama_index_mhop.store_lock", "StoreLockedError"))
 
 
 def _loaded_class(module: str, name: str) -> type | None:

@@ -18,17 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from .cli_arguments import SYNC_LOG_SUFFIX
+from .graph.layout import CONFIG_FILE, GRAPH_DIR, LEGACY_GRAPH_FILE, TABLES_FILE
 
 __all__ = ["graph_status", "passage_status"]
 
 #: Row metadata of the passage index: LlamaIndex's document id, and the folder or file a document came from.
 DOCUMENT_ID_KEY = "document_id"
 SOURCE_KEY = "source"
-#: A saved graph index's files (``graph.persistence`` and ``graph.graph_files``).
-GRAPH_CONFIG_FILE = "hippo_config.json"
-GRAPH_DIR = "hippo_graph"
-GRAPH_TABLES_FILE = "tables.json"
-LEGACY_GRAPH_FILE = "hippo_graph.json"
 #: The edge table's channels (``graph.graph_arrays``): facts, synonymy in millionths, plain and title passage edges.
 FACTS, SYNONYMY, PLAIN, TITLE = range(4)
 SYNONYMY_SCALE = 1_000_000
@@ -104,13 +100,13 @@ def _edge_count(folder: Path, tables: dict[str, Any], where: Path) -> int:
     return int((weight > 0).sum())
 
 
-def _graph_counts(root: Path) -> tuple[dict[str, Any], dict[str, int]]:
-    """The saved config and the graph's own counts, from the files alone."""
-    config_path, tables_path = root / GRAPH_CONFIG_FILE, root / GRAPH_DIR / GRAPH_TABLES_FILE
+def _graph_counts(root: Path) -> tuple[dict[str, Any], dict[str, int], list[str]]:
+    """The saved config, the graph's own counts and its passage ids, from the files alone."""
+    config_path, tables_path = root / CONFIG_FILE, root / GRAPH_DIR / TABLES_FILE
     legacy_path = root / LEGACY_GRAPH_FILE
     if not config_path.is_file() or not (tables_path.is_file() or legacy_path.is_file()):
         raise FileNotFoundError(
-            f"no HippoGraphIndex saved in {root} (expected {GRAPH_CONFIG_FILE} and {GRAPH_DIR}/{GRAPH_TABLES_FILE})")
+            f"no HippoGraphIndex saved in {root} (expected {CONFIG_FILE} and {GRAPH_DIR}/{TABLES_FILE})")
     config = _read_json(config_path)
     path = tables_path if tables_path.is_file() else legacy_path
     data = _read_json(path)
@@ -120,7 +116,7 @@ def _graph_counts(root: Path) -> tuple[dict[str, Any], dict[str, int]]:
         edges = _edge_count(root / GRAPH_DIR, data, path)
     else:  # format 1: node and edge lists (the edges of positive weight)
         nodes, edges = len(_sized(data, "nodes", list, path)), len(_sized(data, "edges", list, path))
-    return config, {**counts, "graph_nodes": nodes, "graph_edges": edges}
+    return config, {**counts, "graph_nodes": nodes, "graph_edges": edges}, list(data["passages"])
 
 
 def graph_status(client: Any, graph_dir: str | Path) -> dict[str, Any]:
@@ -134,21 +130,35 @@ def graph_status(client: Any, graph_dir: str | Path) -> dict[str, Any]:
     """
     from chromadb.errors import NotFoundError
 
+    from .graph.reconcile import find_drift
+
     root = Path(graph_dir)
-    config, counts = _graph_counts(root)
+    config, counts, passage_ids = _graph_counts(root)
     name = config.get("name")
     collections = config.get("collections") if isinstance(config.get("collections"), dict) else {}
     records: dict[str, int] = {}
+    opened: dict[str, Any] = {}
     for kind in ("passages", "entities", "facts", "passage_source"):
         collection = collections.get(kind) or (f"{name}_{kind}" if kind != "passage_source" else None)
         if collection is None:
             continue
         try:
-            records[kind] = client.get_collection(str(collection)).count()
+            opened[kind] = client.get_collection(str(collection))
+            records[kind] = opened[kind].count()
         except NotFoundError:
-            raise ValueError(f"{root / GRAPH_CONFIG_FILE}: the Chroma store has no collection {collection!r} of "
+            raise ValueError(f"{root / CONFIG_FILE}: the Chroma store has no collection {collection!r} of "
                              f"graph index {name!r}: give the --chroma-path (or server) it was built with") from None
     return {"passages": counts["passages"], "entities": counts["entities"], "facts": counts["facts"],
             "chroma_passages": records["passages"] + records.get("passage_source", 0),
             "chroma_entities": records["entities"], "chroma_facts": records["facts"],
-            "graph_nodes": counts["graph_nodes"], "graph_edges": counts["graph_edges"]}
+            "graph_nodes": counts["graph_nodes"], "graph_edges": counts["graph_edges"],
+            **_drift_report(find_drift(passage_ids, opened["passages"], opened.get("passage_source")))}
+
+
+def _drift_report(drift: Any) -> dict[str, Any]:
+    """The graph's drift from the passages it stands on, and when there is any, what brings it in step."""
+    report: dict[str, Any] = {"drift": drift.counts()}
+    if drift:
+        report["warning"] = (f"the graph is behind its passages ({len(drift.gone)} gone, {len(drift.new)} new): "
+                             "`mhop index PATH` (or HippoGraphIndex.reconcile()) brings it in step")
+    return report

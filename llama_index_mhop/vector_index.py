@@ -14,6 +14,7 @@ import os
 import weakref
 from collections import Counter
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,11 +24,12 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.schema import BaseNode, TextNode
 from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryResult
 from llama_index.vector_stores.chroma import ChromaVectorStore
+from pydantic import PrivateAttr
 from tqdm.auto import tqdm
 
 from .chroma_batches import iter_all
 from .counters import count
-from .rwlock import collection_lock
+from .rwlock import collection_lock, note_read
 from .stores import (
     DEFAULT_CHUNK_OVERLAP,
     DEFAULT_CHUNK_SIZE,
@@ -39,6 +41,7 @@ from .stores import (
     read_corpus,
 )
 from .sync import IncomingDocument, StoredDocument, SyncPlan, match_doc_ids, plan_sync
+from .version_marker import VersionMarker
 
 __all__ = [
     "DEFAULT_COLLECTION",
@@ -84,24 +87,60 @@ def _chroma_collection(client: Any, name: str) -> Any:
 
 
 class GuardedChromaVectorStore(ChromaVectorStore):
-    """A ``ChromaVectorStore`` whose queries wait while a sync of the same collection runs in this process.
+    """A ``ChromaVectorStore`` whose searches read one whole version of the collection.
 
-    A sync holds the collection's write lock for its whole change, so a query answers from the corpus as it was
-    before or after the sync, never from a mix.
+    In this process a sync holds the collection's write lock for its whole change, so a query answers from the
+    corpus as it was before or after it; a sync or delete in another process marks the collection's version row
+    (:mod:`~llama_index_mhop.version_marker`), and a search that overlapped it waits and runs again. LlamaIndex's
+    own writes through this store (``insert``, ``delete_ref_doc``, ``refresh_ref_docs``) take the same lock and
+    mark the same row.
     """
 
+    _marker: VersionMarker | None = PrivateAttr(default=None)
+
+    @classmethod
+    def over(cls, client: Any, collection: Any) -> GuardedChromaVectorStore:
+        """The guarded store of ``collection``, with the version row of its sync log in ``client``."""
+        store = cls(chroma_collection=collection)
+        settings = client.get_settings()
+        embedded = bool(settings.is_persistent and not settings.chroma_server_host)
+        store._marker = VersionMarker(_sync_log(client, collection.name), collection.name, embedded=embedded)
+        return store
+
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
-        with collection_lock(self._collection).read():
-            return super().query(query, **kwargs)
+        lock = collection_lock(self._collection)
+
+        def search() -> tuple[VectorStoreQueryResult, int]:
+            with lock.read():
+                return ChromaVectorStore.query(self, query, **kwargs), lock.generation
+
+        if self._marker is None:
+            result, generation = search()
+            note_read(lock, generation)
+        else:
+            (result, generation), version = self._marker.read_whole(search)
+            note_read(lock, generation, version.generation)
+        return result
 
     async def aquery(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
-        lock = collection_lock(self._collection)
         # Waiting for a sync must not block the event loop; the read itself is quick.
-        return await asyncio.to_thread(self._locked_query, lock, query, kwargs)
+        return await asyncio.to_thread(self.query, query, **kwargs)
 
-    def _locked_query(self, lock: Any, query: VectorStoreQuery, kwargs: dict[str, Any]) -> VectorStoreQueryResult:
-        with lock.read():
-            return super().query(query, **kwargs)
+    def writing(self) -> AbstractContextManager[None]:
+        """The collection's write lock in this process, and its version row marked for the others."""
+        stack = ExitStack()
+        stack.enter_context(collection_lock(self._collection).write())
+        if self._marker is not None:
+            stack.enter_context(self._marker.writing())
+        return stack
+
+    def add(self, nodes: list[BaseNode], **kwargs: Any) -> list[str]:
+        with self.writing():  # LlamaIndex's insert, and each batch of a sync
+            return super().add(nodes, **kwargs)
+
+    def delete(self, ref_doc_id: str, **kwargs: Any) -> None:
+        with self.writing():  # LlamaIndex's delete_ref_doc
+            super().delete(ref_doc_id, **kwargs)
 
 
 def passage_collection(index: VectorStoreIndex) -> Any:
@@ -227,8 +266,8 @@ def sync_vector_index(
     client = chroma_client if chroma_client is not None else default_chroma_client(persist_path)
     embed_model = resolve_embed_model(embed_model)
     collection = _chroma_collection(client, collection_name)
-    index = VectorStoreIndex.from_vector_store(GuardedChromaVectorStore(chroma_collection=collection),
-                                               embed_model=embed_model)
+    store = GuardedChromaVectorStore.over(client, collection)
+    index = VectorStoreIndex.from_vector_store(store, embed_model=embed_model)
     with collection_lock(collection).write():
         held = stored_documents(collection)
         # A file that was not read this time is not gone: its indexed version stays.
@@ -244,9 +283,10 @@ def sync_vector_index(
         # Before anything is written or deleted, even when nothing is to be embedded: a wrong embedder loses
         # nothing, and an unchanged corpus synced with it is an error now rather than at the first query.
         check_embedding_dimension(collection, embed_model)
-        for doc_id in (*plan.removed, *plan.updated):
-            collection.delete(where={"document_id": doc_id})
-        _insert(index, nodes, client, collection_name, insert_batch_size, show_progress)
+        with store.writing() if plan.changes else nullcontext():
+            for doc_id in (*plan.removed, *plan.updated):
+                collection.delete(where={"document_id": doc_id})
+            _insert(index, nodes, client, collection_name, insert_batch_size, show_progress)
         _record_sync(client, collection_name, plan)
     count("documents_indexed", len(changed))
     count("documents_removed", len(plan.removed))
@@ -354,7 +394,8 @@ def delete_documents(index: VectorStoreIndex, doc_ids: Sequence[str]) -> list[st
         UnknownDocumentError: an id matches no indexed document (the message lists the closest ones).
     """
     collection = passage_collection(index)
-    with collection_lock(collection).write():
+    store = index.vector_store
+    with store.writing() if isinstance(store, GuardedChromaVectorStore) else collection_lock(collection).write():
         resolved = match_doc_ids(doc_ids, stored_documents(collection))
         for doc_id in resolved:
             collection.delete(where={"document_id": doc_id})
@@ -433,7 +474,7 @@ def load_vector_index(
         raise CorpusError(f"Chroma collection {collection_name!r} is empty; index a corpus first")
     embed_model = resolve_embed_model(embed_model)
     check_embedding_dimension(collection, embed_model)
-    return VectorStoreIndex.from_vector_store(GuardedChromaVectorStore(chroma_collection=collection),
+    return VectorStoreIndex.from_vector_store(GuardedChromaVectorStore.over(client, collection),
                                               embed_model=embed_model)
 
 

@@ -1,24 +1,34 @@
-"""HippoRAG 2-style memory: extraction, the knowledge graph, its Chroma-backed index, and Personalized PageRank."""
+"""HippoRAG 2-style memory: extraction, the knowledge graph, its Chroma-backed index, and Personalized PageRank.
 
-from .extraction import (
-    ExtractEntitiesAndTriples,
-    OpenIEExtractor,
-    entity_key,
-    extract_llm_free,
-    title_entities,
-)
-from .index import EmptyIndexError, HippoGraphIndex, UnknownDocumentError
-from .knowledge_graph import KnowledgeGraph
-from .openie_export import export_openie
-from .openie_file import OpenIEFileError, StoredOpenIE, read_openie, write_openie
-from .ppr import (
-    DEFAULT_DAMPING,
-    DEFAULT_MAX_ITER,
-    DEFAULT_TOL,
-    PageRankGraph,
-    personalized_pagerank,
-    transition_matrix,
-)
+The names below are imported on first use, so a light module of the package (the reconcile rule that
+``mhop status`` reads) imports without LlamaIndex, Chroma or DSPy.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .extraction import (
+        ExtractEntitiesAndTriples,
+        OpenIEExtractor,
+        entity_key,
+        extract_llm_free,
+        title_entities,
+    )
+    from .index import EmptyIndexError, HippoGraphIndex, UnknownDocumentError
+    from .knowledge_graph import KnowledgeGraph
+    from .openie_export import export_openie
+    from .openie_file import OpenIEFileError, StoredOpenIE, read_openie, write_openie
+    from .ppr import (
+        DEFAULT_DAMPING,
+        DEFAULT_MAX_ITER,
+        DEFAULT_TOL,
+        PageRankGraph,
+        personalized_pagerank,
+        transition_matrix,
+    )
 
 __all__ = [
     "DEFAULT_DAMPING",
@@ -42,3 +52,40 @@ __all__ = [
     "transition_matrix",
     "write_openie",
 ]
+
+#: Where each exported name lives (the module, relative to this package).
+_EXPORTS = {
+    "ExtractEntitiesAndTriples": ".extraction",
+    "OpenIEExtractor": ".extraction",
+    "entity_key": ".extraction",
+    "extract_llm_free": ".extraction",
+    "title_entities": ".extraction",
+    "EmptyIndexError": ".index",
+    "HippoGraphIndex": ".index",
+    "UnknownDocumentError": ".index",
+    "KnowledgeGraph": ".knowledge_graph",
+    "export_openie": ".openie_export",
+    "OpenIEFileError": ".openie_file",
+    "StoredOpenIE": ".openie_file",
+    "read_openie": ".openie_file",
+    "write_openie": ".openie_file",
+    "DEFAULT_DAMPING": ".ppr",
+    "DEFAULT_MAX_ITER": ".ppr",
+    "DEFAULT_TOL": ".ppr",
+    "PageRankGraph": ".ppr",
+    "personalized_pagerank": ".ppr",
+    "transition_matrix": ".ppr",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # imported once: later lookups do not come here
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

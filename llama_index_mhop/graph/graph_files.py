@@ -27,6 +27,7 @@ import numpy as np
 
 from .graph_arrays import EdgeStore, NodeTable, PassageRecord, load_array
 from .json_files import read_json_object
+from .layout import TABLES_FILE
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -46,7 +47,6 @@ __all__ = [
 ]
 
 ARRAY_FORMAT_VERSION = 2
-TABLES_FILE = "tables.json"
 _ARRAYS = ("node_kinds", "edge_pairs", "edge_values")
 _ARRAY_NAME = re.compile(r"[a-z_]+\.v\d+-[0-9a-f]{8}\.npy")  # the file names save_graph writes, nothing else
 
@@ -118,14 +118,17 @@ def fill_graph_from_dict(graph: KnowledgeGraph, data: Mapping[str, Any]) -> None
 
 
 def _write_atomic(path: Path, write: Any) -> None:
-    partial = path.with_name(path.name + ".partial")
+    partial = path.with_name(f"{path.name}.{os.getpid()}-{secrets.token_hex(4)}.partial")  # a name of its own
     with open(partial, "wb") as handle:
         write(handle)
     os.replace(partial, path)
 
 
-def save_graph(graph: KnowledgeGraph, folder: str | Path) -> Path:
+def save_graph(graph: KnowledgeGraph, folder: str | Path, attached: Mapping[str, Any] | None = None) -> Path:
     """Write the graph to ``folder``: ``tables.json`` and the node kinds and edge table as ``.npy`` files.
+
+    ``attached`` (JSON values, such as the index's document store) is written inside ``tables.json``, so it
+    becomes visible in the same atomic step as the graph it describes.
 
     Each save writes its arrays under new names (``edge_pairs.<save>.npy``, ...), then replaces ``tables.json``,
     which names them, then deletes the arrays of the saves before the previous one, and any ``.partial`` file a
@@ -143,7 +146,7 @@ def save_graph(graph: KnowledgeGraph, folder: str | Path) -> Path:
         _write_atomic(target / arrays[stem],
                       lambda h, a=array: np.save(h, np.ascontiguousarray(a), allow_pickle=False))
     tables = {"array_format_version": ARRAY_FORMAT_VERSION, **_tables(graph), "node_keys": keys, "free_slots": free,
-              "arrays": arrays}
+              "arrays": arrays, **({"attached": dict(attached)} if attached else {})}
     text = json.dumps(tables, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     keep = {*arrays.values(), *_saved_array_names(target)}
     _write_atomic(target / TABLES_FILE, lambda h: h.write(text))
@@ -210,7 +213,7 @@ def load_graph(graph: KnowledgeGraph, folder: str | Path, tables: Mapping[str, A
     """Fill an empty graph from the files :func:`open_graph_files` read from ``folder``.
 
     Raises:
-        ValueError: malformed arrays, or a node table that disagrees with the passages and entities.
+        ValueError: malformed arrays, or a node or edge table that disagrees with the passages, entities and facts.
     """
     folder = Path(folder)
     _fill_tables(graph, tables)
@@ -221,6 +224,10 @@ def load_graph(graph: KnowledgeGraph, folder: str | Path, tables: Mapping[str, A
         raise ValueError(f"{folder}: the node table does not match the passages and entities")
     graph._nodes = nodes
     graph._edges = EdgeStore.from_arrays(arrays["edge_pairs"], arrays["edge_values"], nodes.capacity, folder)
+    try:
+        graph.check_edges()
+    except ValueError as exc:
+        raise ValueError(f"{folder}: {exc}") from None
 
 
 def graph_to_networkx(graph: KnowledgeGraph) -> nx.Graph:

@@ -231,6 +231,20 @@ class GraphStores:
             self.passage_source = collection
         return same_store
 
+    def source_nodes(self, ids: Sequence[str]) -> list[TextNode]:
+        """The passage nodes of ``ids`` held in :attr:`passage_source`, in ``ids``' order, without vectors (the
+        source keeps them: the index reads them in place)."""
+        if self.passage_source is None or not ids:
+            return []
+        rows = get_records(self.passage_source, ids, ["documents", "metadatas"])
+        nodes = []
+        for record_id in ids:
+            if record_id in rows:
+                node = metadata_dict_to_node(rows[record_id]["metadatas"] or {}, text=rows[record_id]["documents"])
+                node.id_ = record_id
+                nodes.append(node)
+        return nodes
+
     def passage_collections(self) -> list[Any]:
         """Where the index's passages are: its own collection, then :attr:`passage_source` if any."""
         return [self.passages] if self.passage_source is None else [self.passages, self.passage_source]

@@ -16,20 +16,23 @@ interrupted build resumes from its checkpoint: :meth:`HippoGraphIndex.from_docum
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from llama_index.core import Document, VectorStoreIndex
 from llama_index.core.base.embeddings.base import BaseEmbedding
-from llama_index.core.schema import TextNode
+from llama_index.core.schema import NodeWithScore, TextNode
 from llama_index.core.storage.docstore import SimpleDocumentStore
 from llama_index.vector_stores.chroma import ChromaVectorStore
 
 from ..defaults import resolve_embed_model
 from ..embed_dtype import EmbedDType
 from ..lm import FallbackCounter
+from ..store_lock import store_lock
 from ..stores import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, load_documents
 from ..sync import UnknownDocumentError, resolve_doc_id
 from ..vector_index import check_embedding_dimension, passage_nodes
@@ -62,8 +65,10 @@ from .persistence import (
     index_config,
     open_saved_index,
     save_index,
+    saved_index_exists,
 )
 from .ppr import DEFAULT_DAMPING
+from .reconcile import Drift, find_drift
 from .state import EmptyIndexError, RetrievalState, VersionedState
 from .sync import Removal, as_documents, commit_removal, detach_passages, known_doc_ids, plan_sync
 from .synonymy import DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES, SynonymyRefresher
@@ -81,6 +86,8 @@ __all__ = [
 ]
 
 DEFAULT_INDEX_NAME = "hippo"
+
+logger = logging.getLogger(__name__)
 
 
 def _corpus(documents: Any) -> str | os.PathLike[str] | None:
@@ -131,7 +138,9 @@ class HippoGraphIndex:
         self._synonymy = SynonymyRefresher(self.stores, exact_synonymy_max_entities)
         self._timer = PhaseTimer()
         self._versions = VersionedState(self.graph, self.stores, before_load=self._refresh_synonymy,
-                                        basis_folder=self._basis_folder)
+                                        basis_folder=self._basis_folder, drop_gone=self._drop_gone)
+        self._warned_drift = False
+        self._dropped = Removal()  # what queries took out of the graph in memory, until the next change saves it
         self.stores.check_embedding_dimension()  # a store built with another embedder: refused before any write
 
     def _basis_folder(self) -> Path | None:
@@ -268,11 +277,11 @@ class HippoGraphIndex:
         embed_model = resolve_embed_model(embed_model)
         if source is not None:  # its stored vectors are read as they are: the embedder must fit them
             check_embedding_dimension(source, embed_model)
-        if persist_dir is not None and (Path(persist_dir) / CONFIG_FILE).is_file():
+        if persist_dir is not None and saved_index_exists(Path(persist_dir)):
             index = cls.from_persist_dir(persist_dir, chroma_client=chroma_client, embed_model=embed_model, lm=lm,
                                          llm=llm, show_progress=show_progress)  # with the saved OpenIE program
             index.extractor = with_stored_openie(extractor or index.extractor, openie_results)
-            index._sync(docs, index._source_passages(source), None, on_batch_end, corpus=_corpus(documents))
+            index._follow(source, docs, on_batch_end, _corpus(documents))
             return index
         extractor = with_stored_openie(extractor or OpenIEExtractor(lm=lm, llm=llm), openie_results)
         client, mode = resolve_client(chroma_client, persist_dir)
@@ -284,15 +293,19 @@ class HippoGraphIndex:
                     short_text_batch_size=short_text_batch_size, short_text_dtype=short_text_dtype,
                     exact_synonymy_max_entities=exact_synonymy_max_entities,
                     collection_prefix=unique_prefix(name) if mode == "ephemeral" else None)
-        index._sync(docs, index._source_passages(source), None, on_batch_end, corpus=_corpus(documents))
+        index._follow(source, docs, on_batch_end, _corpus(documents))
         return index
 
-    def _source_passages(self, collection: Any) -> list[TextNode]:
-        """The passages of a vector index's collection, read in place when it is in this index's Chroma store,
-        else with their stored embeddings to copy (none embedded again either way)."""
-        if collection is None:
-            return []
-        return collection_passages(collection, with_embeddings=not self.stores.read_passages_from(collection))
+    def _follow(self, source: Any, docs: Sequence[Document], on_batch_end: BatchHook | None,
+                corpus: str | os.PathLike[str] | None) -> None:
+        """Index ``docs``, or follow a vector index's collection ``source``: read in place (in this index's Chroma
+        store) the graph is reconciled with it; from another store its passages are copied with their stored
+        embeddings (none embedded again either way)."""
+        if source is not None and self.stores.read_passages_from(source):
+            self.reconcile(on_batch_end=on_batch_end)
+        else:
+            nodes = [] if source is None else collection_passages(source, with_embeddings=True)
+            self._sync(docs, nodes, None, on_batch_end, corpus=corpus)
 
     @classmethod
     def from_vector_index(cls, vector_index: VectorStoreIndex, **kwargs: Any) -> HippoGraphIndex:
@@ -308,6 +321,63 @@ class HippoGraphIndex:
             TypeError: the index does not keep its nodes in Chroma.
         """
         return cls.from_documents(vector_index, **kwargs)
+
+    def reconcile(self, show_progress: bool | None = None, on_batch_end: BatchHook | None = None) -> Drift:
+        """Bring the graph in step with the passages it stands on, whatever changed them (see :mod:`.reconcile`).
+
+        Passages in none of the index's collections (deleted, or old versions of edited documents) leave the
+        graph, with the facts and entities only they supported; passages of the vector index collection it reads
+        in place that the graph lacks are extracted and added (their vectors are read, not embedded again). Only
+        what changed is extracted or embedded, and a run killed anywhere ends, when run again, where an
+        uninterrupted one ends. Queries in other threads meanwhile answer from the graph as it was before.
+
+        Returns:
+            What was found and fixed: the passages gone and the passages new.
+        """
+        show = self.show_progress if show_progress is None else show_progress
+        with self._writing(), self._versions.change():
+            drift = find_drift(self.graph.passages, self.stores.passages, self.stores.passage_source)
+            drift = Drift(tuple(sorted({*drift.gone, *self._dropped.passages})), drift.new)
+            if drift:
+                logger.info("index %s: %d passages gone, %d new in its collections", self.name, len(drift.gone),
+                            len(drift.new))
+            nodes = self.stores.source_nodes(drift.new)
+            indexer = BatchIndexer(self.stores, self.graph, self.extractor, self.num_workers, self._synonymy,
+                                   self._checkpoint(), self._timer)
+            indexer.run(nodes, self.insert_batch_size, show, on_batch_end)
+            self._forget_documents([*drift.gone, *(n.node_id for n in nodes)])
+            gone = [p for p in drift.gone if p in self.graph.passages]  # the rest a query already took out
+            self._commit(detach_passages(self.graph, self._synonymy, gone), bool(drift))
+        return drift
+
+    def _forget_documents(self, passage_ids: Sequence[str]) -> None:
+        """Drop the recorded hashes of the documents these passages belong to: their content changed under the
+        graph, so the next ``refresh_ref_docs`` of them plans them again instead of trusting an old hash."""
+        for pid in passage_ids:
+            record = self.graph.passages.get(pid)
+            if record is not None and record.ref_doc_id:
+                self.docstore.delete_document(record.ref_doc_id, raise_error=False)
+
+    def _drop_gone(self, passage_ids: list[str]) -> None:
+        """Leave passages a query found in no collection out of the graph in memory (the next save or
+        :meth:`reconcile` keeps it so), so that no query serves their text, facts or entities."""
+        if not self._warned_drift:
+            self._warned_drift = True
+            logger.warning(
+                "index %s: %d passages are gone from its Chroma collections (the vector index it reads changed "
+                "without it); queries leave them out. index.reconcile() or `mhop index DIR --graph` brings the "
+                "graph in step", self.name, len(passage_ids))
+        self._forget_documents(passage_ids)
+        # Their Chroma rows (entities and facts only they supported) go, and the graph is saved, with the next
+        # change (_commit): a query never writes.
+        self._dropped = self._dropped.merged(detach_passages(self.graph, self._synonymy, passage_ids))
+
+    def _writing(self) -> AbstractContextManager[None]:
+        """The store's writer lock across processes (a persisted index), held for a whole change."""
+        return store_lock(self.persist_dir) if self.persist_dir is not None else nullcontext()
+
+    def _checkpoint(self) -> Path | None:
+        return None if self.persist_dir is None else self.persist_dir / CHECKPOINT_FILE
 
     def insert(
         self,
@@ -347,13 +417,12 @@ class HippoGraphIndex:
         folder or file they were read from), so the same passage is the same node, metadata included, in both.
         """
         show = self.show_progress if show_progress is None else show_progress
-        with self._versions.change():
+        with self._writing(), self._versions.change():
             plan = plan_sync(docs, self.docstore, self.graph,
                              lambda d: passage_nodes(d, corpus, self.chunk_size, self.chunk_overlap))
-            checkpoint = None if self.persist_dir is None else self.persist_dir / CHECKPOINT_FILE
             extractor = with_stored_openie(self.extractor, openie_results)
             indexer = BatchIndexer(self.stores, self.graph, extractor, self.num_workers, self._synonymy,
-                                   checkpoint, self._timer)
+                                   self._checkpoint(), self._timer)
             added = indexer.run([*nodes, *plan.nodes], self.insert_batch_size, show, on_batch_end)
             removal = detach_passages(self.graph, self._synonymy, plan.stale)
             self.docstore.set_document_hashes(plan.hashes)
@@ -365,8 +434,9 @@ class HippoGraphIndex:
         """End a change: synonymy edges, then with a ``persist_dir`` the removal file, the saved graph and
         docstore, and only then the Chroma deletes (the order :mod:`.sync` explains)."""
         self._refresh_synonymy()
+        removal, self._dropped = self._dropped.merged(removal).unnamed_by(self.graph), Removal()
         root = self.persist_dir
-        unsaved = root is not None and (changed or bool(removal) or not (root / GRAPH_FILE).is_file())
+        unsaved = root is not None and (changed or bool(removal) or not saved_index_exists(root))
         commit_removal(removal, self.stores, root, self.persist if unsaved else None)
 
     def _refresh_synonymy(self) -> None:
@@ -388,7 +458,7 @@ class HippoGraphIndex:
             UnknownDocumentError: (a ``KeyError``) no passage or document has this id (the message lists close
                 matches), or a file name names several documents.
         """
-        with self._versions.change():
+        with self._writing(), self._versions.change():
             if doc_id in self.graph.passages:
                 passage_ids = [doc_id]
             else:
@@ -421,7 +491,7 @@ class HippoGraphIndex:
         target = Path(persist_dir) if persist_dir is not None else self.persist_dir
         if target is None:
             raise ValueError("persist() needs a directory: pass persist_dir=")
-        with self._versions.lock:  # a complete version, never one an insert is halfway through
+        with store_lock(target), self._versions.lock:  # a complete version, never one a change is halfway through
             save_index(self, target)
             save_lm_programs(self, target)
             self.persist_dir = target
@@ -468,6 +538,18 @@ class HippoGraphIndex:
             EmptyIndexError: the index holds no passage.
         """
         return self._versions.get(damping)
+
+    def still_held(self, nodes: Sequence[NodeWithScore]) -> list[NodeWithScore]:
+        """``nodes`` without the passages gone from the index's collections since its state was loaded (the
+        vector index it reads in place changed); finding one makes the next query load the graph again without
+        them. Only an index reading another index's collection in place can find any."""
+        if self.stores.passage_source is None or not nodes:
+            return list(nodes)
+        held = self.stores.held_passages([n.node.node_id for n in nodes])
+        if all(n.node.node_id in held for n in nodes):
+            return list(nodes)
+        self._versions.invalidate()
+        return [n for n in nodes if n.node.node_id in held]
 
     def as_retriever(self, **kwargs: Any) -> HippoGraphRetriever:
         """A :class:`~llama_index_mhop.retrievers.hippo_graph.HippoGraphRetriever` over this index."""

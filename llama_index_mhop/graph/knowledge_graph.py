@@ -93,6 +93,7 @@ GRAPH_FORMAT_VERSION = 1
 ENTITY = "entity"
 PASSAGE = "passage"
 _KIND_CODE = {PASSAGE: 1, ENTITY: 2}
+_CHANNEL_NAMES = {FACTS: "fact", PLAIN: "passage", TITLE: "title"}
 
 
 def _micro(similarity: float) -> int:
@@ -390,6 +391,40 @@ class KnowledgeGraph(SynonymLists):
         self._set_synonymy_edges({}, {pair: self._synonymy(*pair) for pair in sorted(pairs)})
         self._pagerank = None
 
+    def check_edges(self) -> None:
+        """Check the edge table against the tables it was built from: each passage links exactly the entities its
+        record names (its title entities on their own channel) and each entity pair carries one count per fact
+        between them. A saved table edited or mixed up (two passage keys swapped, say) is refused rather than
+        walked. Vectorised over the whole table: about as long as reading the tables.
+
+        Raises:
+            ValueError: the channel whose edges disagree.
+        """
+        pairs, values = self._edges.table()
+        table_keys = EdgeStore._key(pairs[:, 0], pairs[:, 1])
+        for channel, (u, v) in self._record_edges().items():
+            low, high = np.minimum(u, v), np.maximum(u, v)
+            expected, counts = np.unique(EdgeStore._key(low, high), return_counts=True)
+            present = values[:, channel] != 0
+            if not (np.array_equal(table_keys[present], expected)
+                    and np.array_equal(values[present, channel], counts)):
+                raise ValueError(f"its {_CHANNEL_NAMES[channel]} edges disagree with the passages and facts")
+
+    def _record_edges(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """The slot pairs each record channel (plain and title passage edges, facts) implies, once per record."""
+        ends: dict[int, tuple[list[int], list[str]]] = {PLAIN: ([], []), TITLE: ([], [])}
+        for pid, record in self.passages.items():
+            passage, own = self._nodes.slot(pid), set(record.title_entities)
+            for channel, chosen in ((PLAIN, [e for e in record.entities if e not in own]),
+                                    (TITLE, record.title_entities)):
+                ends[channel][0].extend([passage] * len(chosen))
+                ends[channel][1].extend(chosen)
+        fact_pairs = [(s, o) for s, _, o in self.facts.values() if s != o]
+        edges = {channel: (np.asarray(slots, dtype=np.int64), self._nodes.slots(entities))
+                 for channel, (slots, entities) in ends.items()}
+        edges[FACTS] = (self._nodes.slots(s for s, _ in fact_pairs), self._nodes.slots(o for _, o in fact_pairs))
+        return edges
+
     def config(self) -> dict[str, Any]:
         return {
             "synonymy_threshold": self.synonymy_threshold,
@@ -416,9 +451,10 @@ class KnowledgeGraph(SynonymLists):
         fill_graph_from_dict(graph, data)
         return graph
 
-    def save(self, folder: str | Path) -> Path:
-        """Write this version to ``folder`` as ``tables.json`` and ``.npy`` arrays (see :mod:`.graph_files`)."""
-        return save_graph(self, folder)
+    def save(self, folder: str | Path, attached: Mapping[str, Any] | None = None) -> Path:
+        """Write this version to ``folder`` as ``tables.json`` and ``.npy`` arrays, with ``attached`` JSON values
+        inside ``tables.json`` (see :mod:`.graph_files`)."""
+        return save_graph(self, folder, attached)
 
     @classmethod
     def load(cls, folder: str | Path, mmap: bool = True) -> KnowledgeGraph:

@@ -21,12 +21,13 @@ from ..defaults import describe_client
 from ..embed_dtype import check_embed_dtype
 from ..stores import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
 from .checkpoint import CHECKPOINT_FILE
-from .graph_files import TABLES_FILE, load_graph, open_graph_files
+from .graph_files import load_graph, open_graph_files
 from .graph_stores import CHROMA_DIR, DEFAULT_SHORT_TEXT_BATCH_SIZE, missing_collections, saved_client
 from .indexing import DEFAULT_INSERT_BATCH_SIZE
 from .json_files import check_field, check_value, read_json_object, string_map, triple_map, write_json
 from .knowledge_graph import KnowledgeGraph
-from .sync import DOCSTORE_FILE, finish_removal, load_docstore
+from .layout import CONFIG_FILE, GRAPH_DIR, GRAPH_FILE, LEGACY_GRAPH_FILE, saved_index_exists
+from .sync import DOCSTORE_FILE, docstore_from_dict, finish_removal, load_docstore
 from .synonymy import DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES
 
 if TYPE_CHECKING:
@@ -43,16 +44,13 @@ __all__ = [
     "open_saved_index",
     "read_saved_index",
     "save_index",
+    "saved_index_exists",
 ]
 
 logger = logging.getLogger(__name__)
 
 INDEX_FORMAT_VERSION = 2
 _READABLE_VERSIONS = (1, 2)  # 1: the graph as one JSON file (LEGACY_GRAPH_FILE)
-CONFIG_FILE = "hippo_config.json"
-GRAPH_DIR = "hippo_graph"
-GRAPH_FILE = f"{GRAPH_DIR}/{TABLES_FILE}"
-LEGACY_GRAPH_FILE = "hippo_graph.json"
 
 
 _CONFIG_FIELDS: dict[str, tuple[type, ...]] = {
@@ -189,6 +187,9 @@ def read_saved_index(root: Path) -> SavedIndex:
     data, arrays = (read_json_object(graph_path), {}) if legacy else open_graph_files(root / GRAPH_DIR, mmap=True)
     _check_graph_data(data, str(graph_path))
     _check_graph_links(data, str(graph_path))
+    attached = check_field(data, "attached", dict, str(graph_path), default={})
+    docstore = (docstore_from_dict(attached["docstore"], f"{graph_path}: attached")
+                if "docstore" in attached else load_docstore(root / DOCSTORE_FILE))
     try:
         if legacy:
             graph = KnowledgeGraph.from_dict(data)
@@ -197,7 +198,7 @@ def read_saved_index(root: Path) -> SavedIndex:
             load_graph(graph, root / GRAPH_DIR, data, arrays)
     except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
         raise ValueError(f"{graph_path}: not a valid graph file ({type(exc).__name__}: {exc})") from None
-    return SavedIndex(root, config, graph, load_docstore(root / DOCSTORE_FILE))
+    return SavedIndex(root, config, graph, docstore)
 
 
 def index_config(index: HippoGraphIndex) -> dict[str, Any]:
@@ -220,15 +221,19 @@ def index_config(index: HippoGraphIndex) -> dict[str, Any]:
 
 
 def save_index(index: HippoGraphIndex, target: Path) -> None:
-    """Write the config and the graph into ``target`` (copying an in-memory Chroma to ``target/chroma`` first);
-    the checkpoint goes, since the graph now holds everything it listed, and so does a format-1 graph file."""
+    """Write the graph with its document store, then the config, into ``target`` (copying an in-memory Chroma to
+    ``target/chroma`` first).
+
+    The graph and the document store become visible together, in one atomic replace of ``tables.json``; the
+    config goes last, so a folder a first save was killed in holds no index yet (the next build starts it again,
+    resuming from the checkpoint), never half of one. The checkpoint goes once the graph holds everything it
+    listed, and so do the files of older formats."""
     target.mkdir(parents=True, exist_ok=True)
     if index.stores.mode == "ephemeral":
         index.stores.copy_to(target / CHROMA_DIR, sorted(index.graph.passages))
+    index.graph.save(target / GRAPH_DIR, attached={"docstore": index.docstore.to_dict()})
     write_json(target / CONFIG_FILE, index_config(index))
-    index.graph.save(target / GRAPH_DIR)
-    write_json(target / DOCSTORE_FILE, index.docstore.to_dict())  # after the graph: see .sync
-    for done in (target / CHECKPOINT_FILE, target / LEGACY_GRAPH_FILE):
+    for done in (target / CHECKPOINT_FILE, target / LEGACY_GRAPH_FILE, target / DOCSTORE_FILE):
         done.unlink(missing_ok=True)
 
 

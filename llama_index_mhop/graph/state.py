@@ -32,11 +32,23 @@ from .int8_rows import INT8_MIN_ROWS, row_products
 from .knowledge_graph import KnowledgeGraph
 from .ppr import PageRankGraph
 
-__all__ = ["EmptyIndexError", "RetrievalState", "VersionedState", "load_retrieval_state"]
+__all__ = ["EmptyIndexError", "PassagesGoneError", "RetrievalState", "VersionedState", "load_retrieval_state"]
 
 
 class EmptyIndexError(ValueError):
     """The index holds no passage to retrieve."""
+
+
+class PassagesGoneError(ValueError):
+    """Passages of the graph are in none of its passage collections: the collections moved on without it.
+
+    Attributes:
+        passage_ids: the passages that are gone.
+    """
+
+    def __init__(self, passage_ids: list[str], message: str) -> None:
+        super().__init__(message)
+        self.passage_ids = passage_ids
 
 
 @dataclass
@@ -87,7 +99,7 @@ def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: fl
 
     Raises:
         EmptyIndexError: the graph holds no passage.
-        ValueError: a passage of the graph is missing from the passage collection.
+        PassagesGoneError: passages of the graph are in none of its passage collections.
     """
     if graph.num_passages == 0:
         raise EmptyIndexError(f"index {stores.name!r} holds no passage: insert documents before retrieving")
@@ -98,12 +110,8 @@ def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: fl
     missing = [p for p in passage_ids if p not in rows]
     if missing:
         where = " or ".join(repr(c.name) for c in stores.passage_collections())
-        hint = ("; the vector index whose collection it reads in place dropped them: sync the graph with the same "
-                "documents" if stores.passage_source is not None else "")
-        raise ValueError(
-            f"{len(missing)} passages of the graph are missing from Chroma collection {where} "
-            f"(e.g. {missing[0]!r}): the stores and the graph disagree{hint}"
-        )
+        raise PassagesGoneError(missing, f"{len(missing)} passages of the graph are gone from Chroma collection "
+                                         f"{where} (e.g. {missing[0]!r})")
     passage_nodes = [metadata_dict_to_node(rows[p]["metadatas"], text=rows[p]["documents"]) for p in passage_ids]
     passage_matrix = _normalise_rows(np.vstack([np.asarray(rows[p]["embeddings"]) for p in passage_ids]))
     del rows
@@ -163,18 +171,27 @@ class VersionedState:
         before_load: called under the lock before a state is loaded (to bring synonymy edges up to date).
         basis_folder: where the walk's solved dense share is kept (read when it is the graph's, else written),
             asked at each load; None: solved in memory.
+        drop_gone: called under the lock with the passages a load found in no collection, to take them out of
+            the graph in memory, so that no query serves them; the load then runs again.
     """
 
     def __init__(self, graph: KnowledgeGraph, stores: GraphStores, before_load: Callable[[], None],
-                 basis_folder: Callable[[], Path | None] = lambda: None) -> None:
+                 basis_folder: Callable[[], Path | None] = lambda: None,
+                 drop_gone: Callable[[list[str]], None] | None = None) -> None:
         self.graph = graph
         self.stores = stores
         self._before_load = before_load
         self._basis_folder = basis_folder
+        self._drop_gone = drop_gone
         self.lock = threading.RLock()
         self._state: RetrievalState | None = None
         self._finished_version = graph.version
         self._changes_running = 0
+
+    def invalidate(self) -> None:
+        """Forget the loaded state: the next query loads the graph again (its collections changed under it)."""
+        with self.lock:
+            self._state = None
 
     @contextmanager
     def change(self) -> Iterator[None]:
@@ -211,7 +228,13 @@ class VersionedState:
         if self.graph.num_passages == 0:
             raise EmptyIndexError(f"index {self.stores.name!r} holds no passage: insert documents before retrieving")
         self._before_load()
-        state = load_retrieval_state(self.graph, self.stores, damping, basis_folder=self._basis_folder())
+        try:
+            state = load_retrieval_state(self.graph, self.stores, damping, basis_folder=self._basis_folder())
+        except PassagesGoneError as gone:
+            if self._drop_gone is None:
+                raise
+            self._drop_gone(gone.passage_ids)
+            return self._load_current(damping)
         if not self._changes_running:  # a query from inside a change (a batch hook) sees it but does not keep it
             self._state = state
             self._finished_version = self.graph.version  # no change is running: this graph is a finished one

@@ -35,6 +35,7 @@ __all__ = [
     "Removal",
     "SyncPlan",
     "detach_passages",
+    "docstore_from_dict",
     "finish_removal",
     "known_doc_ids",
     "load_docstore",
@@ -74,18 +75,21 @@ def plan_sync(documents: Sequence[Document], docstore: SimpleDocumentStore, grap
     """Sort documents into new, changed and unchanged by doc id and hash (a repeated id counts once, first).
 
     A document without a recorded hash whose passages are exactly those the graph holds for its id (an index
-    built before hashes were kept) counts as unchanged, and its hash is recorded.
+    built before hashes were kept) counts as unchanged, and its hash is recorded. A recorded hash counts only
+    while the graph holds passages of the document: the graph is the truth, and a hash left behind by a change
+    killed half-way (or a document the graph reconciled away) must not hide the document.
     """
     first: dict[str, int] = {}
     for position, doc in enumerate(documents):
         first.setdefault(doc.id_, position)
-    recorded = {doc.id_: docstore.get_document_hash(doc.id_) for doc in documents}
+    old_passages = passages_by_document(graph)
+    recorded = {doc.id_: docstore.get_document_hash(doc.id_) if doc.id_ in old_passages else None
+                for doc in documents}
     candidates = [doc for position, doc in enumerate(documents)
                   if first[doc.id_] == position and recorded[doc.id_] != doc.hash]
     new_passages: dict[str, list[TextNode]] = {}
     for node in chunk(candidates):  # one call: passages shared by two documents are kept once
         new_passages.setdefault(node.ref_doc_id or "", []).append(node)
-    old_passages = passages_by_document(graph) if candidates else {}
     plan = SyncPlan(refreshed=[False] * len(documents))
     for position, doc in enumerate(documents):
         if first[doc.id_] != position or recorded[doc.id_] == doc.hash:
@@ -121,6 +125,18 @@ class Removal:
 
     def __bool__(self) -> bool:
         return bool(self.passages or self.entities or self.facts)
+
+    def merged(self, other: Removal) -> Removal:
+        """Both removals as one."""
+        return Removal([*self.passages, *other.passages], [*self.entities, *other.entities],
+                       [*self.facts, *other.facts])
+
+    def unnamed_by(self, graph: KnowledgeGraph) -> Removal:
+        """The records of this removal the graph does not name (again), each once: a record removed and then
+        added back by a later change keeps its Chroma row."""
+        return Removal([p for p in dict.fromkeys(self.passages) if p not in graph.passages],
+                       [e for e in dict.fromkeys(self.entities) if e not in graph.entity_names],
+                       [f for f in dict.fromkeys(self.facts) if f not in graph.facts])
 
     def to_json(self) -> dict[str, list[str]]:
         return {"passages": self.passages, "entities": self.entities, "facts": self.facts}
@@ -174,24 +190,26 @@ def finish_removal(root: Path, graph: KnowledgeGraph, stores: GraphStores) -> No
         lists[key] = check_field(data, key, list, str(path), default=[])
         for item in lists[key]:
             check_value(item, str, str(path), key)
-    Removal(
-        passages=[p for p in lists["passages"] if p not in graph.passages],
-        entities=[e for e in lists["entities"] if e not in graph.entity_names],
-        facts=[f for f in lists["facts"] if f not in graph.facts],
-    ).delete_from(stores)
+    Removal(lists["passages"], lists["entities"], lists["facts"]).unnamed_by(graph).delete_from(stores)
     path.unlink()
 
 
 def load_docstore(path: Path) -> SimpleDocumentStore:
-    """The document store saved at ``path`` (checked first), or an empty one when there is none."""
+    """The document store saved at ``path`` by an index saved before its graph carried it (checked first), or
+    an empty one when there is none."""
     if not path.is_file():
         return SimpleDocumentStore()
-    data = read_json_object(path)
+    return docstore_from_dict(read_json_object(path), str(path))
+
+
+def docstore_from_dict(data: dict, where: str) -> SimpleDocumentStore:
+    """A document store from its saved dict, each field checked first (a ValueError names ``where``)."""
+    check_value(data, dict, where, "docstore")
     for collection, entries in data.items():
-        check_value(entries, dict, str(path), collection)
+        check_value(entries, dict, where, collection)
         for key, value in entries.items():
-            check_value(value, dict, str(path), f"{collection}.{key}")
-            check_field(value, "doc_hash", str, str(path), f"{collection}.{key}.", None)
+            check_value(value, dict, where, f"{collection}.{key}")
+            check_field(value, "doc_hash", str, where, f"{collection}.{key}.", None)
     return SimpleDocumentStore.from_dict(data)
 
 

@@ -5,6 +5,7 @@ checked in one place."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -18,7 +19,9 @@ from ..counters import count
 from ..lm import resolve_lm
 from ..lm_events import step_callbacks
 from ..programs import ProgramSource, load_program, save_program, step_prompts, update_step_prompts
+from ..rwlock import tracking_reads
 from ..validation import check_query
+from ..version_marker import READER_WAIT, StoreBusyError
 
 __all__ = ["CheckedQueryRetriever", "ProgramRetriever", "query_text"]
 
@@ -50,13 +53,38 @@ class CheckedQueryRetriever(BaseRetriever):
         bundle = _checked(str_or_query_bundle)
         count(f"queries_served.{type(self).__name__}")
         with step_callbacks(getattr(self, "callback_manager", None)):
-            return super().retrieve(bundle)
+            deadline = time.monotonic() + READER_WAIT
+            while True:
+                with tracking_reads() as seen:
+                    results = super().retrieve(bundle)
+                if _one_version(seen, deadline):
+                    return results
 
     async def aretrieve(self, str_or_query_bundle: QueryType) -> list[NodeWithScore]:
         bundle = _checked(str_or_query_bundle)
         count(f"queries_served.{type(self).__name__}")
         with step_callbacks(getattr(self, "callback_manager", None)):
-            return await super().aretrieve(bundle)
+            deadline = time.monotonic() + READER_WAIT
+            while True:
+                with tracking_reads() as seen:
+                    results = await super().aretrieve(bundle)
+                if _one_version(seen, deadline):
+                    return results
+
+
+def _one_version(seen: dict[int, set[tuple[int, ...]]], deadline: float) -> bool:
+    """Whether every store a retrieval searched was read at one version (no sync finished between its searches:
+    see :mod:`~llama_index_mhop.rwlock`); a retrieval that mixed two runs again, the LM steps included, for as long
+    as syncs keep landing between its searches, up to the deadline.
+
+    Raises:
+        StoreBusyError: syncs kept landing between its searches until the deadline.
+    """
+    if all(len(versions) == 1 for versions in seen.values()):
+        return True
+    if time.monotonic() > deadline:
+        raise StoreBusyError(f"syncs kept changing the index during this retrieval for over {READER_WAIT:g} s")
+    return False
 
 
 class ProgramRetriever(CheckedQueryRetriever):

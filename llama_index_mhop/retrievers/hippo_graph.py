@@ -41,6 +41,7 @@ facts (passages), step 1 (step 3) reads the nearest facts (passages) from Chroma
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import time
@@ -363,12 +364,23 @@ class HippoGraphRetriever(ProgramRetriever):
         return q / norm if norm > 0 else q
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        # A vector index the graph reads in place can change under it (another verb, another process): a
+        # passage gone by the time the query ends is never served; the query runs once more on the graph without
+        # it, and what a sync racing even that one removed is left out.
         results, self.last_trace = self._search(query_bundle)
-        return results
+        held = self.index.still_held(results)
+        if len(held) < len(results):
+            results, self.last_trace = self._search(query_bundle)
+            held = self.index.still_held(results)
+        return held
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         results, self.last_trace = await self._asearch(query_bundle)
-        return results
+        held = await asyncio.to_thread(self.index.still_held, results)
+        if len(held) < len(results):
+            results, self.last_trace = await self._asearch(query_bundle)
+            held = await asyncio.to_thread(self.index.still_held, results)
+        return held
 
     def _recognise(
         self, candidates: list[NodeWithScore], query: str, predictor: Any, record: StepRecord

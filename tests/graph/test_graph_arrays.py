@@ -139,6 +139,30 @@ def test_a_damaged_saved_graph_is_refused(tmp_path):
         KnowledgeGraph.load(tmp_path / "missing")
 
 
+@pytest.mark.parametrize("damage", ["swap two passages", "swap two entities", "one fact more on an edge"])
+def test_a_saved_edge_table_that_disagrees_with_the_records_is_refused(tmp_path, damage):
+    graph = built(range(6))
+    folder = graph.save(tmp_path / "g")
+    assert KnowledgeGraph.load(folder).edge_list() == graph.edge_list()  # the saved graph itself passes
+    tables = json.loads((folder / "tables.json").read_text())
+    kinds = np.load(folder / tables["arrays"]["node_kinds"])
+    keys = tables["node_keys"]
+    if damage == "one fact more on an edge":
+        values_file = folder / tables["arrays"]["edge_values"]
+        values = np.load(values_file)
+        values[np.flatnonzero(values[:, 0])[0], 0] += 1
+        np.save(values_file, values)
+    else:  # well-formed and of the right kinds: only the edges can tell
+        code = 1 if damage == "swap two passages" else 2
+        a, b = [i for i, key in enumerate(keys) if key is not None and kinds[i] == code][:2]
+        keys[a], keys[b] = keys[b], keys[a]
+        (folder / "tables.json").write_text(json.dumps(tables))
+    channel = {"swap two passages": "passage", "swap two entities": "(passage|fact)",
+               "one fact more on an edge": "fact"}[damage]
+    with pytest.raises(ValueError, match=f"its {channel} edges disagree with the passages and facts"):
+        KnowledgeGraph.load(folder)
+
+
 def test_json_edge_list_is_checked_against_the_records():
     data = built([0, 2]).to_dict()
     data["edges"][0][2] += 1  # one more fact on an edge than the facts table holds

@@ -144,10 +144,22 @@ def test_config_naming_another_index_writes_nothing_to_the_users_store(tmp_path)
 
 
 def test_docstore_hash_of_the_wrong_type_is_a_clear_error(saved):
-    path = saved / "hippo_docstore.json"
-    edit(path, lambda data: data["docstore/metadata"][next(iter(data["docstore/metadata"]))].update(doc_hash=[]))
-    with pytest.raises(ValueError, match=r"hippo_docstore.json: docstore/metadata\..+\.doc_hash: expected a string"):
+    def wrong_hash(tables):
+        hashes = tables["attached"]["docstore"]["docstore/metadata"]
+        hashes[next(iter(hashes))].update(doc_hash=[])
+
+    edit(saved / GRAPH_FILE, wrong_hash)
+    with pytest.raises(ValueError, match=r"tables.json: attached: docstore/metadata\..+\.doc_hash: expected a string"):
         reopen(saved)
+
+
+def test_the_docstore_is_saved_inside_the_graph_tables_and_an_older_separate_file_still_reads(saved):
+    tables = json.loads((saved / GRAPH_FILE).read_text())
+    hashes = tables["attached"]["docstore"]["docstore/metadata"]
+    assert len(hashes) == len(documents()) and not (saved / "hippo_docstore.json").exists()
+    (saved / "hippo_docstore.json").write_text(json.dumps(tables.pop("attached")["docstore"]))
+    (saved / GRAPH_FILE).write_text(json.dumps(tables))
+    assert reopen(saved).docstore.get_all_document_hashes() == {h["doc_hash"]: k for k, h in hashes.items()}
 
 
 def ranking(index, query="Who directed the film written by Paddy Chayefsky?"):
