@@ -48,6 +48,7 @@ __all__ = [
     "EmbeddingDimensionError",
     "GuardedChromaVectorStore",
     "IndexingInterrupted",
+    "PassageIndex",
     "SyncResult",
     "all_passages",
     "build_vector_index",
@@ -143,6 +144,67 @@ class GuardedChromaVectorStore(ChromaVectorStore):
             super().delete(ref_doc_id, **kwargs)
 
 
+class PassageIndex(VectorStoreIndex):
+    """The package's Chroma passage index: a ``VectorStoreIndex`` whose document verbs keep one version of each
+    document.
+
+    LlamaIndex's ``insert``, ``refresh_ref_docs`` and ``update_ref_doc`` decide from a docstore that a vector store
+    keeping its text (Chroma) leaves empty, so on a plain index an edited document's passages are added beside the
+    old ones. Here they read what is indexed where it is recorded, in the passage rows (each carries its document
+    version's content hash, :mod:`llama_index_mhop.sync`): a changed document's passages replace the old ones, an
+    unchanged one is left alone and not embedded again, and the rows are those ``sync_vector_index`` writes, so the
+    next sync of the same folder finds the document unchanged. ``delete_ref_doc`` is LlamaIndex's own.
+
+    Attributes:
+        chunk_size: passage size in tokens of documents these verbs index (the sync's, or the default).
+        chunk_overlap: tokens shared by neighbouring chunks.
+    """
+
+    chunk_size: int = DEFAULT_CHUNK_SIZE
+    chunk_overlap: int = DEFAULT_CHUNK_OVERLAP
+
+    def insert(self, document: Document, **insert_kwargs: Any) -> None:
+        self._replace([document])
+
+    def update_ref_doc(self, document: Document, **update_kwargs: Any) -> None:
+        self._replace([document])
+
+    def refresh_ref_docs(self, documents: Sequence[Document], **update_kwargs: Any) -> list[bool]:
+        """Index the documents that are new or changed (their passages replacing the old version's); one flag per
+        document, True where it was (re)indexed."""
+        return self._replace(documents)
+
+    async def ainsert(self, document: Document, **insert_kwargs: Any) -> None:
+        await asyncio.to_thread(self._replace, [document])
+
+    async def aupdate_ref_doc(self, document: Document, **update_kwargs: Any) -> None:
+        await asyncio.to_thread(self._replace, [document])
+
+    async def arefresh_ref_docs(self, documents: Sequence[Document], **update_kwargs: Any) -> list[bool]:
+        return await asyncio.to_thread(self._replace, documents)
+
+    def _replace(self, documents: Sequence[Document]) -> list[bool]:
+        """Write the new and changed ``documents`` in one marked write: a changed one's old passages go first."""
+        documents = _distinct(documents)
+        collection = passage_collection(self)
+        store = self.vector_store
+        with store.writing() if isinstance(store, GuardedChromaVectorStore) else collection_lock(collection).write():
+            ids = [d.id_ for d in documents]
+            rows = collection.get(where={"document_id": {"$in": ids}}, include=["metadatas"]) if ids else {}
+            held = _documents_of(rows.get("metadatas") or [])
+            plan = plan_sync([IncomingDocument(d.id_, content_hash(str(d.metadata.get("title", "")), d.text))
+                              for d in documents], held)
+            for doc_id in plan.updated:
+                collection.delete(where={"document_id": doc_id})
+            changed = [d for d in documents if d.id_ in {*plan.added, *plan.updated}]
+            for doc in changed:  # a document keeps the source a sync recorded, so that sync still mirrors it
+                source = held[doc.id_].source if doc.id_ in held else None
+                self.insert_nodes(_versioned_nodes([doc], source, self.chunk_size, self.chunk_overlap))
+        count("documents_indexed", len(changed))
+        refreshed = {d.id_ for d in changed}
+        return [doc.id_ in refreshed for doc in documents]
+
+
 def passage_collection(index: VectorStoreIndex) -> Any:
     """The Chroma collection behind a Chroma-backed ``VectorStoreIndex`` (``ChromaVectorStore.client``)."""
     store = index.vector_store
@@ -167,9 +229,14 @@ def _source_key(source: str | os.PathLike[str] | Sequence[Document]) -> str | No
 
 def stored_documents(collection: Any, page: int = 5000) -> dict[str, StoredDocument]:
     """What a passage collection holds, by doc id: passage counts per content version, and each one's source."""
+    return _documents_of(record["metadatas"] for record in iter_all(collection, ["metadatas"], page))
+
+
+def _documents_of(metadatas: Any) -> dict[str, StoredDocument]:
+    """The documents that passage rows' metadata describe, by doc id."""
     held: dict[str, StoredDocument] = {}
-    for record in iter_all(collection, ["metadatas"], page):
-        meta = record["metadatas"] or {}
+    for meta in metadatas:
+        meta = meta or {}
         doc_id = str(meta.get("document_id", ""))
         doc = held.setdefault(doc_id, StoredDocument(doc_id))
         version = str(meta.get(DOC_HASH_KEY, ""))  # rows written before syncs existed have no version
@@ -267,7 +334,8 @@ def sync_vector_index(
     embed_model = resolve_embed_model(embed_model)
     collection = _chroma_collection(client, collection_name)
     store = GuardedChromaVectorStore.over(client, collection)
-    index = VectorStoreIndex.from_vector_store(store, embed_model=embed_model)
+    index = PassageIndex.from_vector_store(store, embed_model=embed_model)
+    index.chunk_size, index.chunk_overlap = chunk_size, chunk_overlap
     with collection_lock(collection).write():
         held = stored_documents(collection)
         # A file that was not read this time is not gone: its indexed version stays.
@@ -453,7 +521,7 @@ def load_vector_index(
     chroma_client: Any = None,
     persist_path: str | os.PathLike[str] | None = None,
     embed_model: BaseEmbedding | None = None,
-) -> VectorStoreIndex:
+) -> PassageIndex:
     """Open an existing Chroma passage collection as a ``VectorStoreIndex``.
 
     The embedder is ``embed_model``, else the app's ``Settings.embed_model``, else the packaged default; one
@@ -474,8 +542,7 @@ def load_vector_index(
         raise CorpusError(f"Chroma collection {collection_name!r} is empty; index a corpus first")
     embed_model = resolve_embed_model(embed_model)
     check_embedding_dimension(collection, embed_model)
-    return VectorStoreIndex.from_vector_store(GuardedChromaVectorStore.over(client, collection),
-                                              embed_model=embed_model)
+    return PassageIndex.from_vector_store(GuardedChromaVectorStore.over(client, collection), embed_model=embed_model)
 
 
 def all_passages(index: VectorStoreIndex, batch: int = 5000) -> list[BaseNode]:
