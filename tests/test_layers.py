@@ -10,8 +10,9 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "llama_index_mhop"
 #: Modules of the pure layer: standard library, numpy/scipy and PyStemmer-level dependencies only.
-PURE = ("fusion", "parsing", "metrics", "text", "sync", "rwlock", "store_lock", "version_marker", "counters", "config",
-        "graph.ppr", "graph.push_ppr", "graph.affine_ppr", "graph.row_products", "graph.sparse_vector")
+PURE = ("fusion", "parsing", "metrics", "text", "sync", "rwlock", "store_lock", "version_marker", "lazy_exports",
+        "counters", "config", "graph.ppr", "graph.push_ppr", "graph.affine_ppr", "graph.row_products",
+        "graph.sparse_vector")
 HEAVY = ("dspy", "chromadb", "llama_index", "torch")
 
 

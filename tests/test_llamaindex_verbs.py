@@ -4,13 +4,12 @@ sync of the folder finds the documents those verbs indexed unchanged."""
 
 from __future__ import annotations
 
-import chromadb
 import pytest
 from llama_index.core import Document
 
 from llama_index_mhop.stores import load_documents
 from llama_index_mhop.vector_index import PassageIndex, passage_collection, sync_vector_index
-from tests.graph.test_reconcile import write_folder
+from tests.graph.test_reconcile import synced_folder
 from tests.graph.test_sync import EDITED, NOTES
 from tests.word_bag import WordBagEmbedding
 
@@ -35,10 +34,7 @@ def texts(index, query="Who was Pat Hingle?", k=10) -> str:
 @pytest.fixture
 def synced(tmp_path):
     embedder = CountingEmbedding()
-    folder = write_folder(tmp_path / "corpus")
-    client = chromadb.PersistentClient(path=str(tmp_path / "chroma"))
-    index = sync_vector_index(folder, collection_name="verbs", chroma_client=client, embed_model=embedder,
-                              show_progress=False).index
+    folder, client, index = synced_folder(tmp_path, "verbs", embedder)
     assert isinstance(index, PassageIndex) and OLD in texts(index)
     EMBEDDED.clear()
     return folder, client, embedder, index

@@ -51,14 +51,19 @@ def same_graph(a: HippoGraphIndex, b: HippoGraphIndex) -> None:
         assert left[key] == right[key], key
 
 
+def synced_folder(tmp_path: Path, collection: str, embedder) -> tuple[Path, chromadb.ClientAPI, VectorStoreIndex]:
+    """The notes written to a folder and synced into a collection of a persistent Chroma store."""
+    folder = write_folder(tmp_path / "corpus")
+    client = chromadb.PersistentClient(path=str(tmp_path / "chroma"))
+    return folder, client, sync_vector_index(folder, collection_name=collection, chroma_client=client,
+                                             embed_model=embedder, show_progress=False).index
+
+
 @pytest.fixture
 def beside(tmp_path):
     """A folder synced into a persistent Chroma vector index, with a saved graph beside it reading it in place."""
     embedder = WordBagEmbedding()
-    folder = write_folder(tmp_path / "corpus")
-    client = chromadb.PersistentClient(path=str(tmp_path / "chroma"))
-    vector_index = sync_vector_index(folder, collection_name="app", chroma_client=client, embed_model=embedder,
-                                     show_progress=False).index
+    folder, client, vector_index = synced_folder(tmp_path, "app", embedder)
     graph = HippoGraphIndex.from_vector_index(vector_index, chroma_client=client, persist_dir=tmp_path / "graph",
                                               embed_model=embedder, show_progress=False)
     assert OLD in served(graph) and GONE in served(graph, "Where was Delbert Mann born?")
