@@ -27,6 +27,7 @@ from llama_index.core import Document, VectorStoreIndex
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.schema import NodeWithScore, TextNode
 from llama_index.core.storage.docstore import SimpleDocumentStore
+from llama_index.core.storage.docstore.types import RefDocInfo
 from llama_index.vector_stores.chroma import ChromaVectorStore
 
 from ..defaults import resolve_embed_model
@@ -74,6 +75,7 @@ from .sync import Removal, as_documents, commit_removal, detach_passages, known_
 from .synonymy import DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES, SynonymyRefresher
 
 if TYPE_CHECKING:
+    from llama_index.core.chat_engine.types import BaseChatEngine
     from llama_index.core.query_engine import RetrieverQueryEngine
 
     from ..retrievers.hippo_graph import HippoGraphRetriever
@@ -468,9 +470,29 @@ class HippoGraphIndex:
             self._commit(detach_passages(self.graph, self._synonymy, passage_ids), changed=True)
             return passage_ids
 
-    def delete_ref_doc(self, ref_doc_id: str) -> list[str]:
-        """LlamaIndex's name for :meth:`delete` of a document."""
+    def delete_ref_doc(self, ref_doc_id: str, delete_from_docstore: bool = True, **delete_kwargs: Any) -> list[str]:
+        """LlamaIndex's name for :meth:`delete` of a document. The document's hash always leaves the index's
+        docstore with it (``delete_from_docstore`` is accepted for LlamaIndex's signature): a hash kept for a
+        document the graph no longer holds would hide it when it comes back."""
         return self.delete(ref_doc_id)
+
+    def insert_nodes(self, nodes: Sequence[TextNode], show_progress: bool | None = None) -> list[str]:
+        """Index passage nodes as they are (LlamaIndex's ``insert_nodes``): each is extracted and embedded unless
+        the graph holds it already. Returns the ids of the passages added."""
+        return self._sync([], list(nodes), show_progress, None)[1]
+
+    def update_ref_doc(self, document: Document, show_progress: bool | None = None) -> None:
+        """LlamaIndex's ``update_ref_doc``: the document's passages replaced by its new version's (:meth:`insert`)."""
+        self.insert(document, show_progress=show_progress)
+
+    @property
+    def ref_doc_info(self) -> dict[str, RefDocInfo]:
+        """LlamaIndex's ``ref_doc_info``: each document the graph holds passages of, with their node ids."""
+        info: dict[str, RefDocInfo] = {}
+        for pid, record in self.graph.passages.items():
+            if record.ref_doc_id:
+                info.setdefault(record.ref_doc_id, RefDocInfo(node_ids=[])).node_ids.append(pid)
+        return {doc_id: RefDocInfo(node_ids=sorted(i.node_ids)) for doc_id, i in sorted(info.items())}
 
     # ------------------------------------------------------------------ persistence
 
@@ -572,6 +594,30 @@ class HippoGraphIndex:
         retriever_args = {k: kwargs.pop(k) for k in list(kwargs) if k in HippoGraphRetriever.ARGUMENTS}
         retriever = self.as_retriever(**retriever_args)
         return RetrieverQueryEngine.from_args(retriever, llm=llm, **kwargs)
+
+    def as_chat_engine(self, chat_mode: str = "condense_plus_context", llm: Any = None,
+                       **kwargs: Any) -> BaseChatEngine:
+        """A LlamaIndex chat engine answering from this index's retriever.
+
+        Args:
+            chat_mode: ``"condense_plus_context"`` (a follow-up is condensed into a standalone question first) or
+                ``"context"`` (each message retrieves as it is).
+            llm: the LlamaIndex LLM that answers (default: LlamaIndex's ``Settings.llm``).
+            **kwargs: retriever arguments (see ``HippoGraphRetriever``) and the chat engine's ``from_defaults``
+                arguments (``system_prompt``, ``memory``, ``node_postprocessors``, ...).
+
+        Raises:
+            ValueError: another chat mode.
+        """
+        from llama_index.core.chat_engine import CondensePlusContextChatEngine, ContextChatEngine
+
+        from ..retrievers.hippo_graph import HippoGraphRetriever
+
+        engines = {"condense_plus_context": CondensePlusContextChatEngine, "context": ContextChatEngine}
+        if chat_mode not in engines:
+            raise ValueError(f"chat_mode must be one of {', '.join(engines)}, got {chat_mode!r}")
+        retriever_args = {k: kwargs.pop(k) for k in list(kwargs) if k in HippoGraphRetriever.ARGUMENTS}
+        return engines[chat_mode].from_defaults(retriever=self.as_retriever(**retriever_args), llm=llm, **kwargs)
 
     def __repr__(self) -> str:
         return f"HippoGraphIndex(name={self.name!r}, {self.graph!r})"
