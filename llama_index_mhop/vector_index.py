@@ -187,8 +187,7 @@ class PassageIndex(VectorStoreIndex):
         """Write the new and changed ``documents`` in one marked write: a changed one's old passages go first."""
         documents = _distinct(documents)
         collection = passage_collection(self)
-        store = self.vector_store
-        with store.writing() if isinstance(store, GuardedChromaVectorStore) else collection_lock(collection).write():
+        with _writing(self):
             ids = [d.id_ for d in documents]
             rows = collection.get(where={"document_id": {"$in": ids}}, include=["metadatas"]) if ids else {}
             held = _documents_of(rows.get("metadatas") or [])
@@ -203,6 +202,14 @@ class PassageIndex(VectorStoreIndex):
         count("documents_indexed", len(changed))
         refreshed = {d.id_ for d in changed}
         return [doc.id_ in refreshed for doc in documents]
+
+
+def _writing(index: VectorStoreIndex) -> AbstractContextManager[Any]:
+    """A write to the index's collection: the guarded store's (lock and version row), else the lock alone."""
+    store = index.vector_store
+    if isinstance(store, GuardedChromaVectorStore):
+        return store.writing()
+    return collection_lock(passage_collection(index)).write()
 
 
 def passage_collection(index: VectorStoreIndex) -> Any:
@@ -462,8 +469,7 @@ def delete_documents(index: VectorStoreIndex, doc_ids: Sequence[str]) -> list[st
         UnknownDocumentError: an id matches no indexed document (the message lists the closest ones).
     """
     collection = passage_collection(index)
-    store = index.vector_store
-    with store.writing() if isinstance(store, GuardedChromaVectorStore) else collection_lock(collection).write():
+    with _writing(index):
         resolved = match_doc_ids(doc_ids, stored_documents(collection))
         for doc_id in resolved:
             collection.delete(where={"document_id": doc_id})

@@ -79,6 +79,7 @@ class VersionMarker:
         self.embedded = embedded
         self._warned_abandoned = False
         self._depth = 0  # writes nest (a sync's batches are LlamaIndex inserts): the outermost one marks
+        self._generation = 0  # the generation the outermost write started from
         self._key = str(getattr(log, "id", name))
         with _viewed_lock:
             if self._key not in _viewed:
@@ -95,36 +96,40 @@ class VersionMarker:
     def _write(self, version: Version) -> None:
         self.log.upsert(ids=[VERSION_ROW], embeddings=[[0.0]],
                         metadatas=[{"generation": version.generation, "writing": version.writing,
-                                    "heartbeat": version.heartbeat, "writer": os.getpid()}])
+                                    "heartbeat": version.heartbeat, "writer": version.writer}])
 
     @contextmanager
     def writing(self) -> Iterator[None]:
         """Mark a write for the ``with`` block. A write inside another (a batch of a sync) renews the outer one's
         heartbeat instead. The caller holds the collection's write lock, so one thread marks at a time."""
-        current = self.read()
-        self._write(Version(current.generation, True, time.time()))
+        if self._depth == 0:
+            self._generation = self.read().generation
+        self._write(Version(self._generation, True, time.time(), os.getpid()))
         self._depth += 1
+        failed = False
         try:
             yield
         except BaseException:
+            failed = True
+            raise
+        finally:
             self._depth -= 1
             if self._depth == 0:
-                try:
-                    self._finish(current.generation + 1)
-                except Exception:  # noqa: BLE001 - the store that failed the write may fail this too: its
-                    # heartbeat then lets readers on, and the write's own error is the one to report
-                    logger.warning("collection %s: could not mark the end of a failed write", self.name)
-            raise
-        self._depth -= 1
-        if self._depth == 0:
-            self._finish(current.generation + 1)
+                self._finish(self._generation + 1, failed)
 
-    def _finish(self, generation: int) -> None:
+    def _finish(self, generation: int, failed: bool) -> None:
         """End a write, also a failed one: what was written is a version (a sync resumes from it), and readers
         must not wait for a writer that has stopped."""
         with _viewed_lock:  # first: a reader of this process must never find a version it did not see
             _viewed[self._key] = generation
-        self._write(Version(generation, False, time.time()))
+        try:
+            self._write(Version(generation, False, time.time(), os.getpid()))
+        except Exception:
+            if not failed:
+                raise
+            # The store that failed the write may fail this too: the mark's heartbeat then lets readers on, and
+            # the write's own error is the one to report.
+            logger.warning("collection %s: could not mark the end of a failed write", self.name)
 
     def read_whole(self, search: Callable[[], T], wait: float = READER_WAIT) -> tuple[T, Version]:
         """``search()`` run until it began and ended on one unmarked version (waiting while a write runs), and
