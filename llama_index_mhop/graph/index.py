@@ -488,11 +488,11 @@ class HippoGraphIndex:
     @property
     def ref_doc_info(self) -> dict[str, RefDocInfo]:
         """LlamaIndex's ``ref_doc_info``: each document the graph holds passages of, with their node ids."""
-        info: dict[str, RefDocInfo] = {}
+        node_ids: dict[str, list[str]] = {}
         for pid, record in self.graph.passages.items():
             if record.ref_doc_id:
-                info.setdefault(record.ref_doc_id, RefDocInfo(node_ids=[])).node_ids.append(pid)
-        return {doc_id: RefDocInfo(node_ids=sorted(i.node_ids)) for doc_id, i in sorted(info.items())}
+                node_ids.setdefault(record.ref_doc_id, []).append(pid)
+        return {doc_id: RefDocInfo(node_ids=sorted(ids)) for doc_id, ids in sorted(node_ids.items())}
 
     # ------------------------------------------------------------------ persistence
 
@@ -589,11 +589,7 @@ class HippoGraphIndex:
         """
         from llama_index.core.query_engine import RetrieverQueryEngine
 
-        from ..retrievers.hippo_graph import HippoGraphRetriever
-
-        retriever_args = {k: kwargs.pop(k) for k in list(kwargs) if k in HippoGraphRetriever.ARGUMENTS}
-        retriever = self.as_retriever(**retriever_args)
-        return RetrieverQueryEngine.from_args(retriever, llm=llm, **kwargs)
+        return RetrieverQueryEngine.from_args(self._retriever_from(kwargs), llm=llm, **kwargs)
 
     def as_chat_engine(self, chat_mode: str = "condense_plus_context", llm: Any = None,
                        **kwargs: Any) -> BaseChatEngine:
@@ -611,13 +607,17 @@ class HippoGraphIndex:
         """
         from llama_index.core.chat_engine import CondensePlusContextChatEngine, ContextChatEngine
 
-        from ..retrievers.hippo_graph import HippoGraphRetriever
-
         engines = {"condense_plus_context": CondensePlusContextChatEngine, "context": ContextChatEngine}
         if chat_mode not in engines:
             raise ValueError(f"chat_mode must be one of {', '.join(engines)}, got {chat_mode!r}")
-        retriever_args = {k: kwargs.pop(k) for k in list(kwargs) if k in HippoGraphRetriever.ARGUMENTS}
-        return engines[chat_mode].from_defaults(retriever=self.as_retriever(**retriever_args), llm=llm, **kwargs)
+        return engines[chat_mode].from_defaults(retriever=self._retriever_from(kwargs), llm=llm, **kwargs)
+
+    def _retriever_from(self, kwargs: dict[str, Any]) -> HippoGraphRetriever:
+        """The retriever an engine answers from, built from the retriever arguments among an engine's ``kwargs``
+        (taken out of them; the rest are the engine's)."""
+        from ..retrievers.hippo_graph import HippoGraphRetriever
+
+        return self.as_retriever(**{k: kwargs.pop(k) for k in list(kwargs) if k in HippoGraphRetriever.ARGUMENTS})
 
     def __repr__(self) -> str:
         return f"HippoGraphIndex(name={self.name!r}, {self.graph!r})"
