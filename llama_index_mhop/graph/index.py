@@ -16,6 +16,7 @@ interrupted build resumes from its checkpoint: :meth:`HippoGraphIndex.from_docum
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from collections.abc import Sequence
@@ -23,11 +24,17 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from llama_index.core import Document, VectorStoreIndex
+from llama_index.core import Document, StorageContext, VectorStoreIndex
 from llama_index.core.base.embeddings.base import BaseEmbedding
-from llama_index.core.schema import NodeWithScore, TextNode
+from llama_index.core.callbacks import CallbackManager
+from llama_index.core.vector_stores.simple import DEFAULT_VECTOR_STORE
+from llama_index.core.graph_stores.simple import SimpleGraphStore
+from llama_index.core.indices.base import BaseIndex
+from llama_index.core.schema import BaseNode, ImageNode, NodeWithScore, TextNode
 from llama_index.core.storage.docstore import SimpleDocumentStore
 from llama_index.core.storage.docstore.types import RefDocInfo
+from llama_index.core.storage.index_store import SimpleIndexStore
+from llama_index.core.storage.index_store.types import DEFAULT_PERSIST_FNAME as INDEX_STORE_FNAME
 from llama_index.vector_stores.chroma import ChromaVectorStore
 
 from ..defaults import resolve_embed_model
@@ -59,19 +66,29 @@ from .knowledge_graph import (
 )
 from .lm_programs import load_lm_programs, save_lm_programs
 from .openie_file import report_stored_openie, with_stored_openie
+from .index_struct import HippoGraphStruct, register_index_class
 from .persistence import (
     CONFIG_FILE,
     GRAPH_FILE,
     INDEX_FORMAT_VERSION,
+    finish_reopen,
     index_config,
-    open_saved_index,
+    read_saved_index,
     save_index,
     saved_index_exists,
 )
 from .ppr import DEFAULT_DAMPING
 from .reconcile import Drift, find_drift
 from .state import EmptyIndexError, RetrievalState, VersionedState
-from .sync import Removal, as_documents, commit_removal, detach_passages, known_doc_ids, plan_sync
+from .sync import (
+    Removal,
+    as_documents,
+    commit_removal,
+    detach_passages,
+    known_doc_ids,
+    passages_by_document,
+    plan_sync,
+)
 from .synonymy import DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES, SynonymyRefresher
 
 if TYPE_CHECKING:
@@ -92,40 +109,99 @@ DEFAULT_INDEX_NAME = "hippo"
 logger = logging.getLogger(__name__)
 
 
+def _text_node(node: BaseNode) -> TextNode:
+    """A passage node, or a clear error for a node that is not a text passage (an image)."""
+    if not isinstance(node, TextNode) or isinstance(node, ImageNode):
+        raise TypeError(f"HippoGraphIndex indexes text passages; node {node.node_id} is a {type(node).__name__}")
+    return node
+
+
+def _saved_storage(root: Path) -> tuple[StorageContext | None, HippoGraphStruct]:
+    """The LlamaIndex storage context saved in ``root`` with the graph index's struct in it, or (an index saved
+    before it lived in one) no context and a new struct."""
+    if not (root / INDEX_STORE_FNAME).is_file():
+        return None, HippoGraphStruct(persist_dir=str(root.resolve()))
+    storage_context = StorageContext.from_defaults(persist_dir=str(root))
+    structs = [s for s in storage_context.index_store.index_structs() if isinstance(s, HippoGraphStruct)]
+    if len(structs) != 1:
+        raise ValueError(f"{root / INDEX_STORE_FNAME}: expected one graph index, found {len(structs)}: open it with "
+                         "load_index_from_storage(storage_context, index_id=...)")
+    return storage_context, structs[0]
+
+
 def _corpus(documents: Any) -> str | os.PathLike[str] | None:
     """The folder or file documents were read from (None: documents given as objects)."""
     return documents if isinstance(documents, str | os.PathLike) else None
 
 
-class HippoGraphIndex:
+class HippoGraphIndex(BaseIndex[HippoGraphStruct]):
     """HippoRAG 2's memory over Chroma: passage, entity and fact collections and the knowledge graph.
 
-    Build one with :meth:`from_documents`, reopen it with :meth:`from_persist_dir`, update it with :meth:`insert`
-    and :meth:`delete`, and query it with :meth:`as_retriever` or :meth:`as_query_engine`.
+    A LlamaIndex index: its struct lives in a ``StorageContext``'s index store, its document hashes in the
+    context's docstore, its passage collection is the context's vector store, and ``load_index_from_storage``
+    reopens it. The graph's own tables and arrays are saved beside LlamaIndex's files in ``persist_dir``.
+
+    Build one with :meth:`from_documents`, reopen it with :meth:`from_persist_dir` (or
+    ``load_index_from_storage``), change it with LlamaIndex's verbs (:meth:`insert`, :meth:`refresh_ref_docs`,
+    :meth:`delete_ref_doc`, ...), and query it with :meth:`as_retriever`, :meth:`as_query_engine` or
+    :meth:`as_chat_engine`.
 
     Example:
         >>> index = HippoGraphIndex.from_documents(documents, persist_dir="./hippo")  # doctest: +SKIP
         >>> nodes = index.as_retriever(similarity_top_k=5).retrieve("Who directed Lover Come Back?")  # doctest: +SKIP
+        >>> same = load_index_from_storage(StorageContext.from_defaults(persist_dir="./hippo"))  # doctest: +SKIP
     """
 
+    index_struct_cls = HippoGraphStruct
+
     def __init__(
-        self, *, chroma_client: Any, embed_model: BaseEmbedding, graph: KnowledgeGraph | None = None,
+        self, nodes: Sequence[BaseNode] | None = None, index_struct: HippoGraphStruct | None = None,
+        storage_context: StorageContext | None = None, *, chroma_client: Any = None,
+        embed_model: BaseEmbedding | None = None, graph: KnowledgeGraph | None = None,
         name: str = DEFAULT_INDEX_NAME, extractor: Extractor | None = None,
-        persist_dir: str | os.PathLike[str] | None = None, chroma_mode: str = "external",
+        persist_dir: str | os.PathLike[str] | None = None, chroma_mode: str | None = None,
         chunk_size: int = DEFAULT_CHUNK_SIZE, chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
         insert_batch_size: int = DEFAULT_INSERT_BATCH_SIZE, num_workers: int = 4, show_progress: bool = True,
         short_text_batch_size: int | None = DEFAULT_SHORT_TEXT_BATCH_SIZE,
         short_text_dtype: EmbedDType = DEFAULT_SHORT_TEXT_DTYPE,
         exact_synonymy_max_entities: int = DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES,
         collection_prefix: str | None = None, docstore: SimpleDocumentStore | None = None,
+        lm: Any = None, llm: Any = None, callback_manager: CallbackManager | None = None,
     ) -> None:
+        """An index over ``graph`` (default: an empty one) in ``chroma_client``'s collections, or, given the
+        ``index_struct`` of a saved index and no graph (``load_index_from_storage``), the saved index reopened.
+
+        Args:
+            nodes: passage nodes to index at once (:meth:`insert_nodes`).
+            index_struct: the index's struct; for a saved index, the one its storage context holds.
+            storage_context: the LlamaIndex storage the index lives in (default: a new one around its own
+                passage collection and docstore).
+            chroma_client: the Chroma client of the collections; for a saved index, default its own
+                ``persist_dir/chroma`` (see :meth:`from_persist_dir`), else a private in-memory store.
+            embed_model: the embedder; default ``Settings.embed_model`` if the app set one, else all-MiniLM-L6-v2.
+            persist_dir: where the index is saved; for a saved index, where its files are if they moved since
+                its struct was written.
+            lm, llm: the LM for OpenIE (unless ``extractor`` is given), as in :meth:`from_documents`.
+            The other arguments are :meth:`from_documents`'s.
+
+        Raises:
+            FileNotFoundError: a saved index's folder holds no index.
+            ValueError: a bad batch size, or a store without a saved index's collections.
+        """
+        if index_struct is not None and graph is None:  # load_index_from_storage: the saved index
+            self._reopen(index_struct, storage_context, chroma_client, embed_model, persist_dir, extractor, lm, llm,
+                         num_workers, show_progress, callback_manager)
+            return
         if insert_batch_size < 1:
             raise ValueError(f"insert_batch_size must be >= 1, got {insert_batch_size}")
         if num_workers < 1:
             raise ValueError(f"num_workers must be >= 1, got {num_workers}")
+        if chroma_client is None:
+            chroma_client, chroma_mode = resolve_client(None, persist_dir)
+            collection_prefix = collection_prefix or (unique_prefix(name) if chroma_mode == "ephemeral" else None)
         self.name = name
         self.graph = graph if graph is not None else KnowledgeGraph()
-        self.extractor: Extractor = extractor if extractor is not None else OpenIEExtractor()
+        self.extractor: Extractor = extractor if extractor is not None else OpenIEExtractor(lm=lm, llm=llm)
         self.fact_filter_program: Any = None  # a compiled fact filter program its retrievers start from (persisted)
         self.persist_dir = Path(persist_dir) if persist_dir is not None else None
         self.chunk_size = chunk_size
@@ -133,10 +209,8 @@ class HippoGraphIndex:
         self.insert_batch_size = insert_batch_size
         self.num_workers = num_workers
         self.show_progress = show_progress
-        self.stores = GraphStores(chroma_client, name, embed_model, short_text_batch_size, chroma_mode,
-                                  collection_prefix, short_text_dtype)
-        #: The document hashes of the sync rule (LlamaIndex's docstore; saved beside the graph).
-        self.docstore = docstore if docstore is not None else SimpleDocumentStore()
+        self.stores = GraphStores(chroma_client, name, resolve_embed_model(embed_model), short_text_batch_size,
+                                  chroma_mode or "external", collection_prefix, short_text_dtype)
         self._synonymy = SynonymyRefresher(self.stores, exact_synonymy_max_entities)
         self._timer = PhaseTimer()
         self._versions = VersionedState(self.graph, self.stores, before_load=self._refresh_synonymy,
@@ -144,6 +218,50 @@ class HippoGraphIndex:
         self._warned_drift = False
         self._dropped = Removal()  # what queries took out of the graph in memory, until the next change saves it
         self.stores.check_embedding_dimension()  # a store built with another embedder: refused before any write
+        index_struct = index_struct or HippoGraphStruct()
+        index_struct.persist_dir = None if self.persist_dir is None else str(self.persist_dir.resolve())
+        super().__init__(index_struct=index_struct, storage_context=self._in_storage(storage_context, docstore),
+                         callback_manager=callback_manager, show_progress=show_progress)
+        if nodes:
+            self.insert_nodes(nodes)
+
+    def _in_storage(self, storage_context: StorageContext | None,
+                    hashes: SimpleDocumentStore | None) -> StorageContext:
+        """The storage context the index lives in: the given one (its docstore takes the document hashes saved
+        with the graph, which are the truth), else one of its own; the passage collection is its vector store
+        unless it has one."""
+        if storage_context is None:
+            return StorageContext(docstore=hashes or SimpleDocumentStore(), index_store=SimpleIndexStore(),
+                                  vector_stores={DEFAULT_VECTOR_STORE: self.stores.vector_store},
+                                  graph_store=SimpleGraphStore())
+        if hashes is not None:
+            storage_context.docstore.set_document_hashes(
+                {doc_id: doc_hash for doc_id in passages_by_document(self.graph)
+                 if (doc_hash := hashes.get_document_hash(doc_id)) is not None})
+        if DEFAULT_VECTOR_STORE not in storage_context.vector_stores:
+            storage_context.add_vector_store(self.stores.vector_store, DEFAULT_VECTOR_STORE)
+        return storage_context
+
+    def _reopen(self, index_struct: HippoGraphStruct, storage_context: StorageContext | None, chroma_client: Any,
+                embed_model: BaseEmbedding | None, persist_dir: str | os.PathLike[str] | None,
+                extractor: Extractor | None, lm: Any, llm: Any, num_workers: int, show_progress: bool,
+                callback_manager: CallbackManager | None) -> None:
+        """Open the index saved in ``persist_dir`` (default the folder its struct names): every file is checked,
+        and the store is checked to hold the index's collections, before anything is written."""
+        folder = persist_dir if persist_dir is not None else index_struct.persist_dir
+        if folder is None:
+            raise ValueError(f"index {index_struct.index_id} was never saved: its struct names no folder; pass "
+                             "persist_dir= to load_index_from_storage")
+        saved = read_saved_index(Path(folder))
+        client, mode = saved.open_store(chroma_client)
+        embed_model = resolve_embed_model(embed_model)
+        saved.warn_if_other_embedder(embed_model)
+        self.__init__(index_struct=index_struct, storage_context=storage_context, chroma_client=client,
+                      embed_model=embed_model, graph=saved.graph, extractor=extractor, persist_dir=saved.root,
+                      chroma_mode=mode, lm=lm, llm=llm, num_workers=num_workers, show_progress=show_progress,
+                      docstore=saved.docstore, callback_manager=callback_manager, **saved.index_arguments())
+        finish_reopen(self, saved)
+        load_lm_programs(self, saved.root)  # the saved OpenIE and fact filter programs
 
     def _basis_folder(self) -> Path | None:
         """Where the walk's solved dense share is kept: beside a persisted index (see :mod:`.basis_files`)."""
@@ -226,6 +344,8 @@ class HippoGraphIndex:
         exact_synonymy_max_entities: int = DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES,
         on_batch_end: BatchHook | None = None,
         openie_results: str | os.PathLike[str] | None = None,
+        storage_context: StorageContext | None = None,
+        callback_manager: CallbackManager | None = None,
     ) -> HippoGraphIndex:
         """Index documents (a corpus path, see ``stores.load_documents``, or the passages of a Chroma-backed
         ``VectorStoreIndex`` with their stored embeddings) into a new or resumed index, by :meth:`insert`'s rule.
@@ -263,6 +383,9 @@ class HippoGraphIndex:
             on_batch_end: called as ``on_batch_end(batch_number, passages_done)`` after each checkpointed batch.
             openie_results: a HippoRAG ``openie_results_ner_<model>.json``: passages whose text it holds take their
                 extraction from it; the rest are extracted (the counts are logged at INFO).
+            storage_context: the app's LlamaIndex storage for the index (its docstore keeps the document hashes,
+                its index store the index's struct; default one of the index's own, saved in ``persist_dir``).
+            callback_manager: LlamaIndex's callbacks (default ``Settings.callback_manager``).
 
         Raises:
             CorpusError: no text to index.
@@ -281,7 +404,8 @@ class HippoGraphIndex:
             check_embedding_dimension(source, embed_model)
         if persist_dir is not None and saved_index_exists(Path(persist_dir)):
             index = cls.from_persist_dir(persist_dir, chroma_client=chroma_client, embed_model=embed_model, lm=lm,
-                                         llm=llm, show_progress=show_progress)  # with the saved OpenIE program
+                                         llm=llm, show_progress=show_progress,  # with the saved OpenIE program
+                                         storage_context=storage_context)
             index.extractor = with_stored_openie(extractor or index.extractor, openie_results)
             index._follow(source, docs, on_batch_end, _corpus(documents))
             return index
@@ -289,7 +413,8 @@ class HippoGraphIndex:
         client, mode = resolve_client(chroma_client, persist_dir)
         graph = KnowledgeGraph(synonymy_threshold=synonymy_threshold, synonymy_top_k=synonymy_top_k,
                                title_edge_weight=title_edge_weight)
-        index = cls(chroma_client=client, embed_model=embed_model, graph=graph, name=name, extractor=extractor,
+        index = cls(storage_context=storage_context, callback_manager=callback_manager,
+                    chroma_client=client, embed_model=embed_model, graph=graph, name=name, extractor=extractor,
                     persist_dir=persist_dir, chroma_mode=mode, chunk_size=chunk_size, chunk_overlap=chunk_overlap,
                     insert_batch_size=insert_batch_size, num_workers=num_workers, show_progress=show_progress,
                     short_text_batch_size=short_text_batch_size, short_text_dtype=short_text_dtype,
@@ -447,7 +572,7 @@ class HippoGraphIndex:
 
     def delete(self, doc_id: str) -> list[str]:
         """Remove a passage (by node id) or every passage of a document (by doc id, or by its file name when
-        that names one document).
+        that names one document), and the document's hash.
 
         The passage nodes, their edges, and the facts and entities no other passage supports leave the graph and
         the Chroma collections; synonym lists are repaired. Queries running in other threads meanwhile answer
@@ -460,30 +585,77 @@ class HippoGraphIndex:
             UnknownDocumentError: (a ``KeyError``) no passage or document has this id (the message lists close
                 matches), or a file name names several documents.
         """
+        return self._delete(doc_id, forget_hash=True)
+
+    def delete_ref_doc(self, ref_doc_id: str, delete_from_docstore: bool = False, **delete_kwargs: Any) -> list[str]:
+        """LlamaIndex's ``delete_ref_doc``: :meth:`delete` of a document, its hash leaving the storage context's
+        docstore only with ``delete_from_docstore`` (LlamaIndex's default keeps it; a kept hash never hides the
+        document later, since the graph trusts no hash of a document it holds no passage of)."""
+        return self._delete(ref_doc_id, forget_hash=delete_from_docstore)
+
+    async def adelete_ref_doc(self, ref_doc_id: str, delete_from_docstore: bool = False,
+                              **delete_kwargs: Any) -> list[str]:
+        """:meth:`delete_ref_doc` in a worker thread."""
+        return await asyncio.to_thread(self.delete_ref_doc, ref_doc_id, delete_from_docstore)
+
+    def _delete(self, doc_id: str, forget_hash: bool) -> list[str]:
         with self._writing(), self._versions.change():
             if doc_id in self.graph.passages:
                 passage_ids = [doc_id]
             else:
                 doc_id = resolve_doc_id(doc_id, known_doc_ids(self.docstore, self.graph))
                 passage_ids = self.graph.passages_of_document(doc_id)
-                self.docstore.delete_document(doc_id, raise_error=False)
+                if forget_hash:
+                    self.docstore.delete_document(doc_id, raise_error=False)
             self._commit(detach_passages(self.graph, self._synonymy, passage_ids), changed=True)
             return passage_ids
 
-    def delete_ref_doc(self, ref_doc_id: str, delete_from_docstore: bool = True, **delete_kwargs: Any) -> list[str]:
-        """LlamaIndex's name for :meth:`delete` of a document. The document's hash always leaves the index's
-        docstore with it (``delete_from_docstore`` is accepted for LlamaIndex's signature): a hash kept for a
-        document the graph no longer holds would hide it when it comes back."""
-        return self.delete(ref_doc_id)
+    def delete_nodes(self, node_ids: list[str], delete_from_docstore: bool = False,
+                     **delete_kwargs: Any) -> list[str]:
+        """LlamaIndex's ``delete_nodes``: these passages leave the graph and Chroma in one change (ids the graph
+        does not hold are skipped), and with ``delete_from_docstore`` their entries leave the docstore.
 
-    def insert_nodes(self, nodes: Sequence[TextNode], show_progress: bool | None = None) -> list[str]:
+        Returns:
+            The ids of the passages removed.
+        """
+        with self._writing(), self._versions.change():
+            passage_ids = [p for p in dict.fromkeys(node_ids) if p in self.graph.passages]
+            self._commit(detach_passages(self.graph, self._synonymy, passage_ids), changed=bool(passage_ids))
+        if delete_from_docstore:
+            for node_id in node_ids:
+                self.docstore.delete_document(node_id, raise_error=False)
+        return passage_ids
+
+    async def adelete_nodes(self, node_ids: list[str], delete_from_docstore: bool = False,
+                            **delete_kwargs: Any) -> list[str]:
+        """:meth:`delete_nodes` in a worker thread."""
+        return await asyncio.to_thread(self.delete_nodes, node_ids, delete_from_docstore)
+
+    def insert_nodes(self, nodes: Sequence[BaseNode], show_progress: bool | None = None,
+                     **insert_kwargs: Any) -> list[str]:
         """Index passage nodes as they are (LlamaIndex's ``insert_nodes``): each is extracted and embedded unless
         the graph holds it already. Returns the ids of the passages added."""
-        return self._sync([], list(nodes), show_progress, None)[1]
+        return self._sync([], [_text_node(n) for n in nodes], show_progress, None)[1]
 
-    def update_ref_doc(self, document: Document, show_progress: bool | None = None) -> None:
+    async def ainsert_nodes(self, nodes: Sequence[BaseNode], **insert_kwargs: Any) -> list[str]:
+        """:meth:`insert_nodes` in a worker thread."""
+        return await asyncio.to_thread(self.insert_nodes, nodes)
+
+    async def ainsert(self, document: Document, **insert_kwargs: Any) -> list[str]:
+        """:meth:`insert` in a worker thread."""
+        return await asyncio.to_thread(self.insert, document)
+
+    async def arefresh_ref_docs(self, documents: Sequence[Document], **update_kwargs: Any) -> list[bool]:
+        """:meth:`refresh_ref_docs` in a worker thread."""
+        return await asyncio.to_thread(self.refresh_ref_docs, documents)
+
+    def update_ref_doc(self, document: Document, show_progress: bool | None = None, **update_kwargs: Any) -> None:
         """LlamaIndex's ``update_ref_doc``: the document's passages replaced by its new version's (:meth:`insert`)."""
         self.insert(document, show_progress=show_progress)
+
+    async def aupdate_ref_doc(self, document: Document, **update_kwargs: Any) -> None:
+        """:meth:`update_ref_doc` in a worker thread."""
+        await asyncio.to_thread(self.update_ref_doc, document)
 
     @property
     def ref_doc_info(self) -> dict[str, RefDocInfo]:
@@ -514,9 +686,11 @@ class HippoGraphIndex:
         if target is None:
             raise ValueError("persist() needs a directory: pass persist_dir=")
         with store_lock(target), self._versions.lock:  # a complete version, never one a change is halfway through
+            self.persist_dir = target
+            self._index_struct.persist_dir = str(target.resolve())
+            self.storage_context.index_store.add_index_struct(self._index_struct)
             save_index(self, target)
             save_lm_programs(self, target)
-            self.persist_dir = target
         return target
 
     @classmethod
@@ -528,8 +702,10 @@ class HippoGraphIndex:
         lm: Any = None,
         llm: Any = None,
         show_progress: bool = True,
+        storage_context: StorageContext | None = None,
     ) -> HippoGraphIndex:
-        """Reopen an index saved by :meth:`persist` (or by a build with ``persist_dir``).
+        """Reopen an index saved by :meth:`persist` (or by a build with ``persist_dir``), in the storage context
+        saved beside it (``load_index_from_storage(StorageContext.from_defaults(persist_dir=...))`` is the same).
 
         Args:
             persist_dir: the directory :meth:`persist` wrote (the graph's edge arrays are memory-mapped read-only).
@@ -538,14 +714,17 @@ class HippoGraphIndex:
             embed_model: the embedder (it must be the one the index was built with); default
                 ``Settings.embed_model`` if the app set one, else all-MiniLM-L6-v2.
             lm, llm: the LM for OpenIE of later inserts.
+            storage_context: the app's storage context to reopen the index in, instead of the one saved beside it.
 
         Raises:
             FileNotFoundError: no saved index in ``persist_dir``.
             ValueError: an unknown format version, or Chroma collections that do not hold the graph's records.
         """
-        index = open_saved_index(cls, Path(persist_dir), chroma_client, resolve_embed_model(embed_model),
-                                 OpenIEExtractor(lm=lm, llm=llm), show_progress)
-        return load_lm_programs(index, Path(persist_dir))
+        root = Path(persist_dir)
+        saved_context, struct = _saved_storage(root)
+        storage_context = storage_context or saved_context
+        return cls(index_struct=struct, storage_context=storage_context, chroma_client=chroma_client,
+                   embed_model=embed_model, persist_dir=root, lm=lm, llm=llm, show_progress=show_progress)
 
     # ------------------------------------------------------------------ retrieval
 
@@ -619,5 +798,20 @@ class HippoGraphIndex:
 
         return self.as_retriever(**{k: kwargs.pop(k) for k in list(kwargs) if k in HippoGraphRetriever.ARGUMENTS})
 
+    # ------------------------------------------------------------------ LlamaIndex's abstract steps
+
+    def _build_index_from_nodes(self, nodes: Sequence[BaseNode], **build_kwargs: Any) -> HippoGraphStruct:
+        self.insert_nodes(nodes)
+        return self._index_struct
+
+    def _insert(self, nodes: Sequence[BaseNode], **insert_kwargs: Any) -> None:
+        self.insert_nodes(nodes)
+
+    def _delete_node(self, node_id: str, **delete_kwargs: Any) -> None:
+        self.delete_nodes([node_id])
+
     def __repr__(self) -> str:
         return f"HippoGraphIndex(name={self.name!r}, {self.graph!r})"
+
+
+register_index_class(HippoGraphIndex)

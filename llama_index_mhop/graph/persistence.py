@@ -11,11 +11,14 @@ still read, and written in the current format by their next save.
 from __future__ import annotations
 
 import logging
+import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from llama_index.core.storage.docstore import SimpleDocumentStore
+from llama_index.core.storage.storage_context import StorageContext
 
 from ..defaults import describe_client
 from ..embed_dtype import check_embed_dtype
@@ -26,8 +29,8 @@ from .graph_stores import CHROMA_DIR, DEFAULT_SHORT_TEXT_BATCH_SIZE, missing_col
 from .indexing import DEFAULT_INSERT_BATCH_SIZE
 from .json_files import check_field, check_value, read_json_object, string_map, triple_map, write_json
 from .knowledge_graph import KnowledgeGraph
-from .layout import CONFIG_FILE, GRAPH_DIR, GRAPH_FILE, LEGACY_GRAPH_FILE, saved_index_exists
-from .sync import DOCSTORE_FILE, docstore_from_dict, finish_removal, load_docstore
+from .layout import CONFIG_FILE, GRAPH_DIR, GRAPH_FILE, LEGACY_GRAPH_FILE, STORAGE_SCRATCH_DIR, saved_index_exists
+from .sync import DOCSTORE_FILE, docstore_from_dict, finish_removal, graph_hashes, load_docstore
 from .synonymy import DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES
 
 if TYPE_CHECKING:
@@ -41,7 +44,8 @@ __all__ = [
     "LEGACY_GRAPH_FILE",
     "SavedIndex",
     "index_config",
-    "open_saved_index",
+    "finish_reopen",
+    "persist_storage_context",
     "read_saved_index",
     "save_index",
     "saved_index_exists",
@@ -142,8 +146,15 @@ class SavedIndex:
             logger.warning("index %s was built with embedder %s, queried with %s", self.root, saved,
                            getattr(embed_model, "model_name", None))
 
-    def check_store(self, client: Any) -> None:
-        """Refuse a Chroma store without this index's collections, before anything is created in it."""
+    def open_store(self, chroma_client: Any) -> tuple[Any, str]:
+        """The Chroma client of the index and its mode (see ``graph_stores.saved_client``), checked to hold the
+        index's collections before anything is created in it."""
+        client, mode = saved_client(chroma_client, self.config.get("chroma", "local"), self.root)
+        self._check_store(client)
+        return client, mode
+
+    def _check_store(self, client: Any) -> None:
+        """Refuse a Chroma store without this index's collections."""
         name = self.config["name"]
         missing = missing_collections(client, self.index_arguments()["collection_prefix"] or name)
         if missing:
@@ -221,37 +232,43 @@ def index_config(index: HippoGraphIndex) -> dict[str, Any]:
 
 
 def save_index(index: HippoGraphIndex, target: Path) -> None:
-    """Write the graph with its document store, then the config, into ``target`` (copying an in-memory Chroma to
-    ``target/chroma`` first).
+    """Write the graph with its documents' hashes, then LlamaIndex's files of its storage context, then the config,
+    into ``target`` (copying an in-memory Chroma to ``target/chroma`` first).
 
-    The graph and the document store become visible together, in one atomic replace of ``tables.json``; the
-    config goes last, so a folder a first save was killed in holds no index yet (the next build starts it again,
+    The graph and its documents' hashes become visible together, in one atomic replace of ``tables.json`` (the
+    copy in the storage context's ``docstore.json`` is brought back in step with it on reopening); the config goes
+    last, so a folder a first save was killed in holds no index yet (the next build starts it again,
     resuming from the checkpoint), never half of one. The checkpoint goes once the graph holds everything it
     listed, and so do the files of older formats."""
     target.mkdir(parents=True, exist_ok=True)
     if index.stores.mode == "ephemeral":
         index.stores.copy_to(target / CHROMA_DIR, sorted(index.graph.passages))
-    index.graph.save(target / GRAPH_DIR, attached={"docstore": index.docstore.to_dict()})
+    index.graph.save(target / GRAPH_DIR, attached={"docstore": graph_hashes(index.docstore, index.graph).to_dict()})
+    persist_storage_context(index.storage_context, target)
     write_json(target / CONFIG_FILE, index_config(index))
     for done in (target / CHECKPOINT_FILE, target / LEGACY_GRAPH_FILE, target / DOCSTORE_FILE):
         done.unlink(missing_ok=True)
 
 
-def open_saved_index(cls: type[HippoGraphIndex], root: Path, chroma_client: Any, embed_model: Any, extractor: Any,
-                     show_progress: bool) -> HippoGraphIndex:
-    """Reopen the index saved in ``root`` (see ``HippoGraphIndex.from_persist_dir``): every file is checked, and
-    the store is checked to hold the index's collections, before anything is written; a removal a killed sync
-    left is then completed."""
-    saved = read_saved_index(root)
-    chroma_client, mode = saved_client(chroma_client, saved.config.get("chroma", "local"), root)
-    saved.check_store(chroma_client)
-    saved.warn_if_other_embedder(embed_model)
-    index = cls(chroma_client=chroma_client, embed_model=embed_model, graph=saved.graph, extractor=extractor,
-                persist_dir=root, chroma_mode=mode, show_progress=show_progress, docstore=saved.docstore,
-                **saved.index_arguments())
+def persist_storage_context(storage_context: StorageContext, target: Path) -> None:
+    """LlamaIndex's files of a storage context (``docstore.json``, ``index_store.json``, ...) written into
+    ``target``, each replaced whole: LlamaIndex writes them in place, so they are written into a scratch folder
+    first and renamed into ``target``, and a crash never leaves a truncated one."""
+    scratch = target / STORAGE_SCRATCH_DIR
+    shutil.rmtree(scratch, ignore_errors=True)  # one a killed save left (writers hold the store lock: never a live one)
+    storage_context.persist(persist_dir=scratch)
+    for written in sorted(scratch.iterdir()):
+        os.replace(written, target / written.name)
+    scratch.rmdir()
+
+
+def finish_reopen(index: HippoGraphIndex, saved: SavedIndex) -> None:
+    """What reopening an index does once it is built from ``saved``: the vector index collection it read in place
+    is found again, a removal a killed sync left is completed, and a store missing passages is refused."""
+    root = saved.root
     source = (saved.config.get("collections") or {}).get("passage_source")
     if source is not None:  # a collection of the index's own client: read in place, as when it was saved
-        index.stores.passage_source = _collection(chroma_client, source, root)
+        index.stores.passage_source = _collection(index.chroma_client, source, root)
     finish_removal(root, saved.graph, index.stores)
     # A vector index whose collection the graph reads in place may have synced first: no count to hold it to.
     stored = index.passages_collection.count()
@@ -260,7 +277,6 @@ def open_saved_index(cls: type[HippoGraphIndex], root: Path, chroma_client: Any,
             f"the Chroma collection {index.passages_collection.name!r} holds {stored} passages but the graph in "
             f"{root} has {saved.graph.num_passages}: pass the chroma_client the index was built with"
         )
-    return index
 
 
 def _collection(client: Any, name: str, root: Path) -> Any:

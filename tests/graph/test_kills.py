@@ -58,6 +58,13 @@ if kill_at == "before_config":  # the graph and its docstore saved, the config n
         out = real_save(self, *a, **k)
         die()
     persistence.KnowledgeGraph.save = save
+if kill_at == "amid_storage_files":  # LlamaIndex's docstore.json replaced, its index_store.json not yet
+    real_replace = os.replace
+    def replace(src, dst, *a, **k):
+        real_replace(src, dst, *a, **k)
+        if os.path.basename(str(dst)) == "docstore.json":
+            die()
+    os.replace = replace
 if kill_at == "before_chroma_delete":
     graph_sync.Removal.delete_from = lambda self, stores: die() if self else None
 
@@ -155,6 +162,8 @@ SCENARIOS = {
                                                 ["index", "{corpus}"], V2),
     "sync in the graph's batches": ("first_graph_batch", [["index", "{corpus}", "--graph"]],
                                     ["index", "{corpus}"], V2),
+    "sync amid LlamaIndex's storage files": ("amid_storage_files", [["index", "{corpus}", "--graph"]],
+                                            ["index", "{corpus}"], V2),
     "sync before its Chroma deletes": ("before_chroma_delete", [["index", "{corpus}", "--graph"]],
                                        ["index", "{corpus}"], V2),
     "delete between the passages and the graph": ("after_passage_delete", [["index", "{corpus}", "--graph"]],

@@ -1,0 +1,45 @@
+"""The graph index's place in LlamaIndex's storage: its index struct, and the registration that lets
+``load_index_from_storage`` reopen it.
+
+A ``StorageContext`` keeps what an index is in its index store, one index struct per index, and
+``load_index_from_storage`` maps each struct's type to the index class that opens it. The graph index's struct
+names the folder of its files (the graph's tables and memory-mapped arrays, its config, its LM programs): the
+graph itself stays there, saved atomically by every change, rather than in one JSON file of the storage context.
+LlamaIndex's type table is a plain mapping from type names, so the graph index adds its own name to it
+(:func:`register_index_class`, done once when :mod:`.index` is imported).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from llama_index.core.data_structs.data_structs import IndexStruct
+from llama_index.core.data_structs.registry import INDEX_STRUCT_TYPE_TO_INDEX_STRUCT_CLASS
+from llama_index.core.indices.registry import INDEX_STRUCT_TYPE_TO_INDEX_CLASS
+
+__all__ = ["HIPPO_GRAPH_STRUCT_TYPE", "HippoGraphStruct", "register_index_class"]
+
+#: The struct's type name in an index store's JSON.
+HIPPO_GRAPH_STRUCT_TYPE = "hippo_graph"
+
+
+@dataclass
+class HippoGraphStruct(IndexStruct):
+    """The graph index in an index store.
+
+    Attributes:
+        persist_dir: the folder of the graph's files (absolute), or None for an index kept in memory.
+    """
+
+    persist_dir: str | None = None
+
+    @classmethod
+    def get_type(cls) -> Any:  # LlamaIndex types this as its enum; its tables look the value up as a string
+        return HIPPO_GRAPH_STRUCT_TYPE
+
+
+def register_index_class(index_class: type) -> None:
+    """Let ``load_index_from_storage`` read the graph index's struct and reopen it with ``index_class``."""
+    INDEX_STRUCT_TYPE_TO_INDEX_STRUCT_CLASS[HIPPO_GRAPH_STRUCT_TYPE] = HippoGraphStruct  # type: ignore[index]
+    INDEX_STRUCT_TYPE_TO_INDEX_CLASS[HIPPO_GRAPH_STRUCT_TYPE] = index_class  # type: ignore[index]
