@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 from llama_index.core import Document, StorageContext, VectorStoreIndex
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.callbacks import CallbackManager
-from llama_index.core.vector_stores.simple import DEFAULT_VECTOR_STORE
 from llama_index.core.graph_stores.simple import SimpleGraphStore
 from llama_index.core.indices.base import BaseIndex
 from llama_index.core.schema import BaseNode, ImageNode, NodeWithScore, TextNode
@@ -35,6 +34,7 @@ from llama_index.core.storage.docstore import SimpleDocumentStore
 from llama_index.core.storage.docstore.types import RefDocInfo
 from llama_index.core.storage.index_store import SimpleIndexStore
 from llama_index.core.storage.index_store.types import DEFAULT_PERSIST_FNAME as INDEX_STORE_FNAME
+from llama_index.core.vector_stores.simple import DEFAULT_VECTOR_STORE
 from llama_index.vector_stores.chroma import ChromaVectorStore
 
 from ..defaults import resolve_embed_model
@@ -57,6 +57,7 @@ from .graph_stores import (
     unique_prefix,
     vector_index_collection,
 )
+from .index_struct import HippoGraphStruct, register_index_class
 from .indexing import DEFAULT_INSERT_BATCH_SIZE, BatchHook, BatchIndexer, PhaseTimer
 from .knowledge_graph import (
     DEFAULT_SYNONYMY_THRESHOLD,
@@ -66,7 +67,6 @@ from .knowledge_graph import (
 )
 from .lm_programs import load_lm_programs, save_lm_programs
 from .openie_file import report_stored_openie, with_stored_openie
-from .index_struct import HippoGraphStruct, register_index_class
 from .persistence import (
     CONFIG_FILE,
     GRAPH_FILE,

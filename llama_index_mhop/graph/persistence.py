@@ -29,7 +29,14 @@ from .graph_stores import CHROMA_DIR, DEFAULT_SHORT_TEXT_BATCH_SIZE, missing_col
 from .indexing import DEFAULT_INSERT_BATCH_SIZE
 from .json_files import check_field, check_value, read_json_object, string_map, triple_map, write_json
 from .knowledge_graph import KnowledgeGraph
-from .layout import CONFIG_FILE, GRAPH_DIR, GRAPH_FILE, LEGACY_GRAPH_FILE, STORAGE_SCRATCH_DIR, saved_index_exists
+from .layout import (
+    CONFIG_FILE,
+    GRAPH_DIR,
+    GRAPH_FILE,
+    LEGACY_GRAPH_FILE,
+    STORAGE_SCRATCH_DIR,
+    saved_index_exists,
+)
 from .sync import DOCSTORE_FILE, docstore_from_dict, finish_removal, graph_hashes, load_docstore
 from .synonymy import DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES
 
