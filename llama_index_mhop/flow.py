@@ -7,21 +7,21 @@ yields a request and receives the answer:
   inputs; the answer is the parsed value, or the LLM-free value when there is no LM or the LM fails;
 * :class:`Search`: a batch of search queries at one depth; the answer is one result list per query.
 
-:func:`run_flow` drives a flow with blocking calls, :func:`arun_flow` with awaited ones (a batch of searches runs
-concurrently), so the two paths cannot drift apart. Each LM step's outcome (``"lm"``, ``"llm_free"`` or
+:func:`run_flow` drives a flow with blocking calls, :func:`arun_flow` with awaited ones, so the two paths cannot
+drift apart. A :class:`Search` goes to the driver's search whole: a round's queries are embedded in one batch
+(:mod:`llama_index_mhop.query_batch`). Each LM step's outcome (``"lm"``, ``"llm_free"`` or
 ``"fallback"``) is recorded in the :class:`StepRecord` the driver is given.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
 from .lm import DEFAULT_LM_TIMEOUT, FallbackCounter, LMStep
 
-__all__ = ["Flow", "LMRequest", "Search", "StepRecord", "StepRunner", "arun_flow", "run_flow"]
+__all__ = ["Flow", "LMRequest", "Search", "SearchBatch", "StepRecord", "StepRunner", "arun_flow", "run_flow"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -93,28 +93,29 @@ def _send(flow: Flow[R], answer: Any) -> tuple[bool, Any]:
         return True, stop.value
 
 
-def run_flow(
-    flow: Flow[R], runner: StepRunner, record: StepRecord, search: Callable[[str, int], list[Any]]
-) -> R:
+#: Searches every query of a :class:`Search` (the queries, the depth): one result list per query.
+SearchBatch = Callable[[list[str], int], list[list[Any]]]
+
+
+def run_flow(flow: Flow[R], runner: StepRunner, record: StepRecord, search: SearchBatch) -> R:
     """Drive ``flow`` to its result with blocking LM steps and searches."""
     done, item = _send(flow, None)
     while not done:
         if isinstance(item, Search):
-            answer: Any = [search(query, item.k) for query in item.queries]
+            answer: Any = search(item.queries, item.k)
         else:
             answer = runner.run(item, record)
         done, item = _send(flow, answer)
     return item
 
 
-async def arun_flow(
-    flow: Flow[R], runner: StepRunner, record: StepRecord, asearch: Callable[[str, int], Awaitable[list[Any]]]
-) -> R:
-    """Drive ``flow`` to its result with awaited LM steps; the searches of one request run concurrently."""
+async def arun_flow(flow: Flow[R], runner: StepRunner, record: StepRecord,
+                    asearch: Callable[[list[str], int], Awaitable[list[list[Any]]]]) -> R:
+    """Drive ``flow`` to its result with awaited LM steps and searches."""
     done, item = _send(flow, None)
     while not done:
         if isinstance(item, Search):
-            answer: Any = list(await asyncio.gather(*(asearch(query, item.k) for query in item.queries)))
+            answer: Any = await asearch(item.queries, item.k)
         else:
             answer = await runner.arun(item, record)
         done, item = _send(flow, answer)

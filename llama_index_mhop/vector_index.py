@@ -14,7 +14,7 @@ import os
 import weakref
 from collections import Counter
 from collections.abc import Sequence
-from contextlib import AbstractContextManager, ExitStack, nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,14 +22,13 @@ from typing import Any
 from llama_index.core import Document, VectorStoreIndex
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.schema import BaseNode, TextNode
-from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryResult
 from llama_index.vector_stores.chroma import ChromaVectorStore
-from pydantic import PrivateAttr
 from tqdm.auto import tqdm
 
 from .chroma_batches import iter_all
 from .counters import count
-from .rwlock import collection_lock, note_read
+from .guarded_store import GuardedChromaVectorStore, sync_log
+from .rwlock import collection_lock
 from .stores import (
     DEFAULT_CHUNK_OVERLAP,
     DEFAULT_CHUNK_SIZE,
@@ -41,7 +40,6 @@ from .stores import (
     read_corpus,
 )
 from .sync import IncomingDocument, StoredDocument, SyncPlan, match_doc_ids, plan_sync
-from .version_marker import VersionMarker
 
 __all__ = [
     "DEFAULT_COLLECTION",
@@ -85,63 +83,6 @@ class EmbeddingDimensionError(ValueError):
 
 def _chroma_collection(client: Any, name: str) -> Any:
     return client.get_or_create_collection(name, metadata={"hnsw:space": "cosine"})
-
-
-class GuardedChromaVectorStore(ChromaVectorStore):
-    """A ``ChromaVectorStore`` whose searches read one whole version of the collection.
-
-    In this process a sync holds the collection's write lock for its whole change, so a query answers from the
-    corpus as it was before or after it; a sync or delete in another process marks the collection's version row
-    (:mod:`~llama_index_mhop.version_marker`), and a search that overlapped it waits and runs again. LlamaIndex's
-    own writes through this store (``insert``, ``delete_ref_doc``, ``refresh_ref_docs``) take the same lock and
-    mark the same row.
-    """
-
-    _marker: VersionMarker | None = PrivateAttr(default=None)
-
-    @classmethod
-    def over(cls, client: Any, collection: Any) -> GuardedChromaVectorStore:
-        """The guarded store of ``collection``, with the version row of its sync log in ``client``."""
-        store = cls(chroma_collection=collection)
-        settings = client.get_settings()
-        embedded = bool(settings.is_persistent and not settings.chroma_server_host)
-        store._marker = VersionMarker(_sync_log(client, collection.name), collection.name, embedded=embedded)
-        return store
-
-    def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
-        lock = collection_lock(self._collection)
-
-        def search() -> tuple[VectorStoreQueryResult, int]:
-            with lock.read():
-                return ChromaVectorStore.query(self, query, **kwargs), lock.generation
-
-        if self._marker is None:
-            result, generation = search()
-            note_read(lock, generation)
-        else:
-            (result, generation), version = self._marker.read_whole(search)
-            note_read(lock, generation, version.generation)
-        return result
-
-    async def aquery(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
-        # Waiting for a sync must not block the event loop; the read itself is quick.
-        return await asyncio.to_thread(self.query, query, **kwargs)
-
-    def writing(self) -> AbstractContextManager[None]:
-        """The collection's write lock in this process, and its version row marked for the others."""
-        stack = ExitStack()
-        stack.enter_context(collection_lock(self._collection).write())
-        if self._marker is not None:
-            stack.enter_context(self._marker.writing())
-        return stack
-
-    def add(self, nodes: list[BaseNode], **kwargs: Any) -> list[str]:
-        with self.writing():  # LlamaIndex's insert, and each batch of a sync
-            return super().add(nodes, **kwargs)
-
-    def delete(self, ref_doc_id: str, **kwargs: Any) -> None:
-        with self.writing():  # LlamaIndex's delete_ref_doc
-            super().delete(ref_doc_id, **kwargs)
 
 
 class PassageIndex(VectorStoreIndex):
@@ -384,15 +325,9 @@ def _unread_doc_ids(collection: Any, skipped: Sequence[SkippedFile], source_key:
     return unread
 
 
-def _sync_log(client: Any, collection_name: str) -> Any:
-    # Chroma refuses metadata changes on a collection created with a distance function, so the time and counts of
-    # the last sync live in a one-row collection beside it.
-    return client.get_or_create_collection(f"{collection_name}.sync")
-
-
 def _record_sync(client: Any, collection_name: str, plan: SyncPlan) -> None:
     at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    _sync_log(client, collection_name).upsert(ids=["last"], embeddings=[[0.0]],
+    sync_log(client, collection_name).upsert(ids=["last"], embeddings=[[0.0]],
                                                 metadatas=[{"at": at, **plan.counts()}])
 
 
@@ -407,7 +342,7 @@ def describe_collection(client: Any, collection_name: str = DEFAULT_COLLECTION) 
         raise CorpusError(f"no Chroma collection {collection_name!r}; index a corpus first (mhop index PATH)")
     collection = client.get_collection(collection_name)
     held = stored_documents(collection)
-    last = _sync_log(client, collection_name).get(ids=["last"], include=["metadatas"])["metadatas"]
+    last = sync_log(client, collection_name).get(ids=["last"], include=["metadatas"])["metadatas"]
     return {
         "collection": collection_name,
         "documents": len(held),

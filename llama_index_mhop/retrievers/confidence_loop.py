@@ -24,10 +24,10 @@ from collections.abc import Callable
 from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
-from llama_index.core.schema import NodeWithScore
 
 from ..flow import StepRunner
 from ..lm import FallbackCounter
+from ..query_batch import BatchSearcher
 from .base import ProgramRetriever
 from .confidence_config import ConfidenceLoopConfig
 from .confidence_program import (
@@ -100,6 +100,7 @@ class ConfidenceLoopRetriever(ProgramRetriever):
         self._base_retriever = base_retriever
         self._retriever_factory = retriever_factory
         self._retrievers: dict[int, BaseRetriever] = {}
+        self._searcher = BatchSearcher(self._retriever_for, keep=lambda results, k: list(results)[:k])
         self.fallback_counts = FallbackCounter()
         super().__init__(**kwargs)
 
@@ -132,7 +133,7 @@ class ConfidenceLoopRetriever(ProgramRetriever):
 
     def _build_program(self) -> ConfidenceLoopModule:
         runner = StepRunner(self.lm, self.fallback_counts, self.config.lm_timeout)
-        return ConfidenceLoopModule(self.config, self._search, self._asearch, runner, self._verbose)
+        return ConfidenceLoopModule(self.config, self._searcher.search, self._searcher.asearch, runner, self._verbose)
 
     def _step_predictors(self) -> dict[str, Any]:
         program = self.program
@@ -146,8 +147,3 @@ class ConfidenceLoopRetriever(ProgramRetriever):
             self._retrievers[k] = self._retriever_factory(k)
         return self._retrievers[k]
 
-    def _search(self, query: str, k: int) -> list[NodeWithScore]:
-        return list(self._retriever_for(k).retrieve(query))[:k]
-
-    async def _asearch(self, query: str, k: int) -> list[NodeWithScore]:
-        return list(await self._retriever_for(k).aretrieve(query))[:k]

@@ -49,8 +49,8 @@ STEP_CONFIDENCE = "confidence_evaluator"
 STEP_TARGETED = "targeted_query_generator"
 STEP_RERANK = "listwise_document_reranker"
 
-SearchFn = Callable[[str, int], list[NodeWithScore]]
-AsyncSearchFn = Callable[[str, int], Awaitable[list[NodeWithScore]]]
+SearchFn = Callable[[list[str], int], list[list[NodeWithScore]]]
+AsyncSearchFn = Callable[[list[str], int], Awaitable[list[list[NodeWithScore]]]]
 
 
 class _Shared:
@@ -104,7 +104,7 @@ class ConfidenceLoopModule(dspy.Module):
 
     Args:
         config: the loop's settings.
-        search: ``(query, k) -> nodes``, the blocking search (``forward`` needs it).
+        search: ``(queries, k) -> one node list per query``, the blocking search (``forward`` needs it).
         asearch: the awaitable search (``aforward`` needs it).
         runner: the LM, fallback counter and timeout of the LM steps (LLM-free when None).
         verbose: log each round's queries at INFO.

@@ -25,8 +25,9 @@ from llama_index.core.schema import NodeWithScore
 
 from ..bridges import link_passages
 from ..confidence_strategies import PassageView
-from ..flow import Flow, Search, StepRecord, arun_flow, run_flow
+from ..flow import Flow, Search, SearchBatch, StepRecord, arun_flow, run_flow
 from ..fusion import anchored_fusion, reciprocal_rank_fusion
+from ..query_batch import BatchSearcher
 from ..query_transforms import PERSPECTIVES_STEP, PerspectiveQueryTransform
 from .base import ProgramRetriever, query_text
 from .rrf_config import RRFFusionConfig
@@ -40,8 +41,8 @@ class _Shared:
     """The transform and the searches a module uses but does not own: shared, never copied, when DSPy copies
     the module for an optimizer."""
 
-    def __init__(self, transform: PerspectiveQueryTransform, search: Callable[[str, int], list[NodeWithScore]] | None,
-                 asearch: Callable[[str, int], Awaitable[list[NodeWithScore]]] | None) -> None:
+    def __init__(self, transform: PerspectiveQueryTransform, search: SearchBatch | None,
+                 asearch: Callable[[list[str], int], Awaitable[list[list[NodeWithScore]]]] | None) -> None:
         self.transform = transform
         self.search = search
         self.asearch = asearch
@@ -60,8 +61,8 @@ class RRFFusionModule(dspy.Module):
     def __init__(
         self,
         transform: PerspectiveQueryTransform,
-        search: Callable[[str, int], list[NodeWithScore]] | None = None,
-        asearch: Callable[[str, int], Awaitable[list[NodeWithScore]]] | None = None,
+        search: SearchBatch | None = None,
+        asearch: Callable[[list[str], int], Awaitable[list[list[NodeWithScore]]]] | None = None,
         config: RRFFusionConfig | None = None,
     ) -> None:
         super().__init__()
@@ -90,13 +91,17 @@ class RRFFusionModule(dspy.Module):
         context: list[NodeWithScore] = []
         trace: dict[str, Any] = {"query": query, "iterations": []}
         settings = self.config
-        # The query's own ranking: the anchor no perspective may dilute.
-        (anchor_results,) = yield Search([query], settings.similarity_top_k)
-        anchor = self._anchor(anchor_results, nodes, trace)
-        for _ in range(settings.num_iterations):
+        anchor: list[str] = []
+        for iteration in range(settings.num_iterations):
             # Perspectives informed by the previous iteration's top passages, k passages for each.
             perspectives = yield self._shared.transform.step(query, context, program=self.perspectives)
-            results = yield Search(perspectives, settings.perspective_top_k)
+            if iteration == 0:
+                # The query's own ranking, the anchor no perspective may dilute: one batch with the first
+                # perspectives (which see no passage yet).
+                anchor_results, *results = yield Search([query, *perspectives], settings.search_depth)
+                anchor = self._anchor(anchor_results, nodes, trace)
+            else:
+                results = yield Search(perspectives, settings.perspective_top_k)
             rankings = [self._ranking(r, nodes) for r in results]  # perspective order: ties resolve alike
             # Fuse every list so far; carry the top passages over, the best of them as the next context.
             lists.extend(rankings)
@@ -173,6 +178,7 @@ class RRFFusionRetriever(ProgramRetriever):
     ) -> None:
         self.base_retriever = base_retriever
         self.query_transform = query_transform  # the default one is built once the LM is resolved
+        self._searcher = BatchSearcher(lambda k: self.base_retriever)  # one depth: the flow cuts each list
         super().__init__(**kwargs)
 
     @classmethod
@@ -187,7 +193,7 @@ class RRFFusionRetriever(ProgramRetriever):
 
     def _build_program(self) -> RRFFusionModule:
         self.query_transform = self.query_transform or PerspectiveQueryTransform(lm=self.lm)
-        return RRFFusionModule(self.query_transform, self._search, self._asearch, self.config)
+        return RRFFusionModule(self.query_transform, self._searcher.search, self._searcher.asearch, self.config)
 
     def _step_predictors(self) -> dict[str, Any]:
         return {PERSPECTIVES_STEP: self.program.perspectives.generate}
@@ -196,9 +202,3 @@ class RRFFusionRetriever(ProgramRetriever):
     def fallback_counts(self) -> Any:
         """How often the perspective LM step fell back to the LLM-free strategy."""
         return self.query_transform.fallback_counts
-
-    def _search(self, query: str, k: int) -> list[NodeWithScore]:
-        return self.base_retriever.retrieve(query)
-
-    async def _asearch(self, query: str, k: int) -> list[NodeWithScore]:
-        return await self.base_retriever.aretrieve(query)

@@ -9,7 +9,12 @@ import shutil
 
 import chromadb
 import pytest
-from llama_index.core import StorageContext, VectorStoreIndex, load_index_from_storage, load_indices_from_storage
+from llama_index.core import (
+    StorageContext,
+    VectorStoreIndex,
+    load_index_from_storage,
+    load_indices_from_storage,
+)
 from llama_index.core.indices.base import BaseIndex
 from llama_index.vector_stores.chroma import ChromaVectorStore
 

@@ -1,0 +1,178 @@
+"""Where each flow's query time goes, step by step, LLM-free, against ``vector`` measured in the same run.
+
+Every registered retriever named is built over one dataset (``mhop bench``'s shared Chroma index and graph) and
+asked every question for ``--rounds`` rounds, the retrievers interleaved per question so that all see the same
+machine load. Each step is timed where the flows call it (a wrapper on the function or method, counting only
+the outermost call of a step, so a step that calls itself is not counted twice):
+
+- query embedding: the embedder's query path (one query, or a round's batch);
+- chroma: Chroma queries (LlamaIndex's vector store's, a round's together) with the version check around them;
+- perspective rules, bridge linking, fusion: seed 000's LLM-free perspectives, bridge hops and RRF;
+- confidence rules: seed 001's entity chains, confidence check, gap queries and listwise rerank;
+- graph: the graph retriever's fact scoring (``_candidates``), fact filter (``_recognise``) and walk (``_rank``).
+
+Steps nest only where one flow's step calls another's (bridge linking reads passage views, say), never a step
+in itself. ``other`` is a query's time outside every step: the retriever's own Python, LlamaIndex's dispatch.
+
+Usage:
+    python benchmarks/flow_steps.py --dataset ../shared/datasets/hotpotqa-100 \\
+        --retrievers vector,rrf_fusion,confidence_loop,hippo_graph [--limit 100] [--rounds 2] [--threads 2] \\
+        [--work-dir .mhop/bench] --out benchmarks/results/flow-steps.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import statistics
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from result_file import measured_on, write_result
+
+#: step: the places it is timed, as (module, attribute path).
+STEPS: dict[str, list[tuple[str, str]]] = {
+    "query embedding": [("llama_index.core.base.embeddings.base", "BaseEmbedding.get_query_embedding"),
+                        ("llama_index_mhop.query_batch", "embed_queries")],
+    "chroma": [("llama_index.vector_stores.chroma.base", "ChromaVectorStore.query"),
+               ("llama_index_mhop.guarded_store", "GuardedChromaVectorStore._query_together"),
+               ("llama_index_mhop.version_marker", "VersionMarker.read_whole")],
+    "perspective rules": [("llama_index_mhop.query_transforms", "heuristic_perspectives")],
+    "bridge linking": [("llama_index_mhop.retrievers.rrf_fusion", "link_passages")],
+    "fusion": [("llama_index_mhop.retrievers.rrf_fusion", "anchored_fusion"),
+               ("llama_index_mhop.retrievers.rrf_fusion", "reciprocal_rank_fusion")],
+    "confidence rules": [("llama_index_mhop.retrievers.confidence_program", name) for name in
+                         ("analyze_query", "assess_confidence", "targeted_queries", "listwise_rerank")],
+    "graph fact scoring": [("llama_index_mhop.retrievers.hippo_graph", "HippoGraphRetriever._candidates")],
+    "graph fact filter": [("llama_index_mhop.retrievers.hippo_graph", "HippoGraphRetriever._recognise")],
+    "graph walk": [("llama_index_mhop.retrievers.hippo_graph", "HippoGraphRetriever._rank")],
+}
+
+
+class StepClock:
+    """Milliseconds per step of the query running now, the outermost call of each step counted."""
+
+    def __init__(self) -> None:
+        self.ms: dict[str, float] = defaultdict(float)
+        self._depth: dict[str, int] = defaultdict(int)
+        self._lock = threading.Lock()
+
+    def wrap(self, step: str, function: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                self._depth[step] += 1
+                outermost = self._depth[step] == 1
+            start = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                elapsed = (time.perf_counter() - start) * 1000.0
+                with self._lock:
+                    self._depth[step] -= 1
+                    if outermost:
+                        self.ms[step] += elapsed
+
+        timed.__wrapped__ = function  # type: ignore[attr-defined]
+        return timed
+
+    def install(self) -> list[str]:
+        """Wrap every step's places; returns the places that do not exist in this version of the code."""
+        missing = []
+        for step, places in STEPS.items():
+            for module_name, path in places:
+                try:
+                    owner: Any = importlib.import_module(module_name)
+                except ModuleNotFoundError:  # an older version of the package, measured for comparison
+                    missing.append(f"{module_name}:{path}")
+                    continue
+                *parents, name = path.split(".")
+                for parent in parents:
+                    owner = getattr(owner, parent)
+                if not hasattr(owner, name):
+                    missing.append(f"{module_name}:{path}")
+                    continue
+                setattr(owner, name, self.wrap(step, getattr(owner, name)))
+        return missing
+
+    def take(self) -> dict[str, float]:
+        out, self.ms = dict(self.ms), defaultdict(float)
+        return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dataset", required=True)
+    parser.add_argument("--retrievers", default="vector,rrf_fusion,confidence_loop,hippo_graph")
+    parser.add_argument("--limit", type=int)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=2, help="torch threads")
+    parser.add_argument("--work-dir", type=Path, default=Path(".mhop/bench"))
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+
+    import torch
+
+    torch.set_num_threads(args.threads)
+    from llama_index_mhop.bench.context import BenchContext, passage_documents
+    from llama_index_mhop.bench.loaders import load_dataset
+    from llama_index_mhop.bench.registry import get_retriever_spec
+    from llama_index_mhop.defaults import default_chroma_client, default_embed_model
+
+    dataset = load_dataset(args.dataset, limit=args.limit)
+    names = args.retrievers.split(",")
+    context = BenchContext(passage_documents(dataset.passages), embed_model=default_embed_model(),
+                           chroma_client=default_chroma_client(args.work_dir / "chroma"), work_dir=args.work_dir,
+                           top_k=21)
+    retrievers = {name: get_retriever_spec(name).factory(context) for name in names}
+    clock = StepClock()
+    missing = clock.install()
+    load = [os.getloadavg()]
+    for retriever in retrievers.values():  # warm-up: model, caches, the graph's state
+        retriever.retrieve(dataset.questions[0].text)
+    clock.take()
+
+    totals: dict[str, list[float]] = defaultdict(list)
+    steps: dict[str, dict[str, list[float]]] = {name: defaultdict(list) for name in names}
+    for _ in range(args.rounds):
+        for question in dataset.questions:
+            for name, retriever in retrievers.items():
+                start = time.perf_counter()
+                retriever.retrieve(question.text)
+                total = (time.perf_counter() - start) * 1000.0
+                taken = clock.take()
+                totals[name].append(total)
+                for step in STEPS:
+                    steps[name][step].append(taken.get(step, 0.0))
+                steps[name]["other"].append(max(0.0, total - sum(taken.values())))
+
+    load.append(os.getloadavg())
+    vector_p50 = statistics.median(totals["vector"]) if "vector" in totals else None
+    result: dict[str, Any] = {
+        "dataset": args.dataset, "questions": len(dataset.questions), "rounds": args.rounds,
+        "threads": args.threads, "untimed_places": missing,
+        **measured_on(load, "torch", "chromadb", "llama-index-core"),
+        "retrievers": {},
+    }
+    for name in names:
+        p50 = statistics.median(totals[name])
+        result["retrievers"][name] = {
+            "p50_ms": round(p50, 2),
+            "mean_ms": round(statistics.fmean(totals[name]), 2),
+            "x_vector_p50": round(p50 / vector_p50, 2) if vector_p50 else None,
+            "mean_ms_by_step": {step: round(statistics.fmean(v), 2) for step, v in steps[name].items()
+                                if any(v)},
+        }
+    for name, row in result["retrievers"].items():
+        parts = ", ".join(f"{s} {ms}" for s, ms in sorted(row["mean_ms_by_step"].items(), key=lambda x: -x[1]))
+        print(f"{name:18s} p50 {row['p50_ms']:8.1f} ms  x{row['x_vector_p50']}  ({parts})")
+    write_result(result, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,155 @@
+"""The package's Chroma vector store: every search reads one whole version of the collection, and a flow's round
+of searches can be answered from one Chroma call.
+
+In this process a sync holds the collection's write lock for its whole change, so a query answers from the corpus
+as it was before or after it; a sync or delete in another process marks the collection's version row
+(:mod:`~llama_index_mhop.version_marker`), and a search that overlapped it waits and runs again. LlamaIndex's own
+writes through the store (``insert``, ``delete_ref_doc``, ``refresh_ref_docs``) take the same lock and mark the same
+row.
+
+:meth:`GuardedChromaVectorStore.answering` serves a round: the round's queries go to Chroma together (one
+collection query with every query embedding, one version check), and each retriever's own ``query`` of them, made
+through LlamaIndex's retriever as usual, takes its answer from that call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, ExitStack, contextmanager
+from typing import Any
+
+from llama_index.core.schema import BaseNode
+from llama_index.core.vector_stores.types import (
+    VectorStoreQuery,
+    VectorStoreQueryMode,
+    VectorStoreQueryResult,
+)
+from llama_index.core.vector_stores.utils import metadata_dict_to_node
+from llama_index.vector_stores.chroma import ChromaVectorStore
+from pydantic import PrivateAttr
+
+from .rwlock import collection_lock, note_read
+from .version_marker import VersionMarker
+
+__all__ = ["GuardedChromaVectorStore", "sync_log"]
+
+
+def sync_log(client: Any, collection_name: str) -> Any:
+    """The one-row collection beside a passage collection: the last sync's time and counts, and the version row.
+
+    Chroma refuses metadata changes on a collection created with a distance function, hence a collection."""
+    return client.get_or_create_collection(f"{collection_name}.sync")
+
+
+def _plain(query: VectorStoreQuery) -> bool:
+    """A dense top-k search without filters: what one batched Chroma query answers exactly."""
+    return (query.query_embedding is not None and query.mode == VectorStoreQueryMode.DEFAULT
+            and query.filters is None and not query.node_ids and not query.doc_ids)
+
+
+class GuardedChromaVectorStore(ChromaVectorStore):
+    """A ``ChromaVectorStore`` whose searches read one whole version of the collection (see the module docstring)."""
+
+    _marker: VersionMarker | None = PrivateAttr(default=None)
+    _answers: list[tuple[VectorStoreQuery, VectorStoreQueryResult]] = PrivateAttr(default_factory=list)
+    _answers_lock: Any = PrivateAttr(default_factory=threading.Lock)
+
+    @classmethod
+    def over(cls, client: Any, collection: Any) -> GuardedChromaVectorStore:
+        """The guarded store of ``collection``, with the version row of its sync log in ``client``."""
+        store = cls(chroma_collection=collection)
+        settings = client.get_settings()
+        embedded = bool(settings.is_persistent and not settings.chroma_server_host)
+        store._marker = VersionMarker(sync_log(client, collection.name), collection.name, embedded=embedded)
+        return store
+
+    def _guarded(self, search: Any) -> Any:
+        """``search()`` under the collection's read lock, at one version of the collection (noted for the
+        retrieval running it, see :mod:`~llama_index_mhop.rwlock`)."""
+        lock = collection_lock(self._collection)
+
+        def locked() -> tuple[Any, int]:
+            with lock.read():
+                return search(), lock.generation
+
+        if self._marker is None:
+            result, generation = locked()
+            note_read(lock, generation)
+        else:
+            (result, generation), version = self._marker.read_whole(locked)
+            note_read(lock, generation, version.generation)
+        return result
+
+    def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
+        if not kwargs:
+            with self._answers_lock:
+                for position, (asked, answer) in enumerate(self._answers):
+                    if asked == query:
+                        del self._answers[position]
+                        return answer
+        return self._guarded(lambda: ChromaVectorStore.query(self, query, **kwargs))
+
+    async def aquery(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
+        # Waiting for a sync must not block the event loop; the read itself is quick.
+        return await asyncio.to_thread(self.query, query, **kwargs)
+
+    @contextmanager
+    def answering(self, queries: Sequence[VectorStoreQuery]) -> Iterator[None]:
+        """Within the block, a ``query`` equal to one of ``queries`` is answered from one Chroma call made now for
+        all of them (the plain dense top-k ones; any other goes to Chroma as usual). Answers left unused go with
+        the block."""
+        plain = [q for q in queries if _plain(q)]
+        if len(plain) < 2:
+            yield
+            return
+        by_depth: dict[int, list[VectorStoreQuery]] = {}
+        for query in plain:  # one depth a call: Chroma's HNSW search widens with the depth asked
+            by_depth.setdefault(query.similarity_top_k, []).append(query)
+        groups = list(by_depth.values())
+        found = self._guarded(lambda: [self._query_together(group) for group in groups])
+        answers = [pair for group, results in zip(groups, found, strict=True)
+                   for pair in zip(group, results, strict=True)]
+        with self._answers_lock:
+            self._answers.extend(answers)
+        try:
+            yield
+        finally:
+            with self._answers_lock:
+                self._answers = [a for a in self._answers if all(a is not mine for mine in answers)]
+
+    def _query_together(self, queries: list[VectorStoreQuery]) -> list[VectorStoreQueryResult]:
+        """The top k of queries of one depth k from one collection query, each read as ``ChromaVectorStore.query``
+        reads its result: the node from its metadata, the similarity ``exp(-distance)``. A passage several queries
+        find is read into a node once (the queries of a round overlap: a third to a half of their results)."""
+        found = self._collection.query(query_embeddings=[q.query_embedding for q in queries],
+                                       n_results=queries[0].similarity_top_k,
+                                       include=["documents", "metadatas", "distances"])
+        nodes: dict[str, BaseNode] = {}
+        results = []
+        for ids, texts, metas, distances in zip(found["ids"], found["documents"], found["metadatas"],
+                                                found["distances"], strict=True):
+            for node_id, text, meta in zip(ids, texts, metas, strict=True):
+                if node_id not in nodes:
+                    nodes[node_id] = metadata_dict_to_node(meta, text=text)
+            results.append(VectorStoreQueryResult(nodes=[nodes[i] for i in ids],
+                                                  similarities=[math.exp(-d) for d in distances], ids=list(ids)))
+        return results
+
+    def writing(self) -> AbstractContextManager[None]:
+        """The collection's write lock in this process, and its version row marked for the others."""
+        stack = ExitStack()
+        stack.enter_context(collection_lock(self._collection).write())
+        if self._marker is not None:
+            stack.enter_context(self._marker.writing())
+        return stack
+
+    def add(self, nodes: list[BaseNode], **kwargs: Any) -> list[str]:
+        with self.writing():  # LlamaIndex's insert, and each batch of a sync
+            return super().add(nodes, **kwargs)
+
+    def delete(self, ref_doc_id: str, **kwargs: Any) -> None:
+        with self.writing():  # LlamaIndex's delete_ref_doc
+            super().delete(ref_doc_id, **kwargs)

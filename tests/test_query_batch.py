@@ -1,0 +1,129 @@
+"""A flow's round of searches is embedded in one call and answered from one Chroma query, and the flows rank
+exactly as they do searching one query at a time."""
+
+from __future__ import annotations
+
+import asyncio
+
+import chromadb
+import numpy as np
+import pytest
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+from llama_index.core.vector_stores.types import VectorStoreQuery
+
+from llama_index_mhop import ConfidenceLoopRetriever, RRFFusionRetriever
+from llama_index_mhop.guarded_store import GuardedChromaVectorStore
+from llama_index_mhop.query_batch import BatchSearcher, QueryVectors, embed_queries
+from tests.word_bag import WordBagEmbedding
+
+
+class CountingWordBag(WordBagEmbedding):
+    """Counts the queries it embeds."""
+
+    queries: int = 0
+
+    def _get_query_embedding(self, query: str) -> list[float]:
+        self.queries += 1
+        return self._vector(query)
+
+
+class OneAtATime(BaseRetriever):
+    """A retriever that hides its inner vector retriever: the flows search it one query at a time."""
+
+    def __init__(self, inner: BaseRetriever) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return self.inner.retrieve(query_bundle.query_str)
+
+
+def test_each_distinct_query_is_embedded_once_and_the_oldest_leave_first():
+    embedder = CountingWordBag(dim=64)
+    vectors = QueryVectors(embedder, max_queries=3)
+    first = vectors(["a b", "c d", "a b"])
+    assert embedder.queries == 2 and first[0] == first[2] == embedder._vector("a b")
+    vectors(["c d", "e f", "g h"])  # "a b" is now the least recently used of four
+    assert embedder.queries == 4
+    vectors(["c d"])
+    assert embedder.queries == 4
+    vectors(["a b"])
+    assert embedder.queries == 5
+
+
+def test_a_batch_of_queries_embeds_as_each_query_alone(embed_model):
+    queries = ["Who directed Lover Come Back?", "Delbert Mann", "Doris Day films of 1961"]
+    batch = np.array(embed_queries(embed_model, queries))
+    alone = np.array([embed_model.get_query_embedding(q) for q in queries])
+    assert batch.shape == alone.shape
+    assert np.abs(batch - alone).max() < 1e-5
+
+
+@pytest.fixture
+def guarded(tmp_path):
+    client = chromadb.PersistentClient(path=str(tmp_path / "chroma"))
+    collection = client.get_or_create_collection("passages", metadata={"hnsw:space": "l2"})
+    store = GuardedChromaVectorStore.over(client, collection)
+    embedder = WordBagEmbedding(dim=64)
+    texts = [f"passage {i} about {topic}" for i, topic in enumerate(
+        ["films", "actors", "directors", "Kansas", "Yale", "Batman", "Miami", "the Navy", "Marty", "1955"])]
+    nodes = [TextNode(text=t, id_=f"p{i}", embedding=embedder._vector(t)) for i, t in enumerate(texts)]
+    store.add(nodes)
+    return store, collection, embedder
+
+
+def test_a_round_answered_together_equals_each_query_alone(guarded):
+    store, collection, embedder = guarded
+    queries = [VectorStoreQuery(query_embedding=embedder._vector(q), similarity_top_k=k)
+               for q, k in (("films directors", 3), ("Kansas Yale", 3), ("Batman Miami", 5))]
+    alone = [store.query(q) for q in queries]
+    calls = []
+    real_query = collection.query
+    store._collection.query = lambda **kw: calls.append(len(kw["query_embeddings"])) or real_query(**kw)
+    with store.answering(queries):
+        together = [store.query(q) for q in queries]
+    assert calls == [2, 1]  # one call per depth
+    for a, t in zip(alone, together, strict=True):
+        assert t.ids == a.ids and t.similarities == pytest.approx(a.similarities, abs=1e-9)
+        assert [n.get_content() for n in t.nodes] == [n.get_content() for n in a.nodes]
+    assert store.query(queries[0]).ids == alone[0].ids  # after the block, Chroma again
+    assert len(calls) == 3
+
+
+def fused(retriever: BaseRetriever, questions: list[str]) -> list[list[tuple[str, float]]]:
+    return [[(n.node.node_id, round(n.score or 0.0, 9)) for n in retriever.retrieve(q)] for q in questions]
+
+
+def test_the_flows_rank_as_when_searching_one_query_at_a_time(hotpotqa_slice, hotpotqa_slice_index):
+    questions = [q["question"] for q in hotpotqa_slice[0][:6]]
+    index = hotpotqa_slice_index
+    batched = RRFFusionRetriever.from_defaults(index)
+    plain = RRFFusionRetriever(OneAtATime(index.as_retriever(similarity_top_k=batched.config.search_depth)))
+    assert fused(batched, questions) == fused(plain, questions)
+    batched_loop = ConfidenceLoopRetriever.from_defaults(index)
+    plain_loop = ConfidenceLoopRetriever(
+        retriever_factory=lambda k: OneAtATime(index.as_retriever(similarity_top_k=k)))
+    assert fused(batched_loop, questions) == fused(plain_loop, questions)
+
+
+def test_async_rounds_rank_as_blocking_ones(hotpotqa_slice, hotpotqa_slice_index):
+    question = hotpotqa_slice[0][0]["question"]
+    retriever = RRFFusionRetriever.from_defaults(hotpotqa_slice_index)
+    blocking = [(n.node.node_id, n.score) for n in retriever.retrieve(question)]
+    awaited = [(n.node.node_id, n.score) for n in asyncio.run(retriever.aretrieve(question))]
+    assert awaited == blocking
+
+
+def test_a_retriever_without_a_query_vector_is_searched_query_by_query():
+    seen: list[str] = []
+
+    class Recording(BaseRetriever):
+        def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+            seen.append(query_bundle.query_str)
+            assert query_bundle.embedding is None
+            return [NodeWithScore(node=TextNode(text=query_bundle.query_str, id_=query_bundle.query_str), score=1.0)]
+
+    searcher = BatchSearcher(lambda k: Recording())
+    results = searcher.search(["a", "b", "a"], 3)
+    assert seen == ["a", "b", "a"] and [r[0].node.node_id for r in results] == ["a", "b", "a"]
