@@ -16,7 +16,7 @@ in itself. ``other`` is a query's time outside every step: the retriever's own P
 
 Usage:
     python benchmarks/flow_steps.py --dataset ../shared/datasets/hotpotqa-100 \\
-        --retrievers vector,rrf_fusion,confidence_loop,hippo_graph [--limit 100] [--rounds 2] [--threads 2] \\
+        --retrievers vector,rrf_fusion,confidence_loop,hippo_graph [--limit 100] [--rounds 1] [--threads 2] \\
         [--work-dir .mhop/bench] --out benchmarks/results/flow-steps.json
 """
 
@@ -109,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dataset", required=True)
     parser.add_argument("--retrievers", default="vector,rrf_fusion,confidence_loop,hippo_graph")
     parser.add_argument("--limit", type=int)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="times each question is asked; past the first, its query vectors are kept ones")
     parser.add_argument("--threads", type=int, default=2, help="torch threads")
     parser.add_argument("--work-dir", type=Path, default=Path(".mhop/bench"))
     parser.add_argument("--out", type=Path)
