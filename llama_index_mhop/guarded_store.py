@@ -7,27 +7,29 @@ as it was before or after it; a sync or delete in another process marks the coll
 writes through the store (``insert``, ``delete_ref_doc``, ``refresh_ref_docs``) take the same lock and mark the same
 row.
 
-:meth:`GuardedChromaVectorStore.answering` serves a round: the round's queries go to Chroma together (one
-collection query with every query embedding, one version check), and each retriever's own ``query`` of them, made
-through LlamaIndex's retriever as usual, takes its answer from that call.
+:meth:`GuardedChromaVectorStore.prefetch` and :meth:`~GuardedChromaVectorStore.answering` serve a round: the
+round's queries go to Chroma together (one collection query with every query embedding, one version check), and
+each retriever's own ``query`` of them in the same context, made through LlamaIndex's retriever as usual, takes its
+answer from that call.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import math
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from typing import Any
 
-from llama_index.core.schema import BaseNode
+from llama_index.core.schema import BaseNode, TextNode
 from llama_index.core.vector_stores.types import (
     VectorStoreQuery,
     VectorStoreQueryMode,
     VectorStoreQueryResult,
 )
-from llama_index.core.vector_stores.utils import metadata_dict_to_node
+from llama_index.core.vector_stores.utils import legacy_metadata_dict_to_node, metadata_dict_to_node
 from llama_index.vector_stores.chroma import ChromaVectorStore
 from pydantic import PrivateAttr
 
@@ -44,6 +46,21 @@ def sync_log(client: Any, collection_name: str) -> Any:
     return client.get_or_create_collection(f"{collection_name}.sync")
 
 
+#: The round a context is answering from: the store and its prefetched answers (see answering).
+_ROUND: contextvars.ContextVar[tuple[Any, list[tuple[VectorStoreQuery, VectorStoreQueryResult]]] | None] = \
+    contextvars.ContextVar("mhop_round", default=None)
+
+
+def _node(node_id: str, text: str | None, metadata: dict[str, Any]) -> BaseNode:
+    """A result row as ``ChromaVectorStore`` reads it: from LlamaIndex's node metadata, else the legacy fields."""
+    try:
+        return metadata_dict_to_node(metadata, text=text)
+    except Exception:  # a row LlamaIndex did not write: the same fallback as ChromaVectorStore's
+        metadata, node_info, relationships = legacy_metadata_dict_to_node(metadata)
+        return TextNode(text=text or "", id_=node_id, metadata=metadata, start_char_idx=node_info.get("start"),
+                        end_char_idx=node_info.get("end"), relationships=relationships)
+
+
 def _plain(query: VectorStoreQuery) -> bool:
     """A dense top-k search without filters: what one batched Chroma query answers exactly."""
     return (query.query_embedding is not None and query.mode == VectorStoreQueryMode.DEFAULT
@@ -54,7 +71,6 @@ class GuardedChromaVectorStore(ChromaVectorStore):
     """A ``ChromaVectorStore`` whose searches read one whole version of the collection (see the module docstring)."""
 
     _marker: VersionMarker | None = PrivateAttr(default=None)
-    _answers: list[tuple[VectorStoreQuery, VectorStoreQueryResult]] = PrivateAttr(default_factory=list)
     _answers_lock: Any = PrivateAttr(default_factory=threading.Lock)
 
     @classmethod
@@ -84,46 +100,48 @@ class GuardedChromaVectorStore(ChromaVectorStore):
         return result
 
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
-        if not kwargs:
+        block = _ROUND.get()
+        if block is not None and block[0] is self and not kwargs:
             with self._answers_lock:
-                for position, (asked, answer) in enumerate(self._answers):
+                for position, (asked, answer) in enumerate(block[1]):
                     if asked == query:
-                        del self._answers[position]
+                        del block[1][position]
                         return answer
         return self._guarded(lambda: ChromaVectorStore.query(self, query, **kwargs))
 
     async def aquery(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
-        # Waiting for a sync must not block the event loop; the read itself is quick.
+        # Waiting for a sync must not block the event loop; the read itself is quick. The thread runs in this
+        # task's context, so it sees the round's answers (see answering).
         return await asyncio.to_thread(self.query, query, **kwargs)
 
-    @contextmanager
-    def answering(self, queries: Sequence[VectorStoreQuery]) -> Iterator[None]:
-        """Within the block, a ``query`` equal to one of ``queries`` is answered from one Chroma call made now for
-        all of them (the plain dense top-k ones; any other goes to Chroma as usual). Answers left unused go with
-        the block."""
+    def prefetch(self, queries: Sequence[VectorStoreQuery]) -> list[tuple[VectorStoreQuery, VectorStoreQueryResult]]:
+        """The answers to ``queries`` (the plain dense top-k ones), from one Chroma call per depth under one
+        version check; none for fewer than two. Blocking: an event loop runs it in a worker thread."""
         plain = [q for q in queries if _plain(q)]
         if len(plain) < 2:
-            yield
-            return
+            return []
         by_depth: dict[int, list[VectorStoreQuery]] = {}
         for query in plain:  # one depth a call: Chroma's HNSW search widens with the depth asked
             by_depth.setdefault(query.similarity_top_k, []).append(query)
         groups = list(by_depth.values())
         found = self._guarded(lambda: [self._query_together(group) for group in groups])
-        answers = [pair for group, results in zip(groups, found, strict=True)
-                   for pair in zip(group, results, strict=True)]
-        with self._answers_lock:
-            self._answers.extend(answers)
+        return [pair for group, results in zip(groups, found, strict=True) for pair in zip(group, results, strict=True)]
+
+    @contextmanager
+    def answering(self, answers: list[tuple[VectorStoreQuery, VectorStoreQueryResult]]) -> Iterator[None]:
+        """Within the block, this context's ``query`` (and the worker threads it starts) of a query equal to one
+        of ``answers`` (from :meth:`prefetch`) is answered from it; no other thread's or task's query is."""
+        token = _ROUND.set((self, list(answers)))
         try:
             yield
         finally:
-            with self._answers_lock:
-                self._answers = [a for a in self._answers if all(a is not mine for mine in answers)]
+            _ROUND.reset(token)
 
     def _query_together(self, queries: list[VectorStoreQuery]) -> list[VectorStoreQueryResult]:
         """The top k of queries of one depth k from one collection query, each read as ``ChromaVectorStore.query``
-        reads its result: the node from its metadata, the similarity ``exp(-distance)``. A passage several queries
-        find is read into a node once (the queries of a round overlap: a third to a half of their results)."""
+        reads its result: the node from its metadata (or, for a row LlamaIndex did not write, its legacy fields),
+        the similarity ``exp(-distance)``. A passage several queries find is read into a node once (the queries of
+        a round overlap: a third to a half of their results)."""
         found = self._collection.query(query_embeddings=[q.query_embedding for q in queries],
                                        n_results=queries[0].similarity_top_k,
                                        include=["documents", "metadatas", "distances"])
@@ -133,7 +151,7 @@ class GuardedChromaVectorStore(ChromaVectorStore):
                                                 found["distances"], strict=True):
             for node_id, text, meta in zip(ids, texts, metas, strict=True):
                 if node_id not in nodes:
-                    nodes[node_id] = metadata_dict_to_node(meta, text=text)
+                    nodes[node_id] = _node(node_id, text, meta)
             results.append(VectorStoreQueryResult(nodes=[nodes[i] for i in ids],
                                                   similarities=[math.exp(-d) for d in distances], ids=list(ids)))
         return results

@@ -12,10 +12,12 @@ retriever is searched one query at a time, as it would be alone.
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import nullcontext
+from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -44,9 +46,8 @@ def query_embedder(retriever: BaseRetriever) -> BaseEmbedding | None:
 def embed_queries(embed_model: BaseEmbedding, queries: Sequence[str]) -> list[list[float]]:
     """The query embeddings of ``queries`` in one batch where the embedder has one (a Hugging Face model: one
     forward pass, the path its single-query embedding takes), else one by one."""
-    from llama_index.embeddings.huggingface import HuggingFaceEmbedding
-
-    if isinstance(embed_model, HuggingFaceEmbedding) and len(queries) > 1:
+    hugging_face = sys.modules.get("llama_index.embeddings.huggingface")  # loaded wherever such an embedder exists
+    if hugging_face is not None and isinstance(embed_model, hugging_face.HuggingFaceEmbedding) and len(queries) > 1:
         # LlamaIndex's embedders have a text batch but no query batch; this is the query path, batched.
         return embed_model._embed(list(queries), prompt_name="query")
     return [embed_model.get_query_embedding(q) for q in queries]
@@ -65,19 +66,18 @@ class QueryVectors:
     def __call__(self, queries: Sequence[str]) -> list[list[float]]:
         """One vector per query, the ones not kept yet embedded in one batch."""
         with self._lock:
-            missing = [q for q in dict.fromkeys(queries) if q not in self._vectors]
-        fresh = dict(zip(missing, embed_queries(self.embed_model, missing), strict=True)) if missing else {}
-        with self._lock:
-            for query, vector in fresh.items():
-                self._vectors[query] = vector
-            out = []
-            for query in queries:
-                vector = fresh[query] if query in fresh else self._vectors[query]
+            known = {q: self._vectors[q] for q in dict.fromkeys(queries) if q in self._vectors}
+            for query in known:
                 self._vectors.move_to_end(query)
-                out.append(vector)
-            while len(self._vectors) > self.max_queries:
-                self._vectors.popitem(last=False)
-        return out
+        missing = [q for q in dict.fromkeys(queries) if q not in known]
+        if missing:
+            fresh = dict(zip(missing, embed_queries(self.embed_model, missing), strict=True))
+            with self._lock:
+                self._vectors.update(fresh)
+                while len(self._vectors) > self.max_queries:
+                    self._vectors.popitem(last=False)
+            known.update(fresh)
+        return [known[q] for q in queries]
 
 
 class BatchSearcher:
@@ -107,25 +107,28 @@ class BatchSearcher:
     def search(self, queries: list[str], k: int) -> list[list[NodeWithScore]]:
         retriever = self._retriever_for(k)
         bundles = self._bundles(retriever, queries)
-        with _answered_together(retriever, bundles):
+        store, answers = _round_answers(retriever, bundles)
+        with store.answering(answers) if answers else nullcontext():
             return [self._keep(retriever.retrieve(b), k) for b in bundles]
 
     async def asearch(self, queries: list[str], k: int) -> list[list[NodeWithScore]]:
         """:meth:`search` with awaited retrievals (run concurrently), the batch embedded in a worker thread."""
         retriever = self._retriever_for(k)
         bundles = await asyncio.to_thread(self._bundles, retriever, queries)
-        with _answered_together(retriever, bundles):
+        store, answers = await asyncio.to_thread(_round_answers, retriever, bundles)
+        with store.answering(answers) if answers else nullcontext():
             results = await asyncio.gather(*(retriever.aretrieve(b) for b in bundles))
         return [self._keep(r, k) for r in results]
 
 
-def _answered_together(retriever: BaseRetriever, bundles: list[QueryBundle | str]) -> AbstractContextManager[None]:
-    """For LlamaIndex's vector retriever over the package's guarded Chroma store, the bundles' store queries
-    answered from one Chroma call (:meth:`GuardedChromaVectorStore.answering`); else nothing changes."""
+def _round_answers(retriever: BaseRetriever, bundles: list[QueryBundle | str]) -> tuple[Any, list[Any]]:
+    """For LlamaIndex's vector retriever over the package's guarded Chroma store, the store and the answers to the
+    bundles' store queries from one Chroma call (:meth:`GuardedChromaVectorStore.prefetch`); else no answers."""
     from llama_index.core.indices.vector_store.retrievers import VectorIndexRetriever
 
     if not isinstance(retriever, VectorIndexRetriever) or not isinstance(retriever._vector_store,
                                                                          GuardedChromaVectorStore):
-        return nullcontext()
-    queries = [retriever._build_vector_store_query(b) for b in bundles if isinstance(b, QueryBundle)]
-    return retriever._vector_store.answering(queries)
+        return None, []
+    store = retriever._vector_store
+    return store, store.prefetch([retriever._build_vector_store_query(b) for b in bundles
+                                  if isinstance(b, QueryBundle)])

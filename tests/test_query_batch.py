@@ -4,6 +4,7 @@ exactly as they do searching one query at a time."""
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import chromadb
 import numpy as np
@@ -81,14 +82,19 @@ def test_a_round_answered_together_equals_each_query_alone(guarded):
     calls = []
     real_query = collection.query
     store._collection.query = lambda **kw: calls.append(len(kw["query_embeddings"])) or real_query(**kw)
-    with store.answering(queries):
+    answers = store.prefetch(queries)
+    with store.answering(answers):
+        other_thread: list = []
+        worker = threading.Thread(target=lambda: other_thread.append(store.query(queries[0])))
+        worker.start()
+        worker.join()
         together = [store.query(q) for q in queries]
-    assert calls == [2, 1]  # one call per depth
+    assert calls == [2, 1, 64]  # one call per depth; another thread's query went to Chroma itself
     for a, t in zip(alone, together, strict=True):
         assert t.ids == a.ids and t.similarities == pytest.approx(a.similarities, abs=1e-9)
         assert [n.get_content() for n in t.nodes] == [n.get_content() for n in a.nodes]
     assert store.query(queries[0]).ids == alone[0].ids  # after the block, Chroma again
-    assert len(calls) == 3
+    assert len(calls) == 4 and other_thread[0].ids == alone[0].ids
 
 
 def fused(retriever: BaseRetriever, questions: list[str]) -> list[list[tuple[str, float]]]:

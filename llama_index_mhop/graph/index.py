@@ -86,7 +86,6 @@ from .sync import (
     commit_removal,
     detach_passages,
     known_doc_ids,
-    passages_by_document,
     plan_sync,
 )
 from .synonymy import DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES, SynonymyRefresher
@@ -137,9 +136,10 @@ def _corpus(documents: Any) -> str | os.PathLike[str] | None:
 class HippoGraphIndex(BaseIndex[HippoGraphStruct]):
     """HippoRAG 2's memory over Chroma: passage, entity and fact collections and the knowledge graph.
 
-    A LlamaIndex index: its struct lives in a ``StorageContext``'s index store, its document hashes in the
-    context's docstore, its passage collection is the context's vector store, and ``load_index_from_storage``
-    reopens it. The graph's own tables and arrays are saved beside LlamaIndex's files in ``persist_dir``.
+    A LlamaIndex index: its struct lives in a ``StorageContext``'s index store, its passage collection is the
+    context's vector store, and ``load_index_from_storage`` reopens it. The graph's own tables and arrays, with the
+    hashes of the documents it holds (:attr:`document_hashes`: kept apart from the context's docstore, which another
+    index may share under the same doc ids), are saved beside LlamaIndex's files in ``persist_dir``.
 
     Build one with :meth:`from_documents`, reopen it with :meth:`from_persist_dir` (or
     ``load_index_from_storage``), change it with LlamaIndex's verbs (:meth:`insert`, :meth:`refresh_ref_docs`,
@@ -220,24 +220,20 @@ class HippoGraphIndex(BaseIndex[HippoGraphStruct]):
         self.stores.check_embedding_dimension()  # a store built with another embedder: refused before any write
         index_struct = index_struct or HippoGraphStruct()
         index_struct.persist_dir = None if self.persist_dir is None else str(self.persist_dir.resolve())
-        super().__init__(index_struct=index_struct, storage_context=self._in_storage(storage_context, docstore),
+        #: The hashes of the documents the graph holds, by doc id (the sync rule's record; saved with the graph).
+        self.document_hashes = docstore if docstore is not None else SimpleDocumentStore()
+        super().__init__(index_struct=index_struct, storage_context=self._in_storage(storage_context),
                          callback_manager=callback_manager, show_progress=show_progress)
         if nodes:
             self.insert_nodes(nodes)
 
-    def _in_storage(self, storage_context: StorageContext | None,
-                    hashes: SimpleDocumentStore | None) -> StorageContext:
-        """The storage context the index lives in: the given one (its docstore takes the document hashes saved
-        with the graph, which are the truth), else one of its own; the passage collection is its vector store
-        unless it has one."""
+    def _in_storage(self, storage_context: StorageContext | None) -> StorageContext:
+        """The storage context the index lives in: the given one, else one of its own; the passage collection is its
+        vector store unless it has one."""
         if storage_context is None:
-            return StorageContext(docstore=hashes or SimpleDocumentStore(), index_store=SimpleIndexStore(),
+            return StorageContext(docstore=SimpleDocumentStore(), index_store=SimpleIndexStore(),
                                   vector_stores={DEFAULT_VECTOR_STORE: self.stores.vector_store},
                                   graph_store=SimpleGraphStore())
-        if hashes is not None:
-            storage_context.docstore.set_document_hashes(
-                {doc_id: doc_hash for doc_id in passages_by_document(self.graph)
-                 if (doc_hash := hashes.get_document_hash(doc_id)) is not None})
         if DEFAULT_VECTOR_STORE not in storage_context.vector_stores:
             storage_context.add_vector_store(self.stores.vector_store, DEFAULT_VECTOR_STORE)
         return storage_context
@@ -383,8 +379,8 @@ class HippoGraphIndex(BaseIndex[HippoGraphStruct]):
             on_batch_end: called as ``on_batch_end(batch_number, passages_done)`` after each checkpointed batch.
             openie_results: a HippoRAG ``openie_results_ner_<model>.json``: passages whose text it holds take their
                 extraction from it; the rest are extracted (the counts are logged at INFO).
-            storage_context: the app's LlamaIndex storage for the index (its docstore keeps the document hashes,
-                its index store the index's struct; default one of the index's own, saved in ``persist_dir``).
+            storage_context: the app's LlamaIndex storage for the index (its index store keeps the index's
+                struct; default one of the index's own, saved in ``persist_dir``).
             callback_manager: LlamaIndex's callbacks (default ``Settings.callback_manager``).
 
         Raises:
@@ -483,7 +479,7 @@ class HippoGraphIndex(BaseIndex[HippoGraphStruct]):
         for pid in passage_ids:
             record = self.graph.passages.get(pid)
             if record is not None and record.ref_doc_id:
-                self.docstore.delete_document(record.ref_doc_id, raise_error=False)
+                self.document_hashes.delete_document(record.ref_doc_id, raise_error=False)
 
     def _drop_gone(self, passage_ids: list[str]) -> None:
         """Leave passages a query found in no collection out of the graph in memory (the next save or
@@ -530,7 +526,7 @@ class HippoGraphIndex(BaseIndex[HippoGraphStruct]):
 
     def refresh_ref_docs(self, documents: Sequence[Document], show_progress: bool | None = None,
                          on_batch_end: BatchHook | None = None,
-                         openie_results: str | os.PathLike[str] | None = None) -> list[bool]:
+                         openie_results: str | os.PathLike[str] | None = None, **update_kwargs: Any) -> list[bool]:
         """LlamaIndex's refresh: :meth:`insert`'s rule, reporting per document whether it was new or changed."""
         return self._sync(as_documents(documents), [], show_progress, on_batch_end, openie_results,
                           corpus=_corpus(documents))[0]
@@ -545,14 +541,14 @@ class HippoGraphIndex(BaseIndex[HippoGraphStruct]):
         """
         show = self.show_progress if show_progress is None else show_progress
         with self._writing(), self._versions.change():
-            plan = plan_sync(docs, self.docstore, self.graph,
+            plan = plan_sync(docs, self.document_hashes, self.graph,
                              lambda d: passage_nodes(d, corpus, self.chunk_size, self.chunk_overlap))
             extractor = with_stored_openie(self.extractor, openie_results)
             indexer = BatchIndexer(self.stores, self.graph, extractor, self.num_workers, self._synonymy,
                                    self._checkpoint(), self._timer)
             added = indexer.run([*nodes, *plan.nodes], self.insert_batch_size, show, on_batch_end)
             removal = detach_passages(self.graph, self._synonymy, plan.stale)
-            self.docstore.set_document_hashes(plan.hashes)
+            self.document_hashes.set_document_hashes(plan.hashes)
             self._commit(removal, bool(added) or plan.changes_anything)
         report_stored_openie(extractor)
         return plan.refreshed, added
@@ -585,28 +581,28 @@ class HippoGraphIndex(BaseIndex[HippoGraphStruct]):
             UnknownDocumentError: (a ``KeyError``) no passage or document has this id (the message lists close
                 matches), or a file name names several documents.
         """
-        return self._delete(doc_id, forget_hash=True)
+        return self._delete(doc_id, from_docstore=False)
 
     def delete_ref_doc(self, ref_doc_id: str, delete_from_docstore: bool = False, **delete_kwargs: Any) -> list[str]:
-        """LlamaIndex's ``delete_ref_doc``: :meth:`delete` of a document, its hash leaving the storage context's
-        docstore only with ``delete_from_docstore`` (LlamaIndex's default keeps it; a kept hash never hides the
-        document later, since the graph trusts no hash of a document it holds no passage of)."""
-        return self._delete(ref_doc_id, forget_hash=delete_from_docstore)
+        """LlamaIndex's ``delete_ref_doc``: :meth:`delete` of a document; with ``delete_from_docstore`` its entries
+        leave the storage context's docstore too (``docstore.delete_ref_doc``)."""
+        return self._delete(ref_doc_id, from_docstore=delete_from_docstore)
 
     async def adelete_ref_doc(self, ref_doc_id: str, delete_from_docstore: bool = False,
                               **delete_kwargs: Any) -> list[str]:
         """:meth:`delete_ref_doc` in a worker thread."""
         return await asyncio.to_thread(self.delete_ref_doc, ref_doc_id, delete_from_docstore)
 
-    def _delete(self, doc_id: str, forget_hash: bool) -> list[str]:
+    def _delete(self, doc_id: str, from_docstore: bool) -> list[str]:
         with self._writing(), self._versions.change():
             if doc_id in self.graph.passages:
                 passage_ids = [doc_id]
             else:
-                doc_id = resolve_doc_id(doc_id, known_doc_ids(self.docstore, self.graph))
+                doc_id = resolve_doc_id(doc_id, known_doc_ids(self.document_hashes, self.graph))
                 passage_ids = self.graph.passages_of_document(doc_id)
-                if forget_hash:
-                    self.docstore.delete_document(doc_id, raise_error=False)
+                self.document_hashes.delete_document(doc_id, raise_error=False)
+                if from_docstore:
+                    self.docstore.delete_ref_doc(doc_id, raise_error=False)
             self._commit(detach_passages(self.graph, self._synonymy, passage_ids), changed=True)
             return passage_ids
 
@@ -775,7 +771,8 @@ class HippoGraphIndex(BaseIndex[HippoGraphStruct]):
         """A LlamaIndex chat engine answering from this index's retriever.
 
         Args:
-            chat_mode: ``"condense_plus_context"`` (a follow-up is condensed into a standalone question first) or
+            chat_mode: ``"condense_plus_context"`` (a follow-up is condensed into a standalone question first; also
+                what LlamaIndex's default ``ChatMode.BEST`` gives) or
                 ``"context"`` (each message retrieves as it is).
             llm: the LlamaIndex LLM that answers (default: LlamaIndex's ``Settings.llm``).
             **kwargs: retriever arguments (see ``HippoGraphRetriever``) and the chat engine's ``from_defaults``
@@ -786,7 +783,9 @@ class HippoGraphIndex(BaseIndex[HippoGraphStruct]):
         """
         from llama_index.core.chat_engine import CondensePlusContextChatEngine, ContextChatEngine
 
-        engines = {"condense_plus_context": CondensePlusContextChatEngine, "context": ContextChatEngine}
+        engines = {"condense_plus_context": CondensePlusContextChatEngine, "context": ContextChatEngine,
+                   "best": CondensePlusContextChatEngine}  # LlamaIndex's default mode: its best engine here
+        chat_mode = str(getattr(chat_mode, "value", chat_mode))
         if chat_mode not in engines:
             raise ValueError(f"chat_mode must be one of {', '.join(engines)}, got {chat_mode!r}")
         return engines[chat_mode].from_defaults(retriever=self._retriever_from(kwargs), llm=llm, **kwargs)

@@ -242,15 +242,15 @@ def save_index(index: HippoGraphIndex, target: Path) -> None:
     """Write the graph with its documents' hashes, then LlamaIndex's files of its storage context, then the config,
     into ``target`` (copying an in-memory Chroma to ``target/chroma`` first).
 
-    The graph and its documents' hashes become visible together, in one atomic replace of ``tables.json`` (the
-    copy in the storage context's ``docstore.json`` is brought back in step with it on reopening); the config goes
-    last, so a folder a first save was killed in holds no index yet (the next build starts it again,
+    The graph and its documents' hashes become visible together, in one atomic replace of ``tables.json``; the
+    config goes last, so a folder a first save was killed in holds no index yet (the next build starts it again,
     resuming from the checkpoint), never half of one. The checkpoint goes once the graph holds everything it
     listed, and so do the files of older formats."""
     target.mkdir(parents=True, exist_ok=True)
     if index.stores.mode == "ephemeral":
         index.stores.copy_to(target / CHROMA_DIR, sorted(index.graph.passages))
-    index.graph.save(target / GRAPH_DIR, attached={"docstore": graph_hashes(index.docstore, index.graph).to_dict()})
+    index.graph.save(target / GRAPH_DIR,
+                     attached={"docstore": graph_hashes(index.document_hashes, index.graph).to_dict()})
     persist_storage_context(index.storage_context, target)
     write_json(target / CONFIG_FILE, index_config(index))
     for done in (target / CHECKPOINT_FILE, target / LEGACY_GRAPH_FILE, target / DOCSTORE_FILE):

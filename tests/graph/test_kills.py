@@ -97,7 +97,7 @@ if kill_at == "report":
         "graph": [sorted(g.passages), sorted(g.entity_names.items()), sorted(g.facts.items()), g.edge_list()],
         "chroma": [sorted(c.get(include=[])["ids"]) for c in (graph.passages_collection, graph.entities_collection,
                                                               graph.facts_collection)],
-        "hashes": sorted(graph.docstore.get_all_document_hashes().values()),
+        "hashes": sorted(graph.document_hashes.get_all_document_hashes().values()),
         "ranking": ranking,
     }}))
 else:

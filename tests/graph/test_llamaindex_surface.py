@@ -22,7 +22,7 @@ def test_ref_doc_info_update_ref_doc_and_delete_ref_doc_with_llamaindex_argument
     assert new and not set(new) & set(old)
     assert index.delete_ref_doc("notes/Pat Hingle.txt", delete_from_docstore=True) == new
     assert "notes/Pat Hingle.txt" not in index.ref_doc_info
-    assert index.docstore.get_document_hash("notes/Pat Hingle.txt") is None
+    assert index.document_hashes.get_document_hash("notes/Pat Hingle.txt") is None
 
 
 def test_insert_nodes_adds_passages_once():

@@ -159,7 +159,7 @@ def test_the_docstore_is_saved_inside_the_graph_tables_and_an_older_separate_fil
     assert len(hashes) == len(documents()) and not (saved / "hippo_docstore.json").exists()
     (saved / "hippo_docstore.json").write_text(json.dumps(tables.pop("attached")["docstore"]))
     (saved / GRAPH_FILE).write_text(json.dumps(tables))
-    assert reopen(saved).docstore.get_all_document_hashes() == {h["doc_hash"]: k for k, h in hashes.items()}
+    assert reopen(saved).document_hashes.get_all_document_hashes() == {h["doc_hash"]: k for k, h in hashes.items()}
 
 
 def ranking(index, query="Who directed the film written by Paddy Chayefsky?"):

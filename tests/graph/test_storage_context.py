@@ -40,7 +40,7 @@ def test_load_index_from_storage_reopens_a_saved_graph_with_identical_results(tm
     assert reopened.index_id == index.index_id
     assert contents(reopened) == contents(index)
     assert answers(reopened) == answers(index)
-    assert reopened.docstore.get_document_hash("notes/Pat Hingle.txt") == note("notes/Pat Hingle.txt").hash
+    assert reopened.document_hashes.get_document_hash("notes/Pat Hingle.txt") == note("notes/Pat Hingle.txt").hash
     assert reopened.refresh_ref_docs(notes()) == [False] * len(NOTES)  # the hashes came back with it
 
 
@@ -54,7 +54,7 @@ def test_changes_after_reopening_are_saved_for_the_next_load(tmp_path):
                                      embed_model=WordBagEmbedding())
     assert contents(second) == contents(first)
     assert "archive/Delbert Mann.txt" not in second.ref_doc_info
-    assert second.docstore.get_document_hash("notes/Pat Hingle.txt") == note("notes/Pat Hingle.txt", EDITED).hash
+    assert second.document_hashes.get_document_hash("notes/Pat Hingle.txt") == note("notes/Pat Hingle.txt", EDITED).hash
 
 
 def test_a_moved_folder_reopens_where_it_is_now(tmp_path):
@@ -128,12 +128,29 @@ def test_async_verbs_change_the_graph_as_their_sync_forms_do():
     assert "notes/Delbert Mann.txt" not in index.ref_doc_info
 
 
-def test_delete_ref_doc_keeps_the_hash_by_default_and_it_hides_nothing():
+def test_a_vector_index_refreshing_a_shared_docstore_hides_no_edit_from_the_graph(tmp_path):
+    client = chromadb.PersistentClient(path=str(tmp_path / "chroma"))
+    store = ChromaVectorStore(chroma_collection=client.get_or_create_collection("app"))
+    context = StorageContext.from_defaults(vector_store=store)
+    vector = VectorStoreIndex.from_documents(notes(), storage_context=context, embed_model=WordBagEmbedding())
+    graph = HippoGraphIndex.from_documents(notes(), storage_context=context, chroma_client=client,
+                                           embed_model=WordBagEmbedding(), show_progress=False)
+    edited = note("notes/Pat Hingle.txt", EDITED)
+    assert vector.refresh_ref_docs([edited]) == [True]
+    assert graph.refresh_ref_docs([edited]) == [True]  # the vector index's new hash is not the graph's record
+    assert EDITED in [n.node.get_content() for n in graph.as_retriever(similarity_top_k=4).retrieve(EDITED)]
+    graph.delete_ref_doc("notes/Pat Hingle.txt", delete_from_docstore=True)
+    assert context.docstore.get_ref_doc_info("notes/Pat Hingle.txt") is None
+
+
+def test_llamaindex_call_shapes_are_taken():
+    from llama_index.core.chat_engine.types import ChatMode
+    from llama_index.core.llms import MockLLM
+
     index = build(notes())
-    index.delete_ref_doc("notes/Pat Hingle.txt")
-    assert index.docstore.get_document_hash("notes/Pat Hingle.txt") == note("notes/Pat Hingle.txt").hash
-    assert index.refresh_ref_docs([note("notes/Pat Hingle.txt")]) == [True]
-    assert "notes/Pat Hingle.txt" in index.ref_doc_info
+    assert index.refresh_ref_docs(notes(), update_kwargs={}) == [False] * len(NOTES)
+    engine = index.as_chat_engine(ChatMode.BEST, llm=MockLLM(), similarity_top_k=2)
+    assert type(engine).__name__ == "CondensePlusContextChatEngine"
 
 
 def test_nodes_that_are_not_text_are_refused_in_one_line():

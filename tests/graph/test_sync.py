@@ -95,7 +95,7 @@ def test_a_folder_is_synced_by_relative_path(tmp_path):
         (tmp_path / doc_id).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / doc_id).write_text(text)
     index = build(tmp_path)
-    assert sorted(known_doc_ids(index.docstore, index.graph)) == sorted(NOTES)
+    assert sorted(known_doc_ids(index.document_hashes, index.graph)) == sorted(NOTES)
     (tmp_path / "notes" / "Pat Hingle.txt").write_text(EDITED)
     index.insert(tmp_path)
     assert not any("Commissioner Gordon" in t for t in texts(index))
