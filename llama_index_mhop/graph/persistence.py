@@ -37,7 +37,7 @@ from .layout import (
     STORAGE_SCRATCH_DIR,
     saved_index_exists,
 )
-from .sync import DOCSTORE_FILE, docstore_from_dict, finish_removal, graph_hashes, load_docstore
+from .sync import DOCSTORE_FILE, docstore_from_dict, finish_removal, load_docstore
 from .synonymy import DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES
 
 if TYPE_CHECKING:
@@ -249,8 +249,7 @@ def save_index(index: HippoGraphIndex, target: Path) -> None:
     target.mkdir(parents=True, exist_ok=True)
     if index.stores.mode == "ephemeral":
         index.stores.copy_to(target / CHROMA_DIR, sorted(index.graph.passages))
-    index.graph.save(target / GRAPH_DIR,
-                     attached={"docstore": graph_hashes(index.document_hashes, index.graph).to_dict()})
+    index.graph.save(target / GRAPH_DIR, attached={"docstore": index.document_hashes.to_dict()})
     persist_storage_context(index.storage_context, target)
     write_json(target / CONFIG_FILE, index_config(index))
     for done in (target / CHECKPOINT_FILE, target / LEGACY_GRAPH_FILE, target / DOCSTORE_FILE):

@@ -2,8 +2,8 @@
 
 Indexing a set of documents adds the new ones, replaces the changed ones (their old passages, and the facts and
 entities only those supported, leave the graph and Chroma) and leaves unchanged ones untouched: nothing is
-extracted or embedded again. The hashes live where LlamaIndex keeps them, in the index's docstore
-(``get_document_hash``/``set_document_hashes``), and are saved with the graph (:func:`graph_hashes`).
+extracted or embedded again. The hashes live where LlamaIndex keeps them, in a document store: the index's own
+(``HippoGraphIndex.document_hashes``, ``get_document_hash``/``set_document_hashes``), saved with the graph.
 
 Crash safety: new passages go in first (checkpointed per batch, :mod:`.checkpoint`); the passages to drop leave
 the graph in memory; then the ids to delete from Chroma are written to ``hippo_removal.json``, the graph and the
@@ -37,7 +37,6 @@ __all__ = [
     "detach_passages",
     "docstore_from_dict",
     "finish_removal",
-    "graph_hashes",
     "known_doc_ids",
     "load_docstore",
     "passages_by_document",
@@ -212,15 +211,6 @@ def docstore_from_dict(data: dict, where: str) -> SimpleDocumentStore:
             check_value(value, dict, where, f"{collection}.{key}")
             check_field(value, "doc_hash", str, where, f"{collection}.{key}.", None)
     return SimpleDocumentStore.from_dict(data)
-
-
-def graph_hashes(docstore: SimpleDocumentStore, graph: KnowledgeGraph) -> SimpleDocumentStore:
-    """The recorded hashes of the documents the graph holds passages of, as a document store of their own: what
-    the graph saves with itself (a storage context's docstore may also hold another index's documents and nodes)."""
-    held = SimpleDocumentStore()
-    held.set_document_hashes({doc_id: doc_hash for doc_id in passages_by_document(graph)
-                              if (doc_hash := docstore.get_document_hash(doc_id)) is not None})
-    return held
 
 
 def known_doc_ids(docstore: SimpleDocumentStore, graph: KnowledgeGraph) -> set[str]:
