@@ -10,36 +10,28 @@ ConfidenceLoopRetriever` when no LM is configured, and is the fallback when the 
   introduce in the sentence that answers the query's relation but that no query has followed yet.
 * :func:`targeted_queries` (``TargetedQueryGenerator``): one query per gap.
 
-They work on :class:`PassageView`, a passage's id, text and *subject*: its ``title`` metadata when present
-(Wikipedia-style corpora), else the first entity of its first sentence (encyclopedic passages open with their
-subject). The rules follow what is known to work LLM-free on HotpotQA (``DESIGN.md``): keep the original
-query, and follow the bridge entities the top passages introduce.
+They work on :class:`~llama_index_mhop.passage_views.PassageView` (a passage's id, text and *subject*) and
+find bridges by the rules of :mod:`llama_index_mhop.bridges`. The rules follow what is known to work LLM-free on
+HotpotQA (``DESIGN.md``): keep the original query, and follow the bridge entities the top passages introduce.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any
 
+from .bridges import bridge_sentence, relation_order
+from .passage_views import PassageView
 from .text import (
-    MIN_NAME_CHARS,
-    clean_name,
     entity_spans,
-    first_sentence,
     is_modifier,
-    is_number_or_date,
     mentions,
-    names_match,
-    normalize,
     query_entities,
     relation_words,
-    sentences,
     stem,
     stems,
-    strip_parenthetical,
 )
 
 __all__ = [
@@ -49,12 +41,9 @@ __all__ = [
     "ConfidenceAssessment",
     "Gap",
     "GapKind",
-    "PassageView",
     "QueryAnalysis",
     "analyze_query",
     "assess_confidence",
-    "bridge_sentence",
-    "relation_order",
     "targeted_queries",
 ]
 
@@ -65,37 +54,6 @@ DEFAULT_BRIDGE_PASSAGES = 2
 #: Confidence points taken off for each bridge entity that no retrieved passage is about yet.
 DEFAULT_BRIDGE_PENALTY = 10
 _RELATION_WORDS_PER_QUERY = 4
-
-
-@dataclass(frozen=True)
-class PassageView:
-    """A retrieved passage as the strategies see it: id, text and an optional title."""
-
-    id: str
-    text: str
-    title: str = ""
-
-    @classmethod
-    def from_node(cls, node: Any) -> PassageView:
-        """From a LlamaIndex node: its id, ``get_content()`` text and ``metadata["title"]`` when present."""
-        title = node.metadata.get("title") if isinstance(getattr(node, "metadata", None), dict) else None
-        return cls(id=node.node_id, text=node.get_content(), title=str(title or ""))
-
-    @cached_property
-    def subject(self) -> str:
-        """What the passage is about: its title minus a trailing "(disambiguation)", else its first entity."""
-        if self.title.strip():
-            return strip_parenthetical(clean_name(self.title)) or clean_name(self.title)
-        spans = [s for s in entity_spans(first_sentence(self.text)) if not s.isdigit()]
-        return clean_name(spans[0]) if spans else ""
-
-    @cached_property
-    def stems(self) -> frozenset[str]:
-        return frozenset(stems(self.text))
-
-    def is_about(self, name: str) -> bool:
-        """Whether the passage's subject is ``name`` (see :func:`names_match`)."""
-        return bool(self.subject) and names_match(self.subject, name)
 
 
 @dataclass(frozen=True)
@@ -182,81 +140,6 @@ class ConfidenceAssessment:
     gaps: list[Gap]
     entity_coverage: float = 0.0
     term_coverage: float = 0.0
-
-
-def _only_sentence_initial(word: str, text: str) -> bool:
-    """Whether a capitalised word never appears capitalised except at the start of a sentence."""
-    pattern = re.compile(rf"(?<!\w){re.escape(word)}(?!\w)")
-    for match in pattern.finditer(text):
-        before = text[: match.start()].rstrip()
-        if before and before[-1] not in '.!?"“(':
-            return False
-    return True
-
-
-def _new_entities(sentence: str, passage: PassageView, skip: list[str]) -> list[str]:
-    """Entities ``sentence`` names that are neither the passage's subject nor in ``skip``, in order."""
-    new: list[str] = []
-    for span in entity_spans(sentence):
-        name = clean_name(span)
-        if is_number_or_date(name) or len(normalize(name)) < MIN_NAME_CHARS:
-            continue
-        if name == name.lower() or (" " not in name and _only_sentence_initial(name, passage.text)):
-            continue  # a quoted common word, or a capitalised sentence opener such as "Since"
-        if is_modifier(sentence, name):
-            continue  # "an American thriller film": an adjective, not an entity to follow
-        if passage.is_about(name) or any(names_match(name, other) for other in skip):
-            continue
-        if not any(names_match(name, seen) for seen in new):
-            new.append(name)
-    return new
-
-
-def bridge_sentence(query_stems: set[str], passage: PassageView, skip: Iterable[str]) -> tuple[str, list[str]]:
-    """The passage's sentence that best matches the query and names new entities, and those entities.
-
-    Sentences are tried by how many query stems they share (the passage's own name not counted). When none
-    that shares a stem names a new entity (the question may word the relation differently), the first
-    sentence is used: an encyclopedic passage names there what its subject is linked to.
-    """
-    skip = list(skip)
-    # The passage's own name is in most of its sentences: it cannot tell which sentence answers the query.
-    query_stems = query_stems - stems(passage.subject)
-    scored = []
-    for position, sentence in enumerate(sentences(passage.text)):
-        overlap = len(stems(sentence) & query_stems)
-        if overlap:
-            scored.append((-overlap, position, sentence))
-    for sentence in [sentence for _, _, sentence in sorted(scored)] + sentences(passage.text)[:1]:
-        new = _new_entities(sentence, passage, skip)
-        if new:
-            return sentence, new
-    return "", []
-
-
-_WORD_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’\-]*")
-
-
-def relation_order(sentence: str, entities: Sequence[str], relation_stems: set[str]) -> list[str]:
-    """``entities`` of ``sentence``, those closest after a word whose stem is in ``relation_stems`` first.
-
-    English puts a relation before its object ("founded by X", "born in X"), so the entity a question word
-    governs is the one with such a word closest before it. Entities with none before them follow, in sentence
-    order.
-    """
-    words = [(match.start(), stem(match.group(0))) for match in _WORD_TOKEN.finditer(sentence)]
-
-    def distance(entity: str) -> tuple[int, int]:
-        position = sentence.find(entity)
-        if position < 0:
-            return (len(words) + 1, len(sentence))
-        before = [word for start, word in words if start < position]
-        for gap, word in enumerate(reversed(before)):
-            if word in relation_stems:
-                return (gap, position)
-        return (len(words), position)
-
-    return sorted(entities, key=distance)
 
 
 def assess_confidence(

@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .bridges import link_passages
-from .confidence_strategies import PassageView
 from .fusion import anchored_fusion, reciprocal_rank_fusion
+from .passage_views import PassageView
 
 __all__ = ["DEFAULT_RERANK_RRF_K", "RankedPassage", "listwise_rerank"]
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .bridges import bridge_targets
-from .confidence_strategies import PassageView
+from .passage_views import PassageView
 from .text import (
     content_terms,
     entity_spans,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from llama_index_mhop.bridges import bridge_targets, link_passages
-from llama_index_mhop.confidence_strategies import PassageView, relation_order
+from llama_index_mhop.bridges import bridge_targets, link_passages, relation_order
+from llama_index_mhop.passage_views import PassageView
 from llama_index_mhop.text import stems
 
 FIRM = PassageView(

@@ -7,11 +7,11 @@ import pytest
 from llama_index_mhop.confidence_strategies import (
     Gap,
     GapKind,
-    PassageView,
     analyze_query,
     assess_confidence,
     targeted_queries,
 )
+from llama_index_mhop.passage_views import PassageView
 from tests.leland_corpus import PASSAGES, QUERY
 
 

@@ -20,7 +20,6 @@ from ..confidence_strategies import (
     ConfidenceAssessment,
     Gap,
     GapKind,
-    PassageView,
     analyze_query,
     assess_confidence,
     targeted_queries,
@@ -30,6 +29,7 @@ from ..fusion import reciprocal_rank_fusion
 from ..listwise_rerank import RankedPassage, listwise_rerank
 from ..lm import FallbackCounter, LMStep
 from ..parsing import parse_confidence, parse_queries, parse_ranking, parse_string_list
+from ..passage_views import PassageView
 from ..signatures import (
     ConfidenceEvaluator,
     EntityAndGapAnalyzer,

@@ -24,9 +24,9 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.schema import NodeWithScore
 
 from ..bridges import link_passages
-from ..confidence_strategies import PassageView
 from ..flow import Flow, Search, SearchBatch, StepRecord, arun_flow, run_flow
 from ..fusion import anchored_fusion, reciprocal_rank_fusion
+from ..passage_views import PassageView
 from ..query_batch import BatchSearcher
 from ..query_transforms import PERSPECTIVES_STEP, PerspectiveQueryTransform
 from .base import ProgramRetriever, query_text
