@@ -1,33 +1,45 @@
 """The Chroma passage index: kept in step with a corpus, guarded against half-done syncs, opened again later.
 
-Chroma owns its data. Every passage row carries its document's id (LlamaIndex's ``document_id``), the content hash
-of the document version it came from, how many passages that version has, and the folder or file it was indexed
-from; that is all a sync needs to know (:mod:`llama_index_mhop.sync`), so no registry is kept beside the store.
+Chroma owns its data: each passage row records its document's id, version and source (:mod:`llama_index_mhop.
+passage_rows`), so no registry is kept beside the store. The index these functions return is a
+:class:`~llama_index_mhop.passage_index.PassageIndex` over the guarded store; an embedder is checked against the
+stored vectors first (:mod:`llama_index_mhop.dimension_check`). Those modules' public names are importable from here
+too.
 """
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import logging
 import os
-import weakref
-from collections import Counter
 from collections.abc import Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import nullcontext
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from llama_index.core import Document, VectorStoreIndex
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.schema import BaseNode, TextNode
-from llama_index.vector_stores.chroma import ChromaVectorStore
 from tqdm.auto import tqdm
 
 from .chroma_batches import iter_all
 from .counters import count
+from .dimension_check import (
+    EmbeddingDimensionError,
+    check_embedding_dimension,
+    embedder_name,
+    embedding_dimension,
+)
 from .guarded_store import GuardedChromaVectorStore, sync_log
+from .passage_index import PassageIndex, passage_collection, writing
+from .passage_rows import (
+    SOURCE_KEY,
+    distinct_documents,
+    passage_nodes,
+    row_source,
+    stored_documents,
+    versioned_nodes,
+)
 from .rwlock import collection_lock
 from .stores import (
     DEFAULT_CHUNK_OVERLAP,
@@ -35,11 +47,10 @@ from .stores import (
     DEFAULT_MAX_FILE_BYTES,
     CorpusError,
     SkippedFile,
-    chunk_documents,
     content_hash,
     read_corpus,
 )
-from .sync import IncomingDocument, StoredDocument, SyncPlan, match_doc_ids, plan_sync
+from .sync import IncomingDocument, SyncPlan, match_doc_ids, plan_sync
 
 __all__ = [
     "DEFAULT_COLLECTION",
@@ -65,100 +76,14 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 DEFAULT_COLLECTION = "mhop_passages"
-#: Row metadata a sync reads: the document version's content hash, its passage count, and its source.
-DOC_HASH_KEY = "doc_hash"
-DOC_PASSAGES_KEY = "doc_passages"
-SOURCE_KEY = "source"
-# The dimension of each embedder probed so far, by object (see embedding_dimension).
-_DIMENSIONS: dict[int, tuple[weakref.ref[Any], int]] = {}
 
 
 class IndexingInterrupted(RuntimeError):
     """The store failed part-way through indexing. What was written is kept; indexing again resumes."""
 
 
-class EmbeddingDimensionError(ValueError):
-    """The embedder's vectors do not have the dimension of the vectors a collection holds."""
-
-
 def _chroma_collection(client: Any, name: str) -> Any:
     return client.get_or_create_collection(name, metadata={"hnsw:space": "cosine"})
-
-
-class PassageIndex(VectorStoreIndex):
-    """The package's Chroma passage index: a ``VectorStoreIndex`` whose document verbs keep one version of each
-    document.
-
-    LlamaIndex's ``insert``, ``refresh_ref_docs`` and ``update_ref_doc`` decide from a docstore that a vector store
-    keeping its text (Chroma) leaves empty, so on a plain index an edited document's passages are added beside the
-    old ones. Here they read what is indexed where it is recorded, in the passage rows (each carries its document
-    version's content hash, :mod:`llama_index_mhop.sync`): a changed document's passages replace the old ones, an
-    unchanged one is left alone and not embedded again, and the rows are those ``sync_vector_index`` writes, so the
-    next sync of the same folder finds the document unchanged. ``delete_ref_doc`` is LlamaIndex's own.
-
-    Attributes:
-        chunk_size: passage size in tokens of documents these verbs index (the sync's, or the default).
-        chunk_overlap: tokens shared by neighbouring chunks.
-    """
-
-    chunk_size: int = DEFAULT_CHUNK_SIZE
-    chunk_overlap: int = DEFAULT_CHUNK_OVERLAP
-
-    def insert(self, document: Document, **insert_kwargs: Any) -> None:
-        self._replace([document])
-
-    def update_ref_doc(self, document: Document, **update_kwargs: Any) -> None:
-        self._replace([document])
-
-    def refresh_ref_docs(self, documents: Sequence[Document], **update_kwargs: Any) -> list[bool]:
-        """Index the documents that are new or changed (their passages replacing the old version's); one flag per
-        document, True where it was (re)indexed."""
-        return self._replace(documents)
-
-    async def ainsert(self, document: Document, **insert_kwargs: Any) -> None:
-        await asyncio.to_thread(self._replace, [document])
-
-    async def aupdate_ref_doc(self, document: Document, **update_kwargs: Any) -> None:
-        await asyncio.to_thread(self._replace, [document])
-
-    async def arefresh_ref_docs(self, documents: Sequence[Document], **update_kwargs: Any) -> list[bool]:
-        return await asyncio.to_thread(self._replace, documents)
-
-    def _replace(self, documents: Sequence[Document]) -> list[bool]:
-        """Write the new and changed ``documents`` in one marked write: a changed one's old passages go first."""
-        documents = _distinct(documents)
-        collection = passage_collection(self)
-        with _writing(self):
-            ids = [d.id_ for d in documents]
-            rows = collection.get(where={"document_id": {"$in": ids}}, include=["metadatas"]) if ids else {}
-            held = _documents_of(rows.get("metadatas") or [])
-            plan = plan_sync([IncomingDocument(d.id_, content_hash(str(d.metadata.get("title", "")), d.text))
-                              for d in documents], held)
-            for doc_id in plan.updated:
-                collection.delete(where={"document_id": doc_id})
-            changed = [d for d in documents if d.id_ in {*plan.added, *plan.updated}]
-            for doc in changed:  # a document keeps the source a sync recorded, so that sync still mirrors it
-                source = held[doc.id_].source if doc.id_ in held else None
-                self.insert_nodes(_versioned_nodes([doc], source, self.chunk_size, self.chunk_overlap))
-        count("documents_indexed", len(changed))
-        refreshed = {d.id_ for d in changed}
-        return [doc.id_ in refreshed for doc in documents]
-
-
-def _writing(index: VectorStoreIndex) -> AbstractContextManager[Any]:
-    """A write to the index's collection: the guarded store's (lock and version row), else the lock alone."""
-    store = index.vector_store
-    if isinstance(store, GuardedChromaVectorStore):
-        return store.writing()
-    return collection_lock(passage_collection(index)).write()
-
-
-def passage_collection(index: VectorStoreIndex) -> Any:
-    """The Chroma collection behind a Chroma-backed ``VectorStoreIndex`` (``ChromaVectorStore.client``)."""
-    store = index.vector_store
-    if not isinstance(store, ChromaVectorStore):
-        raise TypeError(f"expected an index over a ChromaVectorStore, got {type(store).__name__}")
-    return store.client
 
 
 @dataclass(frozen=True)
@@ -169,62 +94,6 @@ class SyncResult:
     index: VectorStoreIndex
     plan: SyncPlan
     skipped: tuple[SkippedFile, ...] = ()
-
-
-def _source_key(source: str | os.PathLike[str] | Sequence[Document]) -> str | None:
-    return str(Path(source).resolve()) if isinstance(source, (str, os.PathLike)) else None
-
-
-def stored_documents(collection: Any, page: int = 5000) -> dict[str, StoredDocument]:
-    """What a passage collection holds, by doc id: passage counts per content version, and each one's source."""
-    return _documents_of(record["metadatas"] for record in iter_all(collection, ["metadatas"], page))
-
-
-def _documents_of(metadatas: Any) -> dict[str, StoredDocument]:
-    """The documents that passage rows' metadata describe, by doc id."""
-    held: dict[str, StoredDocument] = {}
-    for meta in metadatas:
-        meta = meta or {}
-        doc_id = str(meta.get("document_id", ""))
-        doc = held.setdefault(doc_id, StoredDocument(doc_id))
-        version = str(meta.get(DOC_HASH_KEY, ""))  # rows written before syncs existed have no version
-        doc.passages_by_hash[version] = doc.passages_by_hash.get(version, 0) + 1
-        doc.expected_passages = meta.get(DOC_PASSAGES_KEY, doc.expected_passages)
-        doc.source = meta.get(SOURCE_KEY, doc.source) or None
-    return held
-
-
-def _versioned_nodes(documents: Sequence[Document], source: str | None, chunk_size: int,
-                     chunk_overlap: int) -> list[TextNode]:
-    """The passages of ``documents``, each tagged with its document's version, passage count and source."""
-    nodes = chunk_documents(documents, chunk_size, chunk_overlap)
-    per_doc = Counter(n.ref_doc_id for n in nodes)
-    versions = {d.id_: content_hash(str(d.metadata.get("title", "")), d.text) for d in documents}
-    for node in nodes:
-        tags: dict[str, Any] = {DOC_HASH_KEY: versions[node.ref_doc_id], DOC_PASSAGES_KEY: per_doc[node.ref_doc_id]}
-        if source is not None:
-            tags[SOURCE_KEY] = source
-        node.metadata = {**node.metadata, **tags}
-        node.excluded_embed_metadata_keys = sorted({*node.excluded_embed_metadata_keys, *tags})
-        node.excluded_llm_metadata_keys = sorted({*node.excluded_llm_metadata_keys, *tags})
-    return nodes
-
-
-def passage_nodes(
-    documents: Sequence[Document],
-    source: str | os.PathLike[str] | Sequence[Document] | None = None,
-    chunk_size: int = DEFAULT_CHUNK_SIZE,
-    chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
-) -> list[TextNode]:
-    """The passages of ``documents`` exactly as this index stores them: the same ids and the same metadata (the
-    document version's hash, its passage count and, for a folder or file ``source``, that source).
-
-    The graph index chunks its documents through this too, so a passage it stores itself is the same node as the
-    passage index's: LlamaIndex's fusion (``QueryFusionRetriever``) tells nodes apart by ``node.hash``, which
-    covers the metadata, and merges the two only when it matches.
-    """
-    return _versioned_nodes(documents, _source_key(source) if source is not None else None, chunk_size,
-                            chunk_overlap)
 
 
 def sync_vector_index(
@@ -274,8 +143,8 @@ def sync_vector_index(
 
     documents, skipped = read_corpus(source, strict=strict, follow_symlinks=follow_symlinks,
                                      max_file_bytes=max_file_bytes)
-    documents = _distinct(documents)
-    source_key = _source_key(source)
+    documents = distinct_documents(documents)
+    source_key = row_source(source)
     if delete_missing and source_key is None:
         raise ValueError("delete_missing needs a folder or file source: a list of documents has no 'missing'")
     client = chroma_client if chroma_client is not None else default_chroma_client(persist_path)
@@ -295,7 +164,7 @@ def sync_vector_index(
         )
         logger.info("%s: %s", collection_name, plan.counts())
         changed = set(plan.added) | set(plan.updated)
-        nodes = _versioned_nodes([d for d in documents if d.id_ in changed], source_key, chunk_size, chunk_overlap)
+        nodes = versioned_nodes([d for d in documents if d.id_ in changed], source_key, chunk_size, chunk_overlap)
         # Before anything is written or deleted, even when nothing is to be embedded: a wrong embedder loses
         # nothing, and an unchanged corpus synced with it is an error now rather than at the first query.
         check_embedding_dimension(collection, embed_model)
@@ -352,20 +221,6 @@ def describe_collection(client: Any, collection_name: str = DEFAULT_COLLECTION) 
     }
 
 
-def _distinct(documents: Sequence[Document]) -> list[Document]:
-    """The documents with exact repeats (same doc id, same content) dropped."""
-    versions: dict[str, str] = {}
-    kept = []
-    for doc in documents:
-        version = content_hash(str(doc.metadata.get("title", "")), doc.text)
-        if doc.id_ not in versions:
-            versions[doc.id_] = version
-            kept.append(doc)
-        elif versions[doc.id_] != version:
-            raise CorpusError(f"two different documents share the doc id {doc.id_!r}; doc ids must be unique")
-    return kept
-
-
 def _insert(index: VectorStoreIndex, nodes: list[TextNode], client: Any, name: str, batch_size: int,
             show_progress: bool) -> None:
     from .defaults import describe_client
@@ -404,57 +259,11 @@ def delete_documents(index: VectorStoreIndex, doc_ids: Sequence[str]) -> list[st
         UnknownDocumentError: an id matches no indexed document (the message lists the closest ones).
     """
     collection = passage_collection(index)
-    with _writing(index):
+    with writing(index):
         resolved = match_doc_ids(doc_ids, stored_documents(collection))
         for doc_id in resolved:
             collection.delete(where={"document_id": doc_id})
     return resolved
-
-
-def embedding_dimension(embed_model: BaseEmbedding) -> int:
-    """The dimension of ``embed_model``'s vectors: one probe text embedded, once per embedder object."""
-    key = id(embed_model)
-    held = _DIMENSIONS.get(key)
-    if held is not None and held[0]() is embed_model:
-        return held[1]
-    dimension = len(embed_model.get_text_embedding("dimension probe"))
-
-    def forget(ref: weakref.ref[Any]) -> None:
-        if _DIMENSIONS.get(key, (None,))[0] is ref:
-            _DIMENSIONS.pop(key, None)
-
-    try:
-        _DIMENSIONS[key] = (weakref.ref(embed_model, forget), dimension)
-    except TypeError:  # an embedder that takes no weak reference is probed each time
-        pass
-    return dimension
-
-
-def embedder_name(embed_model: BaseEmbedding) -> str:
-    """How an error names an embedder: its model name, else its class."""
-    name = getattr(embed_model, "model_name", None)
-    return str(name) if name and name != "unknown" else type(embed_model).__name__
-
-
-def check_embedding_dimension(collection: Any, embed_model: BaseEmbedding) -> None:
-    """Raise a one-line error when ``embed_model``'s dimension differs from the collection's stored vectors.
-
-    Raises:
-        EmbeddingDimensionError: the two dimensions differ.
-    """
-    if collection.count() == 0:
-        return
-    stored = collection.peek(limit=1)["embeddings"]
-    if stored is None or len(stored) == 0:
-        return
-    expected = len(stored[0])
-    got = embedding_dimension(embed_model)
-    if got != expected:
-        raise EmbeddingDimensionError(
-            f"the collection {collection.name!r} holds {expected}-dimensional vectors but the embedder "
-            f"{embedder_name(embed_model)} gives {got}; "
-            "use the embedder the collection was built with (--embed-model)"
-        )
 
 
 def load_vector_index(
