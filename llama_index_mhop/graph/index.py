@@ -37,7 +37,6 @@ from llama_index.core.storage.index_store.types import DEFAULT_PERSIST_FNAME as 
 from llama_index.core.vector_stores.simple import DEFAULT_VECTOR_STORE
 from llama_index.vector_stores.chroma import ChromaVectorStore
 
-from ..defaults import resolve_embed_model
 from ..embed_dtype import EmbedDType
 from ..lm import FallbackCounter
 from ..store_lock import store_lock
@@ -188,6 +187,8 @@ class HippoGraphIndex(BaseIndex[HippoGraphStruct]):
             FileNotFoundError: a saved index's folder holds no index.
             ValueError: a bad batch size, or a store without a saved index's collections.
         """
+        from ..defaults import resolve_embed_model
+
         if index_struct is not None and graph is None:  # load_index_from_storage: the saved index
             self._reopen(index_struct, storage_context, chroma_client, embed_model, persist_dir, extractor, lm, llm,
                          num_workers, show_progress, callback_manager)
@@ -244,6 +245,8 @@ class HippoGraphIndex(BaseIndex[HippoGraphStruct]):
                 callback_manager: CallbackManager | None) -> None:
         """Open the index saved in ``persist_dir`` (default the folder its struct names): every file is checked,
         and the store is checked to hold the index's collections, before anything is written."""
+        from ..defaults import resolve_embed_model
+
         folder = persist_dir if persist_dir is not None else index_struct.persist_dir
         if folder is None:
             raise ValueError(f"index {index_struct.index_id} was never saved: its struct names no folder; pass "
@@ -387,6 +390,8 @@ class HippoGraphIndex(BaseIndex[HippoGraphStruct]):
             CorpusError: no text to index.
             ValueError: a bad name or batch size.
         """
+        from ..defaults import resolve_embed_model
+
         source = None
         docs: list[Document] = []
         if isinstance(documents, VectorStoreIndex):

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 from llama_index.core.storage.docstore import SimpleDocumentStore
 from llama_index.core.storage.storage_context import StorageContext
 
-from ..defaults import describe_client
 from ..embed_dtype import check_embed_dtype
 from ..stores import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
 from .checkpoint import CHECKPOINT_FILE
@@ -162,6 +161,8 @@ class SavedIndex:
 
     def _check_store(self, client: Any) -> None:
         """Refuse a Chroma store without this index's collections."""
+        from ..defaults import describe_client
+
         name = self.config["name"]
         missing = missing_collections(client, self.index_arguments()["collection_prefix"] or name)
         if missing:
@@ -288,6 +289,8 @@ def finish_reopen(index: HippoGraphIndex, saved: SavedIndex) -> None:
 def _collection(client: Any, name: str, root: Path) -> Any:
     """The named collection of ``client``, or a clear error naming the saved index that expects it."""
     from chromadb.errors import NotFoundError
+
+    from ..defaults import describe_client
 
     try:
         return client.get_collection(name)
