@@ -22,6 +22,7 @@ def _run_python(code: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
 
 
+@pytest.mark.slow  # a child Python process
 def test_build_parser_imports_nothing_heavy():
     code = ("import sys; from llama_index_mhop.cli import build_parser; build_parser(); "
             f"print(sorted(m for m in sys.modules if m.split('.')[0] in {sorted(HEAVY)!r}))")
@@ -33,6 +34,7 @@ def test_build_parser_imports_nothing_heavy():
 @pytest.mark.parametrize("argv", [["--help"], ["query", "--help"], ["bench", "--help"], ["optimize", "--help"],
                                   ["query"], ["query", "q", "--retriever", "nope"], ["bench"],
                                   ["status", "--chroma-timeout", "inf"], ["index", "x", "--collection", "a"]])
+@pytest.mark.slow  # a child Python process
 def test_help_and_argument_errors_import_nothing_heavy(argv, tmp_path):
     """Neither the heavy libraries nor Rich (Rich only for the one-line errors of the checked options)."""
     code = ("import sys\nfrom llama_index_mhop.cli import main\n"
@@ -48,6 +50,7 @@ def test_help_and_argument_errors_import_nothing_heavy(argv, tmp_path):
     assert not (tmp_path / ".mhop").exists()  # nothing was opened or created
 
 
+@pytest.mark.slow  # a child Python process
 def test_help_exits_0():
     result = subprocess.run([sys.executable, "-m", "llama_index_mhop.cli", "--help"], capture_output=True, text=True,
                             timeout=120, check=False)
@@ -70,6 +73,7 @@ def test_the_light_names_are_the_registry_s():
     assert set(cli_arguments.OPTIMIZABLE) <= set(registered_retrievers())
 
 
+@pytest.mark.slow  # a child Python process
 def test_package_exports_are_lazy_and_complete():
     code = ("import sys, llama_index_mhop as m; before = sorted(x for x in sys.modules if x.split('.')[0] in "
             f"{sorted(HEAVY)!r}); print(before, set(m.__all__) <= set(dir(m)))")
@@ -165,6 +169,7 @@ def stored_doc_ids(index) -> set[str]:
     return set(stored_documents(passage_collection(index)))
 
 
+@pytest.mark.slow  # a child Python process
 def test_status_process_imports_no_model_library(indexed):
     _, store = indexed
     code = ("import sys\nfrom llama_index_mhop.cli import main\n"

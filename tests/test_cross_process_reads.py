@@ -14,12 +14,16 @@ import time
 from pathlib import Path
 
 import chromadb
+import pytest
 
 from llama_index_mhop.retrievers.rrf_fusion import RRFFusionRetriever
 from llama_index_mhop.vector_index import sync_vector_index
 from tests.chroma_server import ChromaServer
 from tests.retrievers.test_one_version import FIRST, SECOND, docs
 from tests.word_bag import WordBagEmbedding
+
+# Slow: a reader process and a `chroma run` server.
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 QUESTION = "Who did Pat Hingle play in Batman?"

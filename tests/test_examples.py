@@ -7,6 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+# Slow: each example runs in a child process.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 DEMO_CORPUS = ROOT / "llama_index_mhop" / "data" / "demo_corpus.json"
 GULL_QUESTION = "In which river valley was the composer of the Gull Island Overture born?"

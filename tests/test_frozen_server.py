@@ -42,6 +42,7 @@ def test_client_gives_up_on_a_silent_server(silent_server):
         default_chroma_client(host="127.0.0.1", port=silent_server, timeout=1.0)
 
 
+@pytest.mark.slow  # `mhop` in a child process
 def test_new_cli_process_reports_a_silent_server(silent_server):
     result = run_cli("query", "Who founded Hartwell Mills?", "--retriever", "vector", "--chroma-host", "127.0.0.1",
                      "--chroma-port", str(silent_server), "--chroma-timeout", "2")
@@ -51,6 +52,7 @@ def test_new_cli_process_reports_a_silent_server(silent_server):
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow  # a `chroma run` server and `mhop` in a child process
 def test_new_cli_process_reports_a_stopped_chroma_server(tmp_path):
     server = ChromaServer(tmp_path / "server-data").start()
     try:

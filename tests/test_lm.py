@@ -133,6 +133,7 @@ def test_resolve_lm_rules():
         resolve_lm(lm="openai/gpt-4o-mini")
 
 
+@pytest.mark.slow  # the local model runs in a child process
 @pytest.mark.local_lm
 def test_local_model_drives_the_perspective_transform_end_to_end():
     pytest.importorskip("llama_cpp", reason="the `local` extra (llama-cpp-python) is not installed")

@@ -1,66 +1,30 @@
-"""Property tests (hypothesis): RRF, Personalized PageRank and every parser of LM answers.
+"""Property tests (hypothesis): RRF and Personalized PageRank.
 
 Each property is checked against an independent computation or a contract from the docstrings, on inputs
-hypothesis draws: rankings with repeats, random weighted graphs with dangling and unreachable nodes, and arbitrary
-strings and JSON-like values as LM answers.
+hypothesis draws: rankings with repeats, and random weighted graphs with dangling and unreachable nodes. The
+properties of the parsers of LM answers are in ``tests/test_parsing.py``.
 """
 
 from __future__ import annotations
 
-import json
-import re
 from collections import deque
-from types import SimpleNamespace
-from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy import sparse
 
 from llama_index_mhop.fusion import reciprocal_rank_fusion
-from llama_index_mhop.graph.extraction import Extraction, entity_key, parse_extraction
 from llama_index_mhop.graph.ppr import PageRankGraph, personalized_pagerank, transition_matrix
-from llama_index_mhop.parsing import (
-    MAX_ITEM_CHARS,
-    LMOutputError,
-    parse_confidence,
-    parse_queries,
-    parse_ranking,
-    parse_string_list,
-)
-from llama_index_mhop.perspectives import (
-    MAX_PERSPECTIVES,
-    MIN_PERSPECTIVES,
-    ContextPassage,
-    heuristic_perspectives,
-    repair_perspectives,
-)
-from llama_index_mhop.text import normalize
 
 PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-PARSER = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # -- strategies -------------------------------------------------------------------------------------------------
 
 ids = st.integers(min_value=0, max_value=12)
 rankings = st.lists(st.lists(ids, max_size=10), max_size=6)
 rrf_k = st.integers(min_value=0, max_value=100)
-
-json_scalars = st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=True) | st.text(max_size=40)
-json_values = st.recursive(
-    json_scalars,
-    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=8), inner, max_size=5),
-    max_leaves=20,
-)
-# Text shaped like LM answers: numbers, percentages, ratios, words, bullets, brackets, JSON fragments.
-answer_like = st.from_regex(
-    r"\A(\s?(-?\d{1,4}(\.\d{1,3})?%?|\d+ ?/ ?\d+|out of|high|very low|none|eighty-five|\[|\]|,|\"|'|\n|[-*•]|"
-    r"\d[.)]|query \d:|[A-Za-z]{1,8})){0,12}\Z"
-)
-json_text = json_values.map(lambda v: json.dumps(v, allow_nan=True))
-lm_text = st.text(max_size=200) | answer_like | json_text
 
 
 def _fused_scores(lists: list[list[int]], k: int) -> dict[int, float]:
@@ -201,151 +165,3 @@ def test_cached_graph_gives_the_same_scores(graph) -> None:
     cached = PageRankGraph(adjacency, damping=damping).run(reset)
     direct = personalized_pagerank(transition_matrix(adjacency), reset, damping=damping)
     assert np.abs(cached - direct).sum() < 1e-9
-
-
-# -- parsers of LM answers ----------------------------------------------------------------------------------------
-
-
-def _call(parse, *args: Any, **kwargs: Any) -> Any:
-    """The parser's value, or None when it raised LMOutputError (its documented error); anything else fails."""
-    try:
-        return parse(*args, **kwargs)
-    except LMOutputError:
-        return None
-
-
-@PARSER
-@given(value=lm_text | json_values)
-@example("8/0")
-@example("1e999")
-@example("9" * 5000)
-@example(float("inf"))
-@example(["85", 3.5, None])
-def test_parse_confidence_returns_0_to_100_or_lm_output_error(value) -> None:
-    result = _call(parse_confidence, value)
-    if result is not None:
-        assert type(result) is int
-        assert 0 <= result <= 100
-
-
-@PARSER
-@given(value=lm_text | json_values, n=st.integers(min_value=0, max_value=12), data=st.data())
-@example(value="[3, 1, 3, 99, -1]", n=4, data=None)
-def test_parse_ranking_returns_a_permutation_or_lm_output_error(value, n, data) -> None:
-    prior = data.draw(st.permutations(range(n))) if data is not None else None
-    result = _call(parse_ranking, value, n, prior=prior)
-    if result is not None:
-        assert sorted(result) == list(range(n))
-        assert all(type(i) is int for i in result)
-
-
-@PARSER
-@given(value=lm_text | json_values, max_items=st.none() | st.integers(min_value=0, max_value=6),
-       max_chars=st.integers(min_value=1, max_value=MAX_ITEM_CHARS))
-@example(value='["a", "A", " a ", "none", 3, "b"]', max_items=None, max_chars=MAX_ITEM_CHARS)
-def test_parse_string_list_returns_clean_distinct_strings_or_lm_output_error(value, max_items, max_chars) -> None:
-    result = _call(parse_string_list, value, max_items=max_items, max_chars=max_chars)
-    if result is None:
-        return
-    assert isinstance(result, list)
-    if max_items is not None:
-        assert len(result) <= max_items
-    keys = [item.lower() for item in result]
-    assert len(keys) == len(set(keys))
-    for item in result:
-        assert type(item) is str
-        assert item and item == item.strip()
-        assert len(item) <= max_chars
-        assert "\n" not in item and "\r" not in item
-        assert item.lower() not in {"none", "n/a", "nothing", "null", "[]"}
-
-
-@PARSER
-@given(value=lm_text | json_values, counts=st.tuples(st.integers(0, 3), st.integers(1, 4)).filter(
-    lambda c: c[0] <= c[1]), exclude=st.lists(st.text(max_size=20), max_size=3))
-def test_parse_queries_returns_enough_new_queries_or_lm_output_error(value, counts, exclude) -> None:
-    min_count, max_count = counts
-    result = _call(parse_queries, value, min_count=min_count, max_count=max_count, exclude=exclude)
-    if result is None:
-        return
-    assert min_count <= len(result) <= max_count
-    issued = {e.strip().lower() for e in exclude}
-    for query in result:
-        assert type(query) is str and query.strip()
-        assert query.lower() not in issued
-
-
-_queries = st.text(min_size=1, max_size=80).filter(lambda q: q.strip()) | st.from_regex(
-    r"\A(What|Who|Which) [A-Z][a-z]{2,8}( [A-Z][a-z]{2,8})? (directed|founded|wrote) [A-Z][a-z]{2,8}\?\Z")
-_contexts = st.lists(st.builds(ContextPassage, title=st.text(max_size=20), text=st.text(max_size=120)), max_size=3)
-
-
-@PARSER
-@given(raw=lm_text | json_values | st.lists(st.text(max_size=60), max_size=8), query=_queries, context=_contexts)
-@example(raw=["a" * 500 + "x", "a" * 500 + "y"], query="Who founded Acme?", context=[])
-@example(raw="???", query="Who founded Acme?", context=[])
-def test_repair_perspectives_returns_4_to_5_distinct_perspectives_or_value_error(raw, query, context) -> None:
-    try:
-        result = repair_perspectives(raw, query, context)
-    except ValueError:  # documented: nothing usable (the caller falls back)
-        return
-    assert isinstance(result, list)
-    assert MIN_PERSPECTIVES <= len(result) <= MAX_PERSPECTIVES
-    for item in result:
-        assert type(item) is str and item.strip() and len(item) <= 400
-    # Distinct as the module compares them (normalised text), or as plain text when nothing is left to normalise.
-    keys = [normalize(item) or item.strip().lower() for item in result]
-    assert len(keys) == len(set(keys))
-
-
-_triples = st.lists(st.lists(st.text(max_size=15), min_size=0, max_size=4) | json_values, max_size=5)
-
-
-@PARSER
-@given(entities=json_values | st.lists(st.text(max_size=20), max_size=6), triples=json_values | _triples)
-@example(entities=["Paris", "France"], triples=[["Paris", "capital of", "France"]])
-@example(entities=[], triples=[["  ", "p", "x"]])
-def test_parse_extraction_returns_a_valid_extraction_or_lm_output_error(entities, triples) -> None:
-    result = _call(parse_extraction, SimpleNamespace(named_entities=entities, triples=triples))
-    if result is None:
-        return
-    assert isinstance(result, Extraction)
-    assert result.from_lm is True
-    assert result.entities or result.triples
-    for name in result.entities:
-        assert type(name) is str and entity_key(name)
-    for triple in result.triples:
-        assert len(triple) == 3 and all(type(part) is str for part in triple)
-        subject, predicate, obj = triple
-        assert entity_key(subject) and predicate and entity_key(obj)
-
-
-def test_property_strategies_reach_the_interesting_answers() -> None:
-    """The answer-shaped strategy produces parseable answers too, not only garbage (a guard on the strategy)."""
-    assert re.fullmatch(r"\A(\s?(-?\d{1,4}(\.\d{1,3})?%?|high)){0,12}\Z", "85% high")
-    assert parse_confidence(" 85% high") == 85
-    assert parse_ranking("[2, 0]", 3) == [2, 0, 1]
-
-
-# -- regressions: inputs the properties above found, kept as fixed examples ---------------------------------------
-
-
-def test_parse_ranking_huge_number_is_an_lm_output_error() -> None:
-    with pytest.raises(LMOutputError):
-        parse_ranking("9" * 5000, 3)
-
-
-def test_parse_string_list_deeply_nested_brackets_do_not_crash() -> None:
-    result = _call(parse_string_list, "[" * 5000)
-    assert result is None or all(isinstance(item, str) for item in result)
-
-
-@pytest.mark.parametrize("query", ["Nirvana", "Kurt Cobain?", "Who is he?"])
-def test_perspectives_of_a_one_entity_query_are_still_four(query: str) -> None:
-    assert len(repair_perspectives([query], query, [])) >= MIN_PERSPECTIVES
-    assert len(heuristic_perspectives(query)) >= MIN_PERSPECTIVES
-
-
-def test_perspectives_that_differ_only_past_the_cut_are_not_repeated() -> None:
-    result = repair_perspectives(["a" * 500 + tail for tail in "wxyz"], "Who founded Acme?", [])
-    assert len(set(result)) == len(result)

@@ -16,6 +16,9 @@ from llama_index_mhop.retrievers import RRFFusionRetriever
 from llama_index_mhop.vector_index import IndexingInterrupted, build_vector_index, load_vector_index
 from tests.chroma_server import ChromaServer
 
+# Slow: a real `chroma run` server, started, stopped and killed.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture()
 def server(tmp_path):

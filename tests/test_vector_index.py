@@ -207,6 +207,7 @@ def ranking(index) -> list[tuple[float, str]]:
     return sorted((-round(h.score, 6), h.node.get_content()) for h in hits)
 
 
+@pytest.mark.slow  # a sync in a child process killed with SIGKILL
 def test_a_sync_killed_midway_resumes_to_the_uninterrupted_state(tmp_path):
     folder = tmp_path / "corpus"
     write_notes(folder, {f"d{i}.txt": f"passage number {i} about river {i % 5}" for i in range(12)})
@@ -224,6 +225,7 @@ def test_a_sync_killed_midway_resumes_to_the_uninterrupted_state(tmp_path):
     assert again.plan.counts()["unchanged"] == len(list(folder.iterdir())) and not again.plan.changes
 
 
+@pytest.mark.slow  # a `chroma run` server and a sync killed with SIGKILL
 def test_a_sync_killed_midway_resumes_on_a_chroma_server(tmp_path):
     from tests.chroma_server import ChromaServer
 

@@ -18,6 +18,9 @@ from llama_index_mhop.bench import optimize
 from llama_index_mhop.query_transforms import PerspectiveQueryTransform
 from llama_index_mhop.retrievers.rrf_fusion import RRFFusionModule
 
+# Slow: the local model runs in a child process (tests/native_isolation.py).
+pytestmark = pytest.mark.slow
+
 TINY = Path(__file__).parent / "data" / "tiny_hotpotqa"
 QUESTION = "Which river flows through the town where Halden Loom Works stands?"
 

@@ -19,6 +19,9 @@ from llama_index_mhop.stores import make_document
 from tests.chroma_server import ChromaServer
 from tests.word_bag import WordBagEmbedding
 
+# Slow: a real `chroma run` server and three worker processes.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 FIRST = [
     ("Lover Come Back (1961 film)", "Lover Come Back is a 1961 comedy film directed by Delbert Mann."),

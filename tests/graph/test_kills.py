@@ -18,6 +18,9 @@ import pytest
 
 from tests.graph.test_sync import EDITED, NOTES
 
+# Slow: `mhop` in child processes killed with SIGKILL, some beside a `chroma run` server.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 
 # Runs one mhop command with the word-bag embedder, killing itself at the named point (or reporting the stores).
@@ -175,7 +178,6 @@ SCENARIOS = {
 _REFERENCES: dict[str, dict] = {}
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(("scenario", "on_server"), [*((s, False) for s in SCENARIOS),
                                                     ("sync between the passages and the graph", True)])
 def test_a_command_killed_at_a_step_boundary_then_run_again_ends_as_an_uninterrupted_one(tmp_path, scenario,

@@ -309,6 +309,7 @@ def run(tmp_path: Path, step: str, where: Path, kill_at: str, docs: dict[str, st
 
 @pytest.mark.parametrize(("kill_at", "on_server"), [("batch", False), ("before_chroma_delete", False),
                                                    ("mid_chroma_delete", False), ("mid_chroma_delete", True)])
+@pytest.mark.slow  # child processes killed with SIGKILL, and a `chroma run` server
 def test_a_sync_killed_with_sigkill_and_run_again_ends_identical(tmp_path, kill_at, on_server):
     from tests.chroma_server import ChromaServer
 
