@@ -4,8 +4,7 @@ Every LLM-free strategy (perspectives, the confidence loop, the listwise reranke
 reads text through this module, so a rule (what a possessive is, what a title names, which words carry no
 meaning) is written once. Tuned for encyclopedic English (Wikipedia-style passages and questions about them):
 entities are runs of capitalised words (allowing short connectors such as "of" or "the" inside a run), quoted
-titles, and years. Pure: the standard library and no more (PyStemmer's stemmer and NLTK's splitter and
-stopwords were measured against these rules and did no better: docs/BENCHMARKS.md).
+titles, and years. Pure: the standard library and PyStemmer (the Snowball English stemmer) only.
 
 The keys, from loosest to most specific use:
 
@@ -25,9 +24,12 @@ from __future__ import annotations
 import html
 import re
 import string
+import threading
 import unicodedata
 from collections.abc import Callable, Iterable
 from functools import lru_cache
+
+import Stemmer
 
 __all__ = [
     "MIN_NAME_CHARS",
@@ -354,22 +356,17 @@ def query_entities(query: str) -> list[str]:
 
 # -- stems and sentences -----------------------------------------------------------------------------------------
 
-_SUFFIXES = ("ations", "ation", "ings", "ing", "ers", "ors", "ies", "ied", "ed", "er", "or", "es", "ly", "s")
+# One stemmer for the process: Snowball's English (Porter2) rules in PyStemmer. An instance keeps state while it
+# stems and must not be called from two threads at once, so calls take the lock (only for words not cached).
+_ENGLISH_STEMMER = Stemmer.Stemmer("english")
+_STEMMER_LOCK = threading.Lock()
 
 
+@lru_cache(maxsize=65536)
 def stem(word: str) -> str:
-    """A light suffix-stripping stem, enough to match "directed", "director" and "directing".
-
-    Only suffixes that leave at least four letters are stripped, and a final "s" only when it can be a plural
-    ending (so "press" stays "press" but "stars" is "star").
-    """
-    word = word.lower()
-    for suffix in _SUFFIXES:
-        if suffix == "s" and word.endswith(("ss", "us", "is")):
-            continue  # "press", "census", "analysis" are not plurals
-        if word.endswith(suffix) and len(word) - len(suffix) >= 4:
-            return word[: -len(suffix)]
-    return word
+    """The Snowball English (Porter2) stem of ``word``, lowercased: "directed" and "directing" are "direct"."""
+    with _STEMMER_LOCK:
+        return _ENGLISH_STEMMER.stemWord(word.lower())
 
 
 def stems(text: str) -> set[str]:

@@ -53,7 +53,9 @@ def test_query_entities_put_named_spans_before_modifiers():
 
 
 def test_stem_and_names_match():
-    assert stem("directed") == stem("director") == stem("directing") == "direct"
+    # Snowball English: inflections share a stem, an agent noun keeps its own ("director").
+    assert stem("directed") == stem("directing") == stem("Directs") == "direct"
+    assert stem("director") == "director"
     assert stem("stars") == "star" and stem("press") == "press"
     assert names_match("Leland", "Leland, North Carolina") and names_match(
         "Grace Krilanovich's", "Grace Krilanovich"
