@@ -1,12 +1,11 @@
 """How an LM's raw answer reaches a parser: cut to a bounded length, and repaired only while repairing is cheap.
 
 DSPy's ``ChatAdapter`` reads every output field that is not plain text with ``json_repair``, whose repair of some
-broken JSON is quadratic: a list of strings with unbalanced quotes (``["a"b"b"b...``) of 10,000 characters takes
-2 s of CPU, of 40,000 characters 37 s, and of 200,000 characters many minutes, in a thread whose caller stopped
-waiting long before. :class:`BoundedChatAdapter`, the adapter of every LM step, reads at most
-:data:`MAX_ANSWER_CHARS` of an answer, and a field value longer than :data:`MAX_REPAIRED_CHARS` only when it is
-valid JSON already (``json.loads``, and ``json_repair`` on valid JSON, are linear), so whatever an LM answers, its
-parse takes a bounded time.
+broken JSON is quadratic in its length (a list of strings with unbalanced quotes, ``["a"b"b"b...``; its cost is in
+docs/BENCHMARKS.md), in a thread whose caller stopped waiting long before. :class:`BoundedChatAdapter`, the adapter
+of every LM step, reads at most :data:`MAX_ANSWER_CHARS` of an answer, and a field value longer than
+:data:`MAX_REPAIRED_CHARS` only when it is valid JSON already (``json.loads``, and ``json_repair`` on valid JSON,
+are linear), so whatever an LM answers, its parse takes a bounded time.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ __all__ = ["MAX_ANSWER_CHARS", "MAX_REPAIRED_CHARS", "BoundedChatAdapter"]
 
 #: Characters of an LM's answer that are parsed; the rest is dropped (no step asks for more than a few thousand).
 MAX_ANSWER_CHARS = 20_000
-#: Longest field value that ``json_repair`` may repair: its worst case at this length is about 0.1 s of CPU.
+#: Longest field value that ``json_repair`` may repair, where its worst case is still cheap (docs/BENCHMARKS.md).
 MAX_REPAIRED_CHARS = 2_000
 # DSPy's ChatAdapter field header, as ChatAdapter.parse reads it (one per line).
 _HEADER = re.compile(r"\[\[ ## (\w+) ## \]\]")

@@ -3,8 +3,8 @@ distinct query embedded once per retriever, and the vectors handed to the retrie
 ``QueryBundle.embedding`` so it embeds nothing again. Over the package's Chroma store the round's searches are
 also answered from one Chroma call (:mod:`llama_index_mhop.guarded_store`).
 
-On a CPU the query embedding is most of a search (a flow of 16 searches spent 93% of its time in the embedder),
-and a transformer embeds a batch of short queries in little more time than one. A retriever that takes its query
+On a CPU the query embedding is most of a search, and a transformer embeds a batch of short queries in little
+more time than one (measured in docs/BENCHMARKS.md, "Query cost of the flows"). A retriever that takes its query
 vector from the bundle (LlamaIndex's ``VectorIndexRetriever``, the graph's retriever) gets the batch; any other
 retriever is searched one query at a time, as it would be alone.
 """
