@@ -3,13 +3,15 @@
 Every registered retriever named is built over one dataset (``mhop bench``'s shared Chroma index and graph) and
 asked every question for ``--rounds`` rounds, the retrievers interleaved per question so that all see the same
 machine load. Each step is timed where the flows call it (a wrapper on the function or method, counting only
-the outermost call of a step, so a step that calls itself is not counted twice):
+the outermost call of a step, so a step that calls itself is not counted twice; a step written as a flow, a
+generator, is timed from its start to its return, the requests it yields included):
 
 - query embedding: the embedder's query path (one query, or a round's batch);
 - chroma: Chroma queries (LlamaIndex's vector store's, a round's together) with the version check around them;
 - perspective rules, bridge linking, fusion: seed 000's LLM-free perspectives, bridge hops and RRF;
 - confidence rules: seed 001's entity chains, confidence check, gap queries and listwise rerank;
-- graph: the graph retriever's fact scoring (``_candidates``), fact filter (``_recognise``) and walk (``_rank``).
+- graph: the graph retriever's fact scoring (``_candidates``), fact filter (``HippoGraphModule._recognition``, its
+  LM step included) and walk (``_rank``).
 
 Steps nest only where one flow's step calls another's (bridge linking reads passage views, say), never a step
 in itself. ``other`` is a query's time outside every step: the retriever's own Python, LlamaIndex's dispatch.
@@ -24,12 +26,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import os
 import statistics
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +53,7 @@ STEPS: dict[str, list[tuple[str, str]]] = {
     "confidence rules": [("llama_index_mhop.retrievers.confidence_program", name) for name in
                          ("analyze_query", "assess_confidence", "targeted_queries", "listwise_rerank")],
     "graph fact scoring": [("llama_index_mhop.retrievers.hippo_graph", "HippoGraphRetriever._candidates")],
-    "graph fact filter": [("llama_index_mhop.retrievers.hippo_graph", "HippoGraphRetriever._recognise")],
+    "graph fact filter": [("llama_index_mhop.retrievers.hippo_program", "HippoGraphModule._recognition")],
     "graph walk": [("llama_index_mhop.retrievers.hippo_graph", "HippoGraphRetriever._rank")],
 }
 
@@ -62,23 +66,33 @@ class StepClock:
         self._depth: dict[str, int] = defaultdict(int)
         self._lock = threading.Lock()
 
+    @contextmanager
+    def _timing(self, step: str) -> Iterator[None]:
+        with self._lock:
+            self._depth[step] += 1
+            outermost = self._depth[step] == 1
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            elapsed = (time.perf_counter() - start) * 1000.0
+            with self._lock:
+                self._depth[step] -= 1
+                if outermost:
+                    self.ms[step] += elapsed
+
     def wrap(self, step: str, function: Callable[..., Any]) -> Callable[..., Any]:
         def timed(*args: Any, **kwargs: Any) -> Any:
-            with self._lock:
-                self._depth[step] += 1
-                outermost = self._depth[step] == 1
-            start = time.perf_counter()
-            try:
+            with self._timing(step):
                 return function(*args, **kwargs)
-            finally:
-                elapsed = (time.perf_counter() - start) * 1000.0
-                with self._lock:
-                    self._depth[step] -= 1
-                    if outermost:
-                        self.ms[step] += elapsed
 
-        timed.__wrapped__ = function  # type: ignore[attr-defined]
-        return timed
+        def timed_flow(*args: Any, **kwargs: Any) -> Any:
+            with self._timing(step):
+                return (yield from function(*args, **kwargs))
+
+        wrapper = timed_flow if inspect.isgeneratorfunction(function) else timed
+        wrapper.__wrapped__ = function  # type: ignore[attr-defined]
+        return wrapper
 
     def install(self) -> list[str]:
         """Wrap every step's places; returns the places that do not exist in this version of the code."""
@@ -129,9 +143,9 @@ def main(argv: list[str] | None = None) -> int:
     context = BenchContext(passage_documents(dataset.passages), embed_model=default_embed_model(),
                            chroma_client=default_chroma_client(args.work_dir / "chroma"), work_dir=args.work_dir,
                            top_k=21)
-    retrievers = {name: get_retriever_spec(name).factory(context) for name in names}
     clock = StepClock()
-    missing = clock.install()
+    missing = clock.install()  # before the retrievers are built: a program keeps the steps it is handed
+    retrievers = {name: get_retriever_spec(name).factory(context) for name in names}
     load = [os.getloadavg()]
     for retriever in retrievers.values():  # warm-up: model, caches, the graph's state
         retriever.retrieve(dataset.questions[0].text)

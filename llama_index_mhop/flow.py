@@ -5,7 +5,9 @@ yields a request and receives the answer:
 
 * :class:`LMRequest`: an :class:`~llama_index_mhop.lm.LMStep` (predictor, parser, LLM-free strategy) and its
   inputs; the answer is the parsed value, or the LLM-free value when there is no LM or the LM fails;
-* :class:`Search`: a batch of search queries at one depth; the answer is one result list per query.
+* :class:`Search`: a batch of search queries at one depth; the answer is one result list per query;
+* :class:`Call`: any other call out (an embedding, a custom node postprocessor), in its blocking and its awaitable
+  form; the answer is its value.
 
 :func:`run_flow` drives a flow with blocking calls, :func:`arun_flow` with awaited ones, so the two paths cannot
 drift apart. A :class:`Search` goes to the driver's search whole: a round's queries are embedded in one batch
@@ -21,13 +23,24 @@ from typing import Any, Generic, TypeVar
 
 from .lm import DEFAULT_LM_TIMEOUT, FallbackCounter, LMStep
 
-__all__ = ["Flow", "LMRequest", "Search", "SearchBatch", "StepRecord", "StepRunner", "arun_flow", "run_flow"]
+__all__ = [
+    "AsyncSearchBatch",
+    "Call",
+    "Flow",
+    "LMRequest",
+    "Search",
+    "SearchBatch",
+    "StepRecord",
+    "StepRunner",
+    "arun_flow",
+    "run_flow",
+]
 
 T = TypeVar("T")
 R = TypeVar("R")
 
 #: What a flow generator yields, receives and returns.
-Flow = Generator["LMRequest[Any] | Search", Any, R]
+Flow = Generator["LMRequest[Any] | Search | Call[Any]", Any, R]
 
 
 @dataclass(frozen=True)
@@ -44,6 +57,15 @@ class Search:
 
     queries: list[str]
     k: int
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    """A call out that is neither an LM step nor a search: :func:`run_flow` calls ``run``, :func:`arun_flow`
+    awaits ``arun``, so a flow needing one (an embedding, a custom postprocessor) stays one piece of code."""
+
+    run: Callable[[], T]
+    arun: Callable[[], Awaitable[T]]
 
 
 @dataclass
@@ -95,14 +117,19 @@ def _send(flow: Flow[R], answer: Any) -> tuple[bool, Any]:
 
 #: Searches every query of a :class:`Search` (the queries, the depth): one result list per query.
 SearchBatch = Callable[[list[str], int], list[list[Any]]]
+#: The awaitable form of :data:`SearchBatch`.
+AsyncSearchBatch = Callable[[list[str], int], Awaitable[list[list[Any]]]]
 
 
-def run_flow(flow: Flow[R], runner: StepRunner, record: StepRecord, search: SearchBatch) -> R:
-    """Drive ``flow`` to its result with blocking LM steps and searches."""
+def run_flow(flow: Flow[R], runner: StepRunner, record: StepRecord, search: SearchBatch | None = None) -> R:
+    """Drive ``flow`` to its result with blocking LM steps, searches and calls (``search``: None for a flow that
+    never searches)."""
     done, item = _send(flow, None)
     while not done:
         if isinstance(item, Search):
             answer: Any = search(item.queries, item.k)
+        elif isinstance(item, Call):
+            answer = item.run()
         else:
             answer = runner.run(item, record)
         done, item = _send(flow, answer)
@@ -110,12 +137,14 @@ def run_flow(flow: Flow[R], runner: StepRunner, record: StepRecord, search: Sear
 
 
 async def arun_flow(flow: Flow[R], runner: StepRunner, record: StepRecord,
-                    asearch: Callable[[list[str], int], Awaitable[list[list[Any]]]]) -> R:
-    """Drive ``flow`` to its result with awaited LM steps and searches."""
+                    asearch: AsyncSearchBatch | None = None) -> R:
+    """Drive ``flow`` to its result with awaited LM steps, searches and calls."""
     done, item = _send(flow, None)
     while not done:
         if isinstance(item, Search):
             answer: Any = await asearch(item.queries, item.k)
+        elif isinstance(item, Call):
+            answer = await item.arun()
         else:
             answer = await runner.arun(item, record)
         done, item = _send(flow, answer)

@@ -50,7 +50,8 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from .fact_matching import DEFAULT_FACT_MATCH_CUTOFF, MAX_FUZZY_FACT_CHARS, CandidateMatcher
 from .fact_nodes import fact_node, fact_triple, is_fact_node
 from .fact_selection import FactSelection, node_score, select_by_mentions, select_by_score
-from .lm import DEFAULT_LM_TIMEOUT, FallbackCounter, LMStep, StepListener, current_lm, resolve_lm
+from .flow import Flow, LMRequest, StepRecord, StepRunner, arun_flow, run_flow
+from .lm import DEFAULT_LM_TIMEOUT, FallbackCounter, LMStep, current_lm, resolve_lm
 from .parsing import LMOutputError
 from .passage_facts import PassageFacts
 from .programs import ProgramSource, load_program, save_program, step_prompts, update_step_prompts
@@ -70,8 +71,6 @@ __all__ = [
 
 DEFAULT_FACT_TOP_N = 4  # the signature asks for "up to 4" facts, as HippoRAG 2 does
 STEP = "fact_filter"
-#: The filter's LM step and the inputs it is called with.
-_Call = tuple[LMStep[list[NodeWithScore]], dict[str, Any]]
 
 
 class DSPyFactFilter(BaseNodePostprocessor, PromptMixin):
@@ -199,6 +198,11 @@ class DSPyFactFilter(BaseNodePostprocessor, PromptMixin):
         """How often the LM step fell back to the LLM-free selection."""
         return self._fallback_counts
 
+    @property
+    def runner(self) -> StepRunner:
+        """What runs the filter's LM step (see :meth:`recognition`): its LM, fallback counter and timeout."""
+        return StepRunner(self._lm, self._fallback_counts, self.timeout)
+
     def _prepare(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None) -> str:
         if query_bundle is None:
             raise ValueError("DSPyFactFilter needs the query: pass query_bundle= or query_str=")
@@ -230,9 +234,8 @@ class DSPyFactFilter(BaseNodePostprocessor, PromptMixin):
         return select_by_score(nodes, self.top_n)
 
     def _step(
-        self, query: str, nodes: list[NodeWithScore], triples: list[tuple[str, str, str]], predictor: Any,
-        listener: StepListener | None,
-    ) -> _Call:
+        self, query: str, nodes: list[NodeWithScore], triples: list[tuple[str, str, str]], predictor: Any
+    ) -> LMRequest[list[NodeWithScore]]:
         # Candidates go to the LM best-first, as HippoRAG 2 sends its top facts by embedding score.
         order = sorted(range(len(nodes)), key=lambda i: (-node_score(nodes[i]), i))
         candidates = json.dumps({"fact": [list(triples[i]) for i in order]}, ensure_ascii=False)
@@ -241,9 +244,10 @@ class DSPyFactFilter(BaseNodePostprocessor, PromptMixin):
         def fallback() -> list[NodeWithScore]:
             return self._select(strategy, query, nodes)
 
-        step = LMStep(STEP, self._program if predictor is None else predictor, lambda prediction: self._parse(prediction, nodes, triples), fallback,
-                      self._fallback_counts, self.timeout, listener, self.callback_manager)
-        return step, {"question": query, "fact_before_filter": candidates}
+        step = LMStep(STEP, self._program if predictor is None else predictor,
+                      lambda prediction: self._parse(prediction, nodes, triples), fallback,
+                      callback_manager=self.callback_manager)
+        return LMRequest(step, {"question": query, "fact_before_filter": candidates})
 
     def _parse(
         self, prediction: dspy.Prediction, nodes: list[NodeWithScore], triples: list[tuple[str, str, str]]
@@ -273,44 +277,40 @@ class DSPyFactFilter(BaseNodePostprocessor, PromptMixin):
         return [nodes[i] for i in chosen]
 
     def _selection(
-        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None, predictor: Any = None,
-        listener: StepListener | None = None,
-    ) -> tuple[_Call | None, Callable[[Any], list[NodeWithScore]]]:
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None, predictor: Any = None
+    ) -> tuple[LMRequest[list[NodeWithScore]] | None, Callable[[Any], list[NodeWithScore]]]:
         """The LM step and its inputs (None when no step is needed) and what turns the kept facts into the answer."""
         query = self._prepare(nodes, query_bundle)
         if not nodes:
             return None, lambda _: []
         if all(is_fact_node(node) for node in nodes):
-            return self._step(query, nodes, [fact_triple(n) for n in nodes], predictor, listener), lambda kept: kept
+            return self._step(query, nodes, [fact_triple(n) for n in nodes], predictor), lambda kept: kept
         candidates, support = self._passage_candidates(nodes)
         if not candidates:
             unchanged = [] if self.supporting_only else list(nodes)
             return None, lambda _: unchanged
-        call = self._step(query, candidates, [fact_triple(c) for c in candidates], predictor, listener)
-        return call, lambda kept: self._passages_for(kept, nodes, candidates, support)
+        request = self._step(query, candidates, [fact_triple(c) for c in candidates], predictor)
+        return request, lambda kept: self._passages_for(kept, nodes, candidates, support)
 
-    def recognise(
-        self, nodes: list[NodeWithScore], query: str, predictor: Any = None, listener: StepListener | None = None
-    ) -> list[NodeWithScore]:
-        """``postprocess_nodes`` for a query string, with the predictor to call (default ``program.filter``: a
-        program holding this filter's predictor passes its own copy, so an optimizer working on a copy of that
-        program sees the calls) and a ``listener`` told how the LM step was answered (for a trace)."""
-        call, finish = self._selection(nodes, QueryBundle(query), predictor, listener)
-        return finish(None if call is None else call[0].run(call[1], self._lm))
+    def recognition(
+        self, nodes: list[NodeWithScore], query: str, predictor: Any = None
+    ) -> Flow[list[NodeWithScore]]:
+        """``postprocess_nodes`` for a query string as a flow (:mod:`llama_index_mhop.flow`): it yields the LM step
+        (none when there is nothing to recognise), which :attr:`runner` runs, and returns the nodes kept.
 
-    async def arecognise(
-        self, nodes: list[NodeWithScore], query: str, predictor: Any = None, listener: StepListener | None = None
-    ) -> list[NodeWithScore]:
-        """The async twin of :meth:`recognise`."""
-        call, finish = self._selection(nodes, QueryBundle(query), predictor, listener)
-        return finish(None if call is None else await call[0].arun(call[1], self._lm))
+        ``predictor`` is the one to call (default :attr:`program`): a program holding this filter's predictor
+        passes its own copy, so an optimizer working on a copy of that program sees the calls.
+        """
+        request, finish = self._selection(nodes, QueryBundle(query), predictor)
+        return finish(None if request is None else (yield request))
 
     def _postprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
-        return self.recognise(nodes, self._prepare(nodes, query_bundle))
+        return run_flow(self.recognition(nodes, self._prepare(nodes, query_bundle)), self.runner, StepRecord())
 
     async def _apostprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
-        return await self.arecognise(nodes, self._prepare(nodes, query_bundle))
+        return await arun_flow(self.recognition(nodes, self._prepare(nodes, query_bundle)), self.runner,
+                               StepRecord())

@@ -23,12 +23,7 @@ from ..rwlock import tracking_reads
 from ..validation import check_query
 from ..version_marker import READER_WAIT, StoreBusyError
 
-__all__ = ["CheckedQueryRetriever", "ProgramRetriever", "query_text"]
-
-
-def query_text(query: QueryType) -> str:
-    """The checked text of a query string or ``QueryBundle`` (see :func:`~llama_index_mhop.validation.check_query`)."""
-    return check_query(query.query_str if isinstance(query, QueryBundle) else query)
+__all__ = ["CheckedQueryRetriever", "ProgramRetriever"]
 
 
 def _checked(query: QueryType) -> QueryBundle:
@@ -89,8 +84,8 @@ def _one_version(seen: dict[int, set[tuple[int, ...]]], deadline: float) -> bool
 
 class ProgramRetriever(CheckedQueryRetriever):
     """A retriever with a frozen pydantic settings object (``config``), an optional LM and a DSPy program
-    (``program``): a retrieval is one call of the program, whose prediction carries the ``nodes`` and the
-    ``trace`` (kept as ``last_trace``).
+    (``program``): a retrieval is one call of the program on the query bundle, whose prediction carries the
+    ``nodes`` and the ``trace`` (kept as ``last_trace``).
 
     Every subclass takes these keyword arguments besides its own:
 
@@ -167,11 +162,11 @@ class ProgramRetriever(CheckedQueryRetriever):
         return {}
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        prediction = self.program(query=query_bundle.query_str)
+        prediction = self.program(query=query_bundle)
         self.last_trace = prediction.trace
         return prediction.nodes
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        prediction = await self.program.acall(query=query_bundle.query_str)
+        prediction = await self.program.acall(query=query_bundle)
         self.last_trace = prediction.trace
         return prediction.nodes

@@ -2,14 +2,15 @@
 
 :class:`ConfidenceLoopModule` holds the predictors as attributes (so optimizers and ``save``/``load`` see them)
 and runs the flow in :meth:`ConfidenceLoopModule.flow`, read top to bottom; ``forward`` and ``aforward`` drive
-that one flow with blocking or awaited calls (:mod:`llama_index_mhop.flow`). Searches go through the search
-callables the owning :class:`~llama_index_mhop.retrievers.confidence_loop.ConfidenceLoopRetriever` hands in.
+that one flow with blocking or awaited calls (:class:`~llama_index_mhop.flow_module.FlowModule`). Searches go
+through the search callables the owning :class:`~llama_index_mhop.retrievers.confidence_loop.ConfidenceLoopRetriever`
+hands in.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +25,8 @@ from ..confidence_strategies import (
     assess_confidence,
     targeted_queries,
 )
-from ..flow import Flow, LMRequest, Search, StepRecord, StepRunner, arun_flow, run_flow
+from ..flow import AsyncSearchBatch, Flow, LMRequest, Search, SearchBatch, StepRecord, StepRunner
+from ..flow_module import FlowModule, Ranking, Shared
 from ..fusion import reciprocal_rank_fusion
 from ..listwise_rerank import RankedPassage, listwise_rerank
 from ..lm import FallbackCounter, LMStep
@@ -37,7 +39,6 @@ from ..signatures import (
     TargetedQueryGenerator,
 )
 from ..text import escape_controls
-from .base import query_text
 from .confidence_config import ConfidenceLoopConfig
 
 __all__ = ["STEP_ANALYZER", "STEP_CONFIDENCE", "STEP_RERANK", "STEP_TARGETED", "ConfidenceLoopModule"]
@@ -48,23 +49,6 @@ STEP_ANALYZER = "entity_and_gap_analyzer"
 STEP_CONFIDENCE = "confidence_evaluator"
 STEP_TARGETED = "targeted_query_generator"
 STEP_RERANK = "listwise_document_reranker"
-
-SearchFn = Callable[[list[str], int], list[list[NodeWithScore]]]
-AsyncSearchFn = Callable[[list[str], int], Awaitable[list[list[NodeWithScore]]]]
-
-
-class _Shared:
-    """What a module uses but does not own (searches, LM runner): shared, never copied, when DSPy copies the
-    module (optimizers work on copies; a copy must not copy the vector store)."""
-
-    def __init__(self, search: SearchFn | None, asearch: AsyncSearchFn | None, runner: StepRunner) -> None:
-        self.search = search
-        self.asearch = asearch
-        self.runner = runner
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> _Shared:
-        return self
-
 
 @dataclass
 class _Pool:
@@ -98,7 +82,7 @@ def _passages_text(views: Sequence[PassageView], chars: int) -> str:
     return "\n".join(lines)
 
 
-class ConfidenceLoopModule(dspy.Module):
+class ConfidenceLoopModule(FlowModule[None]):
     """Seed 001's confidence loop: ``forward(query)`` returns a ``dspy.Prediction`` with ``nodes``, ``node_ids``,
     ``titles``, ``passages`` and ``trace``.
 
@@ -110,38 +94,25 @@ class ConfidenceLoopModule(dspy.Module):
         verbose: log each round's queries at INFO.
     """
 
+    searched_by = "ConfidenceLoopRetriever"
+
     def __init__(
         self,
         config: ConfidenceLoopConfig | None = None,
-        search: SearchFn | None = None,
-        asearch: AsyncSearchFn | None = None,
+        search: SearchBatch | None = None,
+        asearch: AsyncSearchBatch | None = None,
         runner: StepRunner | None = None,
         verbose: bool = False,
     ) -> None:
-        super().__init__()
+        super().__init__(Shared(None, runner or StepRunner(lm=None, counter=FallbackCounter()), search, asearch))
         self.analyzer = dspy.Predict(EntityAndGapAnalyzer)
         self.evaluator = dspy.Predict(ConfidenceEvaluator)
         self.query_generator = dspy.Predict(TargetedQueryGenerator)
         self.reranker = dspy.Predict(ListwiseDocumentReranker)
         self.config = config or ConfidenceLoopConfig()
         self.verbose = verbose
-        self._shared = _Shared(search, asearch, runner or StepRunner(lm=None, counter=FallbackCounter()))
 
-    def forward(self, query: str) -> dspy.Prediction:
-        if self._shared.search is None:
-            raise RuntimeError("this ConfidenceLoopModule has no search: build it through ConfidenceLoopRetriever")
-        record = StepRecord()
-        return self._prediction(run_flow(self.flow(query_text(query), record), self._shared.runner, record,
-                                         self._shared.search))
-
-    async def aforward(self, query: str) -> dspy.Prediction:
-        if self._shared.asearch is None:
-            raise RuntimeError("this ConfidenceLoopModule has no search: build it through ConfidenceLoopRetriever")
-        record = StepRecord()
-        return self._prediction(await arun_flow(self.flow(query_text(query), record), self._shared.runner,
-                                                record, self._shared.asearch))
-
-    def flow(self, query: str, record: StepRecord) -> Flow[tuple[list[NodeWithScore], dict[str, Any]]]:
+    def flow(self, query: str, record: StepRecord) -> Flow[Ranking]:
         """The loop, top to bottom; yields LM steps and searches to its driver (see :mod:`llama_index_mhop.flow`)."""
         config = self.config
         trace = _new_trace(query, record)
@@ -288,16 +259,9 @@ class ConfidenceLoopModule(dspy.Module):
         trace["fallback_counts"] = self._shared.runner.counter.as_dict()
         return out
 
-    @staticmethod
-    def _prediction(result: tuple[list[NodeWithScore], dict[str, Any]]) -> dspy.Prediction:
-        nodes, trace = result
-        return dspy.Prediction(
-            nodes=nodes,
-            node_ids=[n.node.node_id for n in nodes],
-            titles=[str(n.node.metadata.get("title", "")) for n in nodes],
-            passages=[n.node.get_content() for n in nodes],
-            trace=trace,
-        )
+    def _node_fields(self, nodes: list[NodeWithScore]) -> dict[str, Any]:
+        return {"titles": [str(n.node.metadata.get("title", "")) for n in nodes],
+                "passages": [n.node.get_content() for n in nodes]}
 
 
 def _new_trace(query: str, record: StepRecord) -> dict[str, Any]:

@@ -45,30 +45,26 @@ import asyncio
 import logging
 import re
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import dspy
 import numpy as np
 from llama_index.core.prompts.mixin import PromptMixin
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from ..flow import StepRecord
 from ..graph.dense_search import DenseScores
 from ..graph.extraction import entity_key
+from ..graph.retrieval_source import RetrievalSource
 from ..graph.row_products import best_first
 from ..graph.sparse_vector import SparseVector
 from ..graph.state import RetrievalState
 from ..postprocessors import STEP as FACT_FILTER_STEP
 from ..postprocessors import DSPyFactFilter, fact_node
 from ..programs import ProgramSource
-from ..signatures import FactFilterModule
 from ..text import NON_ENTITY_CAPS, STOPWORDS
 from ..vector_index import EmbeddingDimensionError, embedder_name
-from .base import ProgramRetriever, query_text
+from .base import ProgramRetriever
 from .hippo_config import HippoGraphConfig
-
-if TYPE_CHECKING:
-    from ..graph.index import HippoGraphIndex
+from .hippo_program import HippoGraphModule, HippoSteps
 
 __all__ = ["HippoGraphConfig", "HippoGraphModule", "HippoGraphRetriever"]
 
@@ -92,7 +88,8 @@ class HippoGraphRetriever(ProgramRetriever):
     """HippoRAG 2 retrieval: facts, recognition memory, Personalized PageRank over the knowledge graph.
 
     Args:
-        index: the :class:`~llama_index_mhop.graph.index.HippoGraphIndex` to search.
+        index: the :class:`~llama_index_mhop.graph.index.HippoGraphIndex` to search (any
+            :class:`~llama_index_mhop.graph.retrieval_source.RetrievalSource`).
         fact_filter: the recognition-memory postprocessor (any node postprocessor); default
             ``DSPyFactFilter(top_n=fact_top_n)`` with the LM, starting from the index's ``fact_filter_program``.
         program: a compiled :class:`HippoGraphModule` (or the fact filter's program: the JSON files are alike), or
@@ -116,7 +113,7 @@ class HippoGraphRetriever(ProgramRetriever):
     }
 
     def __init__(
-        self, index: HippoGraphIndex, *, fact_filter: Any = None, program: ProgramSource | None = None, **kwargs: Any
+        self, index: RetrievalSource, *, fact_filter: Any = None, program: ProgramSource | None = None, **kwargs: Any
     ) -> None:
         if program is not None and fact_filter is not None and not isinstance(fact_filter, DSPyFactFilter):
             raise ValueError("program= is the fact filter's: it needs a DSPyFactFilter as fact_filter")
@@ -125,7 +122,7 @@ class HippoGraphRetriever(ProgramRetriever):
         super().__init__(program=program, **kwargs)
 
     @classmethod
-    def from_defaults(cls, index: HippoGraphIndex, **kwargs: Any) -> HippoGraphRetriever:
+    def from_defaults(cls, index: RetrievalSource, **kwargs: Any) -> HippoGraphRetriever:
         """The retriever with HippoRAG 2's defaults (override any argument by keyword)."""
         return cls(index=index, **kwargs)
 
@@ -133,7 +130,8 @@ class HippoGraphRetriever(ProgramRetriever):
         if self.fact_filter is None:
             self.fact_filter = DSPyFactFilter(top_n=self.config.fact_top_n, lm=self.lm,
                                               program=self.index.fact_filter_program)
-        return HippoGraphModule(self)
+        return HippoGraphModule(HippoSteps(self.index, self.config.damping, self.fact_filter, self._query_vector,
+                                           self._candidates, self._rank))
 
     def _step_predictors(self) -> dict[str, Any]:
         predictor = self.program.filter
@@ -367,107 +365,17 @@ class HippoGraphRetriever(ProgramRetriever):
         # A vector index the graph reads in place can change under it (another verb, another process): a
         # passage gone by the time the query ends is never served; the query runs once more on the graph without
         # it, and what a sync racing even that one removed is left out.
-        results, self.last_trace = self._search(query_bundle)
+        results = super()._retrieve(query_bundle)
         held = self.index.still_held(results)
         if len(held) < len(results):
-            results, self.last_trace = self._search(query_bundle)
+            results = super()._retrieve(query_bundle)
             held = self.index.still_held(results)
         return held
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        results, self.last_trace = await self._asearch(query_bundle)
+        results = await super()._aretrieve(query_bundle)
         held = await asyncio.to_thread(self.index.still_held, results)
         if len(held) < len(results):
-            results, self.last_trace = await self._asearch(query_bundle)
+            results = await super()._aretrieve(query_bundle)
             held = await asyncio.to_thread(self.index.still_held, results)
         return held
-
-    def _recognise(
-        self, candidates: list[NodeWithScore], query: str, predictor: Any, record: StepRecord
-    ) -> list[NodeWithScore]:
-        if not isinstance(self.fact_filter, DSPyFactFilter):  # any postprocessor will do as the filter
-            return self.fact_filter.postprocess_nodes(list(candidates), query_bundle=QueryBundle(query))
-        return self.fact_filter.recognise(list(candidates), query, predictor, record)
-
-    async def _arecognise(
-        self, candidates: list[NodeWithScore], query: str, predictor: Any, record: StepRecord
-    ) -> list[NodeWithScore]:
-        if not isinstance(self.fact_filter, DSPyFactFilter):
-            return await self.fact_filter.apostprocess_nodes(list(candidates), query_bundle=QueryBundle(query))
-        return await self.fact_filter.arecognise(list(candidates), query, predictor, record)
-
-    @staticmethod
-    def _traced(
-        ranked: tuple[list[NodeWithScore], dict[str, Any]], record: StepRecord
-    ) -> tuple[list[NodeWithScore], dict[str, Any]]:
-        """The ranking and its trace, once the trace says how the fact filter's LM step was answered (empty: no
-        step ran). Each query keeps its own trace, so concurrent queries never write into each other's."""
-        results, trace = ranked
-        trace.update(steps=dict(record.steps), step_reasons=dict(record.reasons))
-        return results, trace
-
-    def _search(
-        self, query_bundle: QueryBundle, predictor: Any = None
-    ) -> tuple[list[NodeWithScore], dict[str, Any]]:
-        """One query, with the fact filter calling ``predictor`` (default its own: see :class:`HippoGraphModule`)."""
-        query = query_bundle.query_str
-        started = time.perf_counter()
-        state = self.index.retrieval_state(damping=self.config.damping)
-        if query_bundle.embedding is None:
-            query_bundle.embedding = self.index.embed_model.get_query_embedding(query)
-        query_vector = self._query_vector(state, query_bundle.embedding)
-        dense, candidates, by_id = self._candidates(state, query_vector)
-        record = StepRecord()
-        kept = self._recognise(candidates, query, predictor, record) if candidates else []
-        return self._traced(self._rank(state, query, query_vector, dense, candidates, kept, by_id, started), record)
-
-    async def _asearch(
-        self, query_bundle: QueryBundle, predictor: Any = None
-    ) -> tuple[list[NodeWithScore], dict[str, Any]]:
-        query = query_bundle.query_str
-        started = time.perf_counter()
-        state = self.index.retrieval_state(damping=self.config.damping)
-        if query_bundle.embedding is None:
-            query_bundle.embedding = await self.index.embed_model.aget_query_embedding(query)
-        query_vector = self._query_vector(state, query_bundle.embedding)
-        dense, candidates, by_id = self._candidates(state, query_vector)
-        record = StepRecord()
-        kept = await self._arecognise(candidates, query, predictor, record) if candidates else []
-        return self._traced(self._rank(state, query, query_vector, dense, candidates, kept, by_id, started), record)
-
-
-class _Owner:
-    """The retriever a program runs: shared, never copied, when DSPy copies the program for an optimizer."""
-
-    def __init__(self, retriever: HippoGraphRetriever) -> None:
-        self.retriever = retriever
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> _Owner:
-        return self
-
-
-class HippoGraphModule(dspy.Module):
-    """HippoRAG 2's query flow as a DSPy program: its one predictor is the fact filter's (``filter``, the step
-    that runs per query), so a compiled program's JSON loads into a :class:`DSPyFactFilter` too.
-
-    ``forward(query)`` returns a ``dspy.Prediction`` with ``nodes``, ``node_ids`` and ``trace``; the filter calls
-    this module's own predictor, so an optimizer compiling a copy of the program sees the calls.
-    """
-
-    def __init__(self, retriever: HippoGraphRetriever) -> None:
-        super().__init__()
-        program = getattr(retriever.fact_filter, "program", None)  # a custom postprocessor as the filter has none
-        self.filter = program.filter if isinstance(program, FactFilterModule) else None
-        self._owner = _Owner(retriever)
-
-    def forward(self, query: str) -> dspy.Prediction:
-        retriever = self._owner.retriever
-        return self._prediction(*retriever._search(QueryBundle(query_text(query)), self.filter))
-
-    async def aforward(self, query: str) -> dspy.Prediction:
-        retriever = self._owner.retriever
-        return self._prediction(*await retriever._asearch(QueryBundle(query_text(query)), self.filter))
-
-    @staticmethod
-    def _prediction(nodes: list[NodeWithScore], trace: dict[str, Any]) -> dspy.Prediction:
-        return dspy.Prediction(nodes=nodes, node_ids=[n.node.node_id for n in nodes], trace=trace)

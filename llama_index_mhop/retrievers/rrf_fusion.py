@@ -15,21 +15,20 @@ order) comes right after it, hop after hop; the other perspective passages follo
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
 from typing import Any
 
-import dspy
 from llama_index.core import VectorStoreIndex
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.schema import NodeWithScore
 
 from ..bridges import link_passages
-from ..flow import Flow, Search, SearchBatch, StepRecord, arun_flow, run_flow
+from ..flow import AsyncSearchBatch, Flow, Search, SearchBatch, StepRecord
+from ..flow_module import FlowModule, Ranking, Shared
 from ..fusion import anchored_fusion, reciprocal_rank_fusion
 from ..passage_views import PassageView
 from ..query_batch import BatchSearcher
 from ..query_transforms import PERSPECTIVES_STEP, PerspectiveQueryTransform
-from .base import ProgramRetriever, query_text
+from .base import ProgramRetriever
 from .rrf_config import RRFFusionConfig
 
 __all__ = ["RRFFusionConfig", "RRFFusionModule", "RRFFusionRetriever"]
@@ -37,54 +36,27 @@ __all__ = ["RRFFusionConfig", "RRFFusionModule", "RRFFusionRetriever"]
 logger = logging.getLogger(__name__)
 
 
-class _Shared:
-    """The transform and the searches a module uses but does not own: shared, never copied, when DSPy copies
-    the module for an optimizer."""
-
-    def __init__(self, transform: PerspectiveQueryTransform, search: SearchBatch | None,
-                 asearch: Callable[[list[str], int], Awaitable[list[list[NodeWithScore]]]] | None) -> None:
-        self.transform = transform
-        self.search = search
-        self.asearch = asearch
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> _Shared:
-        return self
-
-
-class RRFFusionModule(dspy.Module):
+class RRFFusionModule(FlowModule[PerspectiveQueryTransform]):
     """Seed 000's flow as a DSPy program: its predictor is the perspective transform's (``perspectives``).
 
     ``forward(query)`` returns a ``dspy.Prediction`` with ``nodes``, ``node_ids`` and ``trace``. The numbers are
     the retriever's settings (:class:`~llama_index_mhop.retrievers.rrf_config.RRFFusionConfig`).
     """
 
+    searched_by = "RRFFusionRetriever"
+
     def __init__(
         self,
         transform: PerspectiveQueryTransform,
         search: SearchBatch | None = None,
-        asearch: Callable[[list[str], int], Awaitable[list[list[NodeWithScore]]]] | None = None,
+        asearch: AsyncSearchBatch | None = None,
         config: RRFFusionConfig | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__(Shared(transform, transform.runner, search, asearch))
         self.perspectives = transform.program
         self.config = config or RRFFusionConfig()
-        self._shared = _Shared(transform, search, asearch)
 
-    def forward(self, query: str) -> dspy.Prediction:
-        shared, record = self._shared, StepRecord()
-        if shared.search is None:
-            raise RuntimeError("this RRFFusionModule has no search: build it through RRFFusionRetriever")
-        return self._prediction(run_flow(self.flow(query_text(query), record), shared.transform.runner, record,
-                                         shared.search))
-
-    async def aforward(self, query: str) -> dspy.Prediction:
-        shared, record = self._shared, StepRecord()
-        if shared.asearch is None:
-            raise RuntimeError("this RRFFusionModule has no search: build it through RRFFusionRetriever")
-        return self._prediction(await arun_flow(self.flow(query_text(query), record), shared.transform.runner,
-                                                record, shared.asearch))
-
-    def flow(self, query: str, record: StepRecord) -> Flow[tuple[list[NodeWithScore], dict[str, Any]]]:
+    def flow(self, query: str, record: StepRecord) -> Flow[Ranking]:
         """The seed's loop, top to bottom; yields LM steps and searches (see :mod:`llama_index_mhop.flow`)."""
         nodes: dict[str, NodeWithScore] = {}
         lists: list[list[str]] = []
@@ -94,7 +66,7 @@ class RRFFusionModule(dspy.Module):
         anchor: list[str] = []
         for iteration in range(settings.num_iterations):
             # Perspectives informed by the previous iteration's top passages, k passages for each.
-            perspectives = yield self._shared.transform.step(query, context, program=self.perspectives)
+            perspectives = yield self._shared.parts.step(query, context, program=self.perspectives)
             if iteration == 0:
                 # The query's own ranking, the anchor no perspective may dilute: one batch with the first
                 # perspectives (which see no passage yet).
@@ -142,11 +114,6 @@ class RRFFusionModule(dspy.Module):
             nodes.setdefault(result.node.node_id, result)
             ranking.append(result.node.node_id)
         return ranking
-
-    @staticmethod
-    def _prediction(result: tuple[list[NodeWithScore], dict[str, Any]]) -> dspy.Prediction:
-        nodes, trace = result
-        return dspy.Prediction(nodes=nodes, node_ids=[n.node.node_id for n in nodes], trace=trace)
 
 
 class RRFFusionRetriever(ProgramRetriever):

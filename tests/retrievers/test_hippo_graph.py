@@ -220,6 +220,20 @@ def test_persisted_slice_index_ranks_identically(slice_index, hotpotqa_slice, em
         assert [s for _, s in got] == pytest.approx([s for _, s in expected], rel=1e-6)
 
 
+def test_the_program_is_the_query_and_its_copies_share_the_graph(mini_index):
+    """retrieve runs the program; a DSPy copy (as optimizers make) answers alike from the same graph, and a custom
+    fact filter runs on both paths (postprocess_nodes, apostprocess_nodes)."""
+    query = "Who directed Marty?"
+    retriever = mini_index.as_retriever(similarity_top_k=5, fact_filter=KeepOnly(texts=["marty directed by delbert mann"]))
+    expected = [(n.node.node_id, n.score) for n in retriever.retrieve(query)]
+    copied = retriever.program.deepcopy()
+    assert copied is not retriever.program and copied._shared is retriever.program._shared
+    prediction = copied(query=query)
+    assert [(n.node.node_id, n.score) for n in prediction.nodes] == expected
+    assert prediction.trace["kept_facts"] == retriever.last_trace["kept_facts"] != []
+    assert [(n.node.node_id, n.score) for n in asyncio.run(retriever.aretrieve(query))] == expected
+
+
 def test_a_program_needs_the_dspy_fact_filter(mini_index, tmp_path):
     path = mini_index.as_retriever().save_program(tmp_path / "hippo.json")
     with pytest.raises(ValueError, match="needs a DSPyFactFilter"):

@@ -1,0 +1,43 @@
+"""What a graph retriever reads of the index it searches: :class:`RetrievalSource`.
+
+:class:`~llama_index_mhop.graph.index.HippoGraphIndex` is one; the retriever is typed by this protocol alone, so it
+never imports the index (the index imports the retriever, in ``as_retriever``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from llama_index.core.base.embeddings.base import BaseEmbedding
+    from llama_index.core.schema import NodeWithScore
+
+    from .state import RetrievalState
+
+__all__ = ["RetrievalSource"]
+
+
+class RetrievalSource(Protocol):
+    """A graph a query searches.
+
+    Attributes:
+        name: the index's name, for messages.
+        fact_filter_program: the compiled fact filter program its retrievers' filters start from (None: none).
+    """
+
+    name: str
+    fact_filter_program: Any
+
+    @property
+    def embed_model(self) -> BaseEmbedding:
+        """The embedder of queries, the one the index's vectors come from."""
+        ...
+
+    def retrieval_state(self, damping: float) -> RetrievalState:
+        """The arrays and PageRank matrix of the current graph version, for a walk with ``damping``."""
+        ...
+
+    def still_held(self, nodes: Sequence[NodeWithScore]) -> list[NodeWithScore]:
+        """``nodes`` without the passages gone from the index's collections since its state was loaded."""
+        ...
