@@ -19,6 +19,7 @@ if TYPE_CHECKING:
         title_entities,
     )
     from .index import EmptyIndexError, HippoGraphIndex, UnknownDocumentError
+    from .index_config import HippoGraphIndexConfig
     from .knowledge_graph import KnowledgeGraph
     from .openie_export import export_openie
     from .openie_file import OpenIEFileError, StoredOpenIE, read_openie, write_openie
@@ -38,6 +39,7 @@ __all__ = [
     "EmptyIndexError",
     "ExtractEntitiesAndTriples",
     "HippoGraphIndex",
+    "HippoGraphIndexConfig",
     "KnowledgeGraph",
     "OpenIEExtractor",
     "OpenIEFileError",
@@ -64,6 +66,7 @@ _EXPORTS = {
     "EmptyIndexError": ".index",
     "HippoGraphIndex": ".index",
     "UnknownDocumentError": ".index",
+    "HippoGraphIndexConfig": ".index_config",
     "KnowledgeGraph": ".knowledge_graph",
     "export_openie": ".openie_export",
     "OpenIEFileError": ".openie_file",

@@ -1,16 +1,19 @@
-"""The knowledge graph on disk and out of process: JSON, a folder of ``.npy`` arrays, and networkx/GraphML export.
+"""The knowledge graph's files: its records as JSON, a folder of ``.npy`` arrays, and networkx/GraphML export.
 
-* :func:`graph_to_dict` / :func:`fill_graph_from_dict`: one JSON object (tables, node and edge lists), the format the index
-  persists today. The edge list is derived data: on reading, the edges are rebuilt from the passage, fact and
-  synonym tables and must equal the stored list.
-* :func:`save_graph` / :func:`open_graph_files` / :func:`load_graph`: a folder with ``tables.json`` (passages,
-  entities, facts, synonym lists, the node table, the names of this save's arrays) and the node kinds and edge
-  table as ``.npy`` files, read with ``allow_pickle=False`` and memory-mapped when asked, so several query
-  processes share one copy of the edges.
+* :class:`GraphTables`: a graph's records (config, version, entities, facts, passages, synonym lists) as plain
+  data, written as JSON and read back checked (:meth:`GraphTables.to_json`, :meth:`GraphTables.from_json`).
+* :func:`graph_dict` / :func:`check_listed`: one JSON object (the records plus node and edge lists), the format
+  the index persisted first. The node and edge lists are derived data: on reading, the graph built from the
+  records must list the same ones.
+* :func:`save_graph` / :func:`open_graph_files` / :func:`open_structure`: a folder with ``tables.json`` (the
+  records, the node table, the names of this save's arrays) and the node kinds and edge table as ``.npy`` files,
+  read with ``allow_pickle=False`` and memory-mapped when asked, so several query processes share one copy of the
+  edges.
 * :func:`graph_to_networkx`: a ``networkx.Graph`` for inspecting or drawing (``networkx.write_graphml`` writes it).
 
-The functions take a :class:`~.knowledge_graph.KnowledgeGraph` and fill or read its tables; they hold no rules of
-their own.
+Nothing here knows the graph's rules: :class:`~.knowledge_graph.KnowledgeGraph` hands over its records, node table
+and edge store, and builds itself from what is read (``KnowledgeGraph.save``, ``load``, ``to_dict``,
+``from_dict``).
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ import json
 import os
 import re
 import secrets
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,87 +36,99 @@ from .layout import TABLES_FILE
 if TYPE_CHECKING:
     import networkx as nx
 
-    from .knowledge_graph import KnowledgeGraph
-
 __all__ = [
     "ARRAY_FORMAT_VERSION",
     "TABLES_FILE",
-    "fill_graph_from_dict",
-    "graph_to_dict",
+    "GraphTables",
+    "check_listed",
+    "graph_dict",
     "graph_to_networkx",
-    "load_graph",
     "load_graph_tables",
     "open_graph_files",
+    "open_structure",
     "save_graph",
 ]
 
 ARRAY_FORMAT_VERSION = 2
 _ARRAYS = ("node_kinds", "edge_pairs", "edge_values")
 _ARRAY_NAME = re.compile(r"[a-z_]+\.v\d+-[0-9a-f]{8}\.npy")  # the file names save_graph writes, nothing else
+#: An edge as ``KnowledgeGraph.edge_list`` gives it: (u, v, facts, synonymy, passage).
+Edge = tuple[str, str, int, float, float]
 
 
-def _tables(graph: KnowledgeGraph) -> dict[str, Any]:
-    return {
-        "config": graph.config(),
-        "version": graph.version,
-        "entities": dict(sorted(graph.entity_names.items())),
-        "facts": {f: list(t) for f, t in sorted(graph.facts.items())},
-        "passages": {
-            pid: {"entities": list(r.entities), "facts": list(r.facts), "ref_doc_id": r.ref_doc_id,
-                  "title": r.title, "title_entities": list(r.title_entities)}
-            for pid, r in sorted(graph.passages.items())
-        },
-        "synonyms": {e: [[o, s] for o, s in lst] for e, lst in sorted(graph.synonyms.items())},
-        "stale_synonyms": sorted(graph.stale_synonyms),
-    }
+@dataclass(frozen=True)
+class GraphTables:
+    """A graph's records as saved: the graph's settings and version, entity names, facts, passages, synonym lists
+    and the entities whose synonyms are still to compute. The mappings are the graph's own, not copies: read them
+    before its next change."""
 
+    config: Mapping[str, Any]
+    version: int
+    entity_names: Mapping[str, str]
+    facts: Mapping[str, tuple[str, str, str]]
+    passages: Mapping[str, PassageRecord]
+    synonyms: Mapping[str, list[tuple[str, float]]]
+    stale_synonyms: Collection[str]
 
-def _node_list(graph: KnowledgeGraph) -> list[list[str]]:
-    nodes = [[pid, "passage", r.title] for pid, r in graph.passages.items()]
-    nodes += [[e, "entity", name] for e, name in graph.entity_names.items()]
-    return sorted(nodes)
+    def to_json(self) -> dict[str, Any]:
+        """The records as JSON values, each table sorted by id."""
+        return {
+            "config": dict(self.config),
+            "version": self.version,
+            "entities": dict(sorted(self.entity_names.items())),
+            "facts": {f: list(t) for f, t in sorted(self.facts.items())},
+            "passages": {
+                pid: {"entities": list(r.entities), "facts": list(r.facts), "ref_doc_id": r.ref_doc_id,
+                      "title": r.title, "title_entities": list(r.title_entities)}
+                for pid, r in sorted(self.passages.items())
+            },
+            "synonyms": {e: [[o, s] for o, s in lst] for e, lst in sorted(self.synonyms.items())},
+            "stale_synonyms": sorted(self.stale_synonyms),
+        }
 
-
-def graph_to_dict(graph: KnowledgeGraph, format_version: int) -> dict[str, Any]:
-    """A JSON-serialisable form: config, records, synonym lists, and the node and edge lists."""
-    return {"format_version": format_version, **_tables(graph), "nodes": _node_list(graph),
-            "edges": [list(e) for e in graph.edge_list()]}
-
-
-def _fill_tables(graph: KnowledgeGraph, data: Mapping[str, Any]) -> None:
-    graph.entity_names = {str(k): str(v) for k, v in data["entities"].items()}
-    graph.facts = {str(k): (str(s), str(p), str(o)) for k, (s, p, o) in data["facts"].items()}
-    for pid, rec in data["passages"].items():
-        record = PassageRecord(
-            tuple(rec["entities"]), tuple(rec["facts"]), rec.get("ref_doc_id"), rec.get("title", ""),
-            tuple(rec.get("title_entities", ())),
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> GraphTables:
+        """The records :meth:`to_json` wrote (or the tables of a saved folder, or a one-object graph file)."""
+        passages = {
+            pid: PassageRecord(tuple(rec["entities"]), tuple(rec["facts"]), rec.get("ref_doc_id"),
+                               rec.get("title", ""), tuple(rec.get("title_entities", ())))
+            for pid, rec in data["passages"].items()
+        }
+        return cls(
+            config=dict(data.get("config", {})),
+            version=int(data.get("version", 0)),
+            entity_names={str(k): str(v) for k, v in data["entities"].items()},
+            facts={str(k): (str(s), str(p), str(o)) for k, (s, p, o) in data["facts"].items()},
+            passages=passages,
+            synonyms={e: [(str(o), float(s)) for o, s in lst] for e, lst in data.get("synonyms", {}).items()},
+            stale_synonyms=set(data.get("stale_synonyms", [])),
         )
-        graph.passages[pid] = record
-        for e in record.entities:
-            graph.entity_passages.setdefault(e, set()).add(pid)
-        for f in record.facts:
-            graph.fact_support[f] = graph.fact_support.get(f, 0) + 1
-    graph.synonyms = {e: [(str(o), float(s)) for o, s in lst] for e, lst in data.get("synonyms", {}).items()}
-    graph._stale_synonyms = set(data.get("stale_synonyms", []))
-    graph.version = int(data.get("version", 0))
+
+    def node_list(self) -> list[list[str]]:
+        """Every node as ``[key, kind, name]`` (a passage's name is its title), sorted."""
+        nodes = [[pid, "passage", r.title] for pid, r in self.passages.items()]
+        nodes += [[e, "entity", name] for e, name in self.entity_names.items()]
+        return sorted(nodes)
 
 
-def fill_graph_from_dict(graph: KnowledgeGraph, data: Mapping[str, Any]) -> None:
-    """Fill an empty graph from :func:`graph_to_dict` output, rebuilding the edges from the tables.
+def graph_dict(tables: GraphTables, format_version: int, edges: Sequence[Edge]) -> dict[str, Any]:
+    """The one-object JSON form: the records, and the node and edge lists."""
+    return {"format_version": format_version, **tables.to_json(), "nodes": tables.node_list(),
+            "edges": [list(e) for e in edges]}
+
+
+def check_listed(data: Mapping[str, Any], tables: GraphTables, edges: Sequence[Edge]) -> None:
+    """Check the node and edge lists a one-object JSON form carries against the graph built from its records
+    (``tables`` and ``edges``, the built graph's).
 
     Raises:
         ValueError: the stored node or edge list disagrees with the records.
     """
-    _fill_tables(graph, data)
-    try:
-        graph._rebuild_structure()
-    except KeyError as exc:
-        raise ValueError(f"graph file is inconsistent: a passage or fact names an unknown entity ({exc})") from exc
-    if "nodes" in data and sorted(n for n, _, _ in data["nodes"]) != sorted(n for n, _, _ in _node_list(graph)):
+    if "nodes" in data and sorted(n for n, _, _ in data["nodes"]) != sorted(n for n, _, _ in tables.node_list()):
         raise ValueError("graph file is inconsistent: its node list does not match its passages and entities")
     if "edges" in data:
         stored = sorted((str(u), str(v), int(f), float(s), float(p)) for u, v, f, s, p in data["edges"])
-        if stored != graph.edge_list():
+        if stored != list(edges):
             raise ValueError("graph file is inconsistent: its edge list does not match its passages, facts and "
                              "synonym lists")
 
@@ -124,8 +140,10 @@ def _write_atomic(path: Path, write: Any) -> None:
     os.replace(partial, path)
 
 
-def save_graph(graph: KnowledgeGraph, folder: str | Path, attached: Mapping[str, Any] | None = None) -> Path:
-    """Write the graph to ``folder``: ``tables.json`` and the node kinds and edge table as ``.npy`` files.
+def save_graph(folder: str | Path, tables: GraphTables, nodes: NodeTable, edges: EdgeStore,
+               attached: Mapping[str, Any] | None = None) -> Path:
+    """Write a graph to ``folder``: ``tables.json`` (its records and node table) and the node kinds and edge table
+    as ``.npy`` files.
 
     ``attached`` (JSON values, such as the index's document store) is written inside ``tables.json``, so it
     becomes visible in the same atomic step as the graph it describes.
@@ -138,16 +156,16 @@ def save_graph(graph: KnowledgeGraph, folder: str | Path, attached: Mapping[str,
     """
     target = Path(folder)
     target.mkdir(parents=True, exist_ok=True)
-    keys, free = graph._nodes.to_lists()
-    pairs, values = graph._edges.table()
-    save = f"v{graph.version}-{secrets.token_hex(4)}"
+    keys, free = nodes.to_lists()
+    pairs, values = edges.table()
+    save = f"v{tables.version}-{secrets.token_hex(4)}"
     arrays = {stem: f"{stem}.{save}.npy" for stem in _ARRAYS}
-    for stem, array in zip(_ARRAYS, (graph._nodes.kinds(), pairs, values), strict=True):
+    for stem, array in zip(_ARRAYS, (nodes.kinds(), pairs, values), strict=True):
         _write_atomic(target / arrays[stem],
                       lambda h, a=array: np.save(h, np.ascontiguousarray(a), allow_pickle=False))
-    tables = {"array_format_version": ARRAY_FORMAT_VERSION, **_tables(graph), "node_keys": keys, "free_slots": free,
-              "arrays": arrays, **({"attached": dict(attached)} if attached else {})}
-    text = json.dumps(tables, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    saved = {"array_format_version": ARRAY_FORMAT_VERSION, **tables.to_json(), "node_keys": keys, "free_slots": free,
+             "arrays": arrays, **({"attached": dict(attached)} if attached else {})}
+    text = json.dumps(saved, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     keep = {*arrays.values(), *_saved_array_names(target)}
     _write_atomic(target / TABLES_FILE, lambda h: h.write(text))
     for stale in target.iterdir():
@@ -208,36 +226,29 @@ def open_graph_files(folder: str | Path, mmap: bool) -> tuple[dict[str, Any], di
         return again, _open_arrays(folder, again, mmap)
 
 
-def load_graph(graph: KnowledgeGraph, folder: str | Path, tables: Mapping[str, Any],
-               arrays: Mapping[str, np.ndarray]) -> None:
-    """Fill an empty graph from the files :func:`open_graph_files` read from ``folder``.
+def open_structure(folder: str | Path, tables: Mapping[str, Any], arrays: Mapping[str, np.ndarray],
+                   kinds: Mapping[str, int]) -> tuple[NodeTable, EdgeStore]:
+    """The node table and edge store of the files :func:`open_graph_files` read from ``folder``, the node table
+    checked to hold exactly the nodes ``kinds`` names, each of its kind code.
 
     Raises:
-        ValueError: malformed arrays, or a node or edge table that disagrees with the passages, entities and facts.
+        ValueError: malformed arrays, or a node table that disagrees with ``kinds``.
     """
     folder = Path(folder)
-    _fill_tables(graph, tables)
     nodes = NodeTable.from_lists(tables["node_keys"], tables["free_slots"], arrays["node_kinds"])
-    expected = {**{p: graph._kind_code("passage") for p in graph.passages},
-                **{e: graph._kind_code("entity") for e in graph.entity_names}}
-    if len(nodes) != len(expected) or any(k not in nodes or nodes.kind(nodes.slot(k)) != c for k, c in expected.items()):
+    if len(nodes) != len(kinds) or any(k not in nodes or nodes.kind(nodes.slot(k)) != c for k, c in kinds.items()):
         raise ValueError(f"{folder}: the node table does not match the passages and entities")
-    graph._nodes = nodes
-    graph._edges = EdgeStore.from_arrays(arrays["edge_pairs"], arrays["edge_values"], nodes.capacity, folder)
-    try:
-        graph.check_edges()
-    except ValueError as exc:
-        raise ValueError(f"{folder}: {exc}") from None
+    return nodes, EdgeStore.from_arrays(arrays["edge_pairs"], arrays["edge_values"], nodes.capacity, folder)
 
 
-def graph_to_networkx(graph: KnowledgeGraph) -> nx.Graph:
-    """The graph as ``networkx.Graph``: nodes with ``kind`` and ``name``; edges with ``facts``, ``synonymy``,
-    ``passage`` and ``weight``."""
+def graph_to_networkx(nodes: Sequence[Sequence[str]], edges: Sequence[Edge]) -> nx.Graph:
+    """A ``networkx.Graph`` of these nodes (:meth:`GraphTables.node_list`: with ``kind`` and ``name``) and edges
+    (with ``facts``, ``synonymy``, ``passage`` and ``weight``)."""
     import networkx as nx
 
     out = nx.Graph()
-    for key, kind, name in _node_list(graph):
+    for key, kind, name in nodes:
         out.add_node(key, kind=kind, name=name)
-    for u, v, facts, synonymy, passage in graph.edge_list():
+    for u, v, facts, synonymy, passage in edges:
         out.add_edge(u, v, facts=facts, synonymy=synonymy, passage=passage, weight=float(facts + synonymy + passage))
     return out

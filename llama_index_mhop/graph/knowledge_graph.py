@@ -45,8 +45,9 @@ The structure changes only through :meth:`KnowledgeGraph.add_passage`, :meth:`Kn
 PageRank matrix (:meth:`KnowledgeGraph.pagerank_graph`).
 
 Storage is arrays, not a graph library (:mod:`.graph_arrays`): nodes are integer slots, edges integer channels
-summed from appended changes, so the graph costs about 24 bytes per edge and saves as ``.npy`` files that query
-processes memory-map (:meth:`KnowledgeGraph.save`, :meth:`KnowledgeGraph.load`). networkx is an export only
+summed from appended changes (written and weighed by :mod:`.graph_edges`), so the graph costs about 24 bytes per
+edge and saves as ``.npy`` files that query processes memory-map (:meth:`KnowledgeGraph.save`,
+:meth:`KnowledgeGraph.load`, through :mod:`.graph_files`). networkx is an export only
 (:meth:`KnowledgeGraph.to_networkx`).
 """
 
@@ -54,20 +55,22 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
-from .graph_arrays import FACTS, PLAIN, SYNONYMY, SYNONYMY_SCALE, TITLE, EdgeStore, NodeTable, PassageRecord
+from .graph_arrays import EdgeStore, NodeTable, PassageRecord
+from .graph_edges import ENTITY, KIND_CODE, PASSAGE, EdgeWeights, GraphEdges
 from .graph_files import (
-    fill_graph_from_dict,
-    graph_to_dict,
+    GraphTables,
+    check_listed,
+    graph_dict,
     graph_to_networkx,
-    load_graph,
     open_graph_files,
+    open_structure,
     save_graph,
 )
-from .ppr import DEFAULT_DAMPING, PageRankGraph
+from .ppr import PageRankGraph
 from .synonym_lists import SynonymLists
 
 __all__ = [
@@ -90,27 +93,9 @@ DEFAULT_SYNONYMY_MIN_CHARS = 3
 DEFAULT_SYNONYMY_BLOCK_SIZE = 1024
 DEFAULT_TITLE_EDGE_WEIGHT = 10.0
 GRAPH_FORMAT_VERSION = 1
-ENTITY = "entity"
-PASSAGE = "passage"
-_KIND_CODE = {PASSAGE: 1, ENTITY: 2}
-_CHANNEL_NAMES = {FACTS: "fact", PLAIN: "passage", TITLE: "title"}
 
 
-def _micro(similarity: float) -> int:
-    """A similarity rounded to 6 decimals, in millionths (exact: the stored floats are already rounded)."""
-    return int(round(similarity * SYNONYMY_SCALE))
-
-
-class EdgeWeights(NamedTuple):
-    """One edge: distinct facts linking the pair, synonymy similarity, passage weight, and their sum."""
-
-    facts: int
-    synonymy: float
-    passage: float
-    weight: float
-
-
-class KnowledgeGraph(SynonymLists):
+class KnowledgeGraph(GraphEdges, SynonymLists):
     """Entity and passage nodes with fact, passage and synonymy edges (see the module docstring for weights).
 
     Args:
@@ -171,15 +156,6 @@ class KnowledgeGraph(SynonymLists):
     def num_passages(self) -> int:
         return len(self.passages)
 
-    @property
-    def num_nodes(self) -> int:
-        return len(self._nodes)
-
-    @property
-    def num_edges(self) -> int:
-        """Undirected edges of positive weight."""
-        return int((self._edge_weights()[2] > 0).sum())
-
     def _bump(self) -> None:
         self.version += 1
         self._pagerank = None
@@ -236,26 +212,19 @@ class KnowledgeGraph(SynonymLists):
     def _link(self, passage_id: str, record: PassageRecord, new_entities: Sequence[str],
               new_facts: Sequence[str]) -> None:
         """Add the passage's node, its new entity nodes, its passage edges and the edges of its new facts."""
-        passage = self._nodes.add(passage_id, _KIND_CODE[PASSAGE])
+        passage = self._nodes.add(passage_id, KIND_CODE[PASSAGE])
         for entity_id in new_entities:
-            self._nodes.add(entity_id, _KIND_CODE[ENTITY])
+            self._nodes.add(entity_id, KIND_CODE[ENTITY])
+        self._count_support(passage_id, record)
+        self._passage_edges(passage, record, 1)
+        self._fact_edges(new_facts, 1)
+
+    def _count_support(self, passage_id: str, record: PassageRecord) -> None:
+        """Count the passage among the supporters of its entities and facts."""
         for entity_id in record.entities:
             self.entity_passages.setdefault(entity_id, set()).add(passage_id)
         for fact_id in record.facts:
             self.fact_support[fact_id] = self.fact_support.get(fact_id, 0) + 1
-        self._passage_edges(passage, record, 1)
-        self._fact_edges(new_facts, 1)
-
-    def _passage_edges(self, passage: int, record: PassageRecord, delta: int) -> None:
-        own = set(record.title_entities)
-        for channel, chosen in ((PLAIN, [e for e in record.entities if e not in own]), (TITLE, record.title_entities)):
-            self._edges.add(passage, self._nodes.slots(chosen), channel, delta)
-
-    def _fact_edges(self, fact_ids: Iterable[str], delta: int) -> None:
-        pairs = [(s, o) for s, _, o in (self.facts[f] for f in fact_ids) if s != o]
-        if pairs:
-            self._edges.add(self._nodes.slots(p[0] for p in pairs), self._nodes.slots(p[1] for p in pairs),
-                            FACTS, delta)
 
     def remove_passage(self, passage_id: str) -> tuple[list[str], list[str]]:
         """Remove a passage, its edges, and the facts and entities no other passage supports.
@@ -304,128 +273,10 @@ class KnowledgeGraph(SynonymLists):
         """Ids of the passages that came from the document ``ref_doc_id``."""
         return [pid for pid, record in self.passages.items() if record.ref_doc_id == ref_doc_id]
 
-    # ------------------------------------------------------------------ edges and PageRank
-
-    def _set_synonymy_edges(self, old: Mapping[tuple[str, str], float], new: Mapping[tuple[str, str], float]) -> None:
-        deltas = {pair: _micro(new[pair]) - _micro(old.get(pair, 0.0)) for pair in new}
-        changed = [(a, b, delta) for (a, b), delta in deltas.items() if delta]
-        if changed:
-            self._edges.add(self._nodes.slots(a for a, _, _ in changed), self._nodes.slots(b for _, b, _ in changed),
-                            SYNONYMY, np.array([delta for _, _, delta in changed]))
-
-    def _synonymy_edge_count(self) -> int:
-        _, values, weight = self._edge_weights()
-        return int(((values[:, SYNONYMY] != 0) & (weight > 0)).sum())
-
-    def _edge_weights(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The edge table: slot pairs, channel values, and each edge's weight (facts + synonymy + passage)."""
-        pairs, values = self._edges.table()
-        return pairs, values, self._weights(values)[2]
-
-    def _weights(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per row of channel values: the synonymy weight, the passage weight and the edge's total weight."""
-        synonymy = values[:, SYNONYMY] / SYNONYMY_SCALE
-        passage = values[:, PLAIN] * 1.0 + values[:, TITLE] * self.title_edge_weight
-        return synonymy, passage, values[:, FACTS].astype(np.float64) + synonymy + passage
-
-    def edge(self, u: str, v: str) -> EdgeWeights | None:
-        """The edge between two nodes, or None when they are not linked."""
-        if u not in self._nodes or v not in self._nodes:
-            return None
-        values = self._edges.channels_of(self._nodes.slot(u), self._nodes.slot(v))
-        if values is None:
-            return None
-        synonymy, passage, weight = (float(w[0]) for w in self._weights(values[None, :]))
-        return EdgeWeights(int(values[FACTS]), synonymy, passage, weight) if weight > 0 else None
-
-    def edge_list(self) -> list[tuple[str, str, int, float, float]]:
-        """Every edge as ``(u, v, facts, synonymy, passage)`` with ``u < v``, sorted (for comparisons)."""
-        pairs, values = self._edges.table()
-        synonymy, passage, weight = self._weights(values)
-        keep = weight > 0
-        keys = [self._nodes.key(slot) for slot in pairs[keep].ravel().tolist()]
-        columns = (values[keep, FACTS].tolist(), synonymy[keep].tolist(), passage[keep].tolist())
-        return sorted((min(a, b), max(a, b), f, s, p) for a, b, f, s, p in zip(keys[::2], keys[1::2], *columns,
-                                                                                strict=True))
-
-    def node_kind(self, key: str) -> str:
-        """``"passage"`` or ``"entity"``."""
-        return PASSAGE if self._nodes.kind(self._nodes.slot(key)) == _KIND_CODE[PASSAGE] else ENTITY
-
-    def pagerank_graph(self, damping: float = DEFAULT_DAMPING) -> PageRankGraph:
-        """The cached PageRank matrix of this graph version (built on first use after each change).
-
-        Node order: passages (sorted by id), then entities (sorted by id).
-        """
-        if self._pagerank is None or self._pagerank.damping != damping:
-            nodes = self.node_order()
-            position = np.full(self._nodes.capacity, -1, dtype=np.int64)
-            position[self._nodes.slots(nodes)] = np.arange(len(nodes))
-            pairs, _, weight = self._edge_weights()
-            keep = weight > 0
-            edges = np.stack([position[pairs[keep, 0]], position[pairs[keep, 1]]], axis=1)
-            self._pagerank = PageRankGraph.from_edges(
-                len(nodes), edges, weight[keep], nodes=nodes, damping=damping, version=self.version
-            )
-        return self._pagerank
-
-    def node_order(self) -> list[str]:
-        """Passage ids then entity ids, each sorted: the row order of :meth:`pagerank_graph`."""
-        return sorted(self.passages) + sorted(self.entity_names)
-
     # ------------------------------------------------------------------ persistence and export
 
-    _kind_code = staticmethod(_KIND_CODE.__getitem__)
-
-    def _rebuild_structure(self) -> None:
-        """Nodes and edges from the tables alone (passages, facts, synonym lists), as a fresh build makes them."""
-        self._nodes, self._edges = NodeTable(), EdgeStore()
-        for pid in sorted(self.passages):
-            self._nodes.add(pid, _KIND_CODE[PASSAGE])
-        for entity_id in sorted(self.entity_names):
-            self._nodes.add(entity_id, _KIND_CODE[ENTITY])
-        for pid, record in self.passages.items():
-            self._passage_edges(self._nodes.slot(pid), record, 1)
-        self._fact_edges(self.facts, 1)
-        pairs = {(min(a, b), max(a, b)) for a, lst in self.synonyms.items() for b, _ in lst if b in self.entity_names}
-        self._set_synonymy_edges({}, {pair: self._synonymy(*pair) for pair in sorted(pairs)})
-        self._pagerank = None
-
-    def check_edges(self) -> None:
-        """Check the edge table against the tables it was built from: each passage links exactly the entities its
-        record names (its title entities on their own channel) and each entity pair carries one count per fact
-        between them. A saved table edited or mixed up (two passage keys swapped, say) is refused rather than
-        walked. Vectorised over the whole table: about as long as reading the tables.
-
-        Raises:
-            ValueError: the channel whose edges disagree.
-        """
-        pairs, values = self._edges.table()
-        table_keys = EdgeStore._key(pairs[:, 0], pairs[:, 1])
-        for channel, (u, v) in self._record_edges().items():
-            low, high = np.minimum(u, v), np.maximum(u, v)
-            expected, counts = np.unique(EdgeStore._key(low, high), return_counts=True)
-            present = values[:, channel] != 0
-            if not (np.array_equal(table_keys[present], expected)
-                    and np.array_equal(values[present, channel], counts)):
-                raise ValueError(f"its {_CHANNEL_NAMES[channel]} edges disagree with the passages and facts")
-
-    def _record_edges(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-        """The slot pairs each record channel (plain and title passage edges, facts) implies, once per record."""
-        ends: dict[int, tuple[list[int], list[str]]] = {PLAIN: ([], []), TITLE: ([], [])}
-        for pid, record in self.passages.items():
-            passage, own = self._nodes.slot(pid), set(record.title_entities)
-            for channel, chosen in ((PLAIN, [e for e in record.entities if e not in own]),
-                                    (TITLE, record.title_entities)):
-                ends[channel][0].extend([passage] * len(chosen))
-                ends[channel][1].extend(chosen)
-        fact_pairs = [(s, o) for s, _, o in self.facts.values() if s != o]
-        edges = {channel: (np.asarray(slots, dtype=np.int64), self._nodes.slots(entities))
-                 for channel, (slots, entities) in ends.items()}
-        edges[FACTS] = (self._nodes.slots(s for s, _ in fact_pairs), self._nodes.slots(o for _, o in fact_pairs))
-        return edges
-
     def config(self) -> dict[str, Any]:
+        """The graph's settings, as its constructor takes them."""
         return {
             "synonymy_threshold": self.synonymy_threshold,
             "synonymy_top_k": self.synonymy_top_k,
@@ -434,9 +285,61 @@ class KnowledgeGraph(SynonymLists):
             "title_edge_weight": self.title_edge_weight,
         }
 
+    def tables(self) -> GraphTables:
+        """The graph's records as saved (settings, version, entities, facts, passages, synonym lists)."""
+        return GraphTables(self.config(), self.version, self.entity_names, self.facts, self.passages, self.synonyms,
+                           self.stale_synonyms)
+
+    @classmethod
+    def _with_records(cls, tables: GraphTables) -> KnowledgeGraph:
+        """A graph holding these records, without nodes or edges yet."""
+        graph = cls(**tables.config)
+        graph.entity_names, graph.facts = dict(tables.entity_names), dict(tables.facts)
+        for pid, record in tables.passages.items():
+            graph.passages[pid] = record
+            graph._count_support(pid, record)
+        graph.synonyms = {e: list(lst) for e, lst in tables.synonyms.items()}
+        graph._stale_synonyms = set(tables.stale_synonyms)
+        graph.version = tables.version
+        return graph
+
+    @classmethod
+    def from_tables(cls, tables: GraphTables) -> KnowledgeGraph:
+        """A graph holding these records, its nodes and edges built from them as a fresh build makes them.
+
+        Raises:
+            ValueError: a passage or fact names an entity the records do not hold.
+        """
+        graph = cls._with_records(tables)
+        try:
+            graph._rebuild_structure()
+        except KeyError as exc:
+            raise ValueError(f"graph file is inconsistent: a passage or fact names an unknown entity ({exc})") from exc
+        return graph
+
+    @classmethod
+    def from_files(cls, folder: str | Path, data: Mapping[str, Any],
+                   arrays: Mapping[str, np.ndarray]) -> KnowledgeGraph:
+        """A graph from the files :func:`~.graph_files.open_graph_files` opened in ``folder`` (``data``, its
+        ``tables.json``, and the ``arrays`` it names): its records, and its node table and edge store as saved
+        (memory-mapped if they were opened so), checked against the records.
+
+        Raises:
+            ValueError: malformed arrays, or a node or edge table that disagrees with the records.
+        """
+        graph = cls._with_records(GraphTables.from_json(data))
+        kinds = {**dict.fromkeys(graph.passages, KIND_CODE[PASSAGE]),
+                 **dict.fromkeys(graph.entity_names, KIND_CODE[ENTITY])}
+        graph._nodes, graph._edges = open_structure(folder, data, arrays, kinds)
+        try:
+            graph.check_edges()
+        except ValueError as exc:
+            raise ValueError(f"{folder}: {exc}") from None
+        return graph
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable form: config, records, synonym lists, and the node and edge lists."""
-        return graph_to_dict(self, GRAPH_FORMAT_VERSION)
+        return graph_dict(self.tables(), GRAPH_FORMAT_VERSION, self.edge_list())
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> KnowledgeGraph:
@@ -447,14 +350,14 @@ class KnowledgeGraph(SynonymLists):
         """
         if (version := data.get("format_version")) != GRAPH_FORMAT_VERSION:
             raise ValueError(f"unsupported graph format version {version!r} (this code reads {GRAPH_FORMAT_VERSION})")
-        graph = cls(**data.get("config", {}))
-        fill_graph_from_dict(graph, data)
+        graph = cls.from_tables(GraphTables.from_json(data))
+        check_listed(data, graph.tables(), graph.edge_list())
         return graph
 
     def save(self, folder: str | Path, attached: Mapping[str, Any] | None = None) -> Path:
         """Write this version to ``folder`` as ``tables.json`` and ``.npy`` arrays, with ``attached`` JSON values
-        inside ``tables.json`` (see :mod:`.graph_files`)."""
-        return save_graph(self, folder, attached)
+        inside ``tables.json`` (see :func:`~.graph_files.save_graph`)."""
+        return save_graph(folder, self.tables(), self._nodes, self._edges, attached)
 
     @classmethod
     def load(cls, folder: str | Path, mmap: bool = True) -> KnowledgeGraph:
@@ -465,14 +368,12 @@ class KnowledgeGraph(SynonymLists):
             ValueError: a missing, malformed or inconsistent file.
         """
         tables, arrays = open_graph_files(folder, mmap)
-        graph = cls(**tables.get("config", {}))
-        load_graph(graph, folder, tables, arrays)
-        return graph
+        return cls.from_files(folder, tables, arrays)
 
     def to_networkx(self) -> Any:
         """This version as a ``networkx.Graph`` (nodes: ``kind``, ``name``; edges: ``facts``, ``synonymy``,
         ``passage``, ``weight``); ``networkx.write_graphml(graph.to_networkx(), path)`` writes GraphML."""
-        return graph_to_networkx(self)
+        return graph_to_networkx(self.tables().node_list(), self.edge_list())
 
     @property
     def graph(self) -> Any:

@@ -1,25 +1,22 @@
 """The graph index's DSPy programs on disk: the OpenIE extractor's and the fact filter's, beside the graph.
 
-:meth:`HippoGraphIndex.persist <llama_index_mhop.graph.index.HippoGraphIndex.persist>` writes them as DSPy's
-JSON (a compiled program keeps its instructions and demos): the extractor's program, and the fact filter program
-the index's retrievers start from (``index.fact_filter_program``; none saved when it is unset). Reopening the index loads them
-back, so the reopened index extracts (later inserts) and recognises facts (its retrievers) exactly as the saved
-one did. A custom extractor without a DSPy program saves none.
+``HippoGraphIndex.persist`` writes them as DSPy's JSON (a compiled program keeps its instructions and demos):
+the extractor's program, and the fact filter program the index's retrievers start from
+(``index.fact_filter_program``; none saved when it is unset). Reopening the index loads them back, so the
+reopened index extracts (later inserts) and recognises facts (its retrievers) exactly as the saved one did. A
+custom extractor without a DSPy program saves none.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import dspy
 
 from ..programs import load_program, save_program
 from ..signatures import FactFilterModule
 from .openie_file import StoredOpenIE
-
-if TYPE_CHECKING:
-    from .index import HippoGraphIndex
 
 __all__ = ["EXTRACTOR_PROGRAM_FILE", "FACT_FILTER_PROGRAM_FILE", "load_lm_programs", "save_lm_programs"]
 
@@ -35,27 +32,27 @@ def _extractor_program(extractor: Any) -> dspy.Module | None:
     return program if isinstance(program, dspy.Module) else None
 
 
-def save_lm_programs(index: HippoGraphIndex, root: Path) -> None:
-    """Write the extractor's and the fact filter's programs into ``root``."""
-    extractor = _extractor_program(index.extractor)
-    if extractor is not None:
-        save_program(extractor, root / EXTRACTOR_PROGRAM_FILE)
-    if index.fact_filter_program is not None:
-        save_program(index.fact_filter_program, root / FACT_FILTER_PROGRAM_FILE)
+def save_lm_programs(root: Path, extractor: Any, fact_filter_program: dspy.Module | None) -> None:
+    """Write the extractor's program and the fact filter program (if set) into ``root``."""
+    program = _extractor_program(extractor)
+    if program is not None:
+        save_program(program, root / EXTRACTOR_PROGRAM_FILE)
+    if fact_filter_program is not None:
+        save_program(fact_filter_program, root / FACT_FILTER_PROGRAM_FILE)
     else:  # unset: reopening must not bring back an earlier one
         (root / FACT_FILTER_PROGRAM_FILE).unlink(missing_ok=True)
 
 
-def load_lm_programs(index: HippoGraphIndex, root: Path) -> HippoGraphIndex:
-    """Load the programs :func:`save_lm_programs` wrote into ``index`` (an index saved without them keeps the
-    default programs) and return ``index``.
+def load_lm_programs(root: Path, extractor: Any) -> dspy.Module | None:
+    """Load the extractor's program :func:`save_lm_programs` wrote into ``extractor``'s (an index saved without
+    one keeps the default program), and return the saved fact filter program (None: none saved).
 
     Raises:
         ValueError: a program file that is not a saved program of its kind.
     """
-    extractor = _extractor_program(index.extractor)
-    if extractor is not None and (root / EXTRACTOR_PROGRAM_FILE).is_file():
-        load_program(extractor, root / EXTRACTOR_PROGRAM_FILE)
+    program = _extractor_program(extractor)
+    if program is not None and (root / EXTRACTOR_PROGRAM_FILE).is_file():
+        load_program(program, root / EXTRACTOR_PROGRAM_FILE)
     if (root / FACT_FILTER_PROGRAM_FILE).is_file():
-        index.fact_filter_program = load_program(FactFilterModule(), root / FACT_FILTER_PROGRAM_FILE)
-    return index
+        return load_program(FactFilterModule(), root / FACT_FILTER_PROGRAM_FILE)
+    return None

@@ -6,6 +6,10 @@ Every file is written to a temporary name and renamed into place, so a crash nev
 and every file read is checked before anything is built from it: a truncated or edited file is an error naming
 the file, never half-read. Indexes saved before the arrays (format 1: the graph as one ``hippo_graph.json``) are
 still read, and written in the current format by their next save.
+
+Reopening (:func:`open_saved_index`) reads and checks the files, opens the store and checks it holds the index's
+collections, all before the index is built; :func:`finish_reopen` then completes what a killed change left. The
+functions are handed what they read and write (settings, graph, stores, hashes, storage context), not the index.
 """
 
 from __future__ import annotations
@@ -15,16 +19,26 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from llama_index.core import StorageContext
+from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.storage.docstore import SimpleDocumentStore
-from llama_index.core.storage.storage_context import StorageContext
+from llama_index.core.storage.index_store.types import DEFAULT_PERSIST_FNAME as INDEX_STORE_FNAME
 
 from ..embed_dtype import check_embed_dtype
 from ..stores import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
 from .checkpoint import CHECKPOINT_FILE
-from .graph_files import load_graph, open_graph_files
-from .graph_stores import CHROMA_DIR, DEFAULT_SHORT_TEXT_BATCH_SIZE, missing_collections, saved_client
+from .graph_files import open_graph_files
+from .graph_stores import (
+    CHROMA_DIR,
+    DEFAULT_SHORT_TEXT_BATCH_SIZE,
+    GraphStores,
+    missing_collections,
+    saved_client,
+)
+from .index_config import HippoGraphIndexConfig
+from .index_struct import HippoGraphStruct
 from .indexing import DEFAULT_INSERT_BATCH_SIZE
 from .json_files import check_field, check_value, read_json_object, string_map, triple_map, write_json
 from .knowledge_graph import KnowledgeGraph
@@ -39,22 +53,22 @@ from .layout import (
 from .sync import DOCSTORE_FILE, docstore_from_dict, finish_removal, load_docstore
 from .synonymy import DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES
 
-if TYPE_CHECKING:
-    from .index import HippoGraphIndex
-
 __all__ = [
     "CONFIG_FILE",
     "GRAPH_DIR",
     "GRAPH_FILE",
     "INDEX_FORMAT_VERSION",
     "LEGACY_GRAPH_FILE",
+    "OpenedIndex",
     "SavedIndex",
-    "index_config",
     "finish_reopen",
+    "open_saved_index",
     "persist_storage_context",
     "read_saved_index",
     "save_index",
+    "saved_config",
     "saved_index_exists",
+    "saved_storage",
 ]
 
 logger = logging.getLogger(__name__)
@@ -164,20 +178,25 @@ class SavedIndex:
         from ..defaults import describe_client
 
         name = self.config["name"]
-        missing = missing_collections(client, self.index_arguments()["collection_prefix"] or name)
+        missing = missing_collections(client, self.collection_prefix or name)
         if missing:
             raise ValueError(
                 f"{self.root / CONFIG_FILE}: name: {describe_client(client)} has no collection {missing[0]!r} of "
                 f"index {name!r}: pass the chroma_client the index was built with"
             )
 
-    def index_arguments(self) -> dict[str, Any]:
-        """The saved name and indexing settings as ``HippoGraphIndex`` arguments."""
+    @property
+    def collection_prefix(self) -> str | None:
+        """The prefix of the index's collections when it is not its name (an index built in memory)."""
+        passages = (self.config.get("collections") or {}).get("passages", "")
+        return passages.removesuffix("_passages") if passages.endswith("_passages") else None
+
+    def settings(self) -> dict[str, Any]:
+        """The settings the index was saved with, as :class:`HippoGraphIndexConfig` fields (an index saved before a
+        setting existed gets the value it was built with; its graph keeps its own synonymy settings)."""
         config = self.config
-        passages = (config.get("collections") or {}).get("passages", "")
         return {
             "name": config["name"],
-            "collection_prefix": passages.removesuffix("_passages") if passages.endswith("_passages") else None,
             "chunk_size": config.get("chunk_size", DEFAULT_CHUNK_SIZE),
             "chunk_overlap": config.get("chunk_overlap", DEFAULT_CHUNK_OVERLAP),
             "insert_batch_size": config.get("insert_batch_size", DEFAULT_INSERT_BATCH_SIZE),
@@ -210,36 +229,79 @@ def read_saved_index(root: Path) -> SavedIndex:
     docstore = (docstore_from_dict(attached["docstore"], f"{graph_path}: attached")
                 if "docstore" in attached else load_docstore(root / DOCSTORE_FILE))
     try:
-        if legacy:
-            graph = KnowledgeGraph.from_dict(data)
-        else:
-            graph = KnowledgeGraph(**data.get("config", {}))
-            load_graph(graph, root / GRAPH_DIR, data, arrays)
+        graph = KnowledgeGraph.from_dict(data) if legacy else KnowledgeGraph.from_files(root / GRAPH_DIR, data, arrays)
     except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
         raise ValueError(f"{graph_path}: not a valid graph file ({type(exc).__name__}: {exc})") from None
     return SavedIndex(root, config, graph, docstore)
 
 
-def index_config(index: HippoGraphIndex) -> dict[str, Any]:
-    """What reopening an index needs besides the graph: names, embedder and indexing settings."""
-    model = index.embed_model
-    stores = index.stores
+@dataclass(frozen=True)
+class OpenedIndex:
+    """A saved index opened: its files read and checked, its Chroma store checked to hold its collections, and the
+    embedder it is opened with."""
+
+    saved: SavedIndex
+    client: Any
+    mode: str
+    embed_model: BaseEmbedding
+
+
+def open_saved_index(folder: str | os.PathLike[str] | None, index_id: str, chroma_client: Any,
+                     embed_model: BaseEmbedding | None) -> OpenedIndex:
+    """Open the index ``index_id`` saved in ``folder``: every file is checked, and the store is checked to hold the
+    index's collections, before anything is written. The embedder: ``embed_model``, else the default
+    (``defaults.resolve_embed_model``); one other than the index was built with is logged.
+
+    Raises:
+        FileNotFoundError: no saved index in ``folder``.
+        ValueError: no folder (the index was never saved), an unreadable file, or a store without the index's
+            collections.
+    """
+    from ..defaults import resolve_embed_model
+
+    if folder is None:
+        raise ValueError(f"index {index_id} was never saved: its struct names no folder; pass "
+                         "persist_dir= to load_index_from_storage")
+    saved = read_saved_index(Path(folder))
+    client, mode = saved.open_store(chroma_client)
+    embed_model = resolve_embed_model(embed_model)
+    saved.warn_if_other_embedder(embed_model)
+    return OpenedIndex(saved, client, mode, embed_model)
+
+
+def saved_storage(root: Path) -> tuple[StorageContext | None, HippoGraphStruct]:
+    """The LlamaIndex storage context saved in ``root`` with the graph index's struct in it, or (an index saved
+    before it lived in one) no context and a new struct."""
+    if not (root / INDEX_STORE_FNAME).is_file():
+        return None, HippoGraphStruct(persist_dir=str(root.resolve()))
+    storage_context = StorageContext.from_defaults(persist_dir=str(root))
+    structs = [s for s in storage_context.index_store.index_structs() if isinstance(s, HippoGraphStruct)]
+    if len(structs) != 1:
+        raise ValueError(f"{root / INDEX_STORE_FNAME}: expected one graph index, found {len(structs)}: open it with "
+                         "load_index_from_storage(storage_context, index_id=...)")
+    return storage_context, structs[0]
+
+
+def saved_config(config: HippoGraphIndexConfig, stores: GraphStores) -> dict[str, Any]:
+    """The config file of an index: what reopening it needs besides the graph (names, embedder, settings)."""
+    model = stores.embed_model
     return {
         "format_version": INDEX_FORMAT_VERSION,
-        "name": index.name,
+        "name": config.name,
         "chroma": stores.mode if stores.mode != "ephemeral" else "local",
         "collections": stores.collection_names(),
         "embed_model": {"class": type(model).__name__, "model_name": getattr(model, "model_name", None)},
-        "chunk_size": index.chunk_size,
-        "chunk_overlap": index.chunk_overlap,
-        "insert_batch_size": index.insert_batch_size,
-        "short_text_batch_size": stores.short_text_batch_size,
-        "short_text_dtype": stores.short_text_dtype,
-        "exact_synonymy_max_entities": index.exact_synonymy_max_entities,
+        "chunk_size": config.chunk_size,
+        "chunk_overlap": config.chunk_overlap,
+        "insert_batch_size": config.insert_batch_size,
+        "short_text_batch_size": config.short_text_batch_size,
+        "short_text_dtype": config.short_text_dtype,
+        "exact_synonymy_max_entities": config.exact_synonymy_max_entities,
     }
 
 
-def save_index(index: HippoGraphIndex, target: Path) -> None:
+def save_index(target: Path, config: HippoGraphIndexConfig, graph: KnowledgeGraph, stores: GraphStores,
+               document_hashes: SimpleDocumentStore, storage_context: StorageContext) -> None:
     """Write the graph with its documents' hashes, then LlamaIndex's files of its storage context, then the config,
     into ``target`` (copying an in-memory Chroma to ``target/chroma`` first).
 
@@ -248,11 +310,11 @@ def save_index(index: HippoGraphIndex, target: Path) -> None:
     resuming from the checkpoint), never half of one. The checkpoint goes once the graph holds everything it
     listed, and so do the files of older formats."""
     target.mkdir(parents=True, exist_ok=True)
-    if index.stores.mode == "ephemeral":
-        index.stores.copy_to(target / CHROMA_DIR, sorted(index.graph.passages))
-    index.graph.save(target / GRAPH_DIR, attached={"docstore": index.document_hashes.to_dict()})
-    persist_storage_context(index.storage_context, target)
-    write_json(target / CONFIG_FILE, index_config(index))
+    if stores.mode == "ephemeral":
+        stores.copy_to(target / CHROMA_DIR, sorted(graph.passages))
+    graph.save(target / GRAPH_DIR, attached={"docstore": document_hashes.to_dict()})
+    persist_storage_context(storage_context, target)
+    write_json(target / CONFIG_FILE, saved_config(config, stores))
     for done in (target / CHECKPOINT_FILE, target / LEGACY_GRAPH_FILE, target / DOCSTORE_FILE):
         done.unlink(missing_ok=True)
 
@@ -269,19 +331,19 @@ def persist_storage_context(storage_context: StorageContext, target: Path) -> No
     scratch.rmdir()
 
 
-def finish_reopen(index: HippoGraphIndex, saved: SavedIndex) -> None:
-    """What reopening an index does once it is built from ``saved``: the vector index collection it read in place
-    is found again, a removal a killed sync left is completed, and a store missing passages is refused."""
+def finish_reopen(stores: GraphStores, saved: SavedIndex) -> None:
+    """What reopening an index does once its stores are open: the vector index collection it read in place is
+    found again, a removal a killed sync left is completed, and a store missing passages is refused."""
     root = saved.root
     source = (saved.config.get("collections") or {}).get("passage_source")
     if source is not None:  # a collection of the index's own client: read in place, as when it was saved
-        index.stores.passage_source = _collection(index.chroma_client, source, root)
-    finish_removal(root, saved.graph, index.stores)
+        stores.passage_source = _collection(stores.client, source, root)
+    finish_removal(root, saved.graph, stores)
     # A vector index whose collection the graph reads in place may have synced first: no count to hold it to.
-    stored = index.passages_collection.count()
+    stored = stores.passages.count()
     if source is None and saved.graph.num_passages and stored < saved.graph.num_passages:
         raise ValueError(
-            f"the Chroma collection {index.passages_collection.name!r} holds {stored} passages but the graph in "
+            f"the Chroma collection {stores.passages.name!r} holds {stored} passages but the graph in "
             f"{root} has {saved.graph.num_passages}: pass the chroma_client the index was built with"
         )
 

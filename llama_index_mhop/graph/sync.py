@@ -18,6 +18,7 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from llama_index.core import Document
 from llama_index.core.schema import TextNode
@@ -43,6 +44,7 @@ __all__ = [
     "plan_sync",
     "as_documents",
     "commit_removal",
+    "corpus_of",
 ]
 
 DOCSTORE_FILE = "hippo_docstore.json"
@@ -174,6 +176,11 @@ def as_documents(documents: Document | Sequence[Document] | str | os.PathLike[st
     if isinstance(documents, Document):
         return [documents]
     return load_documents(documents if isinstance(documents, str | os.PathLike) else list(documents))
+
+
+def corpus_of(documents: Any) -> str | os.PathLike[str] | None:
+    """The folder or file documents were read from (None: documents given as objects)."""
+    return documents if isinstance(documents, str | os.PathLike) else None
 
 
 def finish_removal(root: Path, graph: KnowledgeGraph, stores: GraphStores) -> None:

@@ -1,0 +1,85 @@
+"""The graph index's settings, checked once: its name, chunking, batching, short-text embedding and synonymy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..embed_dtype import EmbedDType
+from ..stores import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
+from .graph_stores import DEFAULT_SHORT_TEXT_BATCH_SIZE, DEFAULT_SHORT_TEXT_DTYPE
+from .indexing import DEFAULT_INSERT_BATCH_SIZE
+from .knowledge_graph import DEFAULT_SYNONYMY_THRESHOLD, DEFAULT_SYNONYMY_TOP_K, DEFAULT_TITLE_EDGE_WEIGHT
+from .synonymy import DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES
+
+__all__ = ["DEFAULT_INDEX_NAME", "GRAPH_SETTINGS", "HippoGraphIndexConfig"]
+
+DEFAULT_INDEX_NAME = "hippo"
+#: The settings a new index's knowledge graph is built with (a saved graph keeps its own).
+GRAPH_SETTINGS = ("synonymy_threshold", "synonymy_top_k", "title_edge_weight")
+
+
+class HippoGraphIndexConfig(BaseModel):
+    """Every setting of :class:`~llama_index_mhop.graph.index.HippoGraphIndex`, given whole as ``config=`` or one
+    by one as keywords (``HippoGraphIndex.from_documents(docs, chunk_size=128)``).
+
+    A value of the wrong type or out of range raises pydantic's ``ValidationError`` (a ``ValueError``) naming the
+    field. A saved index keeps the settings it was built with (its name, chunking, batching, short-text embedding
+    and its graph's synonymy); ``num_workers`` and ``show_progress`` are the opener's.
+
+    Attributes:
+        name: prefix of the Chroma collection names ("hippo").
+        chunk_size: passage size in tokens; longer documents are split, as ``vector_index.build_vector_index``
+            splits them.
+        chunk_overlap: tokens shared by neighbouring chunks.
+        insert_batch_size: passages per batch (one checkpoint line per batch).
+        num_workers: concurrent OpenIE calls when an LM extracts (4).
+        show_progress: show a progress bar over passages.
+        short_text_batch_size: embedding batch size for entity names and facts (None: the embedder's own).
+        short_text_dtype: "bfloat16" (default) embeds entity names and facts in bfloat16 where the CPU multiplies
+            it natively, about twice as fast (float32 elsewhere); "float32" always. Passages and queries are
+            float32 either way (see :mod:`llama_index_mhop.embed_dtype`).
+        exact_synonymy_max_entities: above this many entities, synonyms come from Chroma's HNSW index of the
+            entity collection instead of exact all-pairs similarities.
+        synonymy_threshold: cosine similarity for a synonymy edge (HippoRAG 2: 0.8).
+        synonymy_top_k: most synonyms per entity.
+        title_edge_weight: weight of a passage's edge to its own title entity (see ``knowledge_graph``).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    name: str = DEFAULT_INDEX_NAME
+    chunk_size: int = Field(DEFAULT_CHUNK_SIZE, ge=1)
+    chunk_overlap: int = Field(DEFAULT_CHUNK_OVERLAP, ge=0)
+    insert_batch_size: int = Field(DEFAULT_INSERT_BATCH_SIZE, ge=1)
+    num_workers: int = Field(4, ge=1)
+    show_progress: bool = True
+    short_text_batch_size: int | None = Field(DEFAULT_SHORT_TEXT_BATCH_SIZE, ge=1)
+    short_text_dtype: EmbedDType = DEFAULT_SHORT_TEXT_DTYPE
+    exact_synonymy_max_entities: int = Field(DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES, ge=0)
+    synonymy_threshold: float = Field(DEFAULT_SYNONYMY_THRESHOLD, ge=-1, le=1, allow_inf_nan=False, strict=False)
+    synonymy_top_k: int = Field(DEFAULT_SYNONYMY_TOP_K, ge=0)
+    title_edge_weight: float = Field(DEFAULT_TITLE_EDGE_WEIGHT, gt=0, allow_inf_nan=False, strict=False)
+
+    @classmethod
+    def of(cls, config: HippoGraphIndexConfig | None, settings: dict[str, Any]) -> HippoGraphIndexConfig:
+        """``config`` (default: the defaults) with the keyword ``settings`` in place of its fields, checked.
+
+        Raises:
+            TypeError: ``config`` is not a ``HippoGraphIndexConfig``.
+            ValueError: a setting unknown or out of range.
+        """
+        if config is not None and not isinstance(config, cls):
+            raise TypeError(f"config= takes a {cls.__name__}, got {type(config).__name__}")
+        if config is not None and not settings:
+            return config
+        return cls.model_validate({**(config.model_dump() if config is not None else {}), **settings})
+
+    def replaced(self, **settings: Any) -> HippoGraphIndexConfig:
+        """These settings with ``settings`` in place, checked."""
+        return self.of(self, settings)
+
+    def graph_settings(self) -> dict[str, Any]:
+        """The settings a new index's knowledge graph is built with (``KnowledgeGraph(**settings)``)."""
+        return {key: getattr(self, key) for key in GRAPH_SETTINGS}

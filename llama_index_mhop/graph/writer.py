@@ -1,0 +1,213 @@
+"""The writing side of a graph index: every change it makes, each one unit, in the order that keeps it crash-safe.
+
+A change holds the store's writer lock across processes (a persisted index, :mod:`llama_index_mhop.store_lock`)
+and the state's lock in this process (:class:`~.state.VersionedState`), so queries meanwhile answer from the
+graph as the last finished change left it. Inside it, documents follow the sync rule (:mod:`.sync`), passages go
+through the batched pipeline (:mod:`.indexing`), synonymy edges are brought up to date (:mod:`.synonymy`), and
+the change ends as :mod:`.sync` orders it: the removal file, the saved graph and docstore, then the Chroma deletes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+from typing import Any
+
+from llama_index.core import Document
+from llama_index.core.schema import TextNode
+from llama_index.core.storage.docstore import SimpleDocumentStore
+from llama_index.core.storage.docstore.types import BaseDocumentStore
+
+from ..store_lock import store_lock
+from ..sync import resolve_doc_id
+from ..vector_index import passage_nodes
+from .basis_files import BASIS_FOLDER
+from .checkpoint import CHECKPOINT_FILE
+from .extraction import Extractor
+from .graph_stores import GraphStores, collection_passages
+from .index_config import HippoGraphIndexConfig
+from .indexing import BatchHook, BatchIndexer, PhaseTimer
+from .knowledge_graph import KnowledgeGraph
+from .layout import saved_index_exists
+from .openie_file import report_stored_openie, with_stored_openie
+from .reconcile import Drift, find_drift
+from .state import VersionedState
+from .sync import Removal, commit_removal, detach_passages, known_doc_ids, plan_sync
+from .synonymy import SynonymyRefresher
+
+__all__ = ["IndexWriter"]
+
+logger = logging.getLogger(__name__)
+
+
+class IndexWriter:
+    """Every change of one graph index: inserts and refreshes by the sync rule, deletes, reconciling with its
+    collections, and taking out passages a query found gone.
+
+    Args:
+        graph: the index's knowledge graph.
+        stores: its Chroma collections.
+        config: its settings (chunking, batch size, workers, progress bars, the exact synonymy limit).
+        document_hashes: the hashes of the documents the graph holds, by doc id (saved with the graph).
+        persist_dir: where the index is saved (None: kept in memory).
+        save: saves the index into :attr:`persist_dir` (called at the end of a change that needs it).
+
+    Attributes:
+        versions: the graph versions queries read, and the lock every change holds.
+        persist_dir: where the index is saved; a change saves it there.
+    """
+
+    def __init__(self, graph: KnowledgeGraph, stores: GraphStores, config: HippoGraphIndexConfig,
+                 document_hashes: SimpleDocumentStore, persist_dir: Path | None, save: Callable[[], object]) -> None:
+        self.graph = graph
+        self.stores = stores
+        self.config = config
+        self.document_hashes = document_hashes
+        self.persist_dir = persist_dir
+        self.synonymy = SynonymyRefresher(stores, config.exact_synonymy_max_entities)
+        self.timer = PhaseTimer()
+        self.versions = VersionedState(graph, stores, before_load=self.refresh_synonymy,
+                                       basis_folder=self.basis_folder, drop_gone=self.drop_gone)
+        self._save = save
+        self._warned_drift = False
+        self._dropped = Removal()  # what queries took out of the graph in memory, until the next change saves it
+
+    def basis_folder(self) -> Path | None:
+        """Where the walk's solved dense share is kept: beside a persisted index (see :mod:`.basis_files`)."""
+        return None if self.persist_dir is None else self.persist_dir / BASIS_FOLDER
+
+    @contextmanager
+    def change(self) -> Iterator[None]:
+        """One change: the store's writer lock across processes (a persisted index), then the state's lock."""
+        across = store_lock(self.persist_dir) if self.persist_dir is not None else nullcontext()
+        with across, self.versions.change():
+            yield
+
+    def _indexer(self, extractor: Extractor) -> BatchIndexer:
+        checkpoint = None if self.persist_dir is None else self.persist_dir / CHECKPOINT_FILE
+        return BatchIndexer(self.stores, self.graph, extractor, self.config.num_workers, self.synonymy, checkpoint,
+                            self.timer)
+
+    def sync(self, extractor: Extractor, docs: Sequence[Document], nodes: Sequence[TextNode],
+             show_progress: bool | None, on_batch_end: BatchHook | None,
+             openie_results: str | os.PathLike[str] | None = None,
+             corpus: str | os.PathLike[str] | None = None) -> tuple[list[bool], list[str]]:
+        """Apply the sync rule to documents (and add passage nodes that come without one) as one change.
+
+        Passages are chunked as the passage index chunks them (``vector_index.passage_nodes``, ``corpus`` the
+        folder or file they were read from), so the same passage is the same node, metadata included, in both.
+
+        Returns:
+            Per document whether it was new or changed, and the ids of the passages added.
+        """
+        show = self.config.show_progress if show_progress is None else show_progress
+        config = self.config
+        with self.change():
+            plan = plan_sync(docs, self.document_hashes, self.graph,
+                             lambda d: passage_nodes(d, corpus, config.chunk_size, config.chunk_overlap))
+            extractor = with_stored_openie(extractor, openie_results)
+            added = self._indexer(extractor).run([*nodes, *plan.nodes], config.insert_batch_size, show, on_batch_end)
+            removal = detach_passages(self.graph, self.synonymy, plan.stale)
+            self.document_hashes.set_document_hashes(plan.hashes)
+            self._commit(removal, bool(added) or plan.changes_anything)
+        report_stored_openie(extractor)
+        return plan.refreshed, added
+
+    def follow(self, extractor: Extractor, source: Any, docs: Sequence[Document], on_batch_end: BatchHook | None,
+               corpus: str | os.PathLike[str] | None) -> None:
+        """Index ``docs``, or follow a vector index's collection ``source``: read in place (in this index's Chroma
+        store) the graph is reconciled with it; from another store its passages are copied with their stored
+        embeddings (none embedded again either way)."""
+        if source is not None and self.stores.read_passages_from(source):
+            self.reconcile(extractor, None, on_batch_end)
+        else:
+            nodes = [] if source is None else collection_passages(source, with_embeddings=True)
+            self.sync(extractor, docs, nodes, None, on_batch_end, corpus=corpus)
+
+    def reconcile(self, extractor: Extractor, show_progress: bool | None, on_batch_end: BatchHook | None) -> Drift:
+        """Bring the graph in step with the passages it stands on (``HippoGraphIndex.reconcile``).
+
+        Returns:
+            The passages gone and the passages new.
+        """
+        show = self.config.show_progress if show_progress is None else show_progress
+        with self.change():
+            drift = find_drift(self.graph.passages, self.stores.passages, self.stores.passage_source)
+            drift = Drift(tuple(sorted({*drift.gone, *self._dropped.passages})), drift.new)
+            if drift:
+                logger.info("index %s: %d passages gone, %d new in its collections", self.config.name,
+                            len(drift.gone), len(drift.new))
+            nodes = self.stores.source_nodes(drift.new)
+            self._indexer(extractor).run(nodes, self.config.insert_batch_size, show, on_batch_end)
+            self._forget_documents([*drift.gone, *(n.node_id for n in nodes)])
+            gone = [p for p in drift.gone if p in self.graph.passages]  # the rest a query already took out
+            self._commit(detach_passages(self.graph, self.synonymy, gone), bool(drift))
+        return drift
+
+    def delete(self, doc_id: str, docstore: BaseDocumentStore | None) -> list[str]:
+        """Remove a passage (by node id) or every passage of a document (by doc id, or a file name naming one), and
+        the document's hash; with ``docstore``, its entries leave that docstore too (saved with the change).
+
+        Returns:
+            The ids of the passages removed.
+
+        Raises:
+            UnknownDocumentError: no passage or document has this id.
+        """
+        with self.change():
+            if doc_id in self.graph.passages:
+                passage_ids = [doc_id]
+            else:
+                doc_id = resolve_doc_id(doc_id, known_doc_ids(self.document_hashes, self.graph))
+                passage_ids = self.graph.passages_of_document(doc_id)
+                self.document_hashes.delete_document(doc_id, raise_error=False)
+                if docstore is not None:
+                    docstore.delete_ref_doc(doc_id, raise_error=False)
+            self._commit(detach_passages(self.graph, self.synonymy, passage_ids), changed=True)
+            return passage_ids
+
+    def delete_passages(self, node_ids: Sequence[str]) -> list[str]:
+        """Remove these passages in one change (ids the graph does not hold are skipped); their ids."""
+        with self.change():
+            passage_ids = [p for p in dict.fromkeys(node_ids) if p in self.graph.passages]
+            self._commit(detach_passages(self.graph, self.synonymy, passage_ids), changed=bool(passage_ids))
+        return passage_ids
+
+    def _commit(self, removal: Removal, changed: bool) -> None:
+        """End a change: synonymy edges, then with a ``persist_dir`` the removal file, the saved graph and
+        docstore, and only then the Chroma deletes (the order :mod:`.sync` explains)."""
+        self.refresh_synonymy()
+        removal, self._dropped = self._dropped.merged(removal).unnamed_by(self.graph), Removal()
+        root = self.persist_dir
+        unsaved = root is not None and (changed or bool(removal) or not saved_index_exists(root))
+        commit_removal(removal, self.stores, root, self._save if unsaved else None)
+
+    def refresh_synonymy(self) -> None:
+        """Synonym lists for the entities that are new or lost a neighbour (run before a state is loaded too)."""
+        with self.timer("synonymy"):
+            self.synonymy.refresh(self.graph)
+
+    def _forget_documents(self, passage_ids: Sequence[str]) -> None:
+        """Drop the recorded hashes of the documents these passages belong to: their content changed under the
+        graph, so the next ``refresh_ref_docs`` of them plans them again instead of trusting an old hash."""
+        for pid in passage_ids:
+            record = self.graph.passages.get(pid)
+            if record is not None and record.ref_doc_id:
+                self.document_hashes.delete_document(record.ref_doc_id, raise_error=False)
+
+    def drop_gone(self, passage_ids: list[str]) -> None:
+        """Leave passages a query found in no collection out of the graph in memory (the next save or
+        :meth:`reconcile` keeps it so), so that no query serves their text, facts or entities."""
+        if not self._warned_drift:
+            self._warned_drift = True
+            logger.warning(
+                "index %s: %d passages are gone from its Chroma collections (the vector index it reads changed "
+                "without it); queries leave them out. index.reconcile() or `mhop index DIR --graph` brings the "
+                "graph in step", self.config.name, len(passage_ids))
+        self._forget_documents(passage_ids)
+        # Their Chroma rows (entities and facts only they supported) go, and the graph is saved, with the next
+        # change (_commit): a query never writes.
+        self._dropped = self._dropped.merged(detach_passages(self.graph, self.synonymy, passage_ids))
