@@ -11,8 +11,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "llama_index_mhop"
 #: Modules of the pure layer: standard library, numpy/scipy and PyStemmer-level dependencies only.
 PURE = ("fusion", "parsing", "metrics", "text", "sync", "rwlock", "store_lock", "version_marker", "lazy_exports",
-        "counters", "config", "graph.ppr", "graph.push_ppr", "graph.affine_ppr", "graph.row_products",
-        "graph.sparse_vector")
+        "counters", "config", "graph.walk.ppr", "graph.walk.push_ppr", "graph.walk.affine_ppr",
+        "graph.walk.row_products", "graph.walk.sparse_vector")
 HEAVY = ("dspy", "chromadb", "llama_index", "torch")
 
 
@@ -125,4 +125,4 @@ def test_the_rules_see_real_imports():
     )
     assert "dspy" in _module_level_imports("lm")
     assert "llama_index_mhop.bench.context.IndexContext" not in _module_level_imports("cli")  # imported in a function
-    assert _internal("llama_index_mhop.graph.ppr.personalized_pagerank") == "graph.ppr"
+    assert _internal("llama_index_mhop.graph.walk.ppr.PageRankGraph") == "graph.walk.ppr"

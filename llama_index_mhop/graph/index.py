@@ -44,7 +44,6 @@ from ..store_lock import store_lock
 from ..stores import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, load_documents
 from ..sync import UnknownDocumentError, resolve_doc_id
 from ..vector_index import check_embedding_dimension, passage_nodes
-from .basis_files import BASIS_FOLDER
 from .checkpoint import CHECKPOINT_FILE
 from .extraction import Extractor, OpenIEExtractor
 from .graph_stores import (
@@ -77,7 +76,6 @@ from .persistence import (
     save_index,
     saved_index_exists,
 )
-from .ppr import DEFAULT_DAMPING
 from .reconcile import Drift, find_drift
 from .state import EmptyIndexError, RetrievalState, VersionedState
 from .sync import (
@@ -89,6 +87,8 @@ from .sync import (
     plan_sync,
 )
 from .synonymy import DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES, SynonymyRefresher
+from .walk.basis_files import BASIS_FOLDER
+from .walk.ppr import DEFAULT_DAMPING
 
 if TYPE_CHECKING:
     from llama_index.core.chat_engine.types import BaseChatEngine
@@ -260,7 +260,7 @@ class HippoGraphIndex(BaseIndex[HippoGraphStruct]):
         load_lm_programs(self, saved.root)  # the saved OpenIE and fact filter programs
 
     def _basis_folder(self) -> Path | None:
-        """Where the walk's solved dense share is kept: beside a persisted index (see :mod:`.basis_files`)."""
+        """Where the walk's solved dense share is kept: beside a persisted index (see :mod:`.walk.basis_files`)."""
         return None if self.persist_dir is None else self.persist_dir / BASIS_FOLDER
 
     # ------------------------------------------------------------------ stores

@@ -67,8 +67,8 @@ from .graph_files import (
     open_graph_files,
     save_graph,
 )
-from .ppr import DEFAULT_DAMPING, PageRankGraph
 from .synonym_lists import SynonymLists
+from .walk.ppr import DEFAULT_DAMPING, PageRankGraph
 
 __all__ = [
     "DEFAULT_SYNONYMY_BLOCK_SIZE",
