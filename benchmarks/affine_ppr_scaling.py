@@ -1,6 +1,6 @@
 """HippoRAG 2's walk by graph size: the whole reset walked per query against its dense share solved once.
 
-``graph/affine_ppr.py`` solves the PageRank of the reset's dense share (a min-max normalised similarity on every
+``graph/walk/affine_ppr.py`` solves the PageRank of the reset's dense share (a min-max normalised similarity on every
 passage) once per graph version, so that a query walks from its few seeds only. This script measures, on the
 HippoRAG-shaped synthetic graphs of ``benchmarks/ppr_scaling.py`` (seeded) with random unit passage vectors of
 ``--dims`` dimensions:
@@ -12,7 +12,7 @@ HippoRAG-shaped synthetic graphs of ``benchmarks/ppr_scaling.py`` (seeded) with 
 * agreement with the exact iteration: the same top 21 passages, and the L1 error against its bound;
 * with ``--coarser-push``: the solved walk again with the seeds' push stopped at multiples of its epsilon (time
   and top 21 only), to see how far a stopping rule tied to the ranking could cut the push;
-* with ``--basis-folder``: the basis saved there (``graph/basis_files.py``) and opened a second time, as the next
+* with ``--basis-folder``: the basis saved there (``graph/walk/basis_files.py``) and opened a second time, as the next
   query worker would, its seconds against the solve's, and whether its walks give the same floats.
 
 The queries' resets are HippoRAG 2's: five entity seeds, and ``0.05`` times the min-max normalised similarity of
@@ -39,12 +39,12 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ppr_scaling import synthetic_graph, timed  # noqa: E402  (a sibling script, not a package)
+from ppr_scaling import push_pagerank, synthetic_graph, timed  # noqa: E402  (a sibling script, not a package)
 
-from llama_index_mhop.graph.basis_files import solved_walk  # noqa: E402
-from llama_index_mhop.graph.dense_search import HNSW_MIN_PASSAGES, HNSW_TOP_N  # noqa: E402
-from llama_index_mhop.graph.ppr import PageRankGraph  # noqa: E402
-from llama_index_mhop.graph.sparse_vector import SparseVector  # noqa: E402
+from llama_index_mhop.graph.walk.basis_files import solved_walk  # noqa: E402
+from llama_index_mhop.graph.walk.dense_search import HNSW_MIN_PASSAGES, HNSW_TOP_N  # noqa: E402
+from llama_index_mhop.graph.walk.ppr import PageRankGraph  # noqa: E402
+from llama_index_mhop.graph.walk.sparse_vector import SparseVector  # noqa: E402
 
 WEIGHT = 0.05  # HippoRAG 2's passage_node_weight
 TOP = 21
@@ -68,7 +68,7 @@ def query_parts(rng, graph, n_passages, vectors, hnsw: bool):
     q = rng.normal(size=vectors.shape[1]).astype(np.float32)
     q /= np.linalg.norm(q)
     similarity = np.einsum("ij,j->i", vectors, q).astype(np.float64)
-    if hnsw:  # the nearest keep their similarity, the rest share their mean (graph/dense_search.py)
+    if hnsw:  # the nearest keep their similarity, the rest share their mean (graph/walk/dense_search.py)
         near = np.argpartition(-similarity, HNSW_TOP_N - 1)[:HNSW_TOP_N]
         rest = (similarity.sum() - similarity[near].sum()) / (n_passages - HNSW_TOP_N)
         folded = np.full(n_passages, rest)
@@ -90,7 +90,7 @@ def run_size(n_passages: int, dims: int, queries: int, seed: int, hnsw_min_passa
     n_nodes, n_p, edges, weights = synthetic_graph(20 * n_passages, seed)
     started = time.perf_counter()
     graph = PageRankGraph.from_edges(n_nodes, edges, weights, method="push")
-    graph.run_push(np.ones(n_nodes))  # builds the walk matrix push reads, once per graph version
+    push_pagerank(graph, np.ones(n_nodes))  # builds the walk matrix push reads, once per graph version
     graph_seconds = time.perf_counter() - started
     rng = np.random.default_rng(seed + 1)
     vectors = rng.normal(size=(n_p, dims)).astype(np.float32)
@@ -113,8 +113,8 @@ def run_size(n_passages: int, dims: int, queries: int, seed: int, hnsw_min_passa
     by_epsilon: dict[float, dict[str, list]] = {factor: {"ms": [], "same": []} for factor in coarser}
     for i in range(queries + 1):
         seeds, uniform, scale, q, reset = query_parts(rng, graph, n_p, vectors, hnsw)
-        exact, seconds_exact = timed(graph.run_exact, reset)
-        pushed, seconds_push = timed(graph.run_push, reset)
+        exact, seconds_exact = timed(graph.run, reset)
+        pushed, seconds_push = timed(push_pagerank, graph, reset)
         solved, seconds_affine = timed(affine.run, SparseVector.from_dense(seeds), uniform, scale, q, TOP)
         if saved:
             saved.setdefault("saved_basis_same_floats", True)

@@ -5,9 +5,10 @@ entity-entity edges from facts between co-mentioned entities, a few synonym edge
 undirected weighted edges, seeded. Every implementation answers the same queries (reset vectors on a handful of
 entity and passage nodes, damping 0.5 as in HippoRAG 2). Per query time is the median over the queries after
 one warm-up; the one-time builds (our transition matrix, the igraph and networkx graphs) are reported apart.
-Local push (``PageRankGraph.run_push``) is measured against our exact power iteration twice: on those seeded
-resets, and on resets shaped like HippoRAG 2's (a little dense-score mass on every passage), which are not local;
-in wall time and in CPU time (the process's own seconds, which a loaded machine disturbs much less).
+Local push of the whole reset (``push_pagerank`` of ``tests/graph/walk_reference.py``) is measured against our
+exact power iteration twice: on those seeded resets, and on resets shaped like HippoRAG 2's (a little dense-score
+mass on every passage), which are not local; in wall time and in CPU time (the process's own seconds, which a
+loaded machine disturbs much less).
 
 All three stop at the same accuracy: ours at an L1 change of 1e-10, networkx at ``N * tol = 1e-10`` (its
 criterion is ``L1 change < N * tol``), PRPACK at its fixed 1e-10.
@@ -42,6 +43,9 @@ import scipy
 from scipy import sparse
 
 from llama_index_mhop.graph import PageRankGraph
+
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # the repository: tests/ holds the whole-reset push
+from tests.graph.walk_reference import push_pagerank  # noqa: E402
 
 DAMPING = 0.5
 TOP_K = 20
@@ -113,10 +117,10 @@ def push_against_exact(graph: PageRankGraph, resets: list[np.ndarray], exact: li
     """Local push (the graph's default epsilon) on the same resets: time, top-k agreement, L1 error and bound."""
     times, same, l1, bounds, cpu, exact_cpu = [], [], [], [], [], []
     for reset, reference in zip(resets, exact, strict=True):
-        pushed, seconds = timed(graph.run_push, reset)
+        pushed, seconds = timed(push_pagerank, graph, reset)
         times.append(seconds)
-        cpu.append(cpu_timed(graph.run_push, reset)[1])
-        exact_cpu.append(cpu_timed(graph.run_exact, reset)[1])
+        cpu.append(cpu_timed(push_pagerank, graph, reset)[1])
+        exact_cpu.append(cpu_timed(graph.run, reset)[1])
         same.append(top_k(pushed.scores) == top_k(reference))
         l1.append(float(np.abs(pushed.scores - reference).sum()))
         bounds.append(pushed.l1_bound)
@@ -153,16 +157,16 @@ def run_size(target: int, n_queries: int, seed: int, networkx_max_edges: int | N
     ours_graph, build = timed(PageRankGraph.from_edges, n_nodes, edges, weights, method="exact")
     ours_scores, ours_times = [], []
     for i, reset in enumerate(resets):
-        scores, seconds = timed(ours_graph.run_exact, reset)
+        scores, seconds = timed(ours_graph.run, reset)
         if i:
             ours_scores.append(scores)
             ours_times.append(seconds)
     result["ours"] = {"build_s": build, "query_ms_median": 1e3 * statistics.median(ours_times)}
     result["push"] = push_against_exact(ours_graph, resets[1:], ours_scores)
     dense = dense_resets(n_nodes, n_passages, n_queries, seed + 2)
-    result["push_dense_reset"] = push_against_exact(ours_graph, dense, [ours_graph.run_exact(r) for r in dense])
+    result["push_dense_reset"] = push_against_exact(ours_graph, dense, [ours_graph.run(r) for r in dense])
     result["push_dense_reset"]["exact_ms_median"] = 1e3 * statistics.median(
-        timed(ours_graph.run_exact, r)[1] for r in dense)
+        timed(ours_graph.run, r)[1] for r in dense)
 
     def build_igraph():
         g = igraph.Graph(n=n_nodes, edges=edges, directed=False)

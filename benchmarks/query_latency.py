@@ -98,9 +98,10 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     state = graph_index.retrieval_state(damping=hippo.config.damping)
     state_seconds = time.perf_counter() - start
+    affine = state.walk.affine
     int8_copies = [state.passage_vectors.products, state.fact_vectors.products]
-    if state.affine is not None:
-        int8_copies.append(state.affine.basis_products)
+    if affine is not None:
+        int8_copies.append(affine.basis_products)
     for retriever in retrievers.values():  # warm-up: first calls load models and caches
         for question in dataset.questions[:2]:
             retriever.retrieve(question.text)
@@ -110,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     _timed_method(state.passage_vectors, "search", steps["passage similarities"])
     _timed_method(state.fact_vectors, "search", steps["fact similarities"])
     _timed_flow(hippo.program, "_recognition", steps["fact filter"])
-    _timed_method(hippo, "_walk_affine" if state.affine is not None else "_reset", steps["walk"])
+    _timed_method(state.walk, "rank", steps["walk"])
     latency: dict[str, list[float]] = {name: [] for name in retrievers}
     recall: dict[str, dict[int, list[float]]] = {name: {k: [] for k in K_VALUES} for name in retrievers}
     load = [os.getloadavg()]
@@ -128,12 +129,12 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "work_dir": str(args.work_dir), "questions": len(dataset.questions), "rounds": args.rounds,
         "threads": args.threads, "n_passages": len(state.passage_ids), "n_facts": len(state.fact_ids),
-        "n_nodes": state.num_nodes, "walk": "affine" if state.affine is not None else state.pagerank.method,
+        "n_nodes": state.num_nodes, "walk": state.walk.method,
         "graph_reopen_seconds": round(reopen_seconds, 1), "state_load_seconds": round(state_seconds, 1),
-        "affine_basis_seconds": None if state.affine is None else round(state.affine.build_seconds, 1),
+        "affine_basis_seconds": None if affine is None else round(affine.build_seconds, 1),
         "row_products": {"passages": getattr(state.passage_vectors.products, "method", "hnsw"),
                          "facts": getattr(state.fact_vectors.products, "method", "hnsw"),
-                         "walk_basis": None if state.affine is None else state.affine.basis_products.method},
+                         "walk_basis": None if affine is None else affine.basis_products.method},
         "int8_copies_mb": round(sum(getattr(p, "nbytes", 0) for p in int8_copies) / 2**20, 1),
         "latency_ms": {name: {"p50": round(p50[name], 2), "p95": round(float(np.percentile(values, 95)), 2)}
                        for name, values in latency.items()},

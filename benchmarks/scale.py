@@ -67,6 +67,15 @@ def _peak_rss_mb() -> float:
     return round(peak_rss_mb(), 2)
 
 
+def _reference_push() -> Any:
+    """The push of a whole reset the tests compare the walk against (``tests/graph/walk_reference.py``)."""
+    if str(ROOT) not in sys.path:
+        sys.path.append(str(ROOT))
+    from tests.graph.walk_reference import push_pagerank
+
+    return push_pagerank
+
+
 def _set_threads(threads: int) -> None:
     """Pin torch's intra-op threads: on a shared 2-core machine one thread embeds faster than two (measured)."""
     if threads > 0:
@@ -239,6 +248,7 @@ def _graph_measures(args: argparse.Namespace, graph: Any, baseline: float, extra
 
     from llama_index_mhop.graph.knowledge_graph import KnowledgeGraph
 
+    push_pagerank = _reference_push()
     after_graph = _peak_rss_mb()
     pairs, values = graph._edges.table()
     edge_table_bytes = int(pairs.nbytes + values.nbytes)
@@ -252,17 +262,17 @@ def _graph_measures(args: argparse.Namespace, graph: Any, baseline: float, extra
     n_passages = graph.num_passages
     exact_ms, push_ms, agree = [], [], []
     exact_cpu_ms, push_cpu_ms = [], []
-    pagerank.run_push(np.ones(pagerank.n_nodes))  # builds the walk matrix push reads, once per graph version
+    push_pagerank(pagerank, np.ones(pagerank.n_nodes))  # builds the walk matrix push reads, once per graph version
     for _ in range(PPR_PROBE_QUERIES):
         reset = np.zeros(pagerank.n_nodes)
         reset[:n_passages] = 0.05 * rng.random(n_passages)
         reset[n_passages + rng.choice(pagerank.n_nodes - n_passages, 5, replace=False)] = 1.0
         start, cpu = time.perf_counter(), time.process_time()
-        exact = pagerank.run_exact(reset)
+        exact = pagerank.run(reset)
         exact_ms.append((time.perf_counter() - start) * 1000.0)
         exact_cpu_ms.append((time.process_time() - cpu) * 1000.0)
         start, cpu = time.perf_counter(), time.process_time()
-        pushed = pagerank.run_push(reset).scores
+        pushed = push_pagerank(pagerank, reset).scores
         push_ms.append((time.perf_counter() - start) * 1000.0)
         push_cpu_ms.append((time.process_time() - cpu) * 1000.0)
         agree.append(set(_top(exact[:n_passages], 21)) == set(_top(pushed[:n_passages], 21)))
@@ -390,40 +400,34 @@ def _run_worker(args: argparse.Namespace) -> dict[str, Any]:
 def _walk_vs_exact(retriever: Any, questions: list[Any], k_values: list[int]) -> dict[str, Any]:
     """The retriever's PageRank walk against the exact power iteration of the same reset, per benchmark question.
 
-    Each question is retrieved once more with the retriever's reset recorded (questions answered by dense
-    retrieval alone run no walk); the exact power iteration and a local push of the whole reset then rank the
-    passages from that reset. On a large graph the retriever walks through the solved dense share
-    (``graph.affine_ppr``), on a small one by the exact iteration itself.
+    Each question is retrieved once more with the walk's reset recorded (questions answered by dense retrieval
+    alone run no walk); the exact power iteration and a local push of the whole reset then rank the passages from
+    that reset. On a large graph the walk goes through the solved dense share (``graph.walk.affine_ppr``), on a
+    small one by the exact iteration itself.
     """
     import numpy as np
     from llama_index.core.schema import NodeWithScore
 
     from llama_index_mhop.bench.benchmarker import passage_ids
 
+    push_pagerank = _reference_push()
     state = retriever.index.retrieval_state(damping=retriever.config.damping)
-    pagerank, affine = state.pagerank, state.affine
-    reset_of, current = retriever._reset, []
+    walk = state.walk
+    pagerank, affine = walk.pagerank, walk.affine
+    rank, current = walk.rank, []
     walk_ms: list[float] = []
 
-    def recording_reset(*args: Any, **kwargs: Any) -> Any:
-        current.append(reset_of(*args, **kwargs))
-        return current[-1]
+    def recording_rank(seeds: Any, dense: Any, query_vector: Any, passage_weight: float, *args: Any) -> Any:
+        start = time.perf_counter()
+        ranking = rank(seeds, dense, query_vector, passage_weight, *args)
+        walk_ms.append((time.perf_counter() - start) * 1000.0)
+        # The solved walk never builds the whole reset; build it here, from every passage's similarity, for the
+        # exact iteration to walk from.
+        every = dense if dense.scores is not None else state.passage_vectors.search(query_vector)
+        current.append(walk.reset(seeds, every, passage_weight))
+        return ranking
 
-    retriever._reset = recording_reset  # instance attributes: the class's methods are untouched
-    if affine is not None:
-        walk_affine = retriever._walk_affine
-
-        def timed_walk(walk_state: Any, seeds: Any, dense: Any, query_vector: Any) -> Any:
-            start = time.perf_counter()
-            result = walk_affine(walk_state, seeds, dense, query_vector)
-            walk_ms.append((time.perf_counter() - start) * 1000.0)
-            # The walk never builds the whole reset; build it here, from every passage's similarity, for the
-            # exact iteration to walk from.
-            every = dense if dense.scores is not None else walk_state.passage_vectors.search(query_vector)
-            recording_reset(walk_state, seeds, every)
-            return result
-
-        retriever._walk_affine = timed_walk
+    walk.rank = recording_rank  # an instance attribute: the class's method is untouched
     recorded: list[tuple[Any, np.ndarray, list[NodeWithScore]]] = []
     try:
         for question in questions:
@@ -432,9 +436,7 @@ def _walk_vs_exact(retriever: Any, questions: list[Any], k_values: list[int]) ->
             if current:
                 recorded.append((question, current[-1], nodes))
     finally:
-        del retriever._reset
-        if affine is not None:
-            del retriever._walk_affine
+        del walk.rank
     if not recorded:
         return {"questions": len(questions), "questions_with_ppr": 0}
     n_passages = len(state.passage_ids)
@@ -444,10 +446,10 @@ def _walk_vs_exact(retriever: Any, questions: list[Any], k_values: list[int]) ->
     recall: dict[str, dict[int, list[float]]] = {"exact": {k: [] for k in k_values}, "walk": {k: [] for k in k_values}}
     for question, reset, nodes in recorded:
         start = time.perf_counter()
-        exact = pagerank.run_exact(reset)
+        exact = pagerank.run(reset)
         exact_ms.append((time.perf_counter() - start) * 1000.0)
         start = time.perf_counter()
-        pushed = pagerank.run_push(reset)
+        pushed = push_pagerank(pagerank, reset)
         push_ms.append((time.perf_counter() - start) * 1000.0)
         exact_top = _top(exact[:n_passages], top)
         walked = [position[n.node.node_id] for n in nodes[:top]]  # graph node ids, as state.passage_ids
@@ -483,7 +485,7 @@ def _exact_vs_hnsw(retriever: Any, questions: list[Any], k_values: list[int]) ->
     """Exact dense scoring of every fact and passage against Chroma's HNSW search, on the benchmark questions.
 
     The retriever answers every question twice, from a retrieval state that scores all vectors exactly and from
-    one that searches both collections' HNSW indexes (``graph.dense_search``), whatever the index's size; the
+    one that searches both collections' HNSW indexes (``graph.walk.dense_search``), whatever the index's size; the
     top-``max(k)`` sets, recall and latency are compared.
     """
     from llama_index_mhop.bench.benchmarker import passage_ids

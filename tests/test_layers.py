@@ -270,7 +270,7 @@ def test_no_module_level_import_cycle():
 
 def test_the_table_is_read():
     assert row_of("text").layer == PURE_LAYER
-    assert row_of("graph.ppr").layer == PURE_LAYER  # a file beats its folder
+    assert row_of("graph.walk.ppr").layer == PURE_LAYER  # a file beats its folder
     assert row_of("graph.index").layer == row_of("graph").layer == 4
     assert row_of("retrievers.rrf_fusion").layer == 5 and row_of("defaults").layer == 6
     assert row_of("bench.cli").layer == 7
@@ -284,7 +284,7 @@ def test_the_rules_see_real_imports():
     assert "dspy" in {item.name for item in imports_of("lm") if item.at_import}
     cli = {item.name: item.at_import for item in imports_of("cli")}
     assert cli["llama_index_mhop.bench.context.IndexContext"] is False  # imported in a function
-    assert internal("llama_index_mhop.graph.ppr.personalized_pagerank") == "graph.ppr"
+    assert internal("llama_index_mhop.graph.walk.ppr.PageRankGraph") == "graph.walk.ppr"
 
 
 @pytest.mark.parametrize("statement", ["from llama_index_mhop.defaults import resolve_embed_model",

@@ -1,22 +1,17 @@
-"""Property tests (hypothesis): RRF and Personalized PageRank.
+"""Property tests (hypothesis) of Reciprocal Rank Fusion.
 
-Each property is checked against an independent computation or a contract from the docstrings, on inputs
-hypothesis draws: rankings with repeats, and random weighted graphs with dangling and unreachable nodes. The
-properties of the parsers of LM answers are in ``tests/test_parsing.py``.
+Each property is checked against an independent computation or a contract from the docstrings, on rankings with
+repeats that hypothesis draws. PageRank's properties are in ``tests/graph/test_ppr.py``, those of the parsers of
+LM answers in ``tests/test_parsing.py``.
 """
 
 from __future__ import annotations
 
-from collections import deque
-
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from scipy import sparse
 
 from llama_index_mhop.fusion import reciprocal_rank_fusion
-from llama_index_mhop.graph.ppr import PageRankGraph, personalized_pagerank, transition_matrix
 
 PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -108,60 +103,3 @@ def test_rrf_top_n_is_a_prefix_of_the_full_result(lists, k, top_n) -> None:
     assert reciprocal_rank_fusion(lists, k=k, top_n=top_n) == full[:top_n]
 
 
-# -- Personalized PageRank ----------------------------------------------------------------------------------------
-
-
-@st.composite
-def weighted_graphs(draw: st.DrawFn) -> tuple[sparse.csr_matrix, np.ndarray, float]:
-    """A random weighted graph (directed or symmetric; dangling and unreachable nodes allowed) and a reset."""
-    n = draw(st.integers(min_value=1, max_value=25))
-    edges = draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1),
-                                    st.floats(min_value=0.01, max_value=10.0)), max_size=3 * n))
-    symmetric = draw(st.booleans())
-    rows = [u for u, _, _ in edges] + ([v for _, v, _ in edges] if symmetric else [])
-    cols = [v for _, v, _ in edges] + ([u for u, _, _ in edges] if symmetric else [])
-    weights = [w for _, _, w in edges] * (2 if symmetric else 1)
-    adjacency = sparse.coo_matrix((weights, (rows, cols)), shape=(n, n)).tocsr()
-    support = draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=min(n, 4), unique=True))
-    reset = np.zeros(n)
-    for node in support:
-        reset[node] = draw(st.floats(min_value=0.05, max_value=5.0))
-    damping = draw(st.floats(min_value=0.0, max_value=0.85))
-    return adjacency, reset, damping
-
-
-def _reachable(adjacency: sparse.csr_matrix, sources: np.ndarray) -> set[int]:
-    seen = set(int(s) for s in sources)
-    queue = deque(seen)
-    while queue:
-        node = queue.popleft()
-        row = adjacency.getrow(node)
-        for target, weight in zip(row.indices, row.data, strict=True):
-            if weight > 0 and int(target) not in seen:
-                seen.add(int(target))
-                queue.append(int(target))
-    return seen
-
-
-@PROPERTY
-@given(graph=weighted_graphs())
-def test_ppr_is_a_probability_vector_with_mass_exactly_where_the_walk_can_go(graph) -> None:
-    adjacency, reset, damping = graph
-    scores = personalized_pagerank(transition_matrix(adjacency), reset, damping=damping)
-    assert scores.shape == reset.shape
-    assert np.all(scores >= 0)
-    assert abs(scores.sum() - 1.0) < 1e-9
-    support = np.flatnonzero(reset)
-    assert np.all(scores[support] > 0)
-    reachable = _reachable(adjacency, support)
-    unreachable = [i for i in range(len(reset)) if i not in reachable]
-    assert np.all(scores[unreachable] == 0.0)
-
-
-@PROPERTY
-@given(graph=weighted_graphs())
-def test_cached_graph_gives_the_same_scores(graph) -> None:
-    adjacency, reset, damping = graph
-    cached = PageRankGraph(adjacency, damping=damping).run(reset)
-    direct = personalized_pagerank(transition_matrix(adjacency), reset, damping=damping)
-    assert np.abs(cached - direct).sum() < 1e-9

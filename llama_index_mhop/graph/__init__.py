@@ -23,14 +23,7 @@ if TYPE_CHECKING:
     from .knowledge_graph import KnowledgeGraph
     from .openie_export import export_openie
     from .openie_file import OpenIEFileError, StoredOpenIE, read_openie, write_openie
-    from .ppr import (
-        DEFAULT_DAMPING,
-        DEFAULT_MAX_ITER,
-        DEFAULT_TOL,
-        PageRankGraph,
-        personalized_pagerank,
-        transition_matrix,
-    )
+    from .walk.ppr import DEFAULT_DAMPING, DEFAULT_MAX_ITER, DEFAULT_TOL, PageRankGraph
 
 __all__ = [
     "DEFAULT_DAMPING",
@@ -49,10 +42,8 @@ __all__ = [
     "entity_key",
     "export_openie",
     "extract_llm_free",
-    "personalized_pagerank",
     "read_openie",
     "title_entities",
-    "transition_matrix",
     "write_openie",
 ]
 
@@ -73,12 +64,10 @@ _EXPORTS = {
     "StoredOpenIE": ".openie_file",
     "read_openie": ".openie_file",
     "write_openie": ".openie_file",
-    "DEFAULT_DAMPING": ".ppr",
-    "DEFAULT_MAX_ITER": ".ppr",
-    "DEFAULT_TOL": ".ppr",
-    "PageRankGraph": ".ppr",
-    "personalized_pagerank": ".ppr",
-    "transition_matrix": ".ppr",
+    "DEFAULT_DAMPING": ".walk.ppr",
+    "DEFAULT_MAX_ITER": ".walk.ppr",
+    "DEFAULT_TOL": ".walk.ppr",
+    "PageRankGraph": ".walk.ppr",
 }
 
 

@@ -14,7 +14,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .graph_arrays import FACTS, PLAIN, SYNONYMY, SYNONYMY_SCALE, TITLE, EdgeStore, NodeTable, PassageRecord
-from .ppr import DEFAULT_DAMPING, PageRankGraph
+from .walk.ppr import DEFAULT_DAMPING, PageRankGraph
 
 __all__ = ["ENTITY", "KIND_CODE", "PASSAGE", "EdgeWeights", "GraphEdges"]
 

@@ -62,9 +62,9 @@ from .persistence import (
     open_saved_index,
     save_index,
 )
-from .ppr import DEFAULT_DAMPING
 from .state import EmptyIndexError, RetrievalState
 from .synonymy import DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES
+from .walk.ppr import DEFAULT_DAMPING
 from .writer import IndexWriter
 
 if TYPE_CHECKING:

@@ -70,8 +70,8 @@ from .graph_files import (
     open_structure,
     save_graph,
 )
-from .ppr import PageRankGraph
 from .synonym_lists import SynonymLists
+from .walk.ppr import PageRankGraph
 
 __all__ = [
     "DEFAULT_SYNONYMY_BLOCK_SIZE",

@@ -1,13 +1,12 @@
 """What a query reads: one immutable :class:`RetrievalState` per graph version, and the rule for which version.
 
 A :class:`RetrievalState` holds the arrays a query needs (passage and fact embeddings, searched exactly or through
-Chroma's HNSW index by size (:mod:`.dense_search`), node order, the PageRank matrix, and past a size the walk's
-solved dense share (:mod:`.affine_ppr`) and int8 copies of the largest matrices (:mod:`.int8_rows`)), loaded
-from Chroma once per graph version, never per query. :class:`VersionedState` decides which one a
-query gets while writers change the graph: writers hold its lock for a whole change; a query in another thread
-meanwhile answers from the loaded state if it is the version the last finished change left, else waits for the
-running change; the first query after a change loads the new version. Never a half-changed graph, never one
-older than the last finished change.
+Chroma's HNSW index by size (:mod:`.walk.dense_search`), node order, and the graph's walk
+(:class:`~.walk.graph_walk.GraphWalk`)), loaded from Chroma once per graph version, never per query.
+:class:`VersionedState` decides which one a query gets while writers change the graph: writers hold its lock for a
+whole change; a query in another thread meanwhile answers from the loaded state if it is the version the last
+finished change left, else waits for the running change; the first query after a change loads the new version.
+Never a half-changed graph, never one older than the last finished change.
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -24,13 +22,11 @@ from llama_index.core.schema import BaseNode
 from llama_index.core.vector_stores.utils import metadata_dict_to_node
 
 from ..chroma_batches import get_records
-from .affine_ppr import AffineResetPageRank
-from .basis_files import solved_walk
-from .dense_search import HNSW_MIN_FACTS, HNSW_MIN_PASSAGES, HNSW_TOP_N, DenseVectors
 from .graph_stores import GraphStores
-from .int8_rows import INT8_MIN_ROWS, row_products
 from .knowledge_graph import KnowledgeGraph
-from .ppr import PageRankGraph
+from .walk.dense_search import HNSW_MIN_FACTS, HNSW_MIN_PASSAGES, HNSW_TOP_N, DenseVectors
+from .walk.graph_walk import GraphWalk
+from .walk.int8_rows import INT8_MIN_ROWS
 
 __all__ = ["EmptyIndexError", "PassagesGoneError", "RetrievalState", "VersionedState", "load_retrieval_state"]
 
@@ -71,13 +67,12 @@ class RetrievalState:
     fact_triples: list[tuple[str, str, str]]
     fact_nodes: np.ndarray  # (facts, 2): node index of subject and object
     fact_vectors: DenseVectors
-    pagerank: PageRankGraph
-    #: Large graphs (PageRank by push): the dense share of the reset solved once (:mod:`.affine_ppr`), else None.
-    affine: AffineResetPageRank | None = None
+    #: The graph's PageRank walk: what ranks a query's passages from its seeds and dense scores.
+    walk: GraphWalk
 
     @property
     def num_nodes(self) -> int:
-        return self.pagerank.n_nodes
+        return self.walk.num_nodes
 
 
 def _normalise_rows(matrix: np.ndarray) -> np.ndarray:
@@ -93,9 +88,9 @@ def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: fl
                          int8_min_records: int = INT8_MIN_ROWS, basis_folder: Path | None = None) -> RetrievalState:
     """The retrieval state of the graph as it is now, its passage and fact embeddings read from Chroma (past a
     size, or from ``hnsw_min_records`` records when given, a collection is searched through its HNSW index for the
-    ``hnsw_top_n`` nearest, see :mod:`.dense_search`; from ``int8_min_records`` rows a matrix a query reads whole
-    gets an int8 estimate, see :mod:`.int8_rows`). The walk's solved dense share is read from ``basis_folder``
-    when saved there, else solved and saved there (:mod:`.basis_files`).
+    ``hnsw_top_n`` nearest, see :mod:`.walk.dense_search`; from ``int8_min_records`` rows a matrix a query reads
+    whole gets an int8 estimate, see :mod:`.walk.int8_rows`). On a large graph the walk's solved dense share is
+    read from ``basis_folder`` when saved there, else solved and saved there (:meth:`GraphWalk.load`).
 
     Raises:
         EmptyIndexError: the graph holds no passage.
@@ -136,12 +131,8 @@ def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: fl
     )
     passage_vectors = DenseVectors(passage_ids, passage_matrix, stores.passage_collections(),
                                    hnsw_min_records or HNSW_MIN_PASSAGES, hnsw_top_n, int8_min_records)
-    pagerank = graph.pagerank_graph(damping=damping)
-    # Where PageRank answers by push, the reset's dense share on every passage would make each push sweep the
-    # graph: solve it once per version instead.
-    affine = solved_walk(pagerank, len(passage_ids), passage_vectors.matrix, basis_folder,
-                         row_products=partial(row_products, int8_min_rows=int8_min_records)) \
-        if pagerank.method == "push" else None
+    walk = GraphWalk.load(graph.pagerank_graph(damping=damping), len(passage_ids), passage_vectors.matrix,
+                          basis_folder, int8_min_records)
     return RetrievalState(
         version=graph.version,
         passage_ids=passage_ids,
@@ -157,8 +148,7 @@ def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: fl
         fact_nodes=fact_nodes,
         fact_vectors=DenseVectors(fact_ids, fact_matrix, [stores.facts], hnsw_min_records or HNSW_MIN_FACTS,
                                   hnsw_top_n, int8_min_records),
-        pagerank=pagerank,
-        affine=affine,
+        walk=walk,
     )
 
 
@@ -207,7 +197,7 @@ class VersionedState:
     def get(self, damping: float) -> RetrievalState:
         """The state a query reads now (see the module docstring for which version)."""
         state = self._state
-        if state is not None and state.pagerank.damping == damping:
+        if state is not None and state.walk.damping == damping:
             if state.version == self.graph.version:
                 return state
             if not self.lock.acquire(blocking=False):
@@ -223,7 +213,7 @@ class VersionedState:
 
     def _load_current(self, damping: float) -> RetrievalState:
         state = self._state
-        if state is not None and state.version == self.graph.version and state.pagerank.damping == damping:
+        if state is not None and state.version == self.graph.version and state.walk.damping == damping:
             return state  # loaded by another query while this one waited
         if self.graph.num_passages == 0:
             raise EmptyIndexError(f"index {self.stores.name!r} holds no passage: insert documents before retrieving")

@@ -24,7 +24,6 @@ from llama_index.core.storage.docstore.types import BaseDocumentStore
 from ..store_lock import store_lock
 from ..sync import resolve_doc_id
 from ..vector_index import passage_nodes
-from .basis_files import BASIS_FOLDER
 from .checkpoint import CHECKPOINT_FILE
 from .extraction import Extractor
 from .graph_stores import GraphStores, collection_passages
@@ -37,6 +36,7 @@ from .reconcile import Drift, find_drift
 from .state import VersionedState
 from .sync import Removal, commit_removal, detach_passages, known_doc_ids, plan_sync
 from .synonymy import SynonymyRefresher
+from .walk.basis_files import BASIS_FOLDER
 
 __all__ = ["IndexWriter"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..graph.ppr import DEFAULT_DAMPING
+from ..graph.walk.ppr import DEFAULT_DAMPING
 from ..postprocessors import DEFAULT_FACT_TOP_N
 
 __all__ = ["HippoGraphConfig"]

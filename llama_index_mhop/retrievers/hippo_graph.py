@@ -10,9 +10,11 @@ HippoRAG 2 (Gutiérrez et al., 2025, "From RAG to Memory", seeds 003/004), one q
    only the ``linking_top_k`` best entities keep their weight; every passage node adds its min-max normalised
    dense score times ``passage_node_weight``.
 4. PageRank with ``damping`` over the entity/passage graph; passages are ranked by their PageRank probability.
-   On a graph large enough to answer by push, the walk runs from the seeds alone and the dense share comes from
-   its PageRank solved once per graph version (:mod:`~llama_index_mhop.graph.affine_ppr`): the same vector,
-   without a sweep of the whole graph per query.
+
+The retriever builds the reset's seeds (step 3's entities, and the additions below); the graph's walk
+(:class:`~llama_index_mhop.graph.walk.graph_walk.GraphWalk`, one per graph version) adds every passage's dense
+share, runs step 4 and reports what the trace shows of it, on a large graph without a sweep of the whole graph
+per query.
 
 Two additions, both general, both settings of :class:`~llama_index_mhop.retrievers.hippo_config.HippoGraphConfig`
 (0 turns either off):
@@ -24,19 +26,12 @@ Two additions, both general, both settings of :class:`~llama_index_mhop.retrieve
 * ``dense_seed_top_k`` / ``dense_seed_weight`` (default off): the best dense passages get an extra reset weight
   in proportion to their normalised dense score.
 
-Measured LLM-free on HotpotQA-100 (994 passages, all-MiniLM-L6-v2), together with the graph's
-``title_edge_weight=10``: recall@2/5/10/21 = 66.5/92.5/97.0/98.5, all_gold@21 = 97. HippoRAG 2's flow alone (no
-query entities, title edges of weight 1): 58/86/95.5/98, all_gold@21 97; query entities alone: 61/89/97/98.5;
-title edges alone: 60.5/88/96.5/98; plain dense retrieval: 62.5/78.5/85/89, all_gold@21 79. The dense seeds
-changed recall@2 by +1 and recall@10 by -0.5, so they stay off.
+docs/BENCHMARKS.md gives their recall on HotpotQA-100, each alone and together.
 
-Everything a query needs (fact and passage embeddings, the CSR transition matrix) is loaded once per graph
-version by :meth:`HippoGraphIndex.retrieval_state`, never per query. Step 1 needs only the best facts and the
-extremes of their similarities, as does step 3 once the walk has its dense share solved: from 50,000 rows
-those come from an int8 estimate of every product, multiplied exactly where the estimate's bound leaves a doubt
-(:mod:`~llama_index_mhop.graph.row_products`), so the results are those of the float32 products. Past 500,000
-facts (passages), step 1 (step 3) reads the nearest facts (passages) from Chroma's HNSW index instead
-(:mod:`~llama_index_mhop.graph.dense_search`).
+Everything a query needs (fact and passage embeddings, the graph's walk) is loaded once per graph version by
+:meth:`HippoGraphIndex.retrieval_state`, never per query. Steps 1 and 3 read the query's similarity to the facts
+and passages from :mod:`~llama_index_mhop.graph.walk.dense_search`: exact products on a small index; past a size,
+estimates with bounds multiplied exactly where they leave a doubt (the same results), then Chroma's HNSW index.
 """
 
 from __future__ import annotations
@@ -51,12 +46,11 @@ import numpy as np
 from llama_index.core.prompts.mixin import PromptMixin
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from ..graph.dense_search import DenseScores
 from ..graph.extraction import entity_key
 from ..graph.retrieval_source import RetrievalSource
-from ..graph.row_products import best_first
-from ..graph.sparse_vector import SparseVector
 from ..graph.state import RetrievalState
+from ..graph.walk.dense_search import DenseScores
+from ..graph.walk.sparse_vector import SparseVector
 from ..postprocessors import STEP as FACT_FILTER_STEP
 from ..postprocessors import DSPyFactFilter, fact_node
 from ..programs import ProgramSource
@@ -70,18 +64,9 @@ __all__ = ["HippoGraphConfig", "HippoGraphModule", "HippoGraphRetriever"]
 
 logger = logging.getLogger(__name__)
 
-_TRACE_TOP = 10
+_TRACE_TOP = 10  # entities and reset entries in a trace
 _MAX_NGRAM = 8
 _QUERY_WORD = re.compile(r"[\w][\w'’.\-&]*")
-
-
-def _min_max(scores: np.ndarray, low: float, high: float) -> np.ndarray:
-    """``scores`` scaled to [0, 1] by the extremes of all scores, ``low`` and ``high``; all ones if they agree."""
-    if scores.size == 0:
-        return scores
-    if high - low <= 0:
-        return np.ones_like(scores)
-    return (scores - low) / (high - low)
 
 
 class HippoGraphRetriever(ProgramRetriever):
@@ -153,14 +138,14 @@ class HippoGraphRetriever(ProgramRetriever):
         self, state: RetrievalState, query_vector: np.ndarray
     ) -> tuple[DenseScores, list[NodeWithScore], dict[str, int]]:
         """Dense passage scores and the top facts as fact nodes (score: min-max normalised similarity)."""
-        # The reset needs every passage's similarity unless the walk has the dense share solved: then the best
-        # passages and the extremes are all a query reads.
+        # The walk says whether it reads every passage's similarity or only the best passages' and the extremes;
+        # the best include the dense seeds and the passages a trace may show.
         dense = state.passage_vectors.search(
             query_vector, max(self.config.similarity_top_k, self.config.dense_seed_top_k, _TRACE_TOP),
-            every=state.affine is None,
+            every=state.walk.needs_every_passage_score,
         )
         facts = state.fact_vectors.search(query_vector, self.config.linking_top_k, every=False)
-        fact_scores = _min_max(facts.top_scores, facts.low, facts.high)
+        fact_scores = facts.normalised(facts.top_scores)
         nodes, by_id = [], {}
         for i, score in zip(facts.top.tolist(), fact_scores.tolist(), strict=True):
             s, p, o = state.fact_triples[i]
@@ -197,49 +182,13 @@ class HippoGraphRetriever(ProgramRetriever):
                 weights[j] = weights.get(j, 0.0) + (weight / counts[j] if counts[j] > 0 else weight)
         return SparseVector.from_mapping(weights)
 
-    def _reset(self, state: RetrievalState, seeds: SparseVector, dense: DenseScores) -> np.ndarray:
-        """The whole reset: the seeds (dense seeds included), and every passage's min-max normalised dense score
-        times ``passage_node_weight``."""
-        passages = len(state.passage_ids)
-        normalised = _min_max(dense.scores, dense.low, dense.high)
-        reset = seeds.to_dense(state.num_nodes)
-        reset[:passages] += normalised * self.config.passage_node_weight
-        if not reset.sum() > 0:  # every passage equally distant from the query: start everywhere
-            reset[:passages] = 1.0
-        return reset
-
     def _add_dense_seeds(self, seeds: SparseVector, dense: DenseScores) -> SparseVector:
         """The seeds with the optional dense seeds: the best passages' normalised similarity times
         ``dense_seed_weight``."""
         if self.config.dense_seed_top_k > 0 and self.config.dense_seed_weight > 0:
             k = self.config.dense_seed_top_k
-            return seeds.plus(dense.top[:k],
-                              self.config.dense_seed_weight * _min_max(dense.top_scores[:k], dense.low, dense.high))
+            return seeds.plus(dense.top[:k], self.config.dense_seed_weight * dense.normalised(dense.top_scores[:k]))
         return seeds
-
-    def _walk_affine(
-        self, state: RetrievalState, seeds: SparseVector, dense: DenseScores, query_vector: np.ndarray
-    ) -> tuple[np.ndarray, SparseVector, np.ndarray | None]:
-        """PageRank of the same reset as :meth:`_reset` through the state's solved dense share
-        (:mod:`~llama_index_mhop.graph.affine_ppr`): the passages' and the seed walk's entity scores, and the
-        passages computed exactly (they hold the best ``similarity_top_k``; None: all of them)."""
-        affine = state.affine
-        assert affine is not None
-        weight = self.config.passage_node_weight
-        high, low = dense.high, dense.low
-        # normalised = (s - low) / (high - low) = scale * s + uniform; all ones when every score is the same
-        scale = weight / (high - low) if high - low > 0 else 0.0
-        uniform = -scale * low if scale > 0 else weight
-        query: np.ndarray | None = query_vector
-        if dense.near is not None:
-            # HNSW search: the far passages share one similarity, the near ones differ from it by a few seeds.
-            seeds = seeds.plus(dense.near, np.maximum(scale * (dense.scores[dense.near] - dense.rest), 0.0))
-            uniform += scale * dense.rest
-            scale, query = 0.0, None
-        if not seeds.total() > 0 and not (scale > 0 or uniform > 0):
-            uniform = 1.0  # every passage equally distant from the query: start everywhere
-        walked = affine.run(seeds, uniform, scale, query, top_k=self.config.similarity_top_k)
-        return walked.passages, walked.seed_entities, walked.exact_rows
 
     @staticmethod
     def _query_entities(state: RetrievalState, query: str) -> list[int]:
@@ -277,7 +226,6 @@ class HippoGraphRetriever(ProgramRetriever):
         self, state: RetrievalState, query: str, query_vector: np.ndarray, dense: DenseScores,
         candidates: list[NodeWithScore], kept: list[NodeWithScore], by_id: dict[str, int], started: float,
     ) -> tuple[list[NodeWithScore], dict[str, Any]]:
-        k = min(self.config.similarity_top_k, len(state.passage_ids))
         query_entities = self._query_entities(state, query) if self.config.query_entity_weight > 0 else []
         trace: dict[str, Any] = {
             "query": query,
@@ -288,29 +236,19 @@ class HippoGraphRetriever(ProgramRetriever):
         if not kept and not query_entities:
             # HippoRAG 2: no fact survives recognition, so rank by dense retrieval alone.
             trace.update(mode="dense", reset_top=[], top_entities=[])
+            k = min(self.config.similarity_top_k, len(state.passage_ids))
             results = [NodeWithScore(node=state.passage_nodes[i], score=float(score))
                        for i, score in zip(dense.top[:k].tolist(), dense.top_scores[:k].tolist(), strict=True)]
         else:
             seeds = self._add_dense_seeds(self._seeds(state, query_entities, kept, by_id), dense)
-            passages = len(state.passage_ids)
-            if state.affine is None:
-                scores = state.pagerank.run(self._reset(state, seeds, dense))
-                passage_scores, entity_scores, exact = \
-                    scores[:passages], SparseVector.from_dense(scores[passages:]), None
-            else:
-                passage_scores, entity_scores, exact = self._walk_affine(state, seeds, dense, query_vector)
-            # Only the exact passages can be among the best (an estimated one is bounded below them).
-            order = best_first(passage_scores, k) if exact is None else exact[best_first(passage_scores[exact], k)]
-            results = [NodeWithScore(node=state.passage_nodes[i], score=float(passage_scores[i]))
-                       for i in order.tolist()]
+            ranking = state.walk.rank(seeds, dense, query_vector, self.config.passage_node_weight,
+                                      self.config.similarity_top_k, _TRACE_TOP)
+            results = [NodeWithScore(node=state.passage_nodes[i], score=float(score))
+                       for i, score in zip(ranking.passages.tolist(), ranking.scores.tolist(), strict=True)]
             trace.update(
                 mode="ppr",
-                reset_top=[self._node_json(state, j, value) for j, value in self._reset_top(seeds, dense)],
-                # With the solved dense share, the entities' scores are those of the seeds' walk alone.
-                top_entities=[
-                    self._node_json(state, passages + int(entity_scores.nodes[i]), entity_scores.values[i])
-                    for i in best_first(entity_scores.values, _TRACE_TOP).tolist()
-                ],
+                reset_top=[self._node_json(state, j, value) for j, value in ranking.reset_top],
+                top_entities=[self._node_json(state, j, value) for j, value in ranking.top_entities],
             )
         trace["results"] = [
             {"id": r.node.node_id, "title": str(r.node.metadata.get("title", "")), "score": float(r.score or 0.0)}
@@ -320,17 +258,6 @@ class HippoGraphRetriever(ProgramRetriever):
         if self._verbose:
             logger.info("HippoGraphRetriever trace: %s", trace)
         return results, trace
-
-    def _reset_top(self, seeds: SparseVector, dense: DenseScores) -> list[tuple[int, float]]:
-        """The largest entries of the reset (:meth:`_reset`) as (node, weight), best first. A passage's dense share
-        grows with its similarity, so the seeds and the most similar passages (every dense seed among them) are
-        the only candidates."""
-        nodes = np.union1d(seeds.nodes, dense.top)
-        values = np.zeros(nodes.shape[0])
-        values[np.searchsorted(nodes, seeds.nodes)] = seeds.values
-        share = _min_max(dense.top_scores, dense.low, dense.high) * self.config.passage_node_weight
-        values[np.searchsorted(nodes, dense.top)] += share
-        return [(int(nodes[i]), float(values[i])) for i in best_first(values, _TRACE_TOP).tolist() if values[i] > 0]
 
     @staticmethod
     def _fact_json(node: NodeWithScore) -> dict[str, Any]:

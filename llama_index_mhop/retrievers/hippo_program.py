@@ -26,9 +26,9 @@ from ..signatures import FactFilterModule
 if TYPE_CHECKING:
     import numpy as np
 
-    from ..graph.dense_search import DenseScores
     from ..graph.retrieval_source import RetrievalSource
     from ..graph.state import RetrievalState
+    from ..graph.walk.dense_search import DenseScores
 
 __all__ = ["HippoGraphModule", "HippoSteps"]
 

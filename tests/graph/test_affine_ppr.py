@@ -7,12 +7,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llama_index_mhop.graph import affine_ppr
-from llama_index_mhop.graph.affine_ppr import AffineResetPageRank
-from llama_index_mhop.graph.int8_rows import Int8Rows
-from llama_index_mhop.graph.ppr import PageRankGraph
-from llama_index_mhop.graph.row_products import best_first
-from llama_index_mhop.graph.sparse_vector import SparseVector
+from llama_index_mhop.graph.walk import affine_ppr
+from llama_index_mhop.graph.walk.affine_ppr import AffineResetPageRank
+from llama_index_mhop.graph.walk.int8_rows import Int8Rows
+from llama_index_mhop.graph.walk.ppr import PageRankGraph
+from llama_index_mhop.graph.walk.row_products import best_first
+from llama_index_mhop.graph.walk.sparse_vector import SparseVector
+from tests.graph.walk_reference import push_pagerank
 
 
 def hippo_shaped(seed: int, passages: int, entities: int, dims: int = 8, directed: bool = False, **kwargs):
@@ -55,7 +56,7 @@ def test_exact_seeds_reproduce_the_power_iteration_of_the_whole_reset(seed, pass
     reset, uniform, scale = hippo_reset(graph, vectors, query, seeds, weight)
     affine = AffineResetPageRank(graph, passages, vectors)
     result = affine.run(SparseVector.from_dense(seeds), uniform, scale, query)
-    exact = graph.run_exact(reset)
+    exact = graph.run(reset)
     assert result.l1_bound == 0.0
     # float32 vectors and basis: agreement to float32 precision, on a vector that sums to at most 1
     np.testing.assert_allclose(result.passages, exact[:passages], atol=2e-7, rtol=1e-5)
@@ -71,7 +72,7 @@ def test_dangling_and_unreachable_nodes_keep_the_power_iterations_convention():
     seeds = np.array([0.0, 0.0, 0.0, 0.5, 0.0])
     reset, uniform, scale = hippo_reset(graph, vectors, query, seeds, 0.3)
     result = AffineResetPageRank(graph, 3, vectors).run(SparseVector.from_dense(seeds), uniform, scale, query)
-    np.testing.assert_allclose(result.passages, graph.run_exact(reset)[:3], atol=1e-7)
+    np.testing.assert_allclose(result.passages, graph.run(reset)[:3], atol=1e-7)
     assert 1 not in result.seed_entities.nodes  # the isolated entity is never reached
 
 
@@ -83,7 +84,7 @@ def test_push_seeds_stay_within_the_bound_and_keep_the_top_21():
         seeds = entity_seeds(graph, 3000, rng)
         reset, uniform, scale = hippo_reset(graph, vectors, query, seeds, 0.05)
         result = affine.run(SparseVector.from_dense(seeds), uniform, scale, query)
-        exact = graph.run_exact(reset)[:3000]
+        exact = graph.run(reset)[:3000]
         assert np.abs(result.passages - exact).sum() <= result.l1_bound + 1e-6
         top = np.argsort(-exact)[:21]
         assert set(np.argsort(-result.passages)[:21]) == set(top)
@@ -118,7 +119,7 @@ def test_without_vectors_only_the_uniform_share_and_seeds_are_solved():
     seeds[5] = 0.2  # a near passage's share above the far passages' common one
     reset = seeds.copy()
     reset[:40] += 0.01
-    np.testing.assert_allclose(affine.run(SparseVector.from_dense(seeds), 0.01).passages, graph.run_exact(reset)[:40], atol=1e-9)
+    np.testing.assert_allclose(affine.run(SparseVector.from_dense(seeds), 0.01).passages, graph.run(reset)[:40], atol=1e-9)
     assert affine.basis is None
     with pytest.raises(ValueError, match="without passage vectors"):
         affine.run(SparseVector.from_dense(seeds), 0.01, 0.5, np.ones(8, dtype=np.float32))
@@ -140,7 +141,7 @@ def test_a_zero_or_negative_reset_is_refused():
 
 
 def test_column_blocks_solve_to_the_same_basis(monkeypatch):
-    from llama_index_mhop.graph import affine_ppr
+    from llama_index_mhop.graph.walk import affine_ppr
 
     graph, vectors, query = hippo_shaped(5, 50, 40, dims=8, method="exact")
     whole = AffineResetPageRank(graph, 50, vectors)
@@ -170,10 +171,10 @@ def test_a_hub_seed_too_light_to_push_still_counts():
     reset, uniform, scale = hippo_reset(graph, vectors, query, seeds, 0.05)
     affine = AffineResetPageRank(graph, passages, vectors)
     result = affine.run(SparseVector.from_dense(seeds), uniform, scale, query)
-    exact = graph.run_exact(reset)
+    exact = graph.run(reset)
     seed_share = seeds / seeds.sum()
     epsilon = graph.push_epsilon * reset.sum() / seeds.sum()
-    assert graph.run_push(seed_share, epsilon=epsilon).pushes == 0  # under the threshold: never pushed
+    assert push_pagerank(graph, seed_share, epsilon=epsilon).pushes == 0  # under the threshold: never pushed
     assert result.seed_entities.to_dense(11)[0] > 0  # the hub keeps its own first step
     assert np.abs(result.passages - exact[:passages]).sum() <= result.l1_bound + 1e-6
 
@@ -186,7 +187,7 @@ def test_similarities_all_positive_make_a_negative_uniform_share():
     reset, uniform, scale = hippo_reset(graph, vectors, query, seeds, 0.05)
     assert uniform < 0
     result = AffineResetPageRank(graph, 30, vectors).run(SparseVector.from_dense(seeds), uniform, scale, query)
-    np.testing.assert_allclose(result.passages, graph.run_exact(reset)[:30], atol=1e-7, rtol=1e-5)
+    np.testing.assert_allclose(result.passages, graph.run(reset)[:30], atol=1e-7, rtol=1e-5)
     with pytest.raises(ValueError, match="query embedding"):
         AffineResetPageRank(graph, 30, vectors).run(SparseVector.from_dense(seeds), uniform, scale)
 
@@ -195,7 +196,7 @@ def test_a_push_with_nothing_over_its_threshold_says_so():
     graph, _, _ = hippo_shaped(13, 10, 10, method="push")
     reset = np.zeros(graph.n_nodes)
     reset[12] = 1.0
-    result = graph.run_push(reset, epsilon=1e6, keep_remainder=True)
+    result = push_pagerank(graph, reset, epsilon=1e6, keep_remainder=True)
     assert result.mass == 0.0 and result.l1_bound == float("inf") and not result.scores.any()
     assert result.remainder[12] == 1.0
 
@@ -224,7 +225,7 @@ def test_a_push_stopped_by_the_certificate_has_the_exact_top_k(seed, passages, k
         result = affine.run(SparseVector.from_dense(seeds), uniform, top_k=k)
     assert graph.symmetric and verdicts  # undirected: the certificate was asked
     if verdicts[-1]:
-        assert _ordered_top(result.passages, k) == _ordered_top(graph.run_exact(reset)[:passages], k)
+        assert _ordered_top(result.passages, k) == _ordered_top(graph.run(reset)[:passages], k)
 
 
 def test_the_certificate_stops_a_wide_push_early_with_the_exact_top_21():
@@ -239,7 +240,7 @@ def test_the_certificate_stops_a_wide_push_early_with_the_exact_top_21():
     early = affine.run(SparseVector.from_dense(seeds), 1e-4, top_k=21)
     full = affine.run(SparseVector.from_dense(seeds), 1e-4)
     assert pushes[0].pushes < pushes[1].pushes  # stopped at a coarser threshold
-    assert _ordered_top(early.passages, 21) == _ordered_top(graph.run_exact(reset)[:3000], 21)
+    assert _ordered_top(early.passages, 21) == _ordered_top(graph.run(reset)[:3000], 21)
     assert _ordered_top(full.passages, 21) == _ordered_top(early.passages, 21)
 
 

@@ -7,10 +7,10 @@ import logging
 import numpy as np
 import pytest
 
-from llama_index_mhop.graph import affine_ppr
-from llama_index_mhop.graph.basis_files import basis_key, load_basis, solved_walk
-from llama_index_mhop.graph.ppr import PageRankGraph
-from llama_index_mhop.graph.sparse_vector import SparseVector
+from llama_index_mhop.graph.walk import affine_ppr
+from llama_index_mhop.graph.walk.basis_files import basis_key, load_basis, solved_walk
+from llama_index_mhop.graph.walk.ppr import PageRankGraph
+from llama_index_mhop.graph.walk.sparse_vector import SparseVector
 
 
 def small_graph(seed: int, damping: float = 0.5):
@@ -72,7 +72,7 @@ def test_a_damaged_basis_is_solved_again_and_rewritten(tmp_path, caplog, damage)
         np.save(folder / "node_totals.npy", totals)
     else:
         (folder / "basis.json").write_text('{"key": "x"}')
-    with caplog.at_level(logging.WARNING, logger="llama_index_mhop.graph.basis_files"):
+    with caplog.at_level(logging.WARNING, logger="llama_index_mhop.graph.walk.basis_files"):
         walk = solved_walk(graph, 60, vectors, tmp_path)
     assert "unusable" in caplog.text
     for ours, theirs in zip(walk_result(walk, vectors), reference, strict=True):
@@ -84,7 +84,7 @@ def test_a_folder_that_cannot_be_written_leaves_the_solve_in_memory(tmp_path, ca
     graph, vectors = small_graph(3)
     blocked = tmp_path / "file"
     blocked.write_text("not a folder")
-    with caplog.at_level(logging.WARNING, logger="llama_index_mhop.graph.basis_files"):
+    with caplog.at_level(logging.WARNING, logger="llama_index_mhop.graph.walk.basis_files"):
         walk = solved_walk(graph, 60, vectors, blocked)
     assert "could not be saved" in caplog.text
     assert walk.basis is not None and not isinstance(walk.basis, np.memmap)
@@ -100,9 +100,9 @@ def test_a_basis_of_other_shapes_is_refused():
 def test_a_reopened_index_reads_the_basis_its_first_query_solved(tmp_path, monkeypatch):
     """Query workers of one persisted index: the first to load a graph version solves and saves the basis, the
     next reads it and ranks the same."""
-    from llama_index_mhop.graph import ppr
-    from llama_index_mhop.graph.basis_files import BASIS_FOLDER
     from llama_index_mhop.graph.index import HippoGraphIndex
+    from llama_index_mhop.graph.walk import ppr
+    from llama_index_mhop.graph.walk.basis_files import BASIS_FOLDER
     from tests.graph.film_chain import documents
     from tests.word_bag import WordBagEmbedding
 
@@ -120,7 +120,7 @@ def test_a_reopened_index_reads_the_basis_its_first_query_solved(tmp_path, monke
 
     first = HippoGraphIndex.from_persist_dir(root, embed_model=WordBagEmbedding())
     solved = ranking(first)
-    assert first.retrieval_state(damping=0.5).affine is not None
+    assert first.retrieval_state(damping=0.5).walk.affine is not None
     assert len(list((root / BASIS_FOLDER).iterdir())) == 1
 
     def no_solve(*args, **kwargs):

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from llama_index_mhop.graph.graph_arrays import EdgeStore
 from llama_index_mhop.graph.knowledge_graph import KnowledgeGraph
-from llama_index_mhop.graph.ppr import PageRankGraph
+from tests.graph.walk_reference import from_networkx
 
 NAMES = ["alpha river", "alpha rivers", "beta town", "beta towns", "gamma", "delta co", "1999", "epsilon"]
 RNG = np.random.default_rng(7)
@@ -61,7 +61,7 @@ def test_pagerank_equals_the_networkx_form_bit_for_bit():
     graph = built(range(6), synonymy_threshold=0.5)
     assert any(s for _, _, _, s, _ in graph.edge_list())
     ours = graph.pagerank_graph()
-    exported = PageRankGraph.from_networkx(graph.to_networkx(), nodelist=graph.node_order())
+    exported = from_networkx(graph.to_networkx(), nodelist=graph.node_order())
     reset = reset_for(graph)
     assert np.array_equal(ours.run(reset), exported.run(reset))
     assert (ours.transition != exported.transition).nnz == 0

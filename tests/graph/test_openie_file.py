@@ -52,7 +52,7 @@ def documents():
 def graph_snapshot(index: HippoGraphIndex) -> dict:
     state = index.retrieval_state()
     return {"counts": index.counts(), "facts": sorted(state.fact_triples), "entities": sorted(state.entity_names),
-            "passages": sorted(state.passage_ids), "nodes": state.pagerank.n_nodes}
+            "passages": sorted(state.passage_ids), "nodes": state.num_nodes}
 
 
 def build(embed_model, extractor, name):

@@ -1,4 +1,5 @@
-"""Personalized PageRank: hand-computed values, agreement with networkx and igraph, dangling nodes, bad input."""
+"""Personalized PageRank: hand-computed values, agreement with networkx and igraph, dangling nodes, bad input, and
+its properties on random graphs (hypothesis)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import sparse
+from scipy.sparse import csgraph
 
-from llama_index_mhop.graph import PageRankGraph, personalized_pagerank, transition_matrix
+from llama_index_mhop.graph import PageRankGraph
+from tests.graph.walk_reference import (
+    from_networkx,
+    personalized_pagerank,
+    reset_vector,
+    scores_by_node,
+    transition_matrix,
+)
 
 # Path 0 -1- 1 -2- 2 -1- 3 (undirected, weights on the edges), reset on node 0, damping 0.5.
 # Out-weights 1, 3, 3, 1, so the walk steps 0->1 (1), 1->0 (1/3), 1->2 (2/3), 2->1 (2/3), 2->3 (1/3), 3->2 (1).
@@ -126,7 +135,7 @@ def test_invalid_parameters_raise():
 
 def test_non_convergence_logs_a_warning_and_still_returns_a_distribution(caplog):
     graph = PageRankGraph.from_edges(4, PATH_EDGES, PATH_WEIGHTS, max_iter=1)
-    with caplog.at_level(logging.WARNING, logger="llama_index_mhop.graph.ppr"):
+    with caplog.at_level(logging.WARNING, logger="llama_index_mhop.graph.walk.ppr"):
         scores = graph.run(np.eye(4)[0])
     assert "did not converge" in caplog.text
     assert scores.sum() == pytest.approx(1.0) and scores.min() >= 0
@@ -179,12 +188,15 @@ def test_from_networkx_keeps_node_keys():
     g.add_edge("a", "b", weight=1.0)
     g.add_edge("b", "c", weight=2.0)
     g.add_edge("c", "d", weight=1.0)
-    graph = PageRankGraph.from_networkx(g, nodelist=["a", "b", "c", "d"], version="v1", tol=1e-14)
-    scores = graph.scores_by_node(graph.run(graph.reset_vector({"a": 1.0})))
+    graph = from_networkx(g, nodelist=["a", "b", "c", "d"], version="v1", tol=1e-14)
+    scores = scores_by_node(graph, graph.run(reset_vector(graph, {"a": 1.0})))
     assert scores == pytest.approx(dict(zip("abcd", PATH_EXPECTED, strict=True)), abs=1e-12)
     assert graph.version == "v1" and graph.n_nodes == 4 and graph.n_edges == 6
+    assert graph.nodes == ["a", "b", "c", "d"]
     with pytest.raises(ValueError, match="unknown node"):
-        graph.reset_vector({"zz": 1.0})
+        reset_vector(graph, {"zz": 1.0})
+    with pytest.raises(ValueError, match="duplicate"):
+        PageRankGraph(np.eye(2), nodes=["a", "a"])
 
 
 @pytest.mark.parametrize("directed", [False, True])
@@ -203,17 +215,17 @@ def test_agrees_with_igraph_prpack(directed):
         np.testing.assert_allclose(graph.run(reset), theirs, rtol=0, atol=1e-8)
 
 
-def test_damping_override_matches_the_function():
+def test_the_damped_copy_of_the_matrix_walks_as_the_damping_applied_at_each_step():
     n = 50
     edges, weights = _random_graph(n, 150, seed=3, directed=True)
-    graph = PageRankGraph.from_edges(n, edges, weights, directed=True)
+    graph = PageRankGraph.from_edges(n, edges, weights, directed=True, damping=0.85)
     reset = _seeds(n, 1)
     np.testing.assert_allclose(
-        graph.run(reset, damping=0.85),
+        graph.run(reset),
         personalized_pagerank(graph.transition, reset, damping=0.85),
         atol=1e-14,
     )
-    assert not np.allclose(graph.run(reset, damping=0.85), graph.run(reset))
+    assert not np.allclose(graph.run(reset), PageRankGraph.from_edges(n, edges, weights, directed=True).run(reset))
 
 
 @settings(max_examples=40, deadline=None)
@@ -223,7 +235,9 @@ def test_damping_override_matches_the_function():
     damping=st.floats(min_value=0.0, max_value=0.9),
     directed=st.booleans(),
 )
-def test_result_is_the_fixed_point_probability_vector(n, data, damping, directed):
+def test_result_is_the_fixed_point_probability_vector_with_mass_exactly_where_the_walk_can_go(
+    n, data, damping, directed
+):
     pairs = data.draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=30))
     weights = data.draw(st.lists(st.floats(0.01, 10.0), min_size=len(pairs), max_size=len(pairs)))
     reset = np.array(data.draw(st.lists(st.floats(0.0, 1.0), min_size=n, max_size=n)))
@@ -237,3 +251,10 @@ def test_result_is_the_fixed_point_probability_vector(n, data, damping, directed
     r = reset / reset.sum()
     expected = damping * (m @ x) + (damping * x[dangling].sum() + 1 - damping) * r
     np.testing.assert_allclose(x, expected, atol=1e-10)
+    assert np.all(x[r > 1e-9] > 0)  # a restart share of each seed stays where it is (tiny ones may underflow)
+    support = np.flatnonzero(reset)
+    walk = m.transpose().tocsr()  # row i: where a walker at i goes
+    reachable = set()
+    for source in support.tolist():
+        reachable.update(csgraph.breadth_first_order(walk, source, directed=True, return_predecessors=False).tolist())
+    assert np.all(x[[i for i in range(n) if i not in reachable]] == 0.0)

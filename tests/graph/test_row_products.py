@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llama_index_mhop.graph import int8_rows
-from llama_index_mhop.graph.int8_rows import Int8Rows, row_products
-from llama_index_mhop.graph.row_products import (
+from llama_index_mhop.graph.walk import int8_rows
+from llama_index_mhop.graph.walk.int8_rows import Int8Rows, row_products
+from llama_index_mhop.graph.walk.row_products import (
     ExactRows,
     all_products,
     best_first,

@@ -14,10 +14,10 @@ import pytest
 from dspy.utils import DummyLM
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 
-from llama_index_mhop.graph import ppr
 from llama_index_mhop.graph.index import EmptyIndexError, HippoGraphIndex
-from llama_index_mhop.graph.row_products import best_first
 from llama_index_mhop.graph.state import load_retrieval_state
+from llama_index_mhop.graph.walk import ppr
+from llama_index_mhop.graph.walk.row_products import best_first
 from llama_index_mhop.postprocessors import DSPyFactFilter
 from llama_index_mhop.retrievers.hippo_graph import HippoGraphRetriever
 from llama_index_mhop.stores import make_document, stable_id
@@ -265,7 +265,7 @@ def _large_graph_state(index, damping, monkeypatch, **kwargs):
     monkeypatch.setattr(index.graph, "_pagerank", None)
     state = load_retrieval_state(index.graph, index.stores, damping, **kwargs)
     monkeypatch.setattr(index.graph, "_pagerank", None)  # the next state is built as the graph's size says
-    assert state.pagerank.method == "push" and state.affine is not None
+    assert state.walk.pagerank.method == "push" and state.walk.affine is not None
     return state
 
 
@@ -277,7 +277,7 @@ def _rankings(retriever, questions):
 def test_the_solved_dense_share_ranks_as_the_exact_walk(slice_index, hotpotqa_slice, monkeypatch, settings):
     questions, _ = hotpotqa_slice
     retriever = slice_index.as_retriever(similarity_top_k=21, **settings)
-    assert slice_index.retrieval_state(damping=retriever.config.damping).affine is None  # small: exact walk
+    assert slice_index.retrieval_state(damping=retriever.config.damping).walk.affine is None  # small: exact walk
     exact = _rankings(retriever, questions)
     state = _large_graph_state(slice_index, retriever.config.damping, monkeypatch)
     monkeypatch.setattr(slice_index, "retrieval_state", lambda damping: state)
@@ -294,7 +294,7 @@ def test_int8_estimates_rank_and_trace_as_the_float32_products(slice_index, hotp
     retriever = slice_index.as_retriever(similarity_top_k=21, dense_seed_top_k=3, dense_seed_weight=0.5)
     float32 = _large_graph_state(slice_index, retriever.config.damping, monkeypatch, int8_min_records=10**9)
     int8 = _large_graph_state(slice_index, retriever.config.damping, monkeypatch, int8_min_records=1)
-    assert int8.fact_vectors.products.method == int8.affine.basis_products.method == "int8"
+    assert int8.fact_vectors.products.method == int8.walk.affine.basis_products.method == "int8"
     assert float32.fact_vectors.products.method == "exact"
     results = {}
     for name, state in (("float32", float32), ("int8", int8)):
@@ -312,19 +312,19 @@ def test_the_traced_reset_top_is_the_top_of_the_whole_reset(slice_index, hotpotq
     order as the whole reset gives."""
     questions, _ = hotpotqa_slice
     retriever = slice_index.as_retriever(similarity_top_k=21, **settings)
-    state = slice_index.retrieval_state(damping=retriever.config.damping)
-    traced = retriever._reset_top
+    walk = slice_index.retrieval_state(damping=retriever.config.damping).walk
+    traced = walk.reset_top
     compared = 0
 
-    def compare(seeds, dense):
+    def compare(seeds, dense, passage_weight, count):
         nonlocal compared
-        got = traced(seeds, dense)
-        reset = retriever._reset(state, seeds, dense)
-        assert got == [(j, float(reset[j])) for j in best_first(reset, 10).tolist() if reset[j] > 0]
+        got = traced(seeds, dense, passage_weight, count)
+        reset = walk.reset(seeds, dense, passage_weight)
+        assert got == [(j, float(reset[j])) for j in best_first(reset, count).tolist() if reset[j] > 0]
         compared += 1
         return got
 
-    monkeypatch.setattr(retriever, "_reset_top", compare)
+    monkeypatch.setattr(walk, "reset_top", compare)
     for question in questions:
         retriever.retrieve(question["question"])
     assert compared > len(questions) // 2
@@ -339,7 +339,7 @@ def test_the_solved_uniform_share_ranks_as_the_exact_walk_over_hnsw_scores(slice
     monkeypatch.setattr(slice_index, "retrieval_state", lambda damping: hnsw)
     exact = _rankings(retriever, questions)
     state = _large_graph_state(slice_index, retriever.config.damping, monkeypatch, hnsw_min_records=1, hnsw_top_n=20)
-    assert state.affine.basis is None
+    assert state.walk.affine.basis is None
     monkeypatch.setattr(slice_index, "retrieval_state", lambda damping: state)
     solved = _rankings(retriever, questions)
     for ours, reference in zip(solved, exact, strict=True):

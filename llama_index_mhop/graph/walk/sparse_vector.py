@@ -3,8 +3,8 @@ reaches.
 
 A query's reset has a handful of entity seeds among hundreds of thousands of nodes. Held as a whole array, each
 step of a query (building the seeds, their sum, the push's start, the walk's result) writes a fresh array the size
-of the graph, and on a large graph writing fresh memory costs a page fault per 4 KB: at 200k nodes that was most
-of the walk's time. Held as the few nodes and their values, those steps cost what the seeds hold.
+of the graph, and on a large graph writing fresh memory costs a page fault per 4 KB (docs/SCALING.md). Held as
+the few nodes and their values, those steps cost what the seeds hold.
 """
 
 from __future__ import annotations

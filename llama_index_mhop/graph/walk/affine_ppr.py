@@ -3,7 +3,7 @@
 HippoRAG 2's reset (seeds/003, seeds/004) is a few seed nodes (the recognised facts' entities, the entities the
 query names) plus a dense share on **every** passage node: its min-max normalised similarity to the query times
 ``passage_node_weight``. That share is why a power iteration, or a local push, sweeps the whole graph at every
-query: at 100k passages it is more than 99% of the reset's mass, spread over all of them.
+query: on a large graph it is nearly all of the reset's mass, spread over all of them.
 
 PageRank is linear in its reset. With ``M`` the column-stochastic transition matrix and ``d`` the damping, the
 PageRank vector of a reset ``r`` (dangling nodes returning their mass to the reset) is ``z(r) / (u . r)`` where
@@ -24,9 +24,9 @@ of the bytes), and only the rows whose upper bound reaches the ``top_k``-th best
 float32 (:attr:`AffineResetScores.exact_rows`).
 
 Without passage vectors (the passages are searched through Chroma's HNSW index past a size, see
-:mod:`.dense_search`), the caller folds the dense share into the seeds and ``uniform`` (the far passages share
+:mod:`.dense_search`), the caller (:class:`~.graph_walk.GraphWalk`) folds the dense share into the seeds and ``uniform`` (the far passages share
 one value), and only ``g`` is needed. Those seeds are a few hundred passages, and a push from them at the whole
-vector's accuracy reaches most of a large graph (seconds at 1M passages). Asked for its ``top_k``, the push then
+vector's accuracy reaches most of a large graph. Asked for its ``top_k``, the push then
 starts at a threshold ``8**4`` times coarser and stops at the first one where its bounds make the top ``k`` and
 their order certain: on an undirected graph a push stopped at ``t`` leaves each node at most
 ``damping * t * degree`` (scaled) below its exact value, and never above it (:func:`_top_settled`).
@@ -278,7 +278,7 @@ class AffineResetPageRank:
             return SparseVector.empty(), 0.0
         damping = self.pagerank.damping
         if self.pagerank.method != "push":
-            exact = self.pagerank.run_exact(seeds.to_dense(self.pagerank.n_nodes))
+            exact = self.pagerank.run(seeds.to_dense(self.pagerank.n_nodes))
             return SparseVector.from_dense(exact * seed_total), 0.0
         # The same absolute accuracy as a push of the whole reset at the graph's epsilon: the seeds hold a small
         # share of the reset's mass, so their push may stop that much earlier.

@@ -8,22 +8,18 @@ it decides (:mod:`.row_products`): the same records and similarities, from a qua
 
 HippoRAG 2 scores the query against every fact (to pick the candidate facts) and every passage (each passage
 node's reset weight is its min-max normalised similarity). Done exactly, that is a product over all vectors per
-query: about 100 ms at 330k vectors of 384 dimensions on one core, more than everything else a query does. Past
-the threshold only the ``top_n`` nearest records come from the collection's HNSW index, with their similarity;
-every other record is given the **mean** similarity of the rest, which is exact (the query times the sum of the
-vectors, minus the top records' share). The normalised weights of the rest therefore keep their exact total, so
-the balance between the reset's dense part and its entity seeds is unchanged; only how that mass is spread over
-the far passages is lost. The minimum of the min-max normalisation comes from the same HNSW index: the record
-nearest to the negated query is the one least similar to the query. Below the threshold the scores are the exact
-products, so small indexes (and every ranking the tests fix) are unchanged.
+query, which past a size costs more than everything else a query does. Past the threshold only the ``top_n``
+nearest records come from the collection's HNSW index, with their similarity; every other record is given the
+**mean** similarity of the rest, which is exact (the query times the sum of the vectors, minus the top records'
+share). The normalised weights of the rest therefore keep their exact total, so the balance between the reset's
+dense part and its entity seeds is unchanged; only how that mass is spread over the far passages is lost. The
+minimum of the min-max normalisation comes from the same HNSW index: the record nearest to the negated query is
+the one least similar to the query. Below the threshold the scores are the exact products, so small indexes (and
+every ranking the tests fix) are unchanged.
 
-Measured on the synthetic corpus (50 questions): at 10k passages (23k facts) the 256 nearest facts kept
-recall@2/5/10/21 exactly (top-21 sets 96% identical, 99.3% overlap), but at 100k passages (230k facts) they cost
-2.3 points of recall@2 and 1 of recall@5 against exact products, for 8.5 ms of a 121 ms query; so facts, too,
-stay exact up to :data:`HNSW_MIN_FACTS` (about 150 MB of float32 per 100k facts per process). Passages searched the same way moved the top 21 more (92% overlap) and cost 1.7
-points of recall@5 and 3 of recall@21, because HippoRAG 2's reset gives every passage a dense share and the
-ranking feels how it is spread; so passages stay exact (about 10 ms and 150 MB per 100k passages) up to
-:data:`HNSW_MIN_PASSAGES`, where the exact product becomes the query's largest cost.
+The thresholds are high because the approximation costs recall (docs/SCALING.md measures it): facts stay exact up
+to :data:`HNSW_MIN_FACTS`, and passages, whose dense share HippoRAG 2's reset spreads over every passage node, up
+to :data:`HNSW_MIN_PASSAGES`, where the exact product becomes the query's largest cost.
 """
 
 from __future__ import annotations
@@ -66,6 +62,15 @@ class DenseScores:
     scores: np.ndarray | None = None
     near: np.ndarray | None = None
     rest: float = 0.0
+
+    def normalised(self, scores: np.ndarray) -> np.ndarray:
+        """Similarities of this query (``scores``, any of them) scaled to [0, 1] by its extremes, ``low`` and
+        ``high``: HippoRAG 2's min-max normalisation; all ones when the extremes agree."""
+        if scores.size == 0:
+            return scores
+        if self.high - self.low <= 0:
+            return np.ones_like(scores)
+        return (scores - self.low) / (self.high - self.low)
 
 
 class DenseVectors:

@@ -4,8 +4,8 @@ Power iteration (:mod:`.ppr`) multiplies the whole transition matrix about 30 ti
 touches. Forward push keeps an estimate ``p`` and a residual ``r`` (initially the reset) and repeatedly *pushes*
 a node ``u`` whose residual is large: ``p[u] += (1 - damping) * r[u]`` and ``r[u]``'s remaining ``damping`` share
 is spread over ``u``'s out-edges in proportion to their weights. It stops when every ``r[u] <= epsilon * d(u)``
-(``d``: weighted out-degree, 1 for a dangling node); only nodes the walk reaches with enough mass are ever touched, so the cost is
-bounded by ``1 / (epsilon * (1 - damping))`` edge visits, independent of the graph's size.
+(``d``: weighted out-degree, 1 for a dangling node); only nodes the walk reaches with enough mass are ever
+touched, so the cost is bounded by ``1 / (epsilon * (1 - damping))`` edge visits, independent of the graph's size.
 
 Here all nodes over the threshold are pushed at once per round (a vectorised, synchronous push; the invariant
 and the bounds below hold for any push order). A round with many active nodes is one sparse matrix product, a
@@ -13,12 +13,10 @@ round with few touches only their out-edges. :func:`push_sparse` starts from a f
 :class:`~.sparse_vector.SparseVector`) and returns the nodes it reached; its two graph-sized arrays come from a
 :class:`PushScratch` pool, so a query writes only the entries its push touches.
 
-**Error bounds.** Let ``y = (1 - damping) * sum_k (damping * M)^k r0`` be the unnormalised PPR of the reset ``r0``
-(power iteration returns ``y / |y|_1``; they are equal when no node is dangling). Push keeps
-``y = p + (1 - damping) * sum_k (damping * M)^k r`` at every step, so:
+**Error bounds.** Let ``y = (1 - damping) * sum_k (damping * M)^k r0`` be the unnormalised PPR of the seeds ``r0``.
+Push keeps ``y = p + (1 - damping) * sum_k (damping * M)^k r`` at every step, so:
 
-* ``0 <= y - p`` and ``|y - p|_1 <= |r|_1`` (:attr:`PushResult.residual`), measured, not estimated;
-* the returned ``p / |p|_1`` is within ``2 * |r|_1 / |p|_1`` of the exact PPR in L1 (:attr:`PushResult.l1_bound`);
+* ``0 <= y - p`` and ``|y - p|_1 <= |r|_1``, measured, not estimated;
 * at termination ``|r|_1 <= epsilon * sum_u d(u)``; on an undirected graph also, per node,
   ``0 <= y[u] - p[u] <= epsilon * d(u)`` (the walk maps ``r <= c * d`` to ``M r <= c * d``).
 """
@@ -34,32 +32,9 @@ from scipy import sparse
 
 from .sparse_vector import SparseVector
 
-__all__ = ["PushResult", "PushScratch", "SparsePush", "push_pagerank", "push_sparse", "threshold_weights"]
+__all__ = ["PushScratch", "SparsePush", "push_sparse", "threshold_weights"]
 
 _DENSE_ROUND_SHARE = 1 / 16  # a round pushing more than this share of the nodes is one full sparse product
-
-
-@dataclass(frozen=True)
-class PushResult:
-    """The push estimate and what it guarantees.
-
-    Attributes:
-        scores: the estimate of the PPR vector (non-negative, sums to 1).
-        mass: ``|p|_1`` of the unnormalised estimate ``p`` (``p = scores * mass``).
-        residual: the residual mass left, ``|r|_1``: the unnormalised estimate misses at most this much.
-        l1_bound: a proven bound on the L1 distance of ``scores`` to the exact PPR vector (infinite when nothing
-            was over the threshold, so nothing was pushed and ``scores`` is all zero).
-        rounds: push rounds run.
-        pushes: node pushes done (a node pushed in several rounds counts each time).
-    """
-
-    scores: np.ndarray
-    mass: float
-    residual: float
-    l1_bound: float
-    rounds: int
-    pushes: int
-    remainder: np.ndarray | None = None  # the residual vector r itself (only when asked for)
 
 
 @dataclass(frozen=True)
@@ -168,45 +143,6 @@ def push_sparse(
     residual[reached] = 0.0
     pool.give_back(pair)
     return result
-
-
-def push_pagerank(
-    transition: sparse.csr_matrix,
-    walk: sparse.csr_matrix,
-    out_weight: np.ndarray,
-    reset: np.ndarray,
-    damping: float,
-    epsilon: float,
-    keep_remainder: bool = False,
-) -> PushResult:
-    """Approximate Personalized PageRank of a whole reset vector by forward push (see the module docstring for
-    the bounds).
-
-    Args:
-        transition: the column-stochastic transition matrix ``M`` (CSR), as :func:`.ppr.transition_matrix` builds.
-        walk: its transpose as CSR (row ``u``: where a walker at ``u`` goes, with what probability).
-        out_weight: the weighted out-degree of every node (0 for a dangling node).
-        reset: a probability vector (non-negative, sums to 1).
-        damping: probability of following an edge, in [0, 1).
-        epsilon: push while some ``r[u] > epsilon * out_weight[u]`` (``epsilon`` for a dangling node).
-        keep_remainder: return the residual vector too (:attr:`PushResult.remainder`).
-
-    Returns:
-        The :class:`PushResult`.
-
-    Raises:
-        ValueError: ``epsilon`` is not positive.
-    """
-    n = reset.shape[0]
-    pushed = push_sparse(transition, walk, threshold_weights(out_weight),
-                         SparseVector.from_dense(np.asarray(reset, dtype=np.float64)), damping, epsilon)
-    estimate = pushed.estimate.to_dense(n)
-    left = pushed.remainder.total()
-    total = float(estimate.sum())
-    remainder = pushed.remainder.to_dense(n) if keep_remainder else None
-    if not total > 0:  # every node under its threshold from the start
-        return PushResult(estimate, 0.0, left, float("inf"), pushed.rounds, pushed.pushes, remainder)
-    return PushResult(estimate / total, total, left, 2.0 * left / total, pushed.rounds, pushed.pushes, remainder)
 
 
 def _rows_of(matrix: sparse.csr_matrix, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -3,8 +3,9 @@
 HippoRAG 2 (Gutiérrez et al., 2025, "From RAG to Memory: Non-Parametric Continual Learning for Large Language
 Models") seeds a Personalized PageRank (PPR) walk with the entities of the recognised facts and the dense
 passage scores, runs it with ``damping=0.5`` over the weighted entity/passage graph, and ranks passages by the
-resulting probabilities (seeds/003, seeds/004). This module is the pure numerical part: scipy/numpy only,
-no I/O.
+resulting probabilities (seeds/003, seeds/004). :class:`PageRankGraph` is one graph version's matrix: the power
+iteration of a whole reset, and the local push from a few seeds (:mod:`.push_ppr`) that
+:class:`~.graph_walk.GraphWalk` runs on a large graph. Scipy/numpy only, no I/O.
 
 Conventions (they match ``networkx.pagerank`` and igraph's PRPACK personalized PageRank):
 
@@ -24,13 +25,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import numpy as np
 from scipy import sparse
 
-from .push_ppr import PushResult, PushScratch, SparsePush, push_pagerank, push_sparse, threshold_weights
+from .push_ppr import PushScratch, SparsePush, push_sparse, threshold_weights
 from .sparse_vector import SparseVector
 
 __all__ = [
@@ -40,8 +41,6 @@ __all__ = [
     "PUSH_MIN_NODES",
     "PUSH_TOLERANCE",
     "PageRankGraph",
-    "personalized_pagerank",
-    "transition_matrix",
 ]
 
 logger = logging.getLogger(__name__)
@@ -49,30 +48,12 @@ logger = logging.getLogger(__name__)
 DEFAULT_DAMPING = 0.5  # HippoRAG 2's value
 DEFAULT_TOL = 1e-10
 DEFAULT_MAX_ITER = 200
-# From this many nodes on, PageRankGraph(method="auto") answers by local push instead of power iteration. On
+# From this many nodes on, PageRankGraph(method="auto") walks a query by local push instead of power iteration. On
 # HippoRAG-shaped resets push took 2x the exact CPU time at 3k nodes, 0.8x at 30k, 0.6x at 90k and 300k
 # (benchmarks/results/ppr_scaling-push.json, docs/SCALING.md); below, exact costs a few ms and stays the reference.
 PUSH_MIN_NODES = 50_000
 PUSH_TOLERANCE = 1e-4  # the push's default epsilon times the number of nodes
 _METHODS = ("auto", "exact", "push")
-
-
-def transition_matrix(adjacency: Any) -> sparse.csr_matrix:
-    """The column-stochastic transition matrix of a weighted graph, as CSR.
-
-    Args:
-        adjacency: an ``n x n`` scipy sparse matrix or array (or a dense array) where ``adjacency[i, j]`` is the
-            weight of the edge ``i -> j``; symmetric for an undirected graph. Weights must be finite and
-            non-negative; zero weights are no edges.
-
-    Returns:
-        ``M`` with ``M[j, i] = adjacency[i, j] / out_weight(i)``. Column ``i`` sums to 1, or is empty when node
-        ``i`` is dangling (no positive out-weight): :func:`personalized_pagerank` sends that mass to the reset.
-
-    Raises:
-        ValueError: the matrix is not square, or holds a negative, NaN or infinite weight.
-    """
-    return _walk(adjacency)[0]
 
 
 def _walk(adjacency: Any) -> tuple[sparse.csr_matrix, sparse.csr_matrix, np.ndarray]:
@@ -131,24 +112,6 @@ def _check_reset(reset: Any, n: int) -> np.ndarray:
     return r
 
 
-def _check_transition(m: Any) -> sparse.csr_matrix:
-    if not sparse.issparse(m):
-        raise ValueError("transition must be a scipy sparse matrix, as returned by transition_matrix()")
-    m = m if isinstance(m, sparse.csr_matrix) else sparse.csr_matrix(m)
-    if m.shape[0] != m.shape[1]:
-        raise ValueError(f"transition must be square, got shape {m.shape}")
-    if m.nnz:
-        col_sums = np.bincount(m.indices, weights=m.data, minlength=m.shape[1])
-        bad = ~(np.isclose(col_sums, 1.0, atol=1e-8) | (col_sums == 0))
-        if bad.any() or m.data.min() < 0:
-            raise ValueError(
-                "transition must be column-stochastic (each column sums to 1, or is empty for a dangling "
-                f"node); column {int(np.flatnonzero(bad)[0]) if bad.any() else '?'} is not. "
-                "Build it with transition_matrix(adjacency)."
-            )
-    return m
-
-
 def _power_iteration(
     m: sparse.csr_matrix,
     r: np.ndarray,
@@ -198,63 +161,34 @@ def _power_iteration(
     return x
 
 
-def personalized_pagerank(
-    transition: sparse.spmatrix,
-    reset: np.ndarray,
-    damping: float = DEFAULT_DAMPING,
-    tol: float = DEFAULT_TOL,
-    max_iter: int = DEFAULT_MAX_ITER,
-) -> np.ndarray:
-    """Personalized PageRank by power iteration (HippoRAG 2's graph search; seeds/003, seeds/004).
-
-    Solves ``x = damping * M x + (damping * dangling_mass(x) + 1 - damping) * r`` where ``M`` is the
-    column-stochastic ``transition`` and ``r`` the normalised reset: the stationary distribution of a walk that
-    follows an edge with probability ``damping`` and restarts from ``r`` otherwise, dangling nodes restarting
-    from ``r`` (the convention of ``networkx.pagerank`` and igraph/PRPACK).
-
-    For many queries on one graph use :class:`PageRankGraph`, which checks and scales the matrix once.
-
-    Args:
-        transition: the CSR matrix from :func:`transition_matrix`.
-        reset: one non-negative weight per node (normalised to sum 1 here); HippoRAG 2 puts the fact-entity
-            and dense passage scores here.
-        damping: probability of following an edge at each step, in [0, 1) (HippoRAG 2 uses 0.5).
-        tol: stop when the L1 change between two iterates is below this.
-        max_iter: at most this many iterations (a WARNING is logged if it is reached before ``tol``).
-
-    Returns:
-        A probability vector (non-negative, sums to 1) of length n; 0 for nodes unreachable from the reset.
-
-    Raises:
-        ValueError: a reset of the wrong length, negative, NaN/infinite or all zero; a damping outside [0, 1);
-            a non-positive tol or max_iter; a transition that is not square and column-stochastic.
-    """
-    m = _check_transition(transition)
-    damping = _check_damping(damping)
-    _check_params(tol, max_iter)
-    r = _check_reset(reset, m.shape[0])
-    return _power_iteration(m, r, damping, tol, max_iter)
-
-
 class PageRankGraph:
     """One version of a graph, ready for many Personalized PageRank queries.
 
     The transition matrix is built, checked and pre-multiplied by the damping once, at construction; each
-    :meth:`run` is then only the power iteration. Build a new ``PageRankGraph`` when the graph changes (the
-    optional ``version`` labels which graph this is).
+    :meth:`run` is then only the power iteration, and each :meth:`push_from` a local push. Build a new
+    ``PageRankGraph`` when the graph changes (the optional ``version`` labels which graph this is).
 
     Args:
         adjacency: ``n x n`` weights, ``adjacency[i, j]`` for the edge ``i -> j`` (symmetric when undirected).
+            Weights must be finite and non-negative; zero weights are no edges, and a node without a positive
+            out-weight is dangling (its mass returns to the reset).
         damping: probability of following an edge, in [0, 1); HippoRAG 2 uses 0.5.
         tol: L1 change at which the power iteration stops.
         max_iter: iteration cap.
-        nodes: optional node keys in index order, for :meth:`reset_vector` and :meth:`scores_by_node`.
+        nodes: optional node keys in index order (a label of the rows, as ``version`` is of the graph).
         version: optional label of the graph version this matrix was built from.
-        method: ``"exact"`` (power iteration), ``"push"`` (local push, :mod:`.push_ppr`) or ``"auto"``: push
-            from :data:`PUSH_MIN_NODES` nodes on, exact below.
+        method: how a query's walk runs (:class:`~.graph_walk.GraphWalk`): ``"exact"`` (power iteration of the
+            whole reset), ``"push"`` (a local push from the query's seeds, :mod:`.push_ppr`, the reset's dense
+            share solved once, :mod:`.affine_ppr`) or ``"auto"``: push from :data:`PUSH_MIN_NODES` nodes on,
+            exact below.
         push_epsilon: the push's residual threshold per unit of out-weight (its error bounds scale with it);
             default :data:`PUSH_TOLERANCE` / n: HippoRAG's reset puts a little mass on every passage, so scores
             shrink as 1 / n and the threshold follows them.
+
+    Raises:
+        ValueError: the adjacency is not square, or holds a negative, NaN or infinite weight; a damping outside
+            [0, 1); a non-positive tol, max_iter or push_epsilon; an unknown method; ``nodes`` of another length
+            or with repeats.
 
     Example:
         >>> graph = PageRankGraph.from_edges(3, [(0, 1), (1, 2)], [1.0, 2.0])
@@ -294,18 +228,12 @@ class PageRankGraph:
         self._damped = self._transition.copy()
         self._damped.data *= self.damping  # one multiply per graph instead of one per iteration
         self.build_seconds = time.perf_counter() - started
-        if nodes is not None:
-            nodes = list(nodes)
-            if len(nodes) != n:
-                raise ValueError(f"nodes has {len(nodes)} keys for a graph of {n} nodes")
-            index = {key: i for i, key in enumerate(nodes)}
-            if len(index) != n:
+        self._nodes = None if nodes is None else list(nodes)
+        if self._nodes is not None:
+            if len(self._nodes) != n:
+                raise ValueError(f"nodes has {len(self._nodes)} keys for a graph of {n} nodes")
+            if len(set(self._nodes)) != n:
                 raise ValueError("nodes holds duplicate keys")
-            self._nodes: list[Hashable] | None = nodes
-            self._index: dict[Hashable, int] | None = index
-        else:
-            self._nodes = None
-            self._index = None
 
     @classmethod
     def from_edges(
@@ -345,23 +273,6 @@ class PageRankGraph:
             graph._symmetric = True  # each edge was added both ways: nothing to check
         return graph
 
-    @classmethod
-    def from_networkx(
-        cls,
-        graph: Any,
-        weight: str | None = "weight",
-        nodelist: Sequence[Hashable] | None = None,
-        **kwargs: Any,
-    ) -> PageRankGraph:
-        """Build from a networkx graph (edge attribute ``weight``, default 1); node keys are kept for lookups."""
-        import networkx as nx
-
-        nodes = list(graph.nodes) if nodelist is None else list(nodelist)
-        adjacency = nx.to_scipy_sparse_array(
-            graph, nodelist=nodes, weight=weight, dtype=np.float64, format="csr"
-        )
-        return cls(adjacency, nodes=nodes, **kwargs)
-
     @property
     def transition(self) -> sparse.csr_matrix:
         """The cached column-stochastic transition matrix (undamped)."""
@@ -381,52 +292,24 @@ class PageRankGraph:
         """The node keys in index order, when given."""
         return None if self._nodes is None else list(self._nodes)
 
-    def reset_vector(self, weights: Mapping[Hashable, float]) -> np.ndarray:
-        """A reset vector from ``{node key: weight}`` (node keys need ``nodes=``; without them, indices)."""
-        r = np.zeros(self.n_nodes)
-        for key, value in weights.items():
-            if self._index is not None:
-                if key not in self._index:
-                    raise ValueError(f"unknown node {key!r} in reset weights")
-                r[self._index[key]] += value
-            else:
-                if (
-                    isinstance(key, bool)
-                    or not isinstance(key, (int, np.integer))
-                    or not 0 <= key < self.n_nodes
-                ):
-                    raise ValueError(f"reset key {key!r} is not a node index in [0, {self.n_nodes})")
-                r[key] += value
-        return r
+    def run(self, reset: Any) -> np.ndarray:
+        """Personalized PageRank of one whole reset vector by power iteration, whatever :attr:`method` is.
 
-    def run(self, reset: Any, damping: float | None = None) -> np.ndarray:
-        """Personalized PageRank for one reset vector (see :func:`personalized_pagerank`).
+        Solves ``x = damping * M x + (damping * dangling_mass(x) + 1 - damping) * r`` where ``M`` is the
+        column-stochastic transition matrix and ``r`` the normalised reset: the stationary distribution of a walk
+        that follows an edge with probability ``damping`` and restarts from ``r`` otherwise, dangling nodes
+        restarting from ``r`` (the convention of ``networkx.pagerank`` and igraph/PRPACK).
 
         Args:
             reset: one non-negative weight per node, normalised here; not all zero.
-            damping: overrides the graph's damping for this call.
 
         Returns:
             A probability vector over the nodes, 0 where unreachable from the reset.
+
+        Raises:
+            ValueError: a reset of the wrong length, negative, NaN/infinite or all zero.
         """
-        if self.method == "push":
-            return self.run_push(reset, damping).scores
-        return self.run_exact(reset, damping)
-
-    def run_exact(self, reset: Any, damping: float | None = None) -> np.ndarray:
-        """Personalized PageRank by power iteration, whatever :attr:`method` is (the reference)."""
-        r = _check_reset(reset, self.n_nodes)
-        if damping is None or float(damping) == self.damping:
-            return _power_iteration(self._damped, r, 1.0, self.tol, self.max_iter)
-        return _power_iteration(self._transition, r, _check_damping(damping), self.tol, self.max_iter)
-
-    def run_push(self, reset: Any, damping: float | None = None, epsilon: float | None = None,
-                 keep_remainder: bool = False) -> PushResult:
-        """Personalized PageRank by local push, with its error bounds (:class:`~.push_ppr.PushResult`)."""
-        r = _check_reset(reset, self.n_nodes)
-        d = self.damping if damping is None else _check_damping(damping)
-        return push_pagerank(self._transition, self._walk_matrix(), self._out_weight, r, d,
-                             self.push_epsilon if epsilon is None else epsilon, keep_remainder)
+        return _power_iteration(self._damped, _check_reset(reset, self.n_nodes), 1.0, self.tol, self.max_iter)
 
     def _walk_matrix(self) -> sparse.csr_matrix:
         """``P = M.T`` as CSR (row ``u``: where a walker at ``u`` goes), built on first use by an exact graph."""
@@ -466,12 +349,6 @@ class PageRankGraph:
         assert self._threshold_weight is not None
         return push_sparse(self._transition, walk, self._threshold_weight, seeds, self.damping, epsilon,
                            self._scratch, finer, settled)
-
-    def scores_by_node(self, scores: np.ndarray) -> dict[Hashable, float]:
-        """Map a score vector from :meth:`run` to ``{node key: score}`` (needs ``nodes=``)."""
-        if self._nodes is None:
-            raise ValueError("this graph was built without node keys (pass nodes=)")
-        return dict(zip(self._nodes, np.asarray(scores, dtype=float).tolist(), strict=True))
 
     def __repr__(self) -> str:
         return (

@@ -1,9 +1,9 @@
 """The walk's solved dense share on disk: solved by the first process that needs it, read by every other.
 
-Solving the basis of :mod:`.affine_ppr` takes about a minute per 100k passages, and every query worker of a
-persisted index would solve the same one when it first loads a graph version. Beside a persisted index the
-first solve is written to ``persist_dir/walk_basis/<key>/`` and the others memory-map it, so workers on one
-machine share its pages.
+Solving the basis of :mod:`.affine_ppr` walks the whole graph once per embedding dimension (docs/SCALING.md gives
+its time), and every query worker of a persisted index would solve the same one when it first loads a graph
+version. Beside a persisted index the first solve is written to ``persist_dir/walk_basis/<key>/`` and the others
+memory-map it, so workers on one machine share its pages.
 
 The key is the content, never a name: a hash of the transition matrix, the damping, the solve's tolerance and the
 passage vectors. A changed graph, or other embeddings, cannot read a basis it does not own; a folder written for
@@ -25,10 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..text import escape_controls
+from ...text import escape_controls
+from ..graph_arrays import load_array
+from ..json_files import read_json_object
 from .affine_ppr import DEFAULT_BASIS_TOL, AffineResetPageRank, SolvedBasis, solve_basis
-from .graph_arrays import load_array
-from .json_files import read_json_object
 from .ppr import PageRankGraph
 from .row_products import ExactRows, RowProducts
 

@@ -2,8 +2,7 @@
 
 Each row is stored once more as int8 with one scale (a quarter of float32's bytes), and torch's int8-weight
 matrix product (``torch._weight_int8pack_mm``, the kernel of weight-only quantised linear layers) multiplies the
-query, rounded to bfloat16, with all of them. On the 2-core benchmark machine that reads 230k facts of 384
-dimensions in 6.7 ms against 15.3 ms for the float32 product.
+query, rounded to bfloat16, with all of them (docs/SCALING.md times it against the float32 product).
 
 The bound of row ``i`` adds every error the estimate makes: the row's own rounding ``|x_i - s_i Q_i|`` (measured
 once), the query's rounding to bfloat16 times the stored row's norm, the float32 sum of ``D`` products, and the
