@@ -5,8 +5,9 @@ Models") retrieves (subject, predicate, object) facts by embedding similarity, t
 few that matter for the query (seeds/003). The entities of the kept facts seed the Personalized PageRank walk.
 Here that step works on fact nodes (see :func:`~llama_index_mhop.fact_nodes.fact_node`), inside a graph
 retriever, and on the passage nodes of any standard query engine (``node_postprocessors=[DSPyFactFilter()]``):
-it reads the passages' facts (:mod:`llama_index_mhop.passage_facts`), recognises the ones the query needs, and
-puts the passages that state them first.
+with an LM it reads the passages' facts (:mod:`llama_index_mhop.passage_facts`), recognises the ones the query
+needs, and puts the passages that state them first; without one it puts the passages about what the query names
+first, then the passage they lead to (:mod:`llama_index_mhop.first_page`).
 
 The jobs live apart: fact nodes (:mod:`~llama_index_mhop.fact_nodes`), the LLM-free selections
 (:mod:`~llama_index_mhop.fact_selection`), matching an LM's facts back to the candidates
@@ -50,10 +51,12 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from .fact_matching import DEFAULT_FACT_MATCH_CUTOFF, MAX_FUZZY_FACT_CHARS, CandidateMatcher
 from .fact_nodes import fact_node, fact_triple, is_fact_node
 from .fact_selection import FactSelection, node_score, select_by_mentions, select_by_score
+from .first_page import FIRST_PAGE_SIZE, first_page
 from .flow import Flow, LMRequest, StepRecord, StepRunner, arun_flow, run_flow
 from .lm import DEFAULT_LM_TIMEOUT, FallbackCounter, LMStep, current_lm, resolve_lm
 from .parsing import LMOutputError
 from .passage_facts import PassageFacts
+from .passage_views import PassageView
 from .programs import ProgramSource, load_program, save_program, step_prompts, update_step_prompts
 from .signatures import Fact, FactFilterModule
 
@@ -87,14 +90,19 @@ class DSPyFactFilter(BaseNodePostprocessor, PromptMixin):
         extractor: reads the facts of passage nodes (``extract(text, title) -> Extraction``, e.g. an
             ``OpenIEExtractor`` with an LM); default the LLM-free extractor. Facts are cached by passage content.
         supporting_only: on passage nodes, return only the passages that state a kept fact.
+        first_page: on passage nodes without an LM, how many of the first passages are put in first-page order.
         graph_index: a ``HippoGraphIndex`` whose passages the nodes are: their stored facts are used as they are.
         program: a compiled :class:`FactFilterModule`, or the path of one saved by :meth:`save_program`.
         callback_manager: LlamaIndex callbacks; the LM step's LLM events go there (when it has handlers).
 
     On **passage nodes** (any node without a triple in its metadata, as a standard query engine retrieves them)
-    the filter reads each passage's facts, recognises the facts the query needs among them, and returns the
-    passages that state the kept facts first (in the order of the kept facts), then the other passages in their
-    original order (or, with ``supporting_only``, only the supporting ones). Passages without facts are kept.
+    with an LM, the filter reads each passage's facts, recognises the facts the query needs among them, and
+    returns the passages that state the kept facts first (in the order of the kept facts), then the other passages
+    in their original order (or, with ``supporting_only``, only the supporting ones, with or without an LM);
+    passages without facts are kept. Without an LM (and without ``supporting_only``) no fact is read: of the first
+    ``first_page`` passages, those about an entity the query names come first, then the passage the first of them leads to through its bridge entity, then the rest
+    (:func:`~llama_index_mhop.first_page.first_page`); the mention rule over the passages' facts picks a worse
+    first page (docs/BENCHMARKS.md). Nodes keep their scores; only their order changes.
 
     ``get_prompts()`` shows the filter step's instructions (``"fact_filter"``) and ``update_prompts(...)`` changes
     them for the next LM call.
@@ -128,6 +136,10 @@ class DSPyFactFilter(BaseNodePostprocessor, PromptMixin):
     supporting_only: bool = Field(
         default=False, description="On passage nodes, return only the passages that state a kept fact."
     )
+    first_page: int = Field(
+        default=FIRST_PAGE_SIZE, ge=0,
+        description="Without an LM, how many of the first passage nodes are put in first-page order.",
+    )
 
     _lm: dspy.BaseLM | None = PrivateAttr(default=None)
     _passage_facts: PassageFacts = PrivateAttr()
@@ -145,6 +157,7 @@ class DSPyFactFilter(BaseNodePostprocessor, PromptMixin):
         fallback_strategy: FactSelection | str = FactSelection.TOP_SCORE,
         extractor: Any = None,
         supporting_only: bool = False,
+        first_page: int = FIRST_PAGE_SIZE,
         graph_index: Any = None,
         program: ProgramSource | None = None,
         **kwargs: Any,
@@ -156,6 +169,7 @@ class DSPyFactFilter(BaseNodePostprocessor, PromptMixin):
             llm_free_strategy=FactSelection(llm_free_strategy),
             fallback_strategy=FactSelection(fallback_strategy),
             supporting_only=supporting_only,
+            first_page=first_page,
             **kwargs,
         )
         self._lm = resolve_lm(lm=lm, llm=llm)
@@ -285,6 +299,10 @@ class DSPyFactFilter(BaseNodePostprocessor, PromptMixin):
             return None, lambda _: []
         if all(is_fact_node(node) for node in nodes):
             return self._step(query, nodes, [fact_triple(n) for n in nodes], predictor), lambda kept: kept
+        if current_lm(self._lm) is None and not self.supporting_only:
+            # Without an LM, the passages the query needs first are those about what it names and where they lead.
+            page = first_page(query, [PassageView.from_node(n.node) for n in nodes], self.first_page)
+            return None, lambda _: [nodes[i] for i in page.order]
         candidates, support = self._passage_candidates(nodes)
         if not candidates:
             unchanged = [] if self.supporting_only else list(nodes)

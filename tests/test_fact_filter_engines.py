@@ -1,5 +1,6 @@
 """DSPyFactFilter as a node postprocessor of standard LlamaIndex engines over a real Chroma VectorStoreIndex:
-passages that state the recognised facts come first, the rest follow in retrieval order."""
+passages that state the recognised facts come first (without an LM: the passages about what the query names),
+the rest follow in retrieval order."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from llama_index.core.chat_engine import CondenseQuestionChatEngine
 from llama_index.core.llms import MockLLM
 from llama_index.core.query_engine import RetrieverQueryEngine
 
+from llama_index_mhop.first_page import first_page
+from llama_index_mhop.passage_views import PassageView
 from llama_index_mhop.postprocessors import DSPyFactFilter
 from llama_index_mhop.stores import make_document
 from llama_index_mhop.vector_index import build_vector_index
@@ -53,11 +56,11 @@ def engines(index, fact_filter):
     return {"as_query_engine": as_query_engine, "RetrieverQueryEngine": retriever_engine, "chat": chat_engine}
 
 
-def ask(engine, asynchronous: bool):
+def ask(engine, asynchronous: bool, query: str = QUERY):
     if isinstance(engine, CondenseQuestionChatEngine):
         engine.reset()
-        return asyncio.run(engine.achat(QUERY)) if asynchronous else engine.chat(QUERY)
-    return asyncio.run(engine.aquery(QUERY)) if asynchronous else engine.query(QUERY)
+        return asyncio.run(engine.achat(query)) if asynchronous else engine.chat(query)
+    return asyncio.run(engine.aquery(query)) if asynchronous else engine.query(query)
 
 
 def rest_in_order(order: list[str], first: list[str]) -> list[str]:
@@ -74,18 +77,23 @@ def test_scripted_lm_fact_puts_its_passage_first(index, retrieval_order, engine_
     assert fact_filter.fallback_counts.total == 0
 
 
+CHAIN_QUERY = "In which state is the largest city where the director of Maximum Overdrive was born?"
+
+
 @pytest.mark.parametrize("asynchronous", [False, True])
 @pytest.mark.parametrize("engine_name", ["as_query_engine", "RetrieverQueryEngine", "chat"])
-def test_llm_free_rule_keeps_mentioned_facts_passages_first(index, retrieval_order, engine_name, asynchronous):
-    response = ask(engines(index, DSPyFactFilter())[engine_name], asynchronous)
-    got = titles(response.source_nodes)
+def test_llm_free_order_is_the_first_page(index, engine_name, asynchronous):
+    retrieved = index.as_retriever(similarity_top_k=5).retrieve(CHAIN_QUERY)
+    assert titles(retrieved)[1] != "Stephen King"  # so the reordering shows
+    page = first_page(CHAIN_QUERY, [PassageView.from_node(n.node) for n in retrieved])
+    got = titles(ask(engines(index, DSPyFactFilter())[engine_name], asynchronous, CHAIN_QUERY).source_nodes)
+    # The passage about what the query names leads, and the passage its bridge (the director) leads to follows.
+    assert got[:2] == ["Maximum Overdrive", "Stephen King"]
+    assert got == [titles(retrieved)[i] for i in page.order]
+
+
+def test_llm_free_supporting_only_keeps_the_passages_stating_the_mentioned_facts(index):
     # The query names Leland and 1986: the facts about them are stated by these two passages only.
-    assert set(got[:2]) == {"Maximum Overdrive", "Leland, North Carolina"}
-    assert got == rest_in_order(retrieval_order, got[:2])
-    assert "Bread" in got  # a passage without facts is kept
-
-
-def test_supporting_only_drops_the_rest(index):
     engine = index.as_query_engine(llm=MockLLM(), similarity_top_k=5,
                                    node_postprocessors=[DSPyFactFilter(supporting_only=True)])
     assert set(titles(engine.query(QUERY).source_nodes)) == {"Maximum Overdrive", "Leland, North Carolina"}
@@ -109,7 +117,8 @@ def test_facts_are_extracted_once_per_passage_content(index):
             return extract_llm_free(text, title)
 
     engine = index.as_query_engine(llm=MockLLM(), similarity_top_k=5,
-                                   node_postprocessors=[DSPyFactFilter(extractor=CountingExtractor())])
+                                   node_postprocessors=[DSPyFactFilter(extractor=CountingExtractor(),
+                                                                       supporting_only=True)])
     first = titles(engine.query(QUERY).source_nodes)
     second = titles(engine.query(QUERY).source_nodes)
     assert first == second and sorted(calls) == sorted(title for title, _ in CORPUS)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..first_page import FIRST_PAGE_SIZE
 from ..graph.walk.ppr import DEFAULT_DAMPING
 from ..postprocessors import DEFAULT_FACT_TOP_N
 
@@ -25,6 +26,9 @@ class HippoGraphConfig(BaseModel):
         query_entity_weight: reset weight of entities the query names (1; 0 turns it off).
         dense_seed_top_k: how many best dense passages get an extra reset weight (0 turns it off).
         dense_seed_weight: that extra weight, times the passage's normalised dense score (0).
+        first_page: how many of the best passages are put in first-page order: those about what the query names
+            first, then the passage they lead to (:mod:`~llama_index_mhop.first_page`; 5, 0 keeps the walk's
+            order).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
@@ -37,3 +41,4 @@ class HippoGraphConfig(BaseModel):
     query_entity_weight: float = Field(1.0, ge=0, allow_inf_nan=False, strict=False)
     dense_seed_top_k: int = Field(0, ge=0)
     dense_seed_weight: float = Field(0.0, ge=0, allow_inf_nan=False, strict=False)
+    first_page: int = Field(FIRST_PAGE_SIZE, ge=0)

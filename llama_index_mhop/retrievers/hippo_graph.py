@@ -16,8 +16,8 @@ The retriever builds the reset's seeds (step 3's entities, and the additions bel
 share, runs step 4 and reports what the trace shows of it, on a large graph without a sweep of the whole graph
 per query.
 
-Two additions, both general, both settings of :class:`~llama_index_mhop.retrievers.hippo_config.HippoGraphConfig`
-(0 turns either off):
+Three additions, all general, all settings of :class:`~llama_index_mhop.retrievers.hippo_config.HippoGraphConfig`
+(0 turns each off):
 
 * ``query_entity_weight`` (default 1): entities the query names (its word n-grams matched against entity keys,
   longest first) join the reset with that weight divided by their passage count, after the ``linking_top_k``
@@ -25,8 +25,11 @@ Two additions, both general, both settings of :class:`~llama_index_mhop.retrieve
   mention rule over five embedded facts often misses them.
 * ``dense_seed_top_k`` / ``dense_seed_weight`` (default off): the best dense passages get an extra reset weight
   in proportion to their normalised dense score.
+* ``first_page`` (default 5): the walk ranks passages by probability, not by how multi-hop evidence is linked; its
+  best ``first_page`` passages are put in first-page order (:mod:`~llama_index_mhop.first_page`): the passages
+  about an entity the query names, then the passage the first of them leads to through its bridge entity.
 
-docs/BENCHMARKS.md gives their recall on HotpotQA-100, each alone and together.
+docs/BENCHMARKS.md gives their recall on HotpotQA-100 and the synthetic corpus.
 
 Everything a query needs (fact and passage embeddings, the graph's walk) is loaded once per graph version by
 :meth:`HippoGraphIndex.retrieval_state`, never per query. Steps 1 and 3 read the query's similarity to the facts
@@ -46,11 +49,13 @@ import numpy as np
 from llama_index.core.prompts.mixin import PromptMixin
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
+from ..first_page import first_page
 from ..graph.extraction import entity_key
 from ..graph.retrieval_source import RetrievalSource
 from ..graph.state import RetrievalState
 from ..graph.walk.dense_search import DenseScores
 from ..graph.walk.sparse_vector import SparseVector
+from ..passage_views import PassageView
 from ..postprocessors import STEP as FACT_FILTER_STEP
 from ..postprocessors import DSPyFactFilter, fact_node
 from ..programs import ProgramSource
@@ -81,9 +86,9 @@ class HippoGraphRetriever(ProgramRetriever):
             the path of one saved by :meth:`save_program`.
         **kwargs: ``config`` or its settings one by one (:class:`HippoGraphConfig`: ``similarity_top_k=5``,
             ``linking_top_k=5``, ``fact_top_n=4``, ``passage_node_weight=0.05``, ``damping=0.5``,
-            ``query_entity_weight=1``, ``dense_seed_top_k=0``, ``dense_seed_weight=0``); ``lm`` or ``llm`` for
-            the fact filter (neither: the LLM-free rule), ``callback_manager`` and ``verbose`` (log each query's
-            trace), as for every :class:`~llama_index_mhop.retrievers.base.ProgramRetriever`.
+            ``query_entity_weight=1``, ``dense_seed_top_k=0``, ``dense_seed_weight=0``, ``first_page=5``); ``lm``
+            or ``llm`` for the fact filter (neither: the LLM-free rule), ``callback_manager`` and ``verbose`` (log
+            each query's trace), as for every :class:`~llama_index_mhop.retrievers.base.ProgramRetriever`.
 
     Attributes:
         last_trace: a JSON-serialisable dict of the last query: kept facts, the reset vector's top entries and the
@@ -250,6 +255,7 @@ class HippoGraphRetriever(ProgramRetriever):
                 reset_top=[self._node_json(state, j, value) for j, value in ranking.reset_top],
                 top_entities=[self._node_json(state, j, value) for j, value in ranking.top_entities],
             )
+        results, trace["first_page"] = self._first_page(query, results)
         trace["results"] = [
             {"id": r.node.node_id, "title": str(r.node.metadata.get("title", "")), "score": float(r.score or 0.0)}
             for r in results
@@ -258,6 +264,15 @@ class HippoGraphRetriever(ProgramRetriever):
         if self._verbose:
             logger.info("HippoGraphRetriever trace: %s", trace)
         return results, trace
+
+    def _first_page(self, query: str, results: list[NodeWithScore]) -> tuple[list[NodeWithScore], dict[str, Any]]:
+        """The ranking in first-page order (:mod:`~llama_index_mhop.first_page`) and what decided it, for the
+        trace. Scores stay in descending order: a passage takes the score of the place it moves to."""
+        page = first_page(query, [PassageView.from_node(r.node) for r in results], self.config.first_page)
+        reordered = [NodeWithScore(node=results[i].node, score=results[place].score)
+                     for place, i in enumerate(page.order)]
+        return reordered, {"lead": [results[i].node.node_id for i in page.lead],
+                           "hops": [results[i].node.node_id for i in page.hops]}
 
     @staticmethod
     def _fact_json(node: NodeWithScore) -> dict[str, Any]:

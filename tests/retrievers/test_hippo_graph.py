@@ -192,6 +192,20 @@ def test_recall_beats_plain_vector_retrieval(slice_index, hotpotqa_slice, hotpot
     assert hippo >= 90.0
 
 
+def test_the_first_page_lifts_recall_at_2_and_keeps_the_top_5(slice_index, hotpotqa_slice, gold_titles):
+    questions, _ = hotpotqa_slice
+    paged = slice_index.as_retriever(similarity_top_k=5)
+    walk_order = slice_index.as_retriever(similarity_top_k=5, first_page=0)
+    for question in questions:
+        ranked = paged.retrieve(question["question"])
+        walked = walk_order.retrieve(question["question"])
+        assert {n.node.node_id for n in ranked} == {n.node.node_id for n in walked}
+        assert [n.score for n in ranked] == [n.score for n in walked]  # each place keeps its score
+        assert paged.last_trace["first_page"]["lead"] == [
+            n.node.node_id for n in walked if n.node.node_id in paged.last_trace["first_page"]["lead"]]
+    assert recall_at(paged, questions, 2, gold_titles) > recall_at(walk_order, questions, 2, gold_titles)
+
+
 def test_sync_and_async_agree(slice_index, hotpotqa_slice):
     questions, _ = hotpotqa_slice
     retriever = slice_index.as_retriever(similarity_top_k=5)
