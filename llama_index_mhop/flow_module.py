@@ -39,7 +39,8 @@ class Shared(Generic[T]):
 
     Attributes:
         parts: the component's other parts the flow calls (a query transform, a graph retriever's steps; None).
-        runner: the LM, fallback counter and timeout of the flow's LM steps.
+        runner: the LM, fallback counter and timeout of the flow's LM steps (unless the module reads its runner
+            per query from one of its parts: :meth:`FlowModule._runner`).
         search: ``(queries, k) -> one node list per query``, the blocking search (None: the flow never searches).
         asearch: its awaitable form.
     """
@@ -84,15 +85,20 @@ class FlowModule(dspy.Module, Generic[S]):
             raise RuntimeError(f"this {type(self).__name__} has no search: build it through {self.searched_by}")
         return search
 
+    def _runner(self) -> StepRunner:
+        """The runner of this query's LM steps, read at each query (the shared one unless a module reads it from
+        a part whose LM or timeout may change)."""
+        return self._shared.runner
+
     def forward(self, query: QueryType) -> dspy.Prediction:
         shared, record = self._shared, StepRecord()
         search = self._checked_search(shared.search)
-        return self._prediction(run_flow(self._flow_for(query, record), shared.runner, record, search))
+        return self._prediction(run_flow(self._flow_for(query, record), self._runner(), record, search))
 
     async def aforward(self, query: QueryType) -> dspy.Prediction:
         shared, record = self._shared, StepRecord()
         asearch = self._checked_search(shared.asearch)
-        return self._prediction(await arun_flow(self._flow_for(query, record), shared.runner, record, asearch))
+        return self._prediction(await arun_flow(self._flow_for(query, record), self._runner(), record, asearch))
 
     def _node_fields(self, nodes: list[NodeWithScore]) -> dict[str, Any]:
         """The prediction's fields besides ``nodes``, ``node_ids`` and ``trace``."""

@@ -68,13 +68,15 @@ class HippoGraphModule(FlowModule[HippoSteps]):
     """
 
     def __init__(self, steps: HippoSteps) -> None:
-        fact_filter = steps.fact_filter
-        # A custom postprocessor as the filter has no LM step of the flow's.
-        runner = (fact_filter.runner if isinstance(fact_filter, DSPyFactFilter)
-                  else StepRunner(lm=None, counter=FallbackCounter()))
-        super().__init__(Shared(steps, runner))
-        program = getattr(fact_filter, "program", None)
+        # A custom postprocessor as the filter has no LM step of the flow's: the shared runner is LLM-free.
+        super().__init__(Shared(steps, StepRunner(lm=None, counter=FallbackCounter())))
+        program = getattr(steps.fact_filter, "program", None)
         self.filter = program.filter if isinstance(program, FactFilterModule) else None
+
+    def _runner(self) -> StepRunner:
+        """A DSPyFactFilter's runner, read at each query so a later change of its LM or timeout is used."""
+        fact_filter = self._shared.parts.fact_filter
+        return fact_filter.runner if isinstance(fact_filter, DSPyFactFilter) else self._shared.runner
 
     def _flow_for(self, query: QueryType, record: StepRecord) -> Flow[Ranking]:
         text = query_text(query)
