@@ -17,14 +17,14 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, QueryType
 from .flow import AsyncSearchBatch, Flow, SearchBatch, StepRecord, StepRunner, arun_flow, run_flow
 from .validation import check_query
 
-__all__ = ["FlowModule", "Ranking", "Shared", "query_text"]
+__all__ = ["FlowModule", "NodesAndTrace", "Shared", "query_text"]
 
 T = TypeVar("T")
 S = TypeVar("S")
 F = TypeVar("F")
 
 #: What a retriever's flow returns: the ranked nodes and the trace of the run.
-Ranking = tuple[list[NodeWithScore], dict[str, Any]]
+NodesAndTrace = tuple[list[NodeWithScore], dict[str, Any]]
 
 
 def query_text(query: QueryType) -> str:
@@ -71,11 +71,11 @@ class FlowModule(dspy.Module, Generic[S]):
         super().__init__()
         self._shared = shared
 
-    def flow(self, query: Any, record: StepRecord) -> Flow[Ranking]:
+    def flow(self, query: Any, record: StepRecord) -> Flow[NodesAndTrace]:
         """The flow on ``query`` (as :meth:`_flow_for` gives it), recording its LM steps' outcomes in ``record``."""
         raise NotImplementedError
 
-    def _flow_for(self, query: QueryType, record: StepRecord) -> Flow[Ranking]:
+    def _flow_for(self, query: QueryType, record: StepRecord) -> Flow[NodesAndTrace]:
         """:meth:`flow` on the query's checked text (a flow reading more of a ``QueryBundle`` takes it whole)."""
         return self.flow(query_text(query), record)
 
@@ -104,7 +104,7 @@ class FlowModule(dspy.Module, Generic[S]):
         """The prediction's fields besides ``nodes``, ``node_ids`` and ``trace``."""
         return {}
 
-    def _prediction(self, result: Ranking) -> dspy.Prediction:
+    def _prediction(self, result: NodesAndTrace) -> dspy.Prediction:
         nodes, trace = result
         return dspy.Prediction(nodes=nodes, node_ids=[n.node.node_id for n in nodes], **self._node_fields(nodes),
                                trace=trace)
