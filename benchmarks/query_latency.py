@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "work_dir": str(args.work_dir), "questions": len(dataset.questions), "rounds": args.rounds,
         "threads": args.threads, "n_passages": len(state.passage_ids), "n_facts": len(state.fact_ids),
-        "n_nodes": state.num_nodes, "walk": state.walk.method,
+        "n_nodes": state.num_nodes, "walk": "exact" if affine is None else "affine",
         "graph_reopen_seconds": round(reopen_seconds, 1), "state_load_seconds": round(state_seconds, 1),
         "affine_basis_seconds": None if affine is None else round(affine.build_seconds, 1),
         "row_products": {"passages": getattr(state.passage_vectors.products, "method", "hnsw"),

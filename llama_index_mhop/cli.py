@@ -121,7 +121,8 @@ def _graph_exists(args: argparse.Namespace) -> bool:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from .vector_index import passage_collection, sync_vector_index
+    from .passage_index import passage_collection
+    from .vector_index import sync_vector_index
 
     client = _client(args)
     with _writing(args):
@@ -149,7 +150,7 @@ def _sync_graph(args: argparse.Namespace, client: Any, vector_index: Any) -> tup
     extracting only passages it lacks. A new graph starts from the passage index's passages and stored vectors."""
     from .graph import HippoGraphIndex
     from .graph.reconcile import Drift
-    from .vector_index import passage_collection
+    from .passage_index import passage_collection
 
     show_progress = not getattr(args, "quiet", False)
     if not _graph_exists(args):

@@ -6,13 +6,12 @@ them.
 
 from __future__ import annotations
 
-import re
 from enum import Enum
 
 from llama_index.core.schema import NodeWithScore
 
 from .fact_nodes import fact_triple
-from .text import content_terms, entity_spans, normalize
+from .text import content_terms, drop_possessives, entity_spans, normalize
 
 __all__ = ["FactSelection", "check_top_n", "node_score", "select_by_mentions", "select_by_score"]
 
@@ -35,14 +34,6 @@ def node_score(node: NodeWithScore) -> float:
     return float("-inf") if node.score is None else float(node.score)
 
 
-_POSSESSIVE = re.compile(r"(?<=\w)['’]s\b")
-
-
-def _drop_possessives(text: str) -> str:
-    """ "The Ancestor's birthday" -> "The Ancestor birthday": a possessive names the same entity."""
-    return _POSSESSIVE.sub("", text)
-
-
 def _contains_words(longer: str, shorter: str) -> bool:
     """Whether normalised ``shorter`` occurs in normalised ``longer`` on word boundaries."""
     return f" {shorter} " in f" {longer} "
@@ -50,7 +41,7 @@ def _contains_words(longer: str, shorter: str) -> bool:
 
 def _mention_strength(argument: str, query_entities: list[str], query_terms: set[str]) -> int:
     """2 when the argument names an entity of the query, 1 when it shares a content word with it, else 0."""
-    argument = _drop_possessives(argument)
+    argument = drop_possessives(argument)
     key = normalize(argument)
     if not key:
         return 0
@@ -67,7 +58,7 @@ def _mention_strength(argument: str, query_entities: list[str], query_terms: set
 def select_by_mentions(query: str, nodes: list[NodeWithScore], top_n: int) -> list[NodeWithScore]:
     """The LLM-free recognition rule (see the module docstring): mentioned facts, strongest then best scored."""
     check_top_n(top_n)
-    query = _drop_possessives(query)
+    query = drop_possessives(query)
     query_entities = [key for key in (normalize(span) for span in entity_spans(query)) if key]
     query_terms = set(content_terms(query))
     ranked = []

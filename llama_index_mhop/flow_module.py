@@ -17,14 +17,14 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, QueryType
 from .flow import AsyncSearchBatch, Flow, SearchBatch, StepRecord, StepRunner, arun_flow, run_flow
 from .validation import check_query
 
-__all__ = ["FlowModule", "Ranking", "Shared", "query_text"]
+__all__ = ["FlowModule", "NodesAndTrace", "Shared", "query_text"]
 
 T = TypeVar("T")
 S = TypeVar("S")
 F = TypeVar("F")
 
 #: What a retriever's flow returns: the ranked nodes and the trace of the run.
-Ranking = tuple[list[NodeWithScore], dict[str, Any]]
+NodesAndTrace = tuple[list[NodeWithScore], dict[str, Any]]
 
 
 def query_text(query: QueryType) -> str:
@@ -39,7 +39,8 @@ class Shared(Generic[T]):
 
     Attributes:
         parts: the component's other parts the flow calls (a query transform, a graph retriever's steps; None).
-        runner: the LM, fallback counter and timeout of the flow's LM steps.
+        runner: the LM, fallback counter and timeout of the flow's LM steps (unless the module reads its runner
+            per query from one of its parts: :meth:`FlowModule._runner`).
         search: ``(queries, k) -> one node list per query``, the blocking search (None: the flow never searches).
         asearch: its awaitable form.
     """
@@ -70,11 +71,11 @@ class FlowModule(dspy.Module, Generic[S]):
         super().__init__()
         self._shared = shared
 
-    def flow(self, query: Any, record: StepRecord) -> Flow[Ranking]:
+    def flow(self, query: Any, record: StepRecord) -> Flow[NodesAndTrace]:
         """The flow on ``query`` (as :meth:`_flow_for` gives it), recording its LM steps' outcomes in ``record``."""
         raise NotImplementedError
 
-    def _flow_for(self, query: QueryType, record: StepRecord) -> Flow[Ranking]:
+    def _flow_for(self, query: QueryType, record: StepRecord) -> Flow[NodesAndTrace]:
         """:meth:`flow` on the query's checked text (a flow reading more of a ``QueryBundle`` takes it whole)."""
         return self.flow(query_text(query), record)
 
@@ -84,21 +85,26 @@ class FlowModule(dspy.Module, Generic[S]):
             raise RuntimeError(f"this {type(self).__name__} has no search: build it through {self.searched_by}")
         return search
 
+    def _runner(self) -> StepRunner:
+        """The runner of this query's LM steps, read at each query (the shared one unless a module reads it from
+        a part whose LM or timeout may change)."""
+        return self._shared.runner
+
     def forward(self, query: QueryType) -> dspy.Prediction:
         shared, record = self._shared, StepRecord()
         search = self._checked_search(shared.search)
-        return self._prediction(run_flow(self._flow_for(query, record), shared.runner, record, search))
+        return self._prediction(run_flow(self._flow_for(query, record), self._runner(), record, search))
 
     async def aforward(self, query: QueryType) -> dspy.Prediction:
         shared, record = self._shared, StepRecord()
         asearch = self._checked_search(shared.asearch)
-        return self._prediction(await arun_flow(self._flow_for(query, record), shared.runner, record, asearch))
+        return self._prediction(await arun_flow(self._flow_for(query, record), self._runner(), record, asearch))
 
     def _node_fields(self, nodes: list[NodeWithScore]) -> dict[str, Any]:
         """The prediction's fields besides ``nodes``, ``node_ids`` and ``trace``."""
         return {}
 
-    def _prediction(self, result: Ranking) -> dspy.Prediction:
+    def _prediction(self, result: NodesAndTrace) -> dspy.Prediction:
         nodes, trace = result
         return dspy.Prediction(nodes=nodes, node_ids=[n.node.node_id for n in nodes], **self._node_fields(nodes),
                                trace=trace)

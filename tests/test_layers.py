@@ -36,8 +36,8 @@ MODULES = {_module_name(path): path for path in PACKAGE.rglob("*.py")}
 
 @dataclass(frozen=True)
 class Place:
-    """A file or folder named in the table: ``graph/ppr.py`` is the module ``graph.ppr``, ``graph/`` the package
-    ``graph`` and every module under it, ``__init__.py`` the package's own module ``""``."""
+    """A file or folder named in the table: ``graph/walk/ppr.py`` is the module ``graph.walk.ppr``, ``graph/`` the
+    package ``graph`` and every module under it, ``__init__.py`` the package's own module ``""``."""
 
     path: str
 

@@ -24,8 +24,8 @@ from llama_index.core.vector_stores.utils import metadata_dict_to_node
 from llama_index.vector_stores.chroma import ChromaVectorStore
 
 from ..chroma_batches import CHROMA_BATCH, delete_ids, existing_ids, get_records, upsert_vectors
+from ..dimension_check import check_embedding_dimension
 from ..embed_dtype import EmbedDType, check_embed_dtype, embedding_dtype
-from ..vector_index import check_embedding_dimension
 
 __all__ = [
     "CHROMA_DIR",

@@ -268,8 +268,6 @@ class HippoGraphIndex(IndexConstructors, DocumentVerbs, BaseIndex[HippoGraphStru
                 "chroma_passages": stores.passage_count(), "chroma_entities": stores.entities.count(),
                 "chroma_facts": stores.facts.count(), "graph_nodes": graph.num_nodes, "graph_edges": graph.num_edges}
 
-    # ------------------------------------------------------------------ LlamaIndex's document verbs
-
     # ------------------------------------------------------------------ persistence
 
     def persist(self, persist_dir: str | os.PathLike[str] | None = None) -> Path:
@@ -296,7 +294,7 @@ class HippoGraphIndex(IndexConstructors, DocumentVerbs, BaseIndex[HippoGraphStru
     # ------------------------------------------------------------------ retrieval
 
     def retrieval_state(self, damping: float = DEFAULT_DAMPING) -> RetrievalState:
-        """The arrays and PageRank matrix of the current graph version, loaded from Chroma once per version.
+        """The current graph version's query state (its arrays and its walk), loaded from Chroma once per version.
 
         While another thread inserts or deletes, this is the graph as the last finished change left it (or, if that
         version was never loaded, the call waits for the running change): never a half-changed graph. The first

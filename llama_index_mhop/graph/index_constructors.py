@@ -18,8 +18,8 @@ from llama_index.core import Document, StorageContext, VectorStoreIndex
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.callbacks import CallbackManager
 
+from ..dimension_check import check_embedding_dimension
 from ..stores import load_documents
-from ..vector_index import check_embedding_dimension
 from .extraction import Extractor, OpenIEExtractor
 from .graph_stores import resolve_client, unique_prefix, vector_index_collection
 from .index_config import HippoGraphIndexConfig

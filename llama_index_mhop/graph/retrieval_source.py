@@ -35,7 +35,7 @@ class RetrievalSource(Protocol):
         ...
 
     def retrieval_state(self, damping: float) -> RetrievalState:
-        """The arrays and PageRank matrix of the current graph version, for a walk with ``damping``."""
+        """The current graph version's query state (its arrays and its walk), for a walk with ``damping``."""
         ...
 
     def still_held(self, nodes: Sequence[NodeWithScore]) -> list[NodeWithScore]:

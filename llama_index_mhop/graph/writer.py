@@ -21,9 +21,9 @@ from llama_index.core.schema import TextNode
 from llama_index.core.storage.docstore import SimpleDocumentStore
 from llama_index.core.storage.docstore.types import BaseDocumentStore
 
+from ..passage_rows import passage_nodes
 from ..store_lock import store_lock
 from ..sync import resolve_doc_id
-from ..vector_index import passage_nodes
 from .checkpoint import CHECKPOINT_FILE
 from .extraction import Extractor
 from .graph_stores import GraphStores, collection_passages
@@ -76,7 +76,7 @@ class IndexWriter:
         self._dropped = Removal()  # what queries took out of the graph in memory, until the next change saves it
 
     def basis_folder(self) -> Path | None:
-        """Where the walk's solved dense share is kept: beside a persisted index (see :mod:`.basis_files`)."""
+        """Where the walk's solved dense share is kept: beside a persisted index (see :mod:`.walk.basis_files`)."""
         return None if self.persist_dir is None else self.persist_dir / BASIS_FOLDER
 
     @contextmanager
@@ -97,7 +97,7 @@ class IndexWriter:
              corpus: str | os.PathLike[str] | None = None) -> tuple[list[bool], list[str]]:
         """Apply the sync rule to documents (and add passage nodes that come without one) as one change.
 
-        Passages are chunked as the passage index chunks them (``vector_index.passage_nodes``, ``corpus`` the
+        Passages are chunked as the passage index chunks them (``passage_rows.passage_nodes``, ``corpus`` the
         folder or file they were read from), so the same passage is the same node, metadata included, in both.
 
         Returns:

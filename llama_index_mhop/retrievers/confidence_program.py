@@ -26,7 +26,7 @@ from ..confidence_strategies import (
     targeted_queries,
 )
 from ..flow import AsyncSearchBatch, Flow, LMRequest, Search, SearchBatch, StepRecord, StepRunner
-from ..flow_module import FlowModule, Ranking, Shared
+from ..flow_module import FlowModule, NodesAndTrace, Shared
 from ..fusion import reciprocal_rank_fusion
 from ..listwise_rerank import RankedPassage, listwise_rerank
 from ..lm import FallbackCounter, LMStep
@@ -112,7 +112,7 @@ class ConfidenceLoopModule(FlowModule[None]):
         self.config = config or ConfidenceLoopConfig()
         self.verbose = verbose
 
-    def flow(self, query: str, record: StepRecord) -> Flow[Ranking]:
+    def flow(self, query: str, record: StepRecord) -> Flow[NodesAndTrace]:
         """The loop, top to bottom; yields LM steps and searches to its driver (see :mod:`llama_index_mhop.flow`)."""
         config = self.config
         trace = _new_trace(query, record)

@@ -49,6 +49,7 @@ import numpy as np
 from llama_index.core.prompts.mixin import PromptMixin
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
+from ..dimension_check import EmbeddingDimensionError, embedder_name
 from ..first_page import first_page
 from ..graph.extraction import entity_key
 from ..graph.retrieval_source import RetrievalSource
@@ -60,7 +61,6 @@ from ..postprocessors import STEP as FACT_FILTER_STEP
 from ..postprocessors import DSPyFactFilter, fact_node
 from ..programs import ProgramSource
 from ..text import NON_ENTITY_CAPS, STOPWORDS
-from ..vector_index import EmbeddingDimensionError, embedder_name
 from .base import ProgramRetriever
 from .hippo_config import HippoGraphConfig
 from .hippo_program import HippoGraphModule, HippoSteps
@@ -289,8 +289,6 @@ class HippoGraphRetriever(ProgramRetriever):
         return {"kind": "entity", "id": state.entity_ids[j - passages], "name": state.entity_names[j - passages],
                 "weight": float(value)}
 
-    # ------------------------------------------------------------------ LlamaIndex entry points
-
     def _query_vector(self, state: RetrievalState, vector: list[float]) -> np.ndarray:
         q = np.asarray(vector, dtype=np.float32)
         stored = state.passage_vectors.dimension
@@ -302,6 +300,8 @@ class HippoGraphRetriever(ProgramRetriever):
             )
         norm = float(np.linalg.norm(q))
         return q / norm if norm > 0 else q
+
+    # ------------------------------------------------------------------ LlamaIndex entry points
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         # A vector index the graph reads in place can change under it (another verb, another process): a

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from llama_index.core.schema import NodeWithScore, QueryBundle, QueryType
 
 from ..flow import Call, Flow, StepRecord, StepRunner
-from ..flow_module import FlowModule, Ranking, Shared, query_text
+from ..flow_module import FlowModule, NodesAndTrace, Shared, query_text
 from ..lm import FallbackCounter
 from ..postprocessors import DSPyFactFilter
 from ..signatures import FactFilterModule
@@ -55,7 +55,7 @@ class HippoSteps:
     fact_filter: Any
     query_vector: Callable[[RetrievalState, list[float]], np.ndarray]
     candidates: Callable[[RetrievalState, np.ndarray], Candidates]
-    rank: Callable[..., Ranking]
+    rank: Callable[..., NodesAndTrace]
 
 
 class HippoGraphModule(FlowModule[HippoSteps]):
@@ -68,20 +68,22 @@ class HippoGraphModule(FlowModule[HippoSteps]):
     """
 
     def __init__(self, steps: HippoSteps) -> None:
-        fact_filter = steps.fact_filter
-        # A custom postprocessor as the filter has no LM step of the flow's.
-        runner = (fact_filter.runner if isinstance(fact_filter, DSPyFactFilter)
-                  else StepRunner(lm=None, counter=FallbackCounter()))
-        super().__init__(Shared(steps, runner))
-        program = getattr(fact_filter, "program", None)
+        # A custom postprocessor as the filter has no LM step of the flow's: the shared runner is LLM-free.
+        super().__init__(Shared(steps, StepRunner(lm=None, counter=FallbackCounter())))
+        program = getattr(steps.fact_filter, "program", None)
         self.filter = program.filter if isinstance(program, FactFilterModule) else None
 
-    def _flow_for(self, query: QueryType, record: StepRecord) -> Flow[Ranking]:
+    def _runner(self) -> StepRunner:
+        """A DSPyFactFilter's runner, read at each query so a later change of its LM or timeout is used."""
+        fact_filter = self._shared.parts.fact_filter
+        return fact_filter.runner if isinstance(fact_filter, DSPyFactFilter) else self._shared.runner
+
+    def _flow_for(self, query: QueryType, record: StepRecord) -> Flow[NodesAndTrace]:
         text = query_text(query)
         bundle = query if isinstance(query, QueryBundle) and query.query_str == text else QueryBundle(text)
         return self.flow(bundle, record)
 
-    def flow(self, query: QueryBundle, record: StepRecord) -> Flow[Ranking]:
+    def flow(self, query: QueryBundle, record: StepRecord) -> Flow[NodesAndTrace]:
         """One query, top to bottom; yields the fact filter's step and the calls out (the query's embedding, a
         custom filter) to its driver (see :mod:`llama_index_mhop.flow`)."""
         steps = self._shared.parts

@@ -23,7 +23,7 @@ from llama_index.core.schema import NodeWithScore
 
 from ..bridges import link_passages
 from ..flow import AsyncSearchBatch, Flow, Search, SearchBatch, StepRecord
-from ..flow_module import FlowModule, Ranking, Shared
+from ..flow_module import FlowModule, NodesAndTrace, Shared
 from ..fusion import anchored_fusion, reciprocal_rank_fusion
 from ..passage_views import PassageView
 from ..query_batch import BatchSearcher
@@ -56,7 +56,7 @@ class RRFFusionModule(FlowModule[PerspectiveQueryTransform]):
         self.perspectives = transform.program
         self.config = config or RRFFusionConfig()
 
-    def flow(self, query: str, record: StepRecord) -> Flow[Ranking]:
+    def flow(self, query: str, record: StepRecord) -> Flow[NodesAndTrace]:
         """The seed's loop, top to bottom; yields LM steps and searches (see :mod:`llama_index_mhop.flow`)."""
         nodes: dict[str, NodeWithScore] = {}
         lists: list[list[str]] = []

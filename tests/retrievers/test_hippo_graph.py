@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+import time
 from pathlib import Path
 
 import chromadb
@@ -18,6 +20,7 @@ from llama_index_mhop.graph.index import EmptyIndexError, HippoGraphIndex
 from llama_index_mhop.graph.state import load_retrieval_state
 from llama_index_mhop.graph.walk import ppr
 from llama_index_mhop.graph.walk.row_products import best_first
+from llama_index_mhop.lm_clients import function_lm, render_fields
 from llama_index_mhop.postprocessors import DSPyFactFilter
 from llama_index_mhop.retrievers.hippo_graph import HippoGraphRetriever
 from llama_index_mhop.stores import make_document, stable_id
@@ -232,6 +235,37 @@ def test_persisted_slice_index_ranks_identically(slice_index, hotpotqa_slice, em
     # last bits changed) from a persistent store and the vector as written from an in-memory one.
     for got, expected in zip(after, before, strict=True):
         assert [s for _, s in got] == pytest.approx([s for _, s in expected], rel=1e-6)
+
+
+def test_a_fact_filter_timeout_lowered_after_construction_is_used(mini_index):
+    """The program reads the fact filter's runner at each query: a slow LM answers in time, then, once the filter's
+    timeout is lowered, falls back on both paths (a DSPy copy of the program too)."""
+    query = "Who directed Lover Come Back?"
+    idle = threading.Event()
+    idle.set()
+
+    def slow_chat(messages):
+        idle.clear()
+        try:
+            time.sleep(0.5)
+            return render_fields({"fact_after_filter": {"fact": []}})
+        finally:
+            idle.set()
+
+    retriever = mini_index.as_retriever(similarity_top_k=3, lm=function_lm(slow_chat, model="scripted/slow"))
+    retriever.retrieve(query)
+    assert retriever.last_trace["steps"] == {"fact_filter": "lm"}
+    retriever.fact_filter.timeout = 0.05
+    retriever.retrieve(query)
+    assert retriever.last_trace["steps"] == {"fact_filter": "fallback"}
+    assert "0.05" in retriever.last_trace["step_reasons"]["fact_filter"]
+    assert idle.wait(timeout=5)  # the abandoned call returns before the next query takes the LM's one turn
+    asyncio.run(retriever.aretrieve(query))
+    assert retriever.last_trace["steps"] == {"fact_filter": "fallback"}
+    assert idle.wait(timeout=5)
+    assert retriever.program.deepcopy()(query=query).trace["steps"] == {"fact_filter": "fallback"}
+    assert idle.wait(timeout=5)
+    assert retriever.fallback_counts["fact_filter"] == 3
 
 
 def test_the_program_is_the_query_and_its_copies_share_the_graph(mini_index):

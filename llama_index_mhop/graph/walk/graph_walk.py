@@ -99,11 +99,6 @@ class GraphWalk:
         return self.pagerank.n_nodes
 
     @property
-    def method(self) -> str:
-        """``"exact"`` (every reset walked whole) or ``"affine"`` (seeds pushed, the dense share solved)."""
-        return "exact" if self.affine is None else "affine"
-
-    @property
     def needs_every_passage_score(self) -> bool:
         """Whether :meth:`rank` reads every passage's similarity (``DenseScores.scores``), or only the best
         passages' and the extremes."""
