@@ -96,13 +96,19 @@ def test_no_surviving_fact_means_dense_retrieval(mini_index):
 
 
 def test_query_entities_seed_the_walk(mini_index):
-    retriever = mini_index.as_retriever(similarity_top_k=2, fact_filter=KeepOnly(texts=[]))
+    retriever = mini_index.as_retriever(similarity_top_k=2, fact_filter=KeepOnly(texts=[]), first_page=0)
     results = retriever.retrieve("Which film did Delbert Mann make in 1955?")
     trace = retriever.last_trace
     assert trace["mode"] == "ppr"
     assert trace["query_entities"] == ["delbert mann", "1955"]
-    # "1955" is named by one passage, "delbert mann" by three: the film comes first, then its director's page.
+    # "1955" is named by one passage, "delbert mann" by three: in the walk's order the film comes first, then its
+    # director's page.
     assert [r.node.metadata["title"] for r in results] == ["Marty (film)", "Delbert Mann"]
+    # The first page puts the passage about what the question names (the director) first.
+    paged = mini_index.as_retriever(similarity_top_k=2, fact_filter=KeepOnly(texts=[]))
+    assert [r.node.metadata["title"] for r in paged.retrieve("Which film did Delbert Mann make in 1955?")] == [
+        "Delbert Mann", "Marty (film)"]
+    assert paged.last_trace["first_page"]["lead"] == [results[1].node.node_id]
 
 
 def test_trace_is_json_serialisable(mini_index):
