@@ -100,9 +100,10 @@ class DSPyFactFilter(BaseNodePostprocessor, PromptMixin):
     returns the passages that state the kept facts first (in the order of the kept facts), then the other passages
     in their original order (or, with ``supporting_only``, only the supporting ones, with or without an LM);
     passages without facts are kept. Without an LM (and without ``supporting_only``) no fact is read: of the first
-    ``first_page`` passages, those about an entity the query names come first, then the passage the first of them leads to through its bridge entity, then the rest
-    (:func:`~llama_index_mhop.first_page.first_page`); the mention rule over the passages' facts picks a worse
-    first page (docs/BENCHMARKS.md). Nodes keep their scores; only their order changes.
+    ``first_page`` passages, those about an entity the query names come first, then the passage the first of them
+    leads to through its bridge entity, then the rest (:func:`~llama_index_mhop.first_page.first_page`); the
+    mention rule over the passages' facts picks a worse first page (docs/BENCHMARKS.md). Nodes keep their scores;
+    only their order changes.
 
     ``get_prompts()`` shows the filter step's instructions (``"fact_filter"``) and ``update_prompts(...)`` changes
     them for the next LM call.

@@ -149,10 +149,11 @@ class HippoGraphIndex(IndexConstructors, DocumentVerbs, BaseIndex[HippoGraphStru
             chroma_client, chroma_mode, embed_model = opened.client, opened.mode, opened.embed_model
             graph, docstore, persist_dir, collection_prefix = (saved.graph, saved.docstore, saved.root,
                                                                saved.collection_prefix)
-        elif chroma_client is None:
-            chroma_client, chroma_mode = resolve_client(None, persist_dir)
-            collection_prefix = collection_prefix or (unique_prefix(config.name) if chroma_mode == "ephemeral"
-                                                      else None)
+        else:
+            if chroma_client is None:
+                chroma_client, chroma_mode = resolve_client(None, persist_dir)
+            if chroma_mode == "ephemeral":  # in-memory indexes of one name must not share collections
+                collection_prefix = collection_prefix or unique_prefix(config.name)
         if graph is not None:  # the graph's own synonymy settings are the index's
             config = config.replaced(**{key: getattr(graph, key) for key in GRAPH_SETTINGS})
         #: The index's settings.

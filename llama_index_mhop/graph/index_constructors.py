@@ -21,7 +21,7 @@ from llama_index.core.callbacks import CallbackManager
 from ..dimension_check import check_embedding_dimension
 from ..stores import load_documents
 from .extraction import Extractor, OpenIEExtractor
-from .graph_stores import resolve_client, unique_prefix, vector_index_collection
+from .graph_stores import resolve_client, vector_index_collection
 from .index_config import HippoGraphIndexConfig
 from .indexing import BatchHook
 from .layout import saved_index_exists
@@ -120,8 +120,7 @@ class IndexConstructors:
             client, mode = resolve_client(chroma_client, persist_dir)
             index = cls(storage_context=storage_context, callback_manager=callback_manager, config=config,
                         chroma_client=client, embed_model=embed_model, persist_dir=persist_dir, chroma_mode=mode,
-                        extractor=with_stored_openie(extractor or OpenIEExtractor(lm=lm, llm=llm), openie_results),
-                        collection_prefix=unique_prefix(config.name) if mode == "ephemeral" else None)
+                        extractor=with_stored_openie(extractor or OpenIEExtractor(lm=lm, llm=llm), openie_results))
         index._writer.follow(index.extractor, source, docs, on_batch_end, corpus_of(documents))
         return index
 
