@@ -5,7 +5,9 @@ yields a request and receives the answer:
 
 * :class:`LMRequest`: an :class:`~llama_index_mhop.lm.LMStep` (predictor, parser, LLM-free strategy) and its
   inputs; the answer is the parsed value, or the LLM-free value when there is no LM or the LM fails;
-* :class:`Search`: a batch of search queries at one depth; the answer is one result list per query;
+* :class:`Search`: a batch of search queries at one depth; the answer is one result list per query (a query a
+  run already searched at that depth is answered from its first search: the seed's later rounds often repeat
+  one, and the same vector at the same depth finds the same passages);
 * :class:`Call`: any other call out (an embedding, a custom node postprocessor), in its blocking and its awaitable
   form; the answer is its value.
 
@@ -121,13 +123,29 @@ SearchBatch = Callable[[list[str], int], list[list[Any]]]
 AsyncSearchBatch = Callable[[list[str], int], Awaitable[list[list[Any]]]]
 
 
+class _Searched:
+    """One run's searches, by query and depth: what a :class:`Search` still has to ask, and its answer."""
+
+    def __init__(self) -> None:
+        self._results: dict[tuple[str, int], list[Any]] = {}
+
+    def missing(self, request: Search) -> list[str]:
+        return [q for q in dict.fromkeys(request.queries) if (q, request.k) not in self._results]
+
+    def answer(self, request: Search, asked: list[str], found: list[list[Any]]) -> list[list[Any]]:
+        self._results.update({(q, request.k): r for q, r in zip(asked, found, strict=True)})
+        return [list(self._results[q, request.k]) for q in request.queries]
+
+
 def run_flow(flow: Flow[R], runner: StepRunner, record: StepRecord, search: SearchBatch | None = None) -> R:
     """Drive ``flow`` to its result with blocking LM steps, searches and calls (``search``: None for a flow that
     never searches)."""
+    searched = _Searched()
     done, item = _send(flow, None)
     while not done:
         if isinstance(item, Search):
-            answer: Any = search(item.queries, item.k)
+            asked = searched.missing(item)
+            answer: Any = searched.answer(item, asked, search(asked, item.k) if asked else [])
         elif isinstance(item, Call):
             answer = item.run()
         else:
@@ -139,10 +157,12 @@ def run_flow(flow: Flow[R], runner: StepRunner, record: StepRecord, search: Sear
 async def arun_flow(flow: Flow[R], runner: StepRunner, record: StepRecord,
                     asearch: AsyncSearchBatch | None = None) -> R:
     """Drive ``flow`` to its result with awaited LM steps, searches and calls."""
+    searched = _Searched()
     done, item = _send(flow, None)
     while not done:
         if isinstance(item, Search):
-            answer: Any = await asearch(item.queries, item.k)
+            asked = searched.missing(item)
+            answer: Any = searched.answer(item, asked, await asearch(asked, item.k) if asked else [])
         elif isinstance(item, Call):
             answer = await item.arun()
         else:

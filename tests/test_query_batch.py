@@ -14,7 +14,9 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from llama_index.core.vector_stores.types import VectorStoreQuery
 
 from llama_index_mhop import ConfidenceLoopRetriever, RRFFusionRetriever
+from llama_index_mhop.flow import Search, StepRecord, StepRunner, arun_flow, run_flow
 from llama_index_mhop.guarded_store import GuardedChromaVectorStore
+from llama_index_mhop.lm import FallbackCounter
 from llama_index_mhop.query_batch import BatchSearcher, QueryVectors, embed_queries
 from tests.word_bag import WordBagEmbedding
 
@@ -133,3 +135,43 @@ def test_a_retriever_without_a_query_vector_is_searched_query_by_query():
     searcher = BatchSearcher(lambda k: Recording())
     results = searcher.search(["a", "b", "a"], 3)
     assert seen == ["a", "b", "a"] and [r[0].node.node_id for r in results] == ["a", "b", "a"]
+
+
+def _repeating_flow():
+    """Searches "a" and "b", then "b" again with a new "c", then "a" at another depth; returns every answer."""
+    first = yield Search(["a", "b"], 3)
+    second = yield Search(["b", "c", "b"], 3)
+    deeper = yield Search(["a"], 5)
+    return first, second, deeper
+
+
+def _recording_search(asked: list[tuple[tuple[str, ...], int]]):
+    def search(queries: list[str], k: int) -> list[list[str]]:
+        asked.append((tuple(queries), k))
+        return [[f"{q}@{k}#{len(asked)}"] for q in queries]
+
+    return search
+
+
+def test_a_query_a_run_already_searched_at_that_depth_is_answered_from_its_first_search():
+    asked: list[tuple[tuple[str, ...], int]] = []
+    first, second, deeper = run_flow(_repeating_flow(), StepRunner(None, FallbackCounter()), StepRecord(),
+                                     _recording_search(asked))
+    assert asked == [(("a", "b"), 3), (("c",), 3), (("a",), 5)]
+    assert first == [["a@3#1"], ["b@3#1"]]
+    assert second == [["b@3#1"], ["c@3#2"], ["b@3#1"]]
+    assert deeper == [["a@5#3"]]
+    second[0].append("changed by the flow")
+    assert second[2] == ["b@3#1"]  # each answer is the flow's own list
+
+
+def test_awaited_runs_answer_repeated_searches_alike():
+    asked: list[tuple[tuple[str, ...], int]] = []
+    search = _recording_search(asked)
+
+    async def asearch(queries: list[str], k: int) -> list[list[str]]:
+        return search(queries, k)
+
+    answers = asyncio.run(arun_flow(_repeating_flow(), StepRunner(None, FallbackCounter()), StepRecord(), asearch))
+    assert asked == [(("a", "b"), 3), (("c",), 3), (("a",), 5)]
+    assert answers[1] == [["b@3#1"], ["c@3#2"], ["b@3#1"]]

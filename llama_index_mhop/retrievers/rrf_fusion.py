@@ -59,6 +59,7 @@ class RRFFusionModule(FlowModule[PerspectiveQueryTransform]):
     def flow(self, query: str, record: StepRecord) -> Flow[NodesAndTrace]:
         """The seed's loop, top to bottom; yields LM steps and searches (see :mod:`llama_index_mhop.flow`)."""
         nodes: dict[str, NodeWithScore] = {}
+        views: dict[str, PassageView] = {}  # each passage read once a query, whichever lists it is in
         lists: list[list[str]] = []
         context: list[NodeWithScore] = []
         trace: dict[str, Any] = {"query": query, "iterations": []}
@@ -77,14 +78,14 @@ class RRFFusionModule(FlowModule[PerspectiveQueryTransform]):
             rankings = [self._ranking(r, nodes) for r in results]  # perspective order: ties resolve alike
             # Fuse every list so far; carry the top passages over, the best of them as the next context.
             lists.extend(rankings)
-            pool, links = self._fuse(query, anchor, lists, nodes, settings.carry_over_top_n)
+            pool, links = self._fuse(query, anchor, lists, nodes, views, settings.carry_over_top_n)
             context = [nodes[node_id] for node_id in pool[: settings.context_top_n]]
             trace["iterations"].append(
                 {"perspectives": perspectives, "rankings": rankings, "links": links, "pool": pool,
                  "context": pool[: settings.context_top_n], "step": record.steps[PERSPECTIVES_STEP],
                  "reason": record.reasons[PERSPECTIVES_STEP]}
             )
-        fused, _ = self._fuse(query, anchor, lists, nodes, settings.similarity_top_k)
+        fused, _ = self._fuse(query, anchor, lists, nodes, views, settings.similarity_top_k)
         # Reciprocal-rank scores: monotone in the fused order.
         trace["final"] = [[node_id, 1.0 / rank] for rank, node_id in enumerate(fused, start=1)]
         return [NodeWithScore(node=nodes[node_id].node, score=score) for node_id, score in trace["final"]], trace
@@ -98,13 +99,16 @@ class RRFFusionModule(FlowModule[PerspectiveQueryTransform]):
         return list(dict.fromkeys(anchor))
 
     def _fuse(
-        self, query: str, anchor: list[str], lists: list[list[str]], nodes: dict[str, NodeWithScore], top_n: int
+        self, query: str, anchor: list[str], lists: list[list[str]], nodes: dict[str, NodeWithScore],
+        views: dict[str, PassageView], top_n: int,
     ) -> tuple[list[str], dict[str, list[str]]]:
         """The anchored fusion: the query's ranking, the bridge hops after their sources, then RRF."""
         by_rrf = [node_id for node_id, _ in reciprocal_rank_fusion(lists, k=self.config.rrf_k)]
         links: dict[str, list[str]] = {}
         if anchor:
-            views = {node_id: PassageView.from_node(nodes[node_id].node) for node_id in [*anchor, *by_rrf]}
+            for node_id in [*anchor, *by_rrf]:
+                if node_id not in views:
+                    views[node_id] = PassageView.from_node(nodes[node_id].node)
             links = link_passages(query, [views[anchor[0]]], [views[i] for i in by_rrf])
         return anchored_fusion(anchor, links, by_rrf, top_n=top_n), links
 

@@ -1,0 +1,167 @@
+"""The memory of several query workers over one persisted graph and one Chroma server.
+
+The deployment a user outgrowing one process runs: a Chroma server (``chroma run``) holds the collections, and each
+worker process opens the persisted graph folder (``HippoGraphIndex.from_persist_dir``) against that server and
+answers queries. Whatever the graph keeps in memory-mapped files is one copy in the page cache for every worker;
+whatever it keeps on the heap is each worker's own.
+
+This script serves the folder of a ``benchmarks/graph_probe.py`` build (its ``chroma`` store, ``graph`` folder and
+synthetic ``corpus``, embedded with the same hashed embedder). It starts ``chroma run`` on a copy of the store,
+then ``--workers`` worker processes one after another; each opens the graph over the server, loads its query state,
+answers every question with ``hippo_graph`` (k = 21, no LM) and stays up. With all of them up, each worker's
+memory is read from ``/proc/<pid>/smaps_rollup``:
+
+- ``rss_mb``: every page it maps, shared ones included;
+- ``pss_mb``: its proportional share (a page shared by three processes counts a third in each);
+- ``private_mb``: the pages only it holds (what one more worker adds to the machine).
+
+``added_by_second_worker_pct`` is the second worker's private memory over the first worker's resident set. Each
+worker's top 21 of every question is compared with the first worker's (``same_rankings``).
+
+Usage:
+    python benchmarks/graph_probe.py --passages 20000 --work-dir /work/runs/graph-probe   # the build
+    python benchmarks/query_workers.py --work-dir /work/runs/graph-probe [--workers 3] [--port 8765] \\
+        --out benchmarks/results/query-workers-20000.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from result_file import measured_on, write_result
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))  # the checkout's package, not one installed elsewhere
+TOP_K = 21
+
+
+def smaps_rollup(pid: int) -> dict[str, float]:
+    """A process's resident, proportional and private memory (MB) from ``/proc/<pid>/smaps_rollup``."""
+    fields: dict[str, int] = {}
+    with open(f"/proc/{pid}/smaps_rollup") as rollup:
+        for line in rollup:
+            parts = line.split()
+            if len(parts) == 3 and parts[2] == "kB":
+                fields[parts[0].rstrip(":")] = int(parts[1])
+    private = fields.get("Private_Clean", 0) + fields.get("Private_Dirty", 0)
+    return {"rss_mb": round(fields.get("Rss", 0) / 1024, 1), "pss_mb": round(fields.get("Pss", 0) / 1024, 1),
+            "private_mb": round(private / 1024, 1)}
+
+
+def worker(work: Path, port: int) -> None:
+    """One worker: open the graph over the server, load its state, answer every question, report, then wait for
+    its standard input to close (so that every worker is up when the memory is read)."""
+    import graph_probe
+
+    from llama_index_mhop.defaults import default_chroma_client
+    from llama_index_mhop.graph import HippoGraphIndex
+
+    dataset = graph_probe.load_corpus(work)
+    client = default_chroma_client(host="localhost", port=port)
+    graph = HippoGraphIndex.from_persist_dir(work / "graph", chroma_client=client,
+                                             embed_model=graph_probe.probe_embedder())
+    start = time.perf_counter()
+    graph.retrieval_state()
+    load_seconds = round(time.perf_counter() - start, 2)
+    retriever = graph.as_retriever(similarity_top_k=TOP_K)
+    rankings = [[n.node.node_id for n in retriever.retrieve(q.text)] for q in dataset.questions]
+    print(json.dumps({"pid": os.getpid(), "state_load_seconds": load_seconds, "rankings": rankings}), flush=True)
+    sys.stdin.read()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("localhost", 0))
+        return probe.getsockname()[1]
+
+
+def _wait_for_server(port: int, server: subprocess.Popen[bytes], timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(f"chroma run exited with {server.returncode}")
+        try:
+            socket.create_connection(("localhost", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.5)
+    raise TimeoutError(f"chroma run did not listen on port {port} within {timeout:g} s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--work-dir", type=Path, required=True, help="a graph_probe.py build folder")
+    parser.add_argument("--workers", type=int, default=3)
+    parser.add_argument("--port", type=int)
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    work = args.work_dir.resolve()
+    port = args.port or _free_port()
+    if args.worker:
+        worker(work, port)
+        return 0
+
+    served = work / "served-chroma"  # the server writes into the store it opens: a copy keeps the build as built
+    shutil.rmtree(served, ignore_errors=True)
+    shutil.copytree(work / "chroma", served)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    chroma = shutil.which("chroma", path=str(Path(sys.executable).parent)) or "chroma"
+    server = subprocess.Popen([chroma, "run", "--path", str(served), "--port", str(port)], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    workers: list[subprocess.Popen[str]] = []
+    load = [os.getloadavg()]
+    try:
+        _wait_for_server(port, server)
+        reports = []
+        for _ in range(args.workers):  # one after another: each is measured with the ones before it up
+            process = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--worker", "--work-dir",
+                                        str(work), "--port", str(port)], cwd=ROOT, env=env, text=True,
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            workers.append(process)
+            assert process.stdout is not None
+            line = process.stdout.readline()
+            if not line:
+                raise RuntimeError(f"worker {len(workers)} exited with {process.wait()}")
+            reports.append(json.loads(line))
+        memory = [smaps_rollup(report["pid"]) for report in reports]
+        server_memory = smaps_rollup(server.pid)
+    finally:
+        for process in workers:
+            if process.stdin is not None:
+                process.stdin.close()
+            process.wait(timeout=60)
+        server.terminate()
+        server.wait(timeout=60)
+        shutil.rmtree(served, ignore_errors=True)
+    load.append(os.getloadavg())
+
+    first = reports[0]["rankings"]
+    rows = [{"worker": i + 1, "state_load_seconds": r["state_load_seconds"], **m,
+             "same_rankings": r["rankings"] == first} for i, (r, m) in enumerate(zip(reports, memory, strict=True))]
+    result: dict[str, Any] = {
+        "work_dir": str(work), "workers": args.workers, "questions": len(first),
+        **measured_on(load, "chromadb", "llama-index-core", "numpy", "scipy"),
+        "added_by_second_worker_pct": (round(100 * memory[1]["private_mb"] / memory[0]["rss_mb"], 1)
+                                       if len(memory) > 1 else None),
+        "chroma_server": server_memory,
+        "per_worker": rows,
+    }
+    write_result(result, args.out)
+    for row in rows:
+        print(row)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
