@@ -37,11 +37,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from result_file import measured_on, write_result
+from result_file import CHECKOUT, measured_on, write_result
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-sys.path.insert(0, str(ROOT))  # the checkout's package, not one installed elsewhere
 TOP_K = 21
 
 
@@ -126,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         reports = []
         for _ in range(args.workers):  # one after another: each is measured with the ones before it up
             process = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--worker", "--work-dir",
-                                        str(work), "--port", str(port)], cwd=ROOT, env=env, text=True,
+                                        str(work), "--port", str(port)], cwd=CHECKOUT, env=env, text=True,
                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE)
             workers.append(process)
             assert process.stdout is not None

@@ -1,13 +1,22 @@
-"""How a benchmark script reports: its result printed as JSON and written to its ``--out`` file."""
+"""How a benchmark script reports: its result printed as JSON and written to its ``--out`` file.
+
+Importing it also points the benchmark at the checkout it sits in: a script's own folder, not the checkout, heads
+``sys.path``, and an editable install of another checkout would otherwise be the package measured.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import platform
+import sys
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
+
+CHECKOUT = Path(__file__).resolve().parents[1]
+if str(CHECKOUT) not in sys.path:
+    sys.path.insert(0, str(CHECKOUT))
 
 
 def measured_on(load_avg: list[Any], *packages: str) -> dict[str, Any]:
