@@ -47,6 +47,7 @@ from result_file import measured_on, write_result
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))  # the checkout's package, not one installed elsewhere
 COLLECTION = "probe_vector"
 GRAPH_NAME = "graph_probe"
 TOP_K = 21
@@ -89,6 +90,8 @@ def _embedder() -> Any:
 def build_step(work: Path, trace: bool) -> dict[str, Any]:
     """Build the vector index and the graph beside it, with the memory after each."""
     import chromadb
+
+    import llama_index_mhop
     from llama_index_mhop.bench.context import passage_documents
     from llama_index_mhop.graph import HippoGraphIndex
     from llama_index_mhop.vector_index import build_vector_index
@@ -113,7 +116,7 @@ def build_step(work: Path, trace: bool) -> dict[str, Any]:
                                               name=GRAPH_NAME, persist_dir=work / "graph")
     seconds["graph"] = round(time.perf_counter() - start, 1)
     steps["graph built"] = memory(trace)
-    result = {"seconds": seconds, "memory": steps, "counts": graph.counts()}
+    result = {"seconds": seconds, "memory": steps, "counts": graph.counts(), "package": llama_index_mhop.__file__}
     if trace:
         result["top_allocations"] = top_allocations()
     return result
@@ -126,6 +129,7 @@ def query_step(work: Path, trace: bool, rounds: int, rankings: Path) -> dict[str
     from flow_steps import StepClock
     from llama_index.core import VectorStoreIndex
     from llama_index.vector_stores.chroma import ChromaVectorStore
+
     from llama_index_mhop.bench.benchmarker import passage_ids
     from llama_index_mhop.graph import HippoGraphIndex
     from llama_index_mhop.metrics import recall_at_k
