@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Literal
@@ -51,7 +52,9 @@ def native_bfloat16() -> bool:
 @contextmanager
 def embedding_dtype(dtype: EmbedDType) -> Iterator[EmbedDType]:
     """Run the embedding calls inside the block in ``dtype``; yields the dtype actually used."""
-    if dtype == "float32":
+    if dtype == "float32" or "torch" not in sys.modules:
+        # Autocast reaches only torch code, and an embedder that runs torch has imported it: for any other,
+        # importing torch here would add its runtime to the process for nothing.
         yield "float32"
         return
     if not native_bfloat16():
