@@ -17,13 +17,24 @@ Each step runs in its own subprocess, so a process's memory is that step's alone
    ``_candidates``, fact filter, walk ``_rank``; ``benchmarks/flow_steps.py``'s clock). Each question's top 21
    of both retrievers is written to ``--rankings`` (default: the work folder), so that two versions of the code
    can be compared passage for passage.
+3. ``chroma``: Chroma alone, for scale: as many random unit vectors as the graph has entities and facts inserted
+   into two collections of a scratch store, and the process's growth (what holding them costs any process that
+   writes or reads those collections, whatever the graph does).
+
+``--reuse-build`` queries the store and graph an earlier run built (its build figures read back from the work
+folder): Chroma's HNSW indexes, and the synonymy edges found through the entities' one, differ from build to build,
+so two versions of the query code are compared on one build. ``--compare FILE`` counts the questions whose top 21
+is the same as in another run's rankings file, in order and as a set. ``--walk-from-nodes N`` sets the node count
+from which the walk runs on its solved dense share (``PUSH_MIN_NODES`` of ``graph/walk/ppr.py``) in the query
+process, to measure that walk at this size.
 
 With ``--tracemalloc`` both processes also record Python's traced heap per step and its largest allocation
 sites (tracing slows the build and adds its own memory, so the default run leaves it off).
 
 Usage:
     python benchmarks/graph_probe.py [--passages 20000] [--questions 50] [--seed 0] [--rounds 3] \\
-        [--work-dir /work/runs/graph-probe] [--tracemalloc] [--rankings FILE] \\
+        [--work-dir /work/runs/graph-probe] [--tracemalloc] [--rankings FILE] [--reuse-build] \\
+        [--compare FILE] [--walk-from-nodes N] \\
         --out benchmarks/results/graph-probe-20000.json
 """
 
@@ -122,7 +133,7 @@ def build_step(work: Path, trace: bool) -> dict[str, Any]:
     return result
 
 
-def query_step(work: Path, trace: bool, rounds: int, rankings: Path) -> dict[str, Any]:
+def query_step(work: Path, trace: bool, rounds: int, rankings: Path, walk_from_nodes: int | None) -> dict[str, Any]:
     """Open the store and the graph, load the graph's query state, then time both retrievers."""
     import chromadb
     import torch
@@ -135,6 +146,10 @@ def query_step(work: Path, trace: bool, rounds: int, rankings: Path) -> dict[str
     from llama_index_mhop.metrics import recall_at_k
 
     torch.set_num_threads(1)
+    if walk_from_nodes is not None:
+        from llama_index_mhop.graph.walk import ppr
+
+        ppr.PUSH_MIN_NODES = walk_from_nodes
     dataset = _dataset(work)
     embedder = _embedder()
     steps: dict[str, Any] = {"start": memory(False)}
@@ -200,12 +215,44 @@ def query_step(work: Path, trace: bool, rounds: int, rankings: Path) -> dict[str
     return result
 
 
+def chroma_step(work: Path, counts: dict[str, int], dimension: int = 384) -> dict[str, Any]:
+    """Insert as many random vectors as the graph's entities and facts into a scratch store; the memory after."""
+    import chromadb
+    import numpy as np
+
+    shutil.rmtree(work / "chroma-alone", ignore_errors=True)
+    client = chromadb.PersistentClient(path=str(work / "chroma-alone"))
+    steps: dict[str, Any] = {"client": memory(False)}
+    rng = np.random.default_rng(0)
+    for kind in ("entities", "facts"):
+        collection = client.get_or_create_collection(f"alone_{kind}", metadata={"hnsw:space": "cosine"})
+        for start in range(0, counts[kind], 2000):
+            rows = rng.standard_normal((min(2000, counts[kind] - start), dimension)).astype(np.float32)
+            rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+            collection.upsert(ids=[f"{kind}{start + i}" for i in range(len(rows))], embeddings=rows)
+        steps[kind] = memory(False)
+    shutil.rmtree(work / "chroma-alone", ignore_errors=True)
+    return {"vectors": counts["entities"] + counts["facts"], "memory": steps,
+            "growth_mb": round(steps["facts"]["rss_mb"] - steps["client"]["rss_mb"], 1)}
+
+
+def same_top(before: Path, after: Path) -> dict[str, dict[str, int]]:
+    """Per retriever, the questions whose top 21 is the same in two rankings files: in order, and as a set."""
+    old, new = json.loads(before.read_text()), json.loads(after.read_text())
+    return {name: {"questions": len(new[name]),
+                   "same_order": sum(old[name].get(q) == top for q, top in new[name].items()),
+                   "same_set": sum(set(old[name].get(q, ())) == set(top) for q, top in new[name].items())}
+            for name in new if name in old}
+
+
 def _run_step(step: str, args: argparse.Namespace) -> dict[str, Any]:
     """Run one step in a fresh interpreter (one torch thread) and read the JSON it prints last."""
     command = [sys.executable, str(Path(__file__).resolve()), "--step", step, "--work-dir", str(args.work_dir),
                "--rounds", str(args.rounds), "--rankings", str(args.rankings)]
     if args.tracemalloc:
         command.append("--tracemalloc")
+    if args.walk_from_nodes is not None:
+        command += ["--walk-from-nodes", str(args.walk_from_nodes)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
     done = subprocess.run(command, cwd=ROOT, env=env, check=True, stdout=subprocess.PIPE, text=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -220,7 +267,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work-dir", type=Path, default=Path("/work/runs/graph-probe"))
     parser.add_argument("--tracemalloc", action="store_true", help="trace Python's heap per step (slower)")
     parser.add_argument("--rankings", type=Path, help="where the top 21 of every question go")
-    parser.add_argument("--step", choices=("build", "query"), help=argparse.SUPPRESS)
+    parser.add_argument("--reuse-build", action="store_true", help="query the store and graph of an earlier run")
+    parser.add_argument("--compare", type=Path, help="another run's rankings file: count the same top 21")
+    parser.add_argument("--walk-from-nodes", type=int, help="PUSH_MIN_NODES in the query process")
+    parser.add_argument("--step", choices=("build", "query", "chroma"), help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     args.work_dir = args.work_dir.resolve()
@@ -228,8 +278,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.step == "build":
         print(json.dumps(build_step(args.work_dir, args.tracemalloc)))
         return 0
+    if args.step == "chroma":
+        counts = json.loads((args.work_dir / "build.json").read_text())["counts"]
+        print(json.dumps(chroma_step(args.work_dir, counts)))
+        return 0
     if args.step == "query":
-        print(json.dumps(query_step(args.work_dir, args.tracemalloc, args.rounds, args.rankings)))
+        print(json.dumps(query_step(args.work_dir, args.tracemalloc, args.rounds, args.rankings,
+                                    args.walk_from_nodes)))
         return 0
 
     from llama_index_mhop.bench.synthetic import generate_dataset
@@ -238,8 +293,14 @@ def main(argv: list[str] | None = None) -> int:
     if not (corpus / "corpus.json").exists():
         generate_dataset(args.passages, args.questions, seed=args.seed).write(corpus)
     load = [os.getloadavg()]
-    build = _run_step("build", args)
+    saved_build = args.work_dir / "build.json"
+    if args.reuse_build:
+        build = json.loads(saved_build.read_text())
+    else:
+        build = _run_step("build", args)
+        saved_build.write_text(json.dumps(build) + "\n")
     query = _run_step("query", args)
+    chroma = _run_step("chroma", args)
     load.append(os.getloadavg())
     passages = build["counts"].get("passages") or args.passages
     memory_steps = build["memory"]
@@ -254,9 +315,14 @@ def main(argv: list[str] | None = None) -> int:
         "query_state_growth_kb_per_passage": round(
             (query_memory["state loaded"]["rss_mb"] - query_memory["indexes opened"]["rss_mb"]) * 1024 / passages, 2),
         "hippo_graph_x_vector_p50": query["retrievers"]["hippo_graph"]["x_vector_p50"],
+        "walk_from_nodes": args.walk_from_nodes, "reused_build": args.reuse_build,
+        "chroma_alone_kb_per_passage": round(chroma["growth_mb"] * 1024 / passages, 2),
         "build": build,
         "query": query,
+        "chroma_alone": chroma,
     }
+    if args.compare is not None:
+        result["same_top_as"] = {"rankings": str(args.compare), **same_top(args.compare, args.rankings)}
     write_result(result, args.out)
     return 0
 
