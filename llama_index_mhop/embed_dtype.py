@@ -7,7 +7,8 @@ them bfloat16 is emulated and slower, so it falls back to float32 there (logged 
 that is the expected path of the default, not a fault).
 
 Autocast is per thread and applies to an embedder that runs torch in the calling thread (LlamaIndex's
-``HuggingFaceEmbedding``, sentence-transformers); any other embedder embeds exactly as before.
+``HuggingFaceEmbedding``, sentence-transformers); any other embedder embeds exactly as before, and in a process
+that has not imported torch the question is not asked, so torch is never loaded for an embedder that runs none.
 """
 
 from __future__ import annotations

@@ -27,7 +27,8 @@ from .graph_stores import GraphStores
 from .knowledge_graph import KnowledgeGraph
 from .synonymy import SynonymyRefresher
 
-__all__ = ["DEFAULT_INSERT_BATCH_SIZE", "BatchHook", "BatchIndexer", "NodeReader", "PassageWork", "PhaseTimer", "passage_work"]
+__all__ = ["DEFAULT_INSERT_BATCH_SIZE", "BatchHook", "BatchIndexer", "NodeReader", "PassageWork", "PhaseTimer",
+           "passage_work"]
 
 logger = logging.getLogger(__name__)
 

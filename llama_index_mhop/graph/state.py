@@ -86,8 +86,8 @@ def _put_normalised(matrix: np.ndarray, start: int, vectors: list[np.ndarray]) -
 
 
 def _passage_rows(stores: GraphStores, passage_ids: list[str]) -> tuple[list[BaseNode], np.ndarray]:
-    """The passages' nodes and normalised embeddings, read a batch at a time into one float32 matrix (never a
-    record per passage beside it).
+    """The passages' nodes and normalised embeddings, read a batch of records at a time into one float32 matrix
+    (never every record at once).
 
     Raises:
         PassagesGoneError: passages of the graph are in none of its passage collections.
