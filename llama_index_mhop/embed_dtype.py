@@ -7,13 +7,15 @@ them bfloat16 is emulated and slower, so it falls back to float32 there (logged 
 that is the expected path of the default, not a fault).
 
 Autocast is per thread and applies to an embedder that runs torch in the calling thread (LlamaIndex's
-``HuggingFaceEmbedding``, sentence-transformers); any other embedder embeds exactly as before.
+``HuggingFaceEmbedding``, sentence-transformers); any other embedder embeds exactly as before, and in a process
+that has not imported torch the question is not asked, so torch is never loaded for an embedder that runs none.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Literal
@@ -51,7 +53,9 @@ def native_bfloat16() -> bool:
 @contextmanager
 def embedding_dtype(dtype: EmbedDType) -> Iterator[EmbedDType]:
     """Run the embedding calls inside the block in ``dtype``; yields the dtype actually used."""
-    if dtype == "float32":
+    if dtype == "float32" or "torch" not in sys.modules:
+        # Autocast reaches only torch code, and an embedder that runs torch has imported it: for any other,
+        # importing torch here would add its runtime to the process for nothing.
         yield "float32"
         return
     if not native_bfloat16():

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
+import sys
+from pathlib import Path
 
 import chromadb
 import numpy as np
@@ -62,6 +65,17 @@ def test_without_native_bfloat16_short_texts_fall_back_to_float32(embed_model, m
             assert used == "float32"
         np.testing.assert_array_equal(_stores(embed_model, "bfloat16").embed(SHORT_TEXTS, short=True), exact)
     assert "no native bfloat16" in caplog.text
+
+
+def test_an_embedder_that_runs_no_torch_embeds_in_float32_without_importing_torch():
+    # A fresh interpreter: this test process has torch loaded by other embedders.
+    script = ("import sys\n"
+              "from llama_index_mhop.embed_dtype import embedding_dtype\n"
+              "with embedding_dtype('bfloat16') as used:\n"
+              "    print(used, 'torch' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).resolve().parents[1],
+                          capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["float32", "False"]
 
 
 def test_the_dtype_is_saved_with_the_index_and_a_bad_one_is_refused(tmp_path, mini_graph_documents):

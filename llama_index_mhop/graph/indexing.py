@@ -27,13 +27,16 @@ from .graph_stores import GraphStores
 from .knowledge_graph import KnowledgeGraph
 from .synonymy import SynonymyRefresher
 
-__all__ = ["DEFAULT_INSERT_BATCH_SIZE", "BatchHook", "BatchIndexer", "PassageWork", "PhaseTimer", "passage_work"]
+__all__ = ["DEFAULT_INSERT_BATCH_SIZE", "BatchHook", "BatchIndexer", "NodeReader", "PassageWork", "PhaseTimer",
+           "passage_work"]
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_INSERT_BATCH_SIZE = 256
 
 BatchHook = Callable[[int, int], None]
+#: Reads the passage nodes of some ids (those it finds, in the ids' order).
+NodeReader = Callable[[Sequence[str]], list[TextNode]]
 
 
 class PhaseTimer:
@@ -112,18 +115,29 @@ class BatchIndexer:
 
     def run(self, nodes: Sequence[TextNode], batch_size: int, show: bool,
             on_batch_end: BatchHook | None = None) -> list[str]:
-        """Add the passages the graph lacks (resuming any checkpointed ones first); return the ids added."""
-        done_before = set(self.resume())
-        todo = [n for n in nodes if n.node_id not in self.graph.passages]
-        added = [n.node_id for n in todo]
-        todo = [n for n in todo if n.node_id not in done_before]
+        """Add the passages the graph lacks (resuming any checkpointed ones first); return the ids added (each
+        once: of two nodes with one id, the first)."""
+        by_id: dict[str, TextNode] = {}
+        for node in nodes:
+            by_id.setdefault(node.node_id, node)
+        return self.run_ids(list(by_id), lambda ids: [by_id[i] for i in ids], batch_size, show, on_batch_end)
+
+    def run_ids(self, ids: Sequence[str], read: NodeReader, batch_size: int, show: bool,
+                on_batch_end: BatchHook | None = None) -> list[str]:
+        """Add the passages of ``ids`` the graph lacks (resuming any checkpointed ones first), each batch's nodes
+        read by ``read`` only when the batch runs, so that a build holds one batch of passage nodes at a time;
+        return the ids added (a passage ``read`` no longer finds is skipped)."""
+        self.resume()
+        todo = [i for i in ids if i not in self.graph.passages]
         started = time.perf_counter()
-        bar = tqdm(total=len(added), desc=f"Indexing {self.stores.name}", unit="passage", disable=not show)
-        bar.update(len(added) - len(todo))
+        bar = tqdm(total=len(todo), desc=f"Indexing {self.stores.name}", unit="passage", disable=not show)
+        added: list[str] = []
         batch_number = 0
         for start in range(0, len(todo), batch_size):
-            batch = todo[start : start + batch_size]
-            self.index_batch(batch, bar)
+            batch = read(todo[start : start + batch_size])
+            if batch:
+                self.index_batch(batch, bar)
+            added += [n.node_id for n in batch]
             batch_number += 1
             if on_batch_end is not None:
                 on_batch_end(batch_number, start + len(batch))

@@ -16,12 +16,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from llama_index.core.schema import BaseNode
 from llama_index.core.vector_stores.utils import metadata_dict_to_node
 
-from ..chroma_batches import get_records
+from ..chroma_batches import CHROMA_BATCH, get_records
 from .graph_stores import GraphStores
 from .knowledge_graph import KnowledgeGraph
 from .walk.dense_search import HNSW_MIN_FACTS, HNSW_MIN_PASSAGES, HNSW_TOP_N, DenseVectors
@@ -75,12 +76,55 @@ class RetrievalState:
         return self.walk.num_nodes
 
 
-def _normalise_rows(matrix: np.ndarray) -> np.ndarray:
-    matrix = np.asarray(matrix, dtype=np.float32)
-    if matrix.size == 0:
-        return matrix.reshape(matrix.shape[0], -1)
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    return matrix / np.where(norms > 0, norms, 1.0)
+def _put_normalised(matrix: np.ndarray, start: int, vectors: list[np.ndarray]) -> None:
+    """Write ``vectors`` scaled to unit length (a zero vector stays zero) into ``matrix`` from row ``start``."""
+    if not vectors:
+        return
+    block = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(block, axis=1, keepdims=True)
+    matrix[start : start + block.shape[0]] = block / np.where(norms > 0, norms, 1.0)
+
+
+def _passage_rows(stores: GraphStores, passage_ids: list[str]) -> tuple[list[BaseNode], np.ndarray]:
+    """The passages' nodes and normalised embeddings, read a batch of records at a time into one float32 matrix
+    (never every record at once).
+
+    Raises:
+        PassagesGoneError: passages of the graph are in none of its passage collections.
+    """
+    nodes: list[BaseNode] = []
+    matrix: np.ndarray | None = None
+    missing: list[str] = []
+    for start in range(0, len(passage_ids), CHROMA_BATCH):
+        batch = passage_ids[start : start + CHROMA_BATCH]
+        rows = stores.passage_records(batch, ["embeddings", "documents", "metadatas"])
+        missing += [p for p in batch if p not in rows]
+        if missing:
+            continue  # the load fails: only the missing ids are still wanted
+        nodes += [metadata_dict_to_node(rows[p]["metadatas"], text=rows[p]["documents"]) for p in batch]
+        vectors = [rows[p]["embeddings"] for p in batch]
+        if matrix is None:
+            matrix = np.empty((len(passage_ids), len(vectors[0])), dtype=np.float32)
+        _put_normalised(matrix, start, vectors)
+    if missing:
+        where = " or ".join(repr(c.name) for c in stores.passage_collections())
+        raise PassagesGoneError(missing, f"{len(missing)} passages of the graph are gone from Chroma collection "
+                                         f"{where} (e.g. {missing[0]!r})")
+    assert matrix is not None  # the graph holds passages
+    return nodes, matrix
+
+
+def _fact_rows(facts: Any, fact_ids: list[str], dimension: int) -> tuple[list[str], np.ndarray]:
+    """The facts of ``fact_ids`` the collection holds and their normalised embeddings, read a batch at a time
+    into one float32 matrix."""
+    found: list[str] = []
+    matrix = np.empty((len(fact_ids), dimension), dtype=np.float32)
+    for start in range(0, len(fact_ids), CHROMA_BATCH):
+        rows = get_records(facts, fact_ids[start : start + CHROMA_BATCH], ["embeddings"])
+        batch = [f for f in fact_ids[start : start + CHROMA_BATCH] if f in rows]
+        _put_normalised(matrix, len(found), [rows[f]["embeddings"] for f in batch])
+        found += batch
+    return found, matrix if len(found) == len(fact_ids) else matrix[: len(found)].copy()
 
 
 def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: float,
@@ -101,34 +145,19 @@ def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: fl
     nodes = graph.node_order()
     passage_ids = nodes[: graph.num_passages]
     entity_ids = nodes[graph.num_passages :]
-    rows = stores.passage_records(passage_ids, ["embeddings", "documents", "metadatas"])
-    missing = [p for p in passage_ids if p not in rows]
-    if missing:
-        where = " or ".join(repr(c.name) for c in stores.passage_collections())
-        raise PassagesGoneError(missing, f"{len(missing)} passages of the graph are gone from Chroma collection "
-                                         f"{where} (e.g. {missing[0]!r})")
-    passage_nodes = [metadata_dict_to_node(rows[p]["metadatas"], text=rows[p]["documents"]) for p in passage_ids]
-    passage_matrix = _normalise_rows(np.vstack([np.asarray(rows[p]["embeddings"]) for p in passage_ids]))
-    del rows
+    passage_nodes, passage_matrix = _passage_rows(stores, passage_ids)
     entity_node = {e: graph.num_passages + i for i, e in enumerate(entity_ids)}
     entity_names = [graph.entity_names[e] for e in entity_ids]
     counts = np.zeros(len(nodes), dtype=np.float64)
     for e, i in entity_node.items():
         counts[i] = len(graph.entity_passages.get(e, ()))
-    fact_ids = sorted(graph.facts)
-    fact_rows = get_records(stores.facts, fact_ids, ["embeddings"])
-    fact_ids = [f for f in fact_ids if f in fact_rows]
+    fact_ids, fact_matrix = _fact_rows(stores.facts, sorted(graph.facts), passage_matrix.shape[1])
     fact_triples = []
     fact_nodes = np.zeros((len(fact_ids), 2), dtype=np.int64)
     for i, f in enumerate(fact_ids):
         s_id, predicate, o_id = graph.facts[f]
         fact_triples.append((graph.entity_names[s_id], predicate, graph.entity_names[o_id]))
         fact_nodes[i] = (entity_node[s_id], entity_node[o_id])
-    fact_matrix = (
-        _normalise_rows(np.vstack([np.asarray(fact_rows[f]["embeddings"]) for f in fact_ids]))
-        if fact_ids
-        else np.zeros((0, passage_matrix.shape[1]), dtype=np.float32)
-    )
     passage_vectors = DenseVectors(passage_ids, passage_matrix, stores.passage_collections(),
                                    hnsw_min_records or HNSW_MIN_PASSAGES, hnsw_top_n, int8_min_records)
     walk = GraphWalk.load(graph.pagerank_graph(damping=damping), len(passage_ids), passage_vectors.matrix,

@@ -140,9 +140,10 @@ class IndexWriter:
             if drift:
                 logger.info("index %s: %d passages gone, %d new in its collections", self.config.name,
                             len(drift.gone), len(drift.new))
-            nodes = self.stores.source_nodes(drift.new)
-            self._indexer(extractor).run(nodes, self.config.insert_batch_size, show, on_batch_end)
-            self._forget_documents([*drift.gone, *(n.node_id for n in nodes)])
+            # Read batch by batch: a build over a large collection never holds all its passage nodes at once.
+            added = self._indexer(extractor).run_ids(drift.new, self.stores.source_nodes,
+                                                     self.config.insert_batch_size, show, on_batch_end)
+            self._forget_documents([*drift.gone, *added])
             gone = [p for p in drift.gone if p in self.graph.passages]  # the rest a query already took out
             self._commit(detach_passages(self.graph, self.synonymy, gone), bool(drift))
         return drift

@@ -82,6 +82,22 @@ def test_passage_nodes_keep_document_metadata():
     assert node.ref_doc_id == docs[0].doc_id
 
 
+def test_a_state_read_a_few_records_at_a_time_is_the_state_read_at_once(monkeypatch):
+    from llama_index_mhop.graph import state as state_module
+    from llama_index_mhop.graph.state import load_retrieval_state
+
+    index = build(all_docs(), "idx_batches")
+    whole = load_retrieval_state(index.graph, index.stores, 0.5)
+    monkeypatch.setattr(state_module, "CHROMA_BATCH", 3)
+    batched = load_retrieval_state(index.graph, index.stores, 0.5)
+    assert batched.passage_ids == whole.passage_ids and batched.fact_ids == whole.fact_ids
+    assert [n.node_id for n in batched.passage_nodes] == [n.node_id for n in whole.passage_nodes]
+    np.testing.assert_array_equal(batched.passage_vectors.matrix, whole.passage_vectors.matrix)
+    np.testing.assert_array_equal(batched.fact_vectors.matrix, whole.fact_vectors.matrix)
+    assert batched.passage_vectors.matrix.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(batched.fact_vectors.matrix, axis=1), 1.0, rtol=1e-6)
+
+
 def test_reindexing_adds_no_duplicates(graph_snapshot):
     client = chromadb.EphemeralClient()
     index = build(mini_docs(), "idx_twice", client)

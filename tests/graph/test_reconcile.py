@@ -16,6 +16,7 @@ from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.storage.docstore import SimpleDocumentStore
 from llama_index.vector_stores.chroma import ChromaVectorStore
 
+from llama_index_mhop.graph.graph_stores import GraphStores
 from llama_index_mhop.graph.index import HippoGraphIndex
 from llama_index_mhop.graph.reconcile import find_drift
 from llama_index_mhop.store_lock import StoreLockedError, store_lock
@@ -212,3 +213,22 @@ def test_two_writers_on_one_store_run_one_after_the_other(tmp_path):
     with store_lock(tmp_path, timeout=0.2):
         order.append("after")
     assert order == ["first", "after"]
+
+
+def test_a_graph_over_a_vector_index_reads_its_passages_one_batch_at_a_time(tmp_path, monkeypatch):
+    embedder = WordBagEmbedding()
+    _, client, vector_index = synced_folder(tmp_path, "app", embedder)
+    reads: list[int] = []
+    original = GraphStores.source_nodes
+
+    def counted(self, ids):
+        reads.append(len(ids))
+        return original(self, ids)
+
+    monkeypatch.setattr(GraphStores, "source_nodes", counted)
+    graph = HippoGraphIndex.from_vector_index(vector_index, chroma_client=client, embed_model=embedder,
+                                              name="batched", insert_batch_size=2, show_progress=False)
+    monkeypatch.undo()
+    passages = vector_index.vector_store._collection.count()
+    assert reads and max(reads) <= 2 and sum(reads) == passages == graph.graph.num_passages
+    same_graph(graph, fresh_graph(vector_index, client, embedder))
