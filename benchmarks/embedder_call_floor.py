@@ -30,11 +30,11 @@ from typing import Any
 from result_file import measured_on, write_result
 
 
-def _median_ms(call: Any, repeats: int) -> float:
+def _median_ms(repeats: int, call: Any, *args: Any, **kwargs: Any) -> float:
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
-        call()
+        call(*args, **kwargs)
         times.append((time.perf_counter() - start) * 1000.0)
     return statistics.median(times)
 
@@ -62,12 +62,11 @@ def main(argv: list[str] | None = None) -> int:
     per_call: dict[str, list[float]] = {"query alone": [], "first round": [], "two short texts": [], "one token": []}
     for question in questions:
         perspectives = [p for p in heuristic_perspectives(question) if p != question]
-        per_call["query alone"].append(_median_ms(lambda: embed_model.get_query_embedding(question), args.repeats))
+        per_call["query alone"].append(_median_ms(args.repeats, embed_model.get_query_embedding, question))
         per_call["first round"].append(
-            _median_ms(lambda: embed_queries(embed_model, [question, *perspectives]), args.repeats))
-        per_call["two short texts"].append(
-            _median_ms(lambda: embed_queries(embed_model, perspectives[:2]), args.repeats))
-        per_call["one token"].append(_median_ms(lambda: embed_model.get_query_embedding("river"), args.repeats))
+            _median_ms(args.repeats, embed_queries, embed_model, [question, *perspectives]))
+        per_call["two short texts"].append(_median_ms(args.repeats, embed_queries, embed_model, perspectives[:2]))
+        per_call["one token"].append(_median_ms(args.repeats, embed_model.get_query_embedding, "river"))
 
     model = embed_model._model[0].auto_model
     grid = []
@@ -75,8 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         for texts in (1, 5):
             for tokens in (2, 8, 16, 32, 64):
                 ids = torch.full((texts, tokens), 2000)
-                mask = torch.ones_like(ids)
-                ms = _median_ms(lambda: model(input_ids=ids, attention_mask=mask), max(args.repeats, 20))
+                ms = _median_ms(max(args.repeats, 20), model, input_ids=ids, attention_mask=torch.ones_like(ids))
                 grid.append({"texts": texts, "tokens": tokens, "forward_ms": round(ms, 2)})
     load.append(os.getloadavg())
 

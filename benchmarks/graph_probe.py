@@ -58,7 +58,6 @@ from result_file import measured_on, write_result
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(ROOT))  # the checkout's package, not one installed elsewhere
 COLLECTION = "probe_vector"
 GRAPH_NAME = "graph_probe"
 TOP_K = 21
@@ -86,13 +85,15 @@ def top_allocations(count: int = 15) -> list[str]:
             f"{s.size / 2**20:.1f} MB ({s.count} blocks)" for s in stats]
 
 
-def _dataset(work: Path) -> Any:
+def load_corpus(work: Path) -> Any:
+    """The synthetic corpus and questions written into the work folder."""
     from llama_index_mhop.bench.loaders import load_dataset
 
     return load_dataset(str(work / "corpus"))
 
 
-def _embedder() -> Any:
+def probe_embedder() -> Any:
+    """The embedder of every step: hashed words, no model."""
     from hashed_embedding import HashedEmbedding
 
     return HashedEmbedding()
@@ -112,8 +113,8 @@ def build_step(work: Path, trace: bool) -> dict[str, Any]:
     if trace:
         tracemalloc.start()
     steps: dict[str, Any] = {"start": memory(trace)}
-    documents = passage_documents(_dataset(work).passages)
-    embedder = _embedder()
+    documents = passage_documents(load_corpus(work).passages)
+    embedder = probe_embedder()
     client = chromadb.PersistentClient(path=str(work / "chroma"))
     steps["corpus loaded"] = memory(trace)
     start = time.perf_counter()
@@ -150,8 +151,8 @@ def query_step(work: Path, trace: bool, rounds: int, rankings: Path, walk_from_n
         from llama_index_mhop.graph.walk import ppr
 
         ppr.PUSH_MIN_NODES = walk_from_nodes
-    dataset = _dataset(work)
-    embedder = _embedder()
+    dataset = load_corpus(work)
+    embedder = probe_embedder()
     steps: dict[str, Any] = {"start": memory(False)}
     client = chromadb.PersistentClient(path=str(work / "chroma"))
     store = ChromaVectorStore(chroma_collection=client.get_collection(COLLECTION))
