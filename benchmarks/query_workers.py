@@ -8,12 +8,14 @@ whatever it keeps on the heap is each worker's own.
 This script serves the folder of a ``benchmarks/graph_probe.py`` build (its ``chroma`` store, ``graph`` folder and
 synthetic ``corpus``, embedded with the same hashed embedder). It starts ``chroma run`` on a copy of the store,
 then ``--workers`` worker processes one after another; each opens the graph over the server, loads its query state,
-answers every question with ``hippo_graph`` (k = 21, no LM) and stays up. With all of them up, each worker's
-memory is read from ``/proc/<pid>/smaps_rollup``:
+answers every question with ``hippo_graph`` (k = 21, no LM) and stays up, reporting its own memory after each
+step and the size of its passage and fact matrices (and whether they are memory-mapped files,
+``graph/state_files.py``). With all of them up, each worker's memory is read from ``/proc/<pid>/smaps_rollup``:
 
 - ``rss_mb``: every page it maps, shared ones included;
 - ``pss_mb``: its proportional share (a page shared by three processes counts a third in each);
-- ``private_mb``: the pages only it holds (what one more worker adds to the machine).
+- ``private_mb``: the pages only it holds (what one more worker adds to the machine);
+- ``anonymous_mb``: its heap and other memory backed by no file (never shared between workers).
 
 ``added_by_second_worker_pct`` is the second worker's private memory over the first worker's resident set. Each
 worker's top 21 of every question is compared with the first worker's (``same_rankings``).
@@ -37,6 +39,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from result_file import CHECKOUT, measured_on, write_result
 
 TOP_K = 21
@@ -52,7 +55,7 @@ def smaps_rollup(pid: int) -> dict[str, float]:
                 fields[parts[0].rstrip(":")] = int(parts[1])
     private = fields.get("Private_Clean", 0) + fields.get("Private_Dirty", 0)
     return {"rss_mb": round(fields.get("Rss", 0) / 1024, 1), "pss_mb": round(fields.get("Pss", 0) / 1024, 1),
-            "private_mb": round(private / 1024, 1)}
+            "private_mb": round(private / 1024, 1), "anonymous_mb": round(fields.get("Anonymous", 0) / 1024, 1)}
 
 
 def worker(work: Path, port: int) -> None:
@@ -65,14 +68,23 @@ def worker(work: Path, port: int) -> None:
 
     dataset = graph_probe.load_corpus(work)
     client = default_chroma_client(host="localhost", port=port)
+    steps = {"started": smaps_rollup(os.getpid())}
     graph = HippoGraphIndex.from_persist_dir(work / "graph", chroma_client=client,
                                              embed_model=graph_probe.probe_embedder())
+    steps["graph opened"] = smaps_rollup(os.getpid())
     start = time.perf_counter()
-    graph.retrieval_state()
+    state = graph.retrieval_state()
     load_seconds = round(time.perf_counter() - start, 2)
+    steps["state loaded"] = smaps_rollup(os.getpid())
     retriever = graph.as_retriever(similarity_top_k=TOP_K)
     rankings = [[n.node.node_id for n in retriever.retrieve(q.text)] for q in dataset.questions]
-    print(json.dumps({"pid": os.getpid(), "state_load_seconds": load_seconds, "rankings": rankings}), flush=True)
+    steps["questions answered"] = smaps_rollup(os.getpid())
+    matrices = {name: {"mb": round(vectors.matrix.nbytes / 2**20, 1),
+                       "memory_mapped": isinstance(vectors.matrix, np.memmap)}
+                for name, vectors in (("passages", state.passage_vectors), ("facts", state.fact_vectors))
+                if vectors.matrix is not None}
+    print(json.dumps({"pid": os.getpid(), "state_load_seconds": load_seconds, "steps": steps,
+                      "matrices": matrices, "rankings": rankings}), flush=True)
     sys.stdin.read()
 
 
@@ -145,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
 
     first = reports[0]["rankings"]
     rows = [{"worker": i + 1, "state_load_seconds": r["state_load_seconds"], **m,
-             "same_rankings": r["rankings"] == first} for i, (r, m) in enumerate(zip(reports, memory, strict=True))]
+             "same_rankings": r["rankings"] == first, "steps": r.get("steps"), "matrices": r.get("matrices")} for i, (r, m) in enumerate(zip(reports, memory, strict=True))]
     result: dict[str, Any] = {
         "work_dir": str(work), "workers": args.workers, "questions": len(first),
         **measured_on(load, "chromadb", "llama-index-core", "numpy", "scipy"),
@@ -156,7 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     write_result(result, args.out)
     for row in rows:
-        print(row)
+        print({key: row[key] for key in ("worker", "state_load_seconds", "rss_mb", "pss_mb", "private_mb",
+                                         "same_rankings")})
     return 0
 
 

@@ -457,7 +457,8 @@ def _walk_vs_exact(retriever: Any, questions: list[Any], k_values: list[int]) ->
         same_order.append(exact_top == walked)
         push_same_set.append(set(exact_top) == set(_top(pushed.scores[:n_passages], top)))
         gold = set(question.gold_ids)
-        exact_ids = passage_ids([NodeWithScore(node=state.passage_nodes[i]) for i in exact_top])  # dataset ids
+        exact_nodes = state.passage_nodes(exact_top)
+        exact_ids = passage_ids([NodeWithScore(node=exact_nodes[i]) for i in exact_top])  # dataset ids
         ids = passage_ids(nodes)
         for k in k_values:
             recall["exact"][k].append(100.0 * len(gold & set(exact_ids[:k])) / max(1, len(gold)))

@@ -10,8 +10,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from llama_index.core.schema import MetadataMode
+from llama_index.core.schema import BaseNode, MetadataMode
 
+from ..chroma_batches import CHROMA_BATCH
 from .extraction import Extraction
 from .openie_file import write_openie
 
@@ -22,10 +23,18 @@ def index_extractions(index: Any) -> list[tuple[str, Extraction]]:
     """(passage as ``"title\\ntext"``, extraction) of every passage of a ``HippoGraphIndex``, in graph order."""
     state = index.retrieval_state()
     graph = index.graph
+    out = []
+    for start in range(0, len(state.passage_ids), CHROMA_BATCH):
+        rows = range(start, min(start + CHROMA_BATCH, len(state.passage_ids)))
+        out += _extractions(graph, state.passage_ids, state.passage_nodes(rows))
+    return out
+
+
+def _extractions(graph: Any, passage_ids: list[str], nodes: dict[int, BaseNode]) -> list[tuple[str, Extraction]]:
     names = graph.entity_names
     out = []
-    for passage_id, node in zip(state.passage_ids, state.passage_nodes, strict=True):
-        record = graph.passages.get(passage_id)
+    for row, node in nodes.items():
+        record = graph.passages.get(passage_ids[row])
         if record is None:
             continue
         triples = tuple((names[s], p, names[o]) for s, p, o in (graph.facts[f] for f in record.facts))

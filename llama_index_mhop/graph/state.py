@@ -2,7 +2,9 @@
 
 A :class:`RetrievalState` holds the arrays a query needs (passage and fact embeddings, searched exactly or through
 Chroma's HNSW index by size (:mod:`.walk.dense_search`), node order, and the graph's walk
-(:class:`~.walk.graph_walk.GraphWalk`)), loaded from Chroma once per graph version, never per query.
+(:class:`~.walk.graph_walk.GraphWalk`)), loaded from Chroma once per graph version, never per query. Beside a
+persisted index the vectors and the passages' text are files every process of the index maps
+(:mod:`.state_files`), and a query builds nodes only for the passages it returns.
 :class:`VersionedState` decides which one a query gets while writers change the graph: writers hold its lock for a
 whole change; a query in another thread meanwhile answers from the loaded state if it is the version the last
 finished change left, else waits for the running change; the first query after a change loads the new version.
@@ -12,7 +14,7 @@ Never a half-changed graph, never one older than the last finished change.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +27,7 @@ from llama_index.core.vector_stores.utils import metadata_dict_to_node
 from ..chroma_batches import CHROMA_BATCH, get_records
 from .graph_stores import GraphStores
 from .knowledge_graph import KnowledgeGraph
+from .state_files import PassageTexts, VectorMatrix
 from .walk.dense_search import HNSW_MIN_FACTS, HNSW_MIN_PASSAGES, HNSW_TOP_N, DenseVectors
 from .walk.graph_walk import GraphWalk
 from .walk.int8_rows import INT8_MIN_ROWS
@@ -57,7 +60,6 @@ class RetrievalState:
 
     version: int
     passage_ids: list[str]
-    passage_nodes: list[BaseNode]
     passage_vectors: DenseVectors
     entity_ids: list[str]
     entity_names: list[str]
@@ -70,10 +72,22 @@ class RetrievalState:
     fact_vectors: DenseVectors
     #: The graph's PageRank walk: what ranks a query's passages from its seeds and dense scores.
     walk: GraphWalk
+    #: The passages' text and metadata, read back for the few passages a query returns.
+    passage_texts: PassageTexts
 
     @property
     def num_nodes(self) -> int:
         return self.walk.num_nodes
+
+    def passage_nodes(self, rows: Iterable[int]) -> dict[int, BaseNode]:
+        """The nodes of the passages at ``rows`` (in the passage order), as the passage collection held them when
+        this version was loaded."""
+        nodes = {}
+        for row in rows:
+            if row not in nodes:
+                metadata, text = self.passage_texts.record(row)
+                nodes[row] = metadata_dict_to_node(metadata, text=text)
+        return nodes
 
 
 def _put_normalised(matrix: np.ndarray, start: int, vectors: list[np.ndarray]) -> None:
@@ -85,56 +99,75 @@ def _put_normalised(matrix: np.ndarray, start: int, vectors: list[np.ndarray]) -
     matrix[start : start + block.shape[0]] = block / np.where(norms > 0, norms, 1.0)
 
 
-def _passage_rows(stores: GraphStores, passage_ids: list[str]) -> tuple[list[BaseNode], np.ndarray]:
-    """The passages' nodes and normalised embeddings, read a batch of records at a time into one float32 matrix
-    (never every record at once).
+def _passage_rows(stores: GraphStores, passage_ids: list[str],
+                  folder: Path | None) -> tuple[PassageTexts, np.ndarray]:
+    """The passages' text and metadata, and their normalised embeddings in one float32 matrix, read a batch of
+    records at a time (never every record at once), shared through ``folder`` when given
+    (:mod:`.state_files`).
 
     Raises:
         PassagesGoneError: passages of the graph are in none of its passage collections.
     """
-    nodes: list[BaseNode] = []
-    matrix: np.ndarray | None = None
+    matrix: VectorMatrix | None = None
+    texts = PassageTexts(folder)
     missing: list[str] = []
-    for start in range(0, len(passage_ids), CHROMA_BATCH):
-        batch = passage_ids[start : start + CHROMA_BATCH]
-        rows = stores.passage_records(batch, ["embeddings", "documents", "metadatas"])
-        missing += [p for p in batch if p not in rows]
-        if missing:
-            continue  # the load fails: only the missing ids are still wanted
-        nodes += [metadata_dict_to_node(rows[p]["metadatas"], text=rows[p]["documents"]) for p in batch]
-        vectors = [rows[p]["embeddings"] for p in batch]
-        if matrix is None:
-            matrix = np.empty((len(passage_ids), len(vectors[0])), dtype=np.float32)
-        _put_normalised(matrix, start, vectors)
+    try:
+        for start in range(0, len(passage_ids), CHROMA_BATCH):
+            batch = passage_ids[start : start + CHROMA_BATCH]
+            rows = stores.passage_records(batch, ["embeddings", "documents", "metadatas"])
+            missing += [p for p in batch if p not in rows]
+            if missing:
+                continue  # the load fails: only the missing ids are still wanted
+            texts.append((rows[p]["metadatas"], rows[p]["documents"]) for p in batch)
+            vectors = [rows[p]["embeddings"] for p in batch]
+            if matrix is None:
+                matrix = VectorMatrix(len(passage_ids), len(vectors[0]), folder, "passages")
+            _put_normalised(matrix.rows, start, vectors)
+    except BaseException:
+        texts.discard()
+        if matrix is not None:
+            matrix.discard()
+        raise
     if missing:
+        texts.discard()
+        if matrix is not None:
+            matrix.discard()
         where = " or ".join(repr(c.name) for c in stores.passage_collections())
         raise PassagesGoneError(missing, f"{len(missing)} passages of the graph are gone from Chroma collection "
                                          f"{where} (e.g. {missing[0]!r})")
     assert matrix is not None  # the graph holds passages
-    return nodes, matrix
+    return texts.finish(), matrix.finish(len(passage_ids))
 
 
-def _fact_rows(facts: Any, fact_ids: list[str], dimension: int) -> tuple[list[str], np.ndarray]:
+def _fact_rows(facts: Any, fact_ids: list[str], dimension: int,
+               folder: Path | None) -> tuple[list[str], np.ndarray]:
     """The facts of ``fact_ids`` the collection holds and their normalised embeddings, read a batch at a time
-    into one float32 matrix."""
+    into one float32 matrix, shared through ``folder`` when given (:mod:`.state_files`)."""
     found: list[str] = []
-    matrix = np.empty((len(fact_ids), dimension), dtype=np.float32)
-    for start in range(0, len(fact_ids), CHROMA_BATCH):
-        rows = get_records(facts, fact_ids[start : start + CHROMA_BATCH], ["embeddings"])
-        batch = [f for f in fact_ids[start : start + CHROMA_BATCH] if f in rows]
-        _put_normalised(matrix, len(found), [rows[f]["embeddings"] for f in batch])
-        found += batch
-    return found, matrix if len(found) == len(fact_ids) else matrix[: len(found)].copy()
+    matrix = VectorMatrix(len(fact_ids), dimension, folder, "facts")
+    try:
+        for start in range(0, len(fact_ids), CHROMA_BATCH):
+            rows = get_records(facts, fact_ids[start : start + CHROMA_BATCH], ["embeddings"])
+            batch = [f for f in fact_ids[start : start + CHROMA_BATCH] if f in rows]
+            _put_normalised(matrix.rows, len(found), [rows[f]["embeddings"] for f in batch])
+            found += batch
+    except BaseException:
+        matrix.discard()
+        raise
+    return found, matrix.finish(len(found))
 
 
 def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: float,
                          hnsw_min_records: int | None = None, hnsw_top_n: int = HNSW_TOP_N,
-                         int8_min_records: int = INT8_MIN_ROWS, basis_folder: Path | None = None) -> RetrievalState:
+                         int8_min_records: int = INT8_MIN_ROWS, basis_folder: Path | None = None,
+                         state_folder: Path | None = None) -> RetrievalState:
     """The retrieval state of the graph as it is now, its passage and fact embeddings read from Chroma (past a
     size, or from ``hnsw_min_records`` records when given, a collection is searched through its HNSW index for the
     ``hnsw_top_n`` nearest, see :mod:`.walk.dense_search`; from ``int8_min_records`` rows a matrix a query reads
     whole gets an int8 estimate, see :mod:`.walk.int8_rows`). On a large graph the walk's solved dense share is
-    read from ``basis_folder`` when saved there, else solved and saved there (:meth:`GraphWalk.load`).
+    read from ``basis_folder`` when saved there, else solved and saved there (:meth:`GraphWalk.load`). With a
+    ``state_folder`` the passage and fact matrices and the passages' text are files there that every process of
+    the index maps (:mod:`.state_files`).
 
     Raises:
         EmptyIndexError: the graph holds no passage.
@@ -145,13 +178,13 @@ def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: fl
     nodes = graph.node_order()
     passage_ids = nodes[: graph.num_passages]
     entity_ids = nodes[graph.num_passages :]
-    passage_nodes, passage_matrix = _passage_rows(stores, passage_ids)
+    passage_texts, passage_matrix = _passage_rows(stores, passage_ids, state_folder)
     entity_node = {e: graph.num_passages + i for i, e in enumerate(entity_ids)}
     entity_names = [graph.entity_names[e] for e in entity_ids]
     counts = np.zeros(len(nodes), dtype=np.float64)
     for e, i in entity_node.items():
         counts[i] = len(graph.entity_passages.get(e, ()))
-    fact_ids, fact_matrix = _fact_rows(stores.facts, sorted(graph.facts), passage_matrix.shape[1])
+    fact_ids, fact_matrix = _fact_rows(stores.facts, sorted(graph.facts), passage_matrix.shape[1], state_folder)
     fact_triples = []
     fact_nodes = np.zeros((len(fact_ids), 2), dtype=np.int64)
     for i, f in enumerate(fact_ids):
@@ -165,7 +198,6 @@ def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: fl
     return RetrievalState(
         version=graph.version,
         passage_ids=passage_ids,
-        passage_nodes=passage_nodes,
         passage_vectors=passage_vectors,
         entity_ids=entity_ids,
         entity_names=entity_names,
@@ -178,6 +210,7 @@ def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: fl
         fact_vectors=DenseVectors(fact_ids, fact_matrix, [stores.facts], hnsw_min_records or HNSW_MIN_FACTS,
                                   hnsw_top_n, int8_min_records),
         walk=walk,
+        passage_texts=passage_texts,
     )
 
 
@@ -190,17 +223,21 @@ class VersionedState:
         before_load: called under the lock before a state is loaded (to bring synonymy edges up to date).
         basis_folder: where the walk's solved dense share is kept (read when it is the graph's, else written),
             asked at each load; None: solved in memory.
+        state_folder: where the passage and fact matrices and the passages' text are shared with the index's
+            other processes, asked at each load; None: each load holds its own.
         drop_gone: called under the lock with the passages a load found in no collection, to take them out of
             the graph in memory, so that no query serves them; the load then runs again.
     """
 
     def __init__(self, graph: KnowledgeGraph, stores: GraphStores, before_load: Callable[[], None],
                  basis_folder: Callable[[], Path | None] = lambda: None,
+                 state_folder: Callable[[], Path | None] = lambda: None,
                  drop_gone: Callable[[list[str]], None] | None = None) -> None:
         self.graph = graph
         self.stores = stores
         self._before_load = before_load
         self._basis_folder = basis_folder
+        self._state_folder = state_folder
         self._drop_gone = drop_gone
         self.lock = threading.RLock()
         self._state: RetrievalState | None = None
@@ -248,7 +285,8 @@ class VersionedState:
             raise EmptyIndexError(f"index {self.stores.name!r} holds no passage: insert documents before retrieving")
         self._before_load()
         try:
-            state = load_retrieval_state(self.graph, self.stores, damping, basis_folder=self._basis_folder())
+            state = load_retrieval_state(self.graph, self.stores, damping, basis_folder=self._basis_folder(),
+                                         state_folder=self._state_folder())
         except PassagesGoneError as gone:
             if self._drop_gone is None:
                 raise

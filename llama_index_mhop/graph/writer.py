@@ -34,6 +34,7 @@ from .layout import saved_index_exists
 from .openie_file import report_stored_openie, with_stored_openie
 from .reconcile import Drift, find_drift
 from .state import VersionedState
+from .state_files import STATE_FOLDER
 from .sync import Removal, commit_removal, detach_passages, known_doc_ids, plan_sync
 from .synonymy import SynonymyRefresher
 from .walk.basis_files import BASIS_FOLDER
@@ -70,7 +71,8 @@ class IndexWriter:
         self.synonymy = SynonymyRefresher(stores, config.exact_synonymy_max_entities)
         self.timer = PhaseTimer()
         self.versions = VersionedState(graph, stores, before_load=self.refresh_synonymy,
-                                       basis_folder=self.basis_folder, drop_gone=self.drop_gone)
+                                       basis_folder=self.basis_folder, state_folder=self.state_folder,
+                                       drop_gone=self.drop_gone)
         self._save = save
         self._warned_drift = False
         self._dropped = Removal()  # what queries took out of the graph in memory, until the next change saves it
@@ -78,6 +80,11 @@ class IndexWriter:
     def basis_folder(self) -> Path | None:
         """Where the walk's solved dense share is kept: beside a persisted index (see :mod:`.walk.basis_files`)."""
         return None if self.persist_dir is None else self.persist_dir / BASIS_FOLDER
+
+    def state_folder(self) -> Path | None:
+        """Where the query state's passage and fact matrices and passage texts are shared: beside a persisted
+        index (see :mod:`.state_files`)."""
+        return None if self.persist_dir is None else self.persist_dir / STATE_FOLDER
 
     @contextmanager
     def change(self) -> Iterator[None]:

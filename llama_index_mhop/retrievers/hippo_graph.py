@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 from llama_index.core.prompts.mixin import PromptMixin
-from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 
 from ..dimension_check import EmbeddingDimensionError, embedder_name
 from ..first_page import first_page
@@ -242,19 +242,21 @@ class HippoGraphRetriever(ProgramRetriever):
             # HippoRAG 2: no fact survives recognition, so rank by dense retrieval alone.
             trace.update(mode="dense", reset_top=[], top_entities=[])
             k = min(self.config.similarity_top_k, len(state.passage_ids))
-            results = [NodeWithScore(node=state.passage_nodes[i], score=float(score))
-                       for i, score in zip(dense.top[:k].tolist(), dense.top_scores[:k].tolist(), strict=True)]
+            ranked = list(zip(dense.top[:k].tolist(), dense.top_scores[:k].tolist(), strict=True))
+            nodes = state.passage_nodes([i for i, _ in ranked])
         else:
             seeds = self._add_dense_seeds(self._seeds(state, query_entities, kept, by_id), dense)
             ranking = state.walk.rank(seeds, dense, query_vector, self.config.passage_node_weight,
                                       self.config.similarity_top_k, _TRACE_TOP)
-            results = [NodeWithScore(node=state.passage_nodes[i], score=float(score))
-                       for i, score in zip(ranking.passages.tolist(), ranking.scores.tolist(), strict=True)]
+            ranked = list(zip(ranking.passages.tolist(), ranking.scores.tolist(), strict=True))
+            shown = [j for j, _ in ranking.reset_top + ranking.top_entities if j < len(state.passage_ids)]
+            nodes = state.passage_nodes([i for i, _ in ranked] + shown)  # one read for the results and the trace
             trace.update(
                 mode="ppr",
-                reset_top=[self._node_json(state, j, value) for j, value in ranking.reset_top],
-                top_entities=[self._node_json(state, j, value) for j, value in ranking.top_entities],
+                reset_top=[self._node_json(state, nodes, j, value) for j, value in ranking.reset_top],
+                top_entities=[self._node_json(state, nodes, j, value) for j, value in ranking.top_entities],
             )
+        results = [NodeWithScore(node=nodes[i], score=float(score)) for i, score in ranked]
         results, trace["first_page"] = self._first_page(query, results)
         trace["results"] = [
             {"id": r.node.node_id, "title": str(r.node.metadata.get("title", "")), "score": float(r.score or 0.0)}
@@ -281,11 +283,11 @@ class HippoGraphRetriever(ProgramRetriever):
                 "score": None if node.score is None else float(node.score)}
 
     @staticmethod
-    def _node_json(state: RetrievalState, j: int, value: float) -> dict[str, Any]:
+    def _node_json(state: RetrievalState, nodes: dict[int, BaseNode], j: int, value: float) -> dict[str, Any]:
         passages = len(state.passage_ids)
         if j < passages:
             return {"kind": "passage", "id": state.passage_ids[j],
-                    "title": str(state.passage_nodes[j].metadata.get("title", "")), "weight": float(value)}
+                    "title": str(nodes[j].metadata.get("title", "")), "weight": float(value)}
         return {"kind": "entity", "id": state.entity_ids[j - passages], "name": state.entity_names[j - passages],
                 "weight": float(value)}
 

@@ -76,7 +76,7 @@ def test_passage_nodes_keep_document_metadata():
     docs = [make_document("Marty (film)", "Marty is a 1955 drama film directed by Delbert Mann.", passage_id="p-7")]
     index = build(docs, "idx_meta")
     state = index.retrieval_state()
-    node = state.passage_nodes[0]
+    node = state.passage_nodes([0])[0]
     assert node.metadata["title"] == "Marty (film)"
     assert node.metadata["passage_id"] == "p-7"
     assert node.ref_doc_id == docs[0].doc_id
@@ -91,7 +91,9 @@ def test_a_state_read_a_few_records_at_a_time_is_the_state_read_at_once(monkeypa
     monkeypatch.setattr(state_module, "CHROMA_BATCH", 3)
     batched = load_retrieval_state(index.graph, index.stores, 0.5)
     assert batched.passage_ids == whole.passage_ids and batched.fact_ids == whole.fact_ids
-    assert [n.node_id for n in batched.passage_nodes] == [n.node_id for n in whole.passage_nodes]
+    rows = range(len(whole.passage_ids))
+    assert [n.node_id for n in batched.passage_nodes(rows).values()] == whole.passage_ids
+    assert [n.text for n in batched.passage_nodes(rows).values()] == [n.text for n in whole.passage_nodes(rows).values()]
     np.testing.assert_array_equal(batched.passage_vectors.matrix, whole.passage_vectors.matrix)
     np.testing.assert_array_equal(batched.fact_vectors.matrix, whole.fact_vectors.matrix)
     assert batched.passage_vectors.matrix.dtype == np.float32

@@ -71,7 +71,7 @@ if kill_at == "amid_storage_files":  # LlamaIndex's docstore.json replaced, its 
 if kill_at == "before_chroma_delete":
     graph_sync.Removal.delete_from = lambda self, stores: die() if self else None
 
-if kill_at == "hold":  # holds the store's writer lock a while before writing, so a second writer must wait
+if kill_at == "hold":  # holds the store's writer lock until told to go on, so a second writer must wait
     import time
     from pathlib import Path
     real_writing = cli._writing
@@ -80,8 +80,13 @@ if kill_at == "hold":  # holds the store's writer lock a while before writing, s
         class Held:
             def __enter__(self):
                 lock.__enter__()
-                Path(os.environ["MHOP_TEST_HELD"]).touch()
-                time.sleep(3)
+                held = Path(os.environ["MHOP_TEST_HELD"])
+                held.touch()
+                release = held.with_name("release")
+                for _ in range(6000):
+                    if release.exists():
+                        break
+                    time.sleep(0.05)
             def __exit__(self, *exc):
                 return lock.__exit__(*exc)
         return Held()
@@ -130,13 +135,26 @@ def test_two_mhop_writers_on_one_store_run_one_after_the_other(tmp_path):
         while not held.exists():
             assert first.poll() is None, first.communicate()[1][-2000:]
             time.sleep(0.05)
-        second = mhop(tmp_path, "none", "index", str(corpus), "--graph", "--quiet", *store)
+        second = subprocess.Popen(mhop_command(tmp_path, "none", "index", str(corpus), "--graph", "--quiet", *store),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                                  env={**os.environ, "PYTHONPATH": str(ROOT)})
+        waiting = ""
+        try:
+            for line in second.stderr:  # until the second writer says it waits (or ends without waiting)
+                waiting += line
+                if "held by" in line:
+                    break
+        finally:
+            held.with_name("release").touch()
+        second_out, second_err = second.communicate(timeout=600)
+        second_err = waiting + second_err
     finally:
+        held.with_name("release").touch()
         out, err = first.communicate(timeout=600)
     assert first.returncode == 0, err[-2000:]
-    assert second.returncode == 0, second.stderr[-2000:]
-    assert f"held by pid {first.pid}" in second.stderr  # it waited for the first, and said for whom
-    assert "4 added" in out and "4 unchanged" in second.stdout  # one after the other: the second found it done
+    assert second.returncode == 0, second_err[-2000:]
+    assert f"held by pid {first.pid}" in second_err  # it waited for the first, and said for whom
+    assert "4 added" in out and "4 unchanged" in second_out  # one after the other: the second found it done
     alone = tmp_path / "alone"
     alone.mkdir()
     assert mhop(alone, "none", "index", str(corpus), "--graph", "--quiet", "--chroma-path", str(alone / "chroma"),

@@ -1,0 +1,215 @@
+"""The query state's passage and fact vectors, and its passages' text, as files that every query process of a
+persisted index maps read-only, so N workers on one machine hold one copy of them in the page cache instead of N
+in their heaps.
+
+Chroma stays the source of truth: each process still reads the records from Chroma when it loads a graph
+version, a block at a time, into a file of its own (never into its heap). The finished file is then named by its
+content (a hash of its bytes): when another process already left the same name, the two files are compared byte
+for byte and, when equal, this one is dropped for the other, so every worker maps the same file and shares its
+pages. A file on disk is never trusted without that comparison: a damaged or edited one is replaced by the fresh
+copy. A newly named file removes the older files of its kind (a worker still reading one keeps its map: an
+unlinked file lives on while it is mapped), and a load starting removes the partial files of loads that died.
+Without a folder, or where it cannot be written, the records are held in the heap.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import hashlib
+import json
+import logging
+import os
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.lib.format import open_memmap
+
+from .graph_arrays import load_array
+
+__all__ = ["STATE_FOLDER", "PassageTexts", "VectorMatrix"]
+
+logger = logging.getLogger(__name__)
+
+STATE_FOLDER = "state_files"  # under an index's persist_dir
+
+
+def _partial_path(folder: Path, kind: str, suffix: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for abandoned in folder.glob(f".{kind}.*.partial{suffix}"):
+        pid = abandoned.name.split(".")[2]
+        if pid.isdigit() and not _alive(int(pid)):
+            abandoned.unlink(missing_ok=True)
+    return folder / f".{kind}.{os.getpid()}.{uuid.uuid4().hex}.partial{suffix}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def _publish(partial: Path, kind: str, suffix: str) -> Path:
+    """The file named by ``partial``'s content in its folder: another process's equal file (``partial`` removed),
+    else ``partial`` moved there (over a damaged file of that name); older files of ``kind`` removed.
+
+    Raises:
+        OSError: the folder cannot be written.
+    """
+    with open(partial, "rb") as file:
+        key = hashlib.file_digest(file, lambda: hashlib.blake2b(digest_size=16)).hexdigest()
+    target = partial.with_name(f"{kind}-{key}{suffix}")
+    try:
+        os.link(partial, target)
+    except FileExistsError:
+        if filecmp.cmp(target, partial, shallow=False):
+            partial.unlink()
+            return target
+        logger.warning("replacing %s: it does not hold what its name says", target)
+        os.replace(partial, target)
+    partial.unlink(missing_ok=True)
+    for older in target.parent.glob(f"{kind}-*{suffix}"):
+        if older != target:
+            older.unlink(missing_ok=True)
+    return target
+
+
+def _kept_in_memory(kind: str, folder: Path | None, exc: OSError) -> None:
+    logger.warning("the %s stay in this process's memory: %s cannot be written (%s)", kind, folder, exc)
+
+
+class VectorMatrix:
+    """A float32 matrix filled a block of rows at a time, then shared (see the module docstring).
+
+    Args:
+        rows: rows to allocate (:meth:`finish` may keep fewer).
+        dimension: columns.
+        folder: where the files of a persisted index live; None: the matrix is held in the heap.
+        kind: the file name's prefix ("passages", "facts"): a new file of a kind removes the older ones.
+    """
+
+    def __init__(self, rows: int, dimension: int, folder: Path | None, kind: str) -> None:
+        self.kind = kind
+        self.folder = folder
+        self._partial: Path | None = None
+        if folder is not None:
+            try:
+                self._partial = _partial_path(folder, kind, ".npy")
+                self.rows: np.ndarray = open_memmap(self._partial, mode="w+", dtype=np.float32,
+                                                    shape=(rows, dimension))
+                return
+            except OSError as exc:
+                _kept_in_memory(f"{kind} vectors", folder, exc)
+                self.discard()
+        self.rows = np.empty((rows, dimension), dtype=np.float32)
+
+    def finish(self, used: int) -> np.ndarray:
+        """The matrix of the first ``used`` rows: mapped read-only from the folder's file of the same content
+        when there is one, else from this one (or the heap's matrix, without a folder)."""
+        if self._partial is None:
+            return self.rows if used == self.rows.shape[0] else self.rows[:used].copy()
+        try:
+            if used != self.rows.shape[0]:  # records were missing: the file holds only the rows found
+                shorter = _partial_path(self._partial.parent, self.kind, ".npy")
+                copy = open_memmap(shorter, mode="w+", dtype=np.float32, shape=(used, self.rows.shape[1]))
+                copy[:] = self.rows[:used]
+                self.discard()
+                self._partial, self.rows = shorter, copy
+            self.rows.flush()
+            return load_array(_publish(self._partial, self.kind, ".npy"), np.float32, 2, mmap=True)
+        except OSError as exc:
+            _kept_in_memory(f"{self.kind} vectors", self.folder, exc)
+            kept = np.array(self.rows[:used])
+            self.discard()
+            return kept
+
+    def discard(self) -> None:
+        """Drop the rows and their partial file (a load that fails)."""
+        self.rows = np.empty((0, 0), dtype=np.float32)
+        if self._partial is not None:
+            self._partial.unlink(missing_ok=True)
+            self._partial = None
+
+
+class PassageTexts:
+    """The passages' text and metadata as Chroma returns them, one JSON record each in one byte file, appended a
+    block of passages at a time, then shared (see the module docstring); a passage is read back by its row.
+
+    Args:
+        folder: where the files of a persisted index live; None: the records are held in the heap.
+    """
+
+    kind = "passage-texts"
+
+    def __init__(self, folder: Path | None) -> None:
+        self.folder = folder
+        self._ends: list[np.ndarray] = []
+        self._size = 0
+        self._partial: Path | None = None
+        self._heap = bytearray()
+        self._file: Any = None
+        self._bytes: np.ndarray | None = None
+        self._offsets = np.zeros(1, dtype=np.int64)
+        if folder is not None:
+            try:
+                self._partial = _partial_path(folder, self.kind, ".jsonl")
+                self._file = open(self._partial, "wb")  # noqa: SIM115 - closed by finish or discard
+            except OSError as exc:
+                _kept_in_memory("passage texts", folder, exc)
+                self.discard()
+
+    def append(self, records: Iterable[tuple[dict[str, Any], str]]) -> None:
+        """Add passages after the last one, each as ``(metadata, text)`` as its Chroma collection holds it."""
+        # Keys sorted: Chroma returns a metadata dict in no fixed order, and equal records must be equal bytes.
+        block = b"".join(json.dumps([metadata, text], ensure_ascii=False, sort_keys=True).encode() + b"\n"
+                         for metadata, text in records)
+        # One array a block, not an int a record: small objects kept between blocks of freed records would pin
+        # the allocator's arenas, and the process would keep the records' memory.
+        self._ends.append(np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == ord("\n")) + (self._size + 1))
+        self._size += len(block)
+        if self._file is not None:
+            self._file.write(block)
+        else:
+            self._heap += block
+
+    def finish(self) -> PassageTexts:
+        """The records, mapped read-only from the folder's file of the same content when there is one."""
+        self._offsets = np.concatenate([np.zeros(1, dtype=np.int64), *self._ends])
+        if self._file is not None:
+            assert self._partial is not None
+            try:
+                self._file.close()
+                self._file = None
+                path = _publish(self._partial, self.kind, ".jsonl")
+                self._partial = None
+                self._bytes = np.memmap(path, dtype=np.uint8, mode="r") if self._size else np.zeros(0, np.uint8)
+                return self
+            except OSError as exc:
+                _kept_in_memory("passage texts", self.folder, exc)
+                assert self._partial is not None
+                self._heap = bytearray(self._partial.read_bytes())
+                self.discard()
+        self._bytes = np.frombuffer(bytes(self._heap), dtype=np.uint8)
+        self._heap = bytearray()
+        return self
+
+    def record(self, row: int) -> tuple[dict[str, Any], str]:
+        """The ``(metadata, text)`` of the passage at ``row``."""
+        assert self._bytes is not None, "finish() first"
+        metadata, text = json.loads(self._bytes[self._offsets[row] : self._offsets[row + 1]].tobytes())
+        return metadata, text
+
+    def discard(self) -> None:
+        """Drop the partial file (a load that fails)."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        if self._partial is not None:
+            self._partial.unlink(missing_ok=True)
+            self._partial = None
