@@ -166,8 +166,8 @@ def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: fl
     ``hnsw_top_n`` nearest, see :mod:`.walk.dense_search`; from ``int8_min_records`` rows a matrix a query reads
     whole gets an int8 estimate, see :mod:`.walk.int8_rows`). On a large graph the walk's solved dense share is
     read from ``basis_folder`` when saved there, else solved and saved there (:meth:`GraphWalk.load`). With a
-    ``state_folder`` the passage and fact matrices and the passages' text are files there that every process of
-    the index maps (:mod:`.state_files`).
+    ``state_folder`` the passage and fact matrices, their int8 copies and the passages' text are files there that
+    every process of the index maps (:mod:`.state_files`).
 
     Raises:
         EmptyIndexError: the graph holds no passage.
@@ -192,7 +192,8 @@ def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: fl
         fact_triples.append((graph.entity_names[s_id], predicate, graph.entity_names[o_id]))
         fact_nodes[i] = (entity_node[s_id], entity_node[o_id])
     passage_vectors = DenseVectors(passage_ids, passage_matrix, stores.passage_collections(),
-                                   hnsw_min_records or HNSW_MIN_PASSAGES, hnsw_top_n, int8_min_records)
+                                   hnsw_min_records or HNSW_MIN_PASSAGES, hnsw_top_n, int8_min_records,
+                                   state_folder, "passages-int8")
     walk = GraphWalk.load(graph.pagerank_graph(damping=damping), len(passage_ids), passage_vectors.matrix,
                           basis_folder, int8_min_records)
     return RetrievalState(
@@ -208,7 +209,7 @@ def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: fl
         fact_triples=fact_triples,
         fact_nodes=fact_nodes,
         fact_vectors=DenseVectors(fact_ids, fact_matrix, [stores.facts], hnsw_min_records or HNSW_MIN_FACTS,
-                                  hnsw_top_n, int8_min_records),
+                                  hnsw_top_n, int8_min_records, state_folder, "facts-int8"),
         walk=walk,
         passage_texts=passage_texts,
     )

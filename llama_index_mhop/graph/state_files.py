@@ -85,29 +85,33 @@ def _kept_in_memory(kind: str, folder: Path | None, exc: OSError) -> None:
 
 
 class VectorMatrix:
-    """A float32 matrix filled a block of rows at a time, then shared (see the module docstring).
+    """A matrix (float32 vectors, or their int8 codes) filled a block of rows at a time, then shared (see the
+    module docstring).
 
     Args:
         rows: rows to allocate (:meth:`finish` may keep fewer).
         dimension: columns.
         folder: where the files of a persisted index live; None: the matrix is held in the heap.
-        kind: the file name's prefix ("passages", "facts"): a new file of a kind removes the older ones.
+        kind: the file name's prefix ("passages", "facts", "facts-int8"): a new file of a kind removes the older
+            ones.
+        dtype: the matrix's type.
     """
 
-    def __init__(self, rows: int, dimension: int, folder: Path | None, kind: str) -> None:
+    def __init__(self, rows: int, dimension: int, folder: Path | None, kind: str,
+                 dtype: type = np.float32) -> None:
         self.kind = kind
         self.folder = folder
+        self.dtype = dtype
         self._partial: Path | None = None
         if folder is not None:
             try:
                 self._partial = _partial_path(folder, kind, ".npy")
-                self.rows: np.ndarray = open_memmap(self._partial, mode="w+", dtype=np.float32,
-                                                    shape=(rows, dimension))
+                self.rows: np.ndarray = open_memmap(self._partial, mode="w+", dtype=dtype, shape=(rows, dimension))
                 return
             except OSError as exc:
                 _kept_in_memory(f"{kind} vectors", folder, exc)
                 self.discard()
-        self.rows = np.empty((rows, dimension), dtype=np.float32)
+        self.rows = np.zeros((rows, dimension), dtype=dtype)
 
     def finish(self, used: int) -> np.ndarray:
         """The matrix of the first ``used`` rows: mapped read-only from the folder's file of the same content
@@ -117,12 +121,12 @@ class VectorMatrix:
         try:
             if used != self.rows.shape[0]:  # records were missing: the file holds only the rows found
                 shorter = _partial_path(self._partial.parent, self.kind, ".npy")
-                copy = open_memmap(shorter, mode="w+", dtype=np.float32, shape=(used, self.rows.shape[1]))
+                copy = open_memmap(shorter, mode="w+", dtype=self.dtype, shape=(used, self.rows.shape[1]))
                 copy[:] = self.rows[:used]
                 self.discard()
                 self._partial, self.rows = shorter, copy
             self.rows.flush()
-            return load_array(_publish(self._partial, self.kind, ".npy"), np.float32, 2, mmap=True)
+            return load_array(_publish(self._partial, self.kind, ".npy"), self.dtype, 2, mmap=True)
         except OSError as exc:
             _kept_in_memory(f"{self.kind} vectors", self.folder, exc)
             kept = np.array(self.rows[:used])
@@ -131,7 +135,7 @@ class VectorMatrix:
 
     def discard(self) -> None:
         """Drop the rows and their partial file (a load that fails)."""
-        self.rows = np.empty((0, 0), dtype=np.float32)
+        self.rows = np.empty((0, 0), dtype=self.dtype)
         if self._partial is not None:
             self._partial.unlink(missing_ok=True)
             self._partial = None

@@ -155,3 +155,30 @@ def test_a_damaged_passage_text_file_is_replaced(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="llama_index_mhop.graph.state_files"):
         again = texts_of(tmp_path)
     assert "replacing" in caplog.text and again.record(0) == RECORDS[0]
+
+
+def test_int8_copies_are_shared_files_that_estimate_as_the_heap_copy(tmp_path):
+    from llama_index_mhop.graph.index import HippoGraphIndex
+    from llama_index_mhop.graph.state import load_retrieval_state
+    from tests.graph.film_chain import documents
+    from tests.word_bag import WordBagEmbedding
+
+    index = HippoGraphIndex.from_documents(documents(), embed_model=WordBagEmbedding(), name="codes",
+                                           show_progress=False)
+    loads = [load_retrieval_state(index.graph, index.stores, 0.5, int8_min_records=1, state_folder=folder)
+             for folder in (tmp_path, tmp_path, None)]
+    if loads[2].fact_vectors.products.method != "int8":
+        pytest.skip("this torch has no int8 kernel that holds its bound")
+    query = loads[2].passage_vectors.matrix[0]
+    for vectors_of in (lambda s: s.passage_vectors, lambda s: s.fact_vectors):
+        estimates = [vectors_of(s).products.estimate(query) for s in loads]
+        assert all(np.array_equal(e.values, estimates[2].values) for e in estimates)
+        assert all(vectors_of(s).search(query, 3, every=False).top.tolist() ==
+                   vectors_of(loads[2]).search(query, 3, every=False).top.tolist() for s in loads)
+    names = files(tmp_path)
+    assert len([n for n in names if n.startswith("facts-int8-")]) == 1
+    assert len([n for n in names if n.startswith("passages-int8-")]) == 1
+    if os.path.exists("/proc/self/maps"):  # the copy a query multiplies is the file's pages, not a heap array
+        codes = next(n for n in names if n.startswith("facts-int8-"))
+        with open("/proc/self/maps") as maps:
+            assert codes in maps.read()

@@ -25,6 +25,7 @@ to :data:`HNSW_MIN_PASSAGES`, where the exact product becomes the query's larges
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -85,6 +86,9 @@ class DenseVectors:
         top_n: records whose similarity an HNSW search returns exactly (unless a query asks for another number).
         int8_min_records: from this many records (and below ``hnsw_min_records``), a search for the top alone
             estimates from an int8 copy first.
+        codes_folder: where that int8 copy is shared with the other processes of a persisted index (None: held
+            in the heap), as ``<codes_kind>-<hash>.npy``.
+        codes_kind: the int8 copy's file name prefix.
 
     Attributes:
         matrix: the vectors, kept for exact search only (None when the HNSW index is searched).
@@ -92,7 +96,8 @@ class DenseVectors:
     """
 
     def __init__(self, ids: list[str], vectors: np.ndarray, collections: list[Any], hnsw_min_records: int,
-                 top_n: int = HNSW_TOP_N, int8_min_records: int = INT8_MIN_ROWS) -> None:
+                 top_n: int = HNSW_TOP_N, int8_min_records: int = INT8_MIN_ROWS, codes_folder: Path | None = None,
+                 codes_kind: str = "int8") -> None:
         self.size = len(ids)
         #: The vectors' dimension (0 when there are none).
         self.dimension = int(vectors.shape[1]) if vectors.ndim == 2 and vectors.shape[0] else 0
@@ -102,7 +107,7 @@ class DenseVectors:
         self.products: RowProducts | None = None
         if self.method == "exact":
             self.matrix = vectors
-            self.products = row_products(vectors, int8_min_records)
+            self.products = row_products(vectors, int8_min_records, codes_folder, codes_kind)
             return
         self._row = {record_id: i for i, record_id in enumerate(ids)}
         self._total = vectors.sum(axis=0, dtype=np.float64)

@@ -14,10 +14,13 @@ product is used instead (:func:`row_products`), so the results never depend on t
 from __future__ import annotations
 
 import logging
+import warnings
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ..state_files import VectorMatrix
 from .row_products import Estimate, ExactRows, RowProducts, all_products, largest_magnitude
 
 __all__ = ["INT8_MIN_ROWS", "Int8Rows", "row_products"]
@@ -46,6 +49,9 @@ class Int8Rows(ExactRows):
 
     Args:
         matrix: the rows (float32), kept by reference for the exact products.
+        codes_folder: where the int8 copy is shared with the other processes of a persisted index, as a file
+            named ``<codes_kind>-<hash>.npy`` (:class:`~..state_files.VectorMatrix`); None: held in the heap.
+        codes_kind: the file name's prefix.
 
     Raises:
         RuntimeError: torch's int8 kernel is missing, or its result broke the bound in the self-check.
@@ -53,7 +59,7 @@ class Int8Rows(ExactRows):
 
     method = "int8"
 
-    def __init__(self, matrix: np.ndarray) -> None:
+    def __init__(self, matrix: np.ndarray, codes_folder: Path | None = None, codes_kind: str = "int8") -> None:
         import torch
 
         if not hasattr(torch, "_weight_int8pack_mm"):
@@ -65,7 +71,8 @@ class Int8Rows(ExactRows):
         largest = np.abs(matrix).max(axis=1) if rows else np.zeros(0, np.float32)
         scales = _bfloat16_upward(np.where(largest > 0, largest / 127.0, 1.0))
         self._padding = -dims % _KERNEL_COLUMNS
-        codes = np.zeros((rows, dims + self._padding), dtype=np.int8)
+        shared = VectorMatrix(rows, dims + self._padding, codes_folder, codes_kind, dtype=np.int8)
+        codes = shared.rows
         self.row_errors = np.empty(rows)
         self.row_norms = np.empty(rows)
         for start in range(0, rows, _BLOCK_ROWS):
@@ -75,7 +82,9 @@ class Int8Rows(ExactRows):
             stored = quantised.astype(np.float64) * scale
             self.row_errors[start : start + len(block)] = np.linalg.norm(block - stored, axis=1)
             self.row_norms[start : start + len(block)] = np.linalg.norm(stored, axis=1)
-        self._codes = torch.from_numpy(codes)
+        with warnings.catch_warnings():  # a shared copy is read-only, and the kernel only reads it
+            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+            self._codes = torch.from_numpy(shared.finish(rows))
         self._scales = torch.from_numpy(scales).to(torch.bfloat16)
         self._sum_factor = dims * _SUM_ROUNDING
         self._largest_error = float(self.row_errors.max()) if rows else 0.0
@@ -127,12 +136,13 @@ class Int8Rows(ExactRows):
                 raise RuntimeError(f"the int8 estimate broke its bound by {worst:.3g}")
 
 
-def row_products(matrix: np.ndarray, int8_min_rows: int = INT8_MIN_ROWS) -> RowProducts:
+def row_products(matrix: np.ndarray, int8_min_rows: int = INT8_MIN_ROWS, codes_folder: Path | None = None,
+                 codes_kind: str = "int8") -> RowProducts:
     """The products for ``matrix``: :class:`Int8Rows` from ``int8_min_rows`` rows where torch's kernel holds its
-    bound, else :class:`~.row_products.ExactRows`."""
+    bound (its int8 copy shared through ``codes_folder`` when given), else :class:`~.row_products.ExactRows`."""
     if matrix.shape[0] >= max(1, int8_min_rows):
         try:
-            return Int8Rows(matrix)
+            return Int8Rows(matrix, codes_folder, codes_kind)
         except (ImportError, RuntimeError) as exc:
             logger.warning("row products stay exact (float32): %s", exc)
     return ExactRows(matrix)
