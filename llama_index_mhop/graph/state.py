@@ -166,8 +166,8 @@ def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: fl
     ``hnsw_top_n`` nearest, see :mod:`.walk.dense_search`; from ``int8_min_records`` rows a matrix a query reads
     whole gets an int8 estimate, see :mod:`.walk.int8_rows`). On a large graph the walk's solved dense share is
     read from ``basis_folder`` when saved there, else solved and saved there (:meth:`GraphWalk.load`). With a
-    ``state_folder`` the passage and fact matrices, their int8 copies and the passages' text are files there that
-    every process of the index maps (:mod:`.state_files`).
+    ``state_folder`` the passage and fact matrices, their int8 copies (and the walk basis's) and the passages' text
+    are files there that every process of the index maps (:mod:`.state_files`).
 
     Raises:
         EmptyIndexError: the graph holds no passage.
@@ -195,7 +195,7 @@ def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: fl
                                    hnsw_min_records or HNSW_MIN_PASSAGES, hnsw_top_n, int8_min_records,
                                    state_folder, "passages-int8")
     walk = GraphWalk.load(graph.pagerank_graph(damping=damping), len(passage_ids), passage_vectors.matrix,
-                          basis_folder, int8_min_records)
+                          basis_folder, int8_min_records, state_folder)
     return RetrievalState(
         version=graph.version,
         passage_ids=passage_ids,

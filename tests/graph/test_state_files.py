@@ -157,12 +157,14 @@ def test_a_damaged_passage_text_file_is_replaced(tmp_path, caplog):
     assert "replacing" in caplog.text and again.record(0) == RECORDS[0]
 
 
-def test_int8_copies_are_shared_files_that_estimate_as_the_heap_copy(tmp_path):
+def test_int8_copies_are_shared_files_that_estimate_as_the_heap_copy(tmp_path, monkeypatch):
     from llama_index_mhop.graph.index import HippoGraphIndex
     from llama_index_mhop.graph.state import load_retrieval_state
+    from llama_index_mhop.graph.walk import ppr
     from tests.graph.film_chain import documents
     from tests.word_bag import WordBagEmbedding
 
+    monkeypatch.setattr(ppr, "PUSH_MIN_NODES", 1)  # the walk's basis is solved, and gets its int8 copy too
     index = HippoGraphIndex.from_documents(documents(), embed_model=WordBagEmbedding(), name="codes",
                                            show_progress=False)
     loads = [load_retrieval_state(index.graph, index.stores, 0.5, int8_min_records=1, state_folder=folder)
@@ -175,9 +177,11 @@ def test_int8_copies_are_shared_files_that_estimate_as_the_heap_copy(tmp_path):
         assert all(np.array_equal(e.values, estimates[2].values) for e in estimates)
         assert all(vectors_of(s).search(query, 3, every=False).top.tolist() ==
                    vectors_of(loads[2]).search(query, 3, every=False).top.tolist() for s in loads)
+    basis = [s.walk.affine.basis_products for s in loads]
+    assert all(np.array_equal(b.estimate(query).values, basis[2].estimate(query).values) for b in basis)
     names = files(tmp_path)
-    assert len([n for n in names if n.startswith("facts-int8-")]) == 1
-    assert len([n for n in names if n.startswith("passages-int8-")]) == 1
+    for kind in ("facts-int8-", "passages-int8-", "basis-int8-"):
+        assert len([n for n in names if n.startswith(kind)]) == 1
     if os.path.exists("/proc/self/maps"):  # the copy a query multiplies is the file's pages, not a heap array
         codes = next(n for n in names if n.startswith("facts-int8-"))
         with open("/proc/self/maps") as maps:

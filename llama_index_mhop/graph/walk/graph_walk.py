@@ -72,7 +72,8 @@ class GraphWalk:
 
     @classmethod
     def load(cls, pagerank: PageRankGraph, num_passages: int, passage_vectors: np.ndarray | None,
-             basis_folder: Path | None = None, int8_min_rows: int = INT8_MIN_ROWS) -> GraphWalk:
+             basis_folder: Path | None = None, int8_min_rows: int = INT8_MIN_ROWS,
+             codes_folder: Path | None = None) -> GraphWalk:
         """The walk of a graph: on a graph that walks by push, with its dense share solved (read from
         ``basis_folder`` when saved there, else solved and saved there, :mod:`.basis_files`).
 
@@ -83,12 +84,15 @@ class GraphWalk:
                 searched through Chroma's HNSW index (:mod:`.dense_search`).
             basis_folder: where the solved dense share is kept; None: solved in memory.
             int8_min_rows: from this many passages the solved basis gets an int8 estimate (:mod:`.int8_rows`).
+            codes_folder: where that int8 estimate is shared with the index's other processes (None: held in
+                the heap).
         """
         if pagerank.method != "push":
             return cls(pagerank, num_passages)
         return cls(pagerank, num_passages, solved_walk(
             pagerank, num_passages, passage_vectors, basis_folder,
-            row_products=partial(row_products, int8_min_rows=int8_min_rows)))
+            row_products=partial(row_products, int8_min_rows=int8_min_rows, codes_folder=codes_folder,
+                                 codes_kind="basis-int8")))
 
     @property
     def damping(self) -> float:
