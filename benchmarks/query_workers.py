@@ -157,7 +157,8 @@ def main(argv: list[str] | None = None) -> int:
 
     first = reports[0]["rankings"]
     rows = [{"worker": i + 1, "state_load_seconds": r["state_load_seconds"], **m,
-             "same_rankings": r["rankings"] == first, "steps": r.get("steps"), "matrices": r.get("matrices")} for i, (r, m) in enumerate(zip(reports, memory, strict=True))]
+             "same_rankings": r["rankings"] == first, "steps": r["steps"], "matrices": r["matrices"]}
+            for i, (r, m) in enumerate(zip(reports, memory, strict=True))]
     result: dict[str, Any] = {
         "work_dir": str(work), "workers": args.workers, "questions": len(first),
         **measured_on(load, "chromadb", "llama-index-core", "numpy", "scipy"),

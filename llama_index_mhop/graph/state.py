@@ -123,18 +123,15 @@ def _passage_rows(stores: GraphStores, passage_ids: list[str],
             if matrix is None:
                 matrix = VectorMatrix(len(passage_ids), len(vectors[0]), folder, "passages")
             _put_normalised(matrix.rows, start, vectors)
+        if missing:
+            where = " or ".join(repr(c.name) for c in stores.passage_collections())
+            raise PassagesGoneError(missing, f"{len(missing)} passages of the graph are gone from Chroma "
+                                             f"collection {where} (e.g. {missing[0]!r})")
     except BaseException:
         texts.discard()
         if matrix is not None:
             matrix.discard()
         raise
-    if missing:
-        texts.discard()
-        if matrix is not None:
-            matrix.discard()
-        where = " or ".join(repr(c.name) for c in stores.passage_collections())
-        raise PassagesGoneError(missing, f"{len(missing)} passages of the graph are gone from Chroma collection "
-                                         f"{where} (e.g. {missing[0]!r})")
     assert matrix is not None  # the graph holds passages
     return texts.finish(), matrix.finish(len(passage_ids))
 

@@ -34,6 +34,7 @@ __all__ = ["STATE_FOLDER", "PassageTexts", "VectorMatrix"]
 logger = logging.getLogger(__name__)
 
 STATE_FOLDER = "state_files"  # under an index's persist_dir
+_KEY_BYTES = 16  # of the content hash that names a file
 
 
 def _partial_path(folder: Path, kind: str, suffix: str) -> Path:
@@ -63,7 +64,7 @@ def _publish(partial: Path, kind: str, suffix: str) -> Path:
         OSError: the folder cannot be written.
     """
     with open(partial, "rb") as file:
-        key = hashlib.file_digest(file, lambda: hashlib.blake2b(digest_size=16)).hexdigest()
+        key = hashlib.file_digest(file, lambda: hashlib.blake2b(digest_size=_KEY_BYTES)).hexdigest()
     target = partial.with_name(f"{kind}-{key}{suffix}")
     try:
         os.link(partial, target)
@@ -74,7 +75,8 @@ def _publish(partial: Path, kind: str, suffix: str) -> Path:
         logger.warning("replacing %s: it does not hold what its name says", target)
         os.replace(partial, target)
     partial.unlink(missing_ok=True)
-    for older in target.parent.glob(f"{kind}-*{suffix}"):
+    # The key's exact length in the pattern: "passages-*" would also match the "passages-int8-" files.
+    for older in target.parent.glob(f"{kind}-{'[0-9a-f]' * 2 * _KEY_BYTES}{suffix}"):
         if older != target:
             older.unlink(missing_ok=True)
     return target
@@ -199,8 +201,7 @@ class PassageTexts:
                 assert self._partial is not None
                 self._heap = bytearray(self._partial.read_bytes())
                 self.discard()
-        self._bytes = np.frombuffer(bytes(self._heap), dtype=np.uint8)
-        self._heap = bytearray()
+        self._bytes = np.frombuffer(self._heap, dtype=np.uint8)
         return self
 
     def record(self, row: int) -> tuple[dict[str, Any], str]:

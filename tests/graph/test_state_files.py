@@ -46,6 +46,13 @@ def test_other_vectors_replace_the_older_file_and_an_open_map_keeps_its_rows(tmp
     assert np.array_equal(old, vectors(0)) and np.array_equal(new, vectors(1))
 
 
+def test_a_new_file_of_a_kind_leaves_the_files_of_a_kind_it_prefixes(tmp_path):
+    codes = filled(vectors(0), tmp_path, kind="passages-int8")
+    filled(vectors(1), tmp_path)
+    newest = filled(vectors(2), tmp_path)
+    assert files(tmp_path) == sorted([os.path.basename(codes.filename), os.path.basename(newest.filename)])
+
+
 def test_fewer_rows_than_allocated_are_kept_whole(tmp_path):
     kept = filled(vectors(3), tmp_path, used=20)
     assert kept.shape == (20, 8) and np.array_equal(kept, vectors(3)[:20])
