@@ -8,8 +8,8 @@ and after it read one whole version; otherwise it waits for the writer and searc
 
 An embedded store (``chromadb.PersistentClient``) serves one process: Chroma holds its vector index in memory, so
 after another process writes, this one's searches return removed passages (empty) and miss new ones for good. A
-reader of an embedded store that finds a generation it did not write, or another process writing, refuses to
-search (:class:`StaleStoreError`) rather than serve that; processes that share a collection share a Chroma server.
+reader of an embedded store that finds a generation it did not write, or another process writing, before or after
+its search, refuses it (:class:`StaleStoreError`) rather than serve that; processes that share a collection share a Chroma server.
 There, one read of the row before each search is enough: this process's own writes are kept out by its lock.
 
 A writer killed half-way leaves the row marked. Its ``heartbeat`` (renewed with each batch it writes) tells the
@@ -147,8 +147,11 @@ class VersionMarker:
             self._check_view(before)
             if self.embedded:
                 # Only this process writes an embedded store it can read: its own writes are kept out by the
-                # collection's lock, which the search takes, and another's are refused above or at the next search.
-                return search(), before
+                # collection's lock, which the search takes. Another's are refused above, or below when one began
+                # during the search (what the search read may then be half a version).
+                result = search()
+                self._check_view(self.read())
+                return result, before
             if before.writing and not self._abandoned(before):
                 self._wait_or_give_up(deadline, wait)
                 continue
