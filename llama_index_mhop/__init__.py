@@ -3,7 +3,8 @@
 - :class:`PerspectiveQueryTransform`: 4-5 reformulations of a query from different angles.
 - :class:`RRFFusionRetriever`: iterative perspective retrieval fused by Reciprocal Rank Fusion.
 - :class:`ConfidenceLoopRetriever`: entity-chain queries, a confidence check, targeted follow-up, listwise rerank.
-- :class:`HippoGraphIndex` / :class:`HippoGraphRetriever`: HippoRAG 2 memory with Personalized PageRank.
+- :class:`HippoGraphIndex` / :class:`HippoGraphRetriever`: HippoRAG 2 memory with Personalized PageRank;
+  :class:`HippoGraphReader`: a query worker over a saved one, from files every worker maps.
 - :class:`DSPyFactFilter`: recognition memory over (subject, predicate, object) fact nodes.
 - :func:`reciprocal_rank_fusion`, :func:`build_vector_index`: the pieces they stand on; :func:`sync_vector_index`
   and :func:`delete_documents` keep a passage index in step with a corpus.
@@ -21,7 +22,7 @@ from .lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from .fusion import reciprocal_rank_fusion
-    from .graph import HippoGraphIndex
+    from .graph import HippoGraphIndex, HippoGraphReader
     from .postprocessors import DSPyFactFilter, fact_node
     from .query_transforms import PerspectiveQueryTransform
     from .retrievers import ConfidenceLoopRetriever, HippoGraphRetriever, RRFFusionRetriever
@@ -32,6 +33,7 @@ __all__ = [
     "ConfidenceLoopRetriever",
     "DSPyFactFilter",
     "HippoGraphIndex",
+    "HippoGraphReader",
     "HippoGraphRetriever",
     "PerspectiveQueryTransform",
     "RRFFusionRetriever",
@@ -50,6 +52,7 @@ _EXPORTS = {
     "ConfidenceLoopRetriever": ".retrievers",
     "DSPyFactFilter": ".postprocessors",
     "HippoGraphIndex": ".graph",
+    "HippoGraphReader": ".graph",
     "HippoGraphRetriever": ".retrievers",
     "PerspectiveQueryTransform": ".query_transforms",
     "RRFFusionRetriever": ".retrievers",

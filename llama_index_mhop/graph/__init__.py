@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from .knowledge_graph import KnowledgeGraph
     from .openie_export import export_openie
     from .openie_file import OpenIEFileError, StoredOpenIE, read_openie, write_openie
+    from .reader import HippoGraphReader
     from .walk.ppr import DEFAULT_DAMPING, DEFAULT_MAX_ITER, DEFAULT_TOL, PageRankGraph
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "ExtractEntitiesAndTriples",
     "HippoGraphIndex",
     "HippoGraphIndexConfig",
+    "HippoGraphReader",
     "KnowledgeGraph",
     "OpenIEExtractor",
     "OpenIEFileError",
@@ -64,6 +66,7 @@ _EXPORTS = {
     "StoredOpenIE": ".openie_file",
     "read_openie": ".openie_file",
     "write_openie": ".openie_file",
+    "HippoGraphReader": ".reader",
     "DEFAULT_DAMPING": ".walk.ppr",
     "DEFAULT_MAX_ITER": ".walk.ppr",
     "DEFAULT_TOL": ".walk.ppr",

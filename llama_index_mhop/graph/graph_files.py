@@ -11,6 +11,9 @@
   edges.
 * :func:`graph_to_networkx`: a ``networkx.Graph`` for inspecting or drawing (``networkx.write_graphml`` writes it).
 
+A save is named by the digest of its ``tables.json`` (:func:`saved_tables_digest`): what a query snapshot of it
+is filed under (:mod:`.state_snapshot`).
+
 Nothing here knows the graph's rules: :class:`~.knowledge_graph.KnowledgeGraph` hands over its records, node table
 and edge store, and builds itself from what is read (``KnowledgeGraph.save``, ``load``, ``to_dict``,
 ``from_dict``).
@@ -18,6 +21,7 @@ and edge store, and builds itself from what is read (``KnowledgeGraph.save``, ``
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -30,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .graph_arrays import EdgeStore, NodeTable, PassageRecord, load_array
-from .json_files import read_json_object
+from .json_files import check_value, parse_json
 from .layout import TABLES_FILE
 
 if TYPE_CHECKING:
@@ -44,6 +48,7 @@ __all__ = [
     "graph_dict",
     "graph_to_networkx",
     "load_graph_tables",
+    "saved_tables_digest",
     "open_graph_files",
     "open_structure",
     "save_graph",
@@ -141,7 +146,7 @@ def _write_atomic(path: Path, write: Any) -> None:
 
 
 def save_graph(folder: str | Path, tables: GraphTables, nodes: NodeTable, edges: EdgeStore,
-               attached: Mapping[str, Any] | None = None) -> Path:
+               attached: Mapping[str, Any] | None = None) -> str:
     """Write a graph to ``folder``: ``tables.json`` (its records and node table) and the node kinds and edge table
     as ``.npy`` files.
 
@@ -153,6 +158,9 @@ def save_graph(folder: str | Path, tables: GraphTables, nodes: NodeTable, edges:
     crashed save left. A crash leaves the previous save whole. The previous save's arrays stay, so a reader that
     has just read the previous ``tables.json`` can still open them (:func:`open_graph_files`); a reader that
     mapped an older save keeps its arrays (an unlinked file lives on while it is mapped).
+
+    Returns:
+        The digest of the ``tables.json`` written (:func:`saved_tables_digest`).
     """
     target = Path(folder)
     target.mkdir(parents=True, exist_ok=True)
@@ -172,7 +180,7 @@ def save_graph(folder: str | Path, tables: GraphTables, nodes: NodeTable, edges:
         ours = stale.name.split(".")[0] in (*_ARRAYS, Path(TABLES_FILE).stem)
         if ours and stale.suffix in (".npy", ".partial") and stale.name not in keep:
             stale.unlink(missing_ok=True)
-    return target
+    return _digest(text)
 
 
 def _saved_array_names(folder: Path) -> list[str]:
@@ -183,12 +191,39 @@ def _saved_array_names(folder: Path) -> list[str]:
         return []
 
 
+def _digest(text: bytes) -> str:
+    return hashlib.blake2b(text, digest_size=16).hexdigest()
+
+
+def saved_tables_digest(folder: str | Path) -> str:
+    """The digest of the ``tables.json`` in ``folder`` (read a block at a time, never parsed).
+
+    Raises:
+        ValueError: no readable ``tables.json``.
+    """
+    path = Path(folder) / TABLES_FILE
+    try:
+        with open(path, "rb") as file:
+            return hashlib.file_digest(file, lambda: hashlib.blake2b(digest_size=16)).hexdigest()
+    except OSError as exc:
+        raise ValueError(f"{path}: no saved graph here ({exc})") from None
+
+
 def load_graph_tables(folder: str | Path) -> dict[str, Any]:
     """The ``tables.json`` of a saved graph, or a ValueError naming what is wrong."""
-    path = Path(folder) / TABLES_FILE
+    return _read_tables(Path(folder))[0]
+
+
+def _read_tables(folder: Path) -> tuple[dict[str, Any], str]:
+    """The checked ``tables.json`` of a saved graph and the digest of its bytes."""
+    path = folder / TABLES_FILE
     if not path.is_file():
         raise ValueError(f"{path}: no saved graph here")
-    data = read_json_object(path)
+    try:
+        text = path.read_bytes()
+        data = check_value(parse_json(text.decode("utf-8"), str(path)), dict, str(path), "top level")
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: not valid JSON ({exc}); the Chroma data is untouched") from None
     if data.get("array_format_version") != ARRAY_FORMAT_VERSION:
         raise ValueError(f"{path}: unsupported array format version {data.get('array_format_version')!r} (this "
                          f"code reads {ARRAY_FORMAT_VERSION})")
@@ -196,7 +231,7 @@ def load_graph_tables(folder: str | Path) -> dict[str, Any]:
     if not isinstance(names, dict) or any(not isinstance(names.get(s), str) or not _ARRAY_NAME.fullmatch(names[s])
                                           or not names[s].startswith(f"{s}.") for s in _ARRAYS):
         raise ValueError(f"{path}: arrays: expected the file names of {', '.join(_ARRAYS)}")
-    return data
+    return data, _digest(text)
 
 
 def _open_arrays(folder: Path, tables: Mapping[str, Any], mmap: bool) -> dict[str, np.ndarray]:
@@ -205,9 +240,10 @@ def _open_arrays(folder: Path, tables: Mapping[str, Any], mmap: bool) -> dict[st
             **{stem: load_array(folder / names[stem], np.int32, 2, mmap) for stem in ("edge_pairs", "edge_values")}}
 
 
-def open_graph_files(folder: str | Path, mmap: bool) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """The checked ``tables.json`` of a saved graph and the arrays it names, opened (the edges memory-mapped
-    read-only when ``mmap``) as soon as the tables are read, before anything is built from them.
+def open_graph_files(folder: str | Path, mmap: bool) -> tuple[dict[str, Any], dict[str, np.ndarray], str]:
+    """The checked ``tables.json`` of a saved graph, the arrays it names, opened (the edges memory-mapped
+    read-only when ``mmap``) as soon as the tables are read, before anything is built from them, and the digest
+    of the ``tables.json`` read (:func:`saved_tables_digest`).
 
     A save that finishes meanwhile keeps the arrays of the save before it (see :func:`save_graph`); if two saves
     finished between reading ``tables.json`` and opening its arrays, ``tables.json`` is read once more.
@@ -216,14 +252,14 @@ def open_graph_files(folder: str | Path, mmap: bool) -> tuple[dict[str, Any], di
         ValueError: a missing or malformed file.
     """
     folder = Path(folder)
-    tables = load_graph_tables(folder)
+    tables, digest = _read_tables(folder)
     try:
-        return tables, _open_arrays(folder, tables, mmap)
+        return tables, _open_arrays(folder, tables, mmap), digest
     except ValueError:
-        again = load_graph_tables(folder)
+        again, digest = _read_tables(folder)
         if again["arrays"] == tables["arrays"]:  # no save replaced them: the arrays themselves are bad
             raise
-        return again, _open_arrays(folder, again, mmap)
+        return again, _open_arrays(folder, again, mmap), digest
 
 
 def open_structure(folder: str | Path, tables: Mapping[str, Any], arrays: Mapping[str, np.ndarray],

@@ -140,6 +140,8 @@ class KnowledgeGraph(GraphEdges, SynonymLists):
         self._nodes = NodeTable()
         self._edges = EdgeStore()
         self.version = 0
+        #: ``(version, digest of its tables.json)`` of the save this graph was last read from or written to.
+        self.saved: tuple[int, str] | None = None
         self._pagerank: PageRankGraph | None = None
 
     # ------------------------------------------------------------------ structure
@@ -318,11 +320,11 @@ class KnowledgeGraph(GraphEdges, SynonymLists):
         return graph
 
     @classmethod
-    def from_files(cls, folder: str | Path, data: Mapping[str, Any],
-                   arrays: Mapping[str, np.ndarray]) -> KnowledgeGraph:
+    def from_files(cls, folder: str | Path, data: Mapping[str, Any], arrays: Mapping[str, np.ndarray],
+                   digest: str | None = None) -> KnowledgeGraph:
         """A graph from the files :func:`~.graph_files.open_graph_files` opened in ``folder`` (``data``, its
-        ``tables.json``, and the ``arrays`` it names): its records, and its node table and edge store as saved
-        (memory-mapped if they were opened so), checked against the records.
+        ``tables.json`` with its ``digest``, and the ``arrays`` it names): its records, and its node table and edge
+        store as saved (memory-mapped if they were opened so), checked against the records.
 
         Raises:
             ValueError: malformed arrays, or a node or edge table that disagrees with the records.
@@ -335,6 +337,7 @@ class KnowledgeGraph(GraphEdges, SynonymLists):
             graph.check_edges()
         except ValueError as exc:
             raise ValueError(f"{folder}: {exc}") from None
+        graph.saved = None if digest is None else (graph.version, digest)
         return graph
 
     def to_dict(self) -> dict[str, Any]:
@@ -357,7 +360,9 @@ class KnowledgeGraph(GraphEdges, SynonymLists):
     def save(self, folder: str | Path, attached: Mapping[str, Any] | None = None) -> Path:
         """Write this version to ``folder`` as ``tables.json`` and ``.npy`` arrays, with ``attached`` JSON values
         inside ``tables.json`` (see :func:`~.graph_files.save_graph`)."""
-        return save_graph(folder, self.tables(), self._nodes, self._edges, attached)
+        digest = save_graph(folder, self.tables(), self._nodes, self._edges, attached)
+        self.saved = (self.version, digest)
+        return Path(folder)
 
     @classmethod
     def load(cls, folder: str | Path, mmap: bool = True) -> KnowledgeGraph:
@@ -367,8 +372,7 @@ class KnowledgeGraph(GraphEdges, SynonymLists):
         Raises:
             ValueError: a missing, malformed or inconsistent file.
         """
-        tables, arrays = open_graph_files(folder, mmap)
-        return cls.from_files(folder, tables, arrays)
+        return cls.from_files(folder, *open_graph_files(folder, mmap))
 
     def to_networkx(self) -> Any:
         """This version as a ``networkx.Graph`` (nodes: ``kind``, ``name``; edges: ``facts``, ``synonymy``,

@@ -60,10 +60,12 @@ __all__ = [
     "INDEX_FORMAT_VERSION",
     "LEGACY_GRAPH_FILE",
     "OpenedIndex",
+    "SavedConfig",
     "SavedIndex",
     "finish_reopen",
     "open_saved_index",
     "persist_storage_context",
+    "read_saved_config",
     "read_saved_index",
     "save_index",
     "saved_config",
@@ -151,13 +153,11 @@ def _check_graph_links(data: dict[str, Any], where: str) -> None:
 
 
 @dataclass(frozen=True)
-class SavedIndex:
-    """The files of a saved index, read and checked."""
+class SavedConfig:
+    """The config file of a saved index, read and checked: what opening its store needs."""
 
     root: Path
     config: dict[str, Any]
-    graph: KnowledgeGraph
-    docstore: SimpleDocumentStore
 
     def warn_if_other_embedder(self, embed_model: Any) -> None:
         """Log a warning when the index is opened with another embedder than it was built with."""
@@ -185,6 +185,18 @@ class SavedIndex:
                 f"index {name!r}: pass the chroma_client the index was built with"
             )
 
+    def open_stores(self, chroma_client: Any, embed_model: BaseEmbedding) -> GraphStores:
+        """The index's collections in its store (checked as :meth:`open_store` does), the vector index collection
+        it reads in place found again, to be read and searched with ``embed_model``."""
+        client, mode = self.open_store(chroma_client)
+        settings = self.settings()
+        stores = GraphStores(client, settings["name"], embed_model, settings["short_text_batch_size"], mode,
+                             self.collection_prefix, settings["short_text_dtype"])
+        source = (self.config.get("collections") or {}).get("passage_source")
+        if source is not None:  # a collection of the index's own client: read in place, as when it was saved
+            stores.passage_source = _collection(client, source, self.root)
+        return stores
+
     @property
     def collection_prefix(self) -> str | None:
         """The prefix of the index's collections when it is not its name (an index built in memory)."""
@@ -207,6 +219,28 @@ class SavedIndex:
         }
 
 
+@dataclass(frozen=True)
+class SavedIndex(SavedConfig):
+    """The files of a saved index, read and checked."""
+
+    graph: KnowledgeGraph
+    docstore: SimpleDocumentStore
+
+
+def read_saved_config(root: Path) -> SavedConfig:
+    """Read and check the config saved in ``root`` (the graph is not read).
+
+    Raises:
+        FileNotFoundError: no saved index in ``root``.
+        ValueError: an unreadable config or an unknown format version.
+    """
+    if not saved_index_exists(root):
+        raise FileNotFoundError(f"no HippoGraphIndex saved in {root} (expected {CONFIG_FILE} and {GRAPH_FILE})")
+    config = read_json_object(root / CONFIG_FILE)
+    _check_config(config, str(root / CONFIG_FILE))
+    return SavedConfig(root, config)
+
+
 def read_saved_index(root: Path) -> SavedIndex:
     """Read and check the config and graph saved in ``root``.
 
@@ -222,14 +256,16 @@ def read_saved_index(root: Path) -> SavedIndex:
     _check_config(config, str(config_path))
     legacy = graph_path.name == LEGACY_GRAPH_FILE
     # the arrays are opened right after tables.json is read: see graph_files.open_graph_files
-    data, arrays = (read_json_object(graph_path), {}) if legacy else open_graph_files(root / GRAPH_DIR, mmap=True)
+    data, arrays, digest = ((read_json_object(graph_path), {}, None) if legacy
+                            else open_graph_files(root / GRAPH_DIR, mmap=True))
     _check_graph_data(data, str(graph_path))
     _check_graph_links(data, str(graph_path))
     attached = check_field(data, "attached", dict, str(graph_path), default={})
     docstore = (docstore_from_dict(attached["docstore"], f"{graph_path}: attached")
                 if "docstore" in attached else load_docstore(root / DOCSTORE_FILE))
     try:
-        graph = KnowledgeGraph.from_dict(data) if legacy else KnowledgeGraph.from_files(root / GRAPH_DIR, data, arrays)
+        graph = (KnowledgeGraph.from_dict(data) if legacy
+                 else KnowledgeGraph.from_files(root / GRAPH_DIR, data, arrays, digest))
     except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
         raise ValueError(f"{graph_path}: not a valid graph file ({type(exc).__name__}: {exc})") from None
     return SavedIndex(root, config, graph, docstore)

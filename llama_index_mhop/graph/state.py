@@ -14,7 +14,7 @@ Never a half-changed graph, never one older than the last finished change.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,12 +27,23 @@ from llama_index.core.vector_stores.utils import metadata_dict_to_node
 from ..chroma_batches import CHROMA_BATCH, get_records
 from .graph_stores import GraphStores
 from .knowledge_graph import KnowledgeGraph
+from .state_columns import FactTriples, NameLookup, StateColumns
 from .state_files import PassageTexts, VectorMatrix
+from .state_snapshot import Snapshot, open_snapshot, write_snapshot
 from .walk.dense_search import HNSW_MIN_FACTS, HNSW_MIN_PASSAGES, HNSW_TOP_N, DenseVectors
 from .walk.graph_walk import GraphWalk
 from .walk.int8_rows import INT8_MIN_ROWS
+from .walk.ppr import PageRankGraph
 
-__all__ = ["EmptyIndexError", "PassagesGoneError", "RetrievalState", "VersionedState", "load_retrieval_state"]
+__all__ = [
+    "EmptyIndexError",
+    "PassagesGoneError",
+    "RetrievalState",
+    "VersionedState",
+    "build_state",
+    "load_retrieval_state",
+    "open_saved_state",
+]
 
 
 class EmptyIndexError(ValueError):
@@ -55,19 +66,21 @@ class PassagesGoneError(ValueError):
 class RetrievalState:
     """Everything a query needs, loaded once per graph version (never per query).
 
-    Node order is the PageRank order: the first ``len(passage_ids)`` nodes are the passages.
+    Node order is the PageRank order: the first ``len(passage_ids)`` nodes are the passages. The ids and names
+    are lists when loaded from the graph, columns mapped from files when opened from a snapshot
+    (:mod:`.state_snapshot`); a query reads both alike.
     """
 
     version: int
-    passage_ids: list[str]
+    passage_ids: Sequence[str]
     passage_vectors: DenseVectors
-    entity_ids: list[str]
-    entity_names: list[str]
-    entity_node: dict[str, int]
-    entity_key_node: dict[str, int]
+    entity_ids: Sequence[str]
+    entity_names: Sequence[str]
+    #: The node of an entity by its key (its name as the graph keys it).
+    entity_key_node: NameLookup
     passage_counts: np.ndarray  # per node: number of passages containing the entity (0 for passage nodes)
-    fact_ids: list[str]
-    fact_triples: list[tuple[str, str, str]]
+    fact_ids: Sequence[str]
+    fact_triples: FactTriples
     fact_nodes: np.ndarray  # (facts, 2): node index of subject and object
     fact_vectors: DenseVectors
     #: The graph's PageRank walk: what ranks a query's passages from its seeds and dense scores.
@@ -157,14 +170,16 @@ def _fact_rows(facts: Any, fact_ids: list[str], dimension: int,
 def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: float,
                          hnsw_min_records: int | None = None, hnsw_top_n: int = HNSW_TOP_N,
                          int8_min_records: int = INT8_MIN_ROWS, basis_folder: Path | None = None,
-                         state_folder: Path | None = None) -> RetrievalState:
+                         state_folder: Path | None = None, snapshot_digest: str | None = None) -> RetrievalState:
     """The retrieval state of the graph as it is now, its passage and fact embeddings read from Chroma (past a
     size, or from ``hnsw_min_records`` records when given, a collection is searched through its HNSW index for the
     ``hnsw_top_n`` nearest, see :mod:`.walk.dense_search`; from ``int8_min_records`` rows a matrix a query reads
     whole gets an int8 estimate, see :mod:`.walk.int8_rows`). On a large graph the walk's solved dense share is
     read from ``basis_folder`` when saved there, else solved and saved there (:meth:`GraphWalk.load`). With a
     ``state_folder`` the passage and fact matrices, their int8 copies (and the walk basis's) and the passages' text
-    are files there that every process of the index maps (:mod:`.state_files`).
+    are files there that every process of the index maps (:mod:`.state_files`), and with a ``snapshot_digest``
+    (the graph is the save whose ``tables.json`` has this digest) the state is filed there as that save's query
+    snapshot (:mod:`.state_snapshot`).
 
     Raises:
         EmptyIndexError: the graph holds no passage.
@@ -177,35 +192,67 @@ def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: fl
     entity_ids = nodes[graph.num_passages :]
     passage_texts, passage_matrix = _passage_rows(stores, passage_ids, state_folder)
     entity_node = {e: graph.num_passages + i for i, e in enumerate(entity_ids)}
-    entity_names = [graph.entity_names[e] for e in entity_ids]
     counts = np.zeros(len(nodes), dtype=np.float64)
     for e, i in entity_node.items():
         counts[i] = len(graph.entity_passages.get(e, ()))
     fact_ids, fact_matrix = _fact_rows(stores.facts, sorted(graph.facts), passage_matrix.shape[1], state_folder)
-    fact_triples = []
     fact_nodes = np.zeros((len(fact_ids), 2), dtype=np.int64)
     for i, f in enumerate(fact_ids):
-        s_id, predicate, o_id = graph.facts[f]
-        fact_triples.append((graph.entity_names[s_id], predicate, graph.entity_names[o_id]))
+        s_id, _, o_id = graph.facts[f]
         fact_nodes[i] = (entity_node[s_id], entity_node[o_id])
-    passage_vectors = DenseVectors(passage_ids, passage_matrix, stores.passage_collections(),
+    entity_names = [graph.entity_names[e] for e in entity_ids]
+    columns = StateColumns(passage_ids, entity_ids, entity_names, NameLookup.sorted_order(entity_names), counts,
+                           fact_ids,
+                           [graph.facts[f][1] for f in fact_ids], fact_nodes)
+    state = build_state(graph.version, columns, passage_matrix, fact_matrix, passage_texts,
+                        graph.pagerank_graph(damping=damping), stores, hnsw_min_records=hnsw_min_records,
+                        hnsw_top_n=hnsw_top_n, int8_min_records=int8_min_records, basis_folder=basis_folder,
+                        state_folder=state_folder)
+    if state_folder is not None and snapshot_digest is not None:
+        write_snapshot(state_folder, snapshot_digest, Snapshot(graph.version, columns, passage_matrix, fact_matrix,
+                                                               passage_texts, state.walk.pagerank.matrices))
+    return state
+
+
+def open_saved_state(state_folder: Path, digest: str, stores: GraphStores, damping: float,
+                     basis_folder: Path | None = None) -> RetrievalState | None:
+    """The retrieval state of the save whose ``tables.json`` has ``digest``, from its query snapshot in
+    ``state_folder`` (:mod:`.state_snapshot`): the same state :func:`load_retrieval_state` loaded for it, without
+    the graph's tables or Chroma's records. None when no usable snapshot is filed."""
+    snapshot = open_snapshot(state_folder, digest)
+    if snapshot is None:
+        return None
+    columns = snapshot.columns
+    pagerank = PageRankGraph(snapshot.walk, damping=damping, version=snapshot.version)
+    return build_state(snapshot.version, columns, snapshot.passage_matrix, snapshot.fact_matrix,
+                       snapshot.passage_texts, pagerank, stores, basis_folder=basis_folder, state_folder=state_folder)
+
+
+def build_state(version: int, columns: StateColumns, passage_matrix: np.ndarray, fact_matrix: np.ndarray,
+                passage_texts: PassageTexts, pagerank: PageRankGraph, stores: GraphStores, *,
+                hnsw_min_records: int | None = None, hnsw_top_n: int = HNSW_TOP_N,
+                int8_min_records: int = INT8_MIN_ROWS, basis_folder: Path | None = None,
+                state_folder: Path | None = None) -> RetrievalState:
+    """The state of a graph version from its columns, matrices, texts and PageRank matrix: the searches of its
+    vectors and its walk (the arguments are :func:`load_retrieval_state`'s)."""
+    first_entity = len(columns.passage_ids)
+    passage_vectors = DenseVectors(columns.passage_ids, passage_matrix, stores.passage_collections(),
                                    hnsw_min_records or HNSW_MIN_PASSAGES, hnsw_top_n, int8_min_records,
                                    state_folder, "passages-int8")
-    walk = GraphWalk.load(graph.pagerank_graph(damping=damping), len(passage_ids), passage_vectors.matrix,
-                          basis_folder, int8_min_records, state_folder)
+    walk = GraphWalk.load(pagerank, first_entity, passage_vectors.matrix, basis_folder, int8_min_records,
+                          state_folder)
     return RetrievalState(
-        version=graph.version,
-        passage_ids=passage_ids,
+        version=version,
+        passage_ids=columns.passage_ids,
         passage_vectors=passage_vectors,
-        entity_ids=entity_ids,
-        entity_names=entity_names,
-        entity_node=entity_node,
-        entity_key_node={name: entity_node[e] for e, name in zip(entity_ids, entity_names, strict=True)},
-        passage_counts=counts,
-        fact_ids=fact_ids,
-        fact_triples=fact_triples,
-        fact_nodes=fact_nodes,
-        fact_vectors=DenseVectors(fact_ids, fact_matrix, [stores.facts], hnsw_min_records or HNSW_MIN_FACTS,
+        entity_ids=columns.entity_ids,
+        entity_names=columns.entity_names,
+        entity_key_node=NameLookup(columns.entity_names, columns.name_order, first_entity),
+        passage_counts=columns.passage_counts,
+        fact_ids=columns.fact_ids,
+        fact_triples=FactTriples(columns.entity_names, columns.predicates, columns.fact_nodes, first_entity),
+        fact_nodes=columns.fact_nodes,
+        fact_vectors=DenseVectors(columns.fact_ids, fact_matrix, [stores.facts], hnsw_min_records or HNSW_MIN_FACTS,
                                   hnsw_top_n, int8_min_records, state_folder, "facts-int8"),
         walk=walk,
         passage_texts=passage_texts,
@@ -222,7 +269,8 @@ class VersionedState:
         basis_folder: where the walk's solved dense share is kept (read when it is the graph's, else written),
             asked at each load; None: solved in memory.
         state_folder: where the passage and fact matrices and the passages' text are shared with the index's
-            other processes, asked at each load; None: each load holds its own.
+            other processes, asked at each load; None: each load holds its own. A load of a graph unchanged since
+            its last save also files its query snapshot there (:mod:`.state_snapshot`).
         drop_gone: called under the lock with the passages a load found in no collection, to take them out of
             the graph in memory, so that no query serves them; the load then runs again.
     """
@@ -283,8 +331,11 @@ class VersionedState:
             raise EmptyIndexError(f"index {self.stores.name!r} holds no passage: insert documents before retrieving")
         self._before_load()
         try:
+            saved = self.graph.saved
+            unchanged = saved is not None and saved[0] == self.graph.version and not self._changes_running
             state = load_retrieval_state(self.graph, self.stores, damping, basis_folder=self._basis_folder(),
-                                         state_folder=self._state_folder())
+                                         state_folder=self._state_folder(),
+                                         snapshot_digest=saved[1] if unchanged and saved else None)
         except PassagesGoneError as gone:
             if self._drop_gone is None:
                 raise

@@ -204,6 +204,34 @@ class PassageTexts:
         self._bytes = np.frombuffer(self._heap, dtype=np.uint8)
         return self
 
+    @classmethod
+    def mapped(cls, path: Path, offsets: np.ndarray) -> PassageTexts:
+        """The records of a finished file (:attr:`path`), with its :attr:`offsets`, mapped read-only.
+
+        Raises:
+            ValueError: offsets that do not match the file.
+        """
+        texts = cls(None)
+        size = path.stat().st_size
+        if offsets.ndim != 1 or not len(offsets) or offsets[0] != 0 or offsets[-1] != size:
+            raise ValueError(f"{path}: the record offsets do not match the file")
+        texts._offsets = offsets
+        texts._bytes = np.memmap(path, dtype=np.uint8, mode="r") if size else np.zeros(0, np.uint8)
+        return texts
+
+    @property
+    def path(self) -> Path | None:
+        """The file the records are mapped from (None: they are in the heap)."""
+        return Path(self._bytes.filename) if isinstance(self._bytes, np.memmap) else None
+
+    @property
+    def offsets(self) -> np.ndarray:
+        """Where each record starts, and the end of the last one."""
+        return self._offsets
+
+    def __len__(self) -> int:
+        return len(self._offsets) - 1
+
     def record(self, row: int) -> tuple[dict[str, Any], str]:
         """The ``(metadata, text)`` of the passage at ``row``."""
         assert self._bytes is not None, "finish() first"

@@ -17,7 +17,7 @@ def vectors():
     matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
     collection = chromadb.EphemeralClient().get_or_create_collection("dense_search_vectors",
                                                                      metadata={"hnsw:space": "cosine"})
-    ids = [f"r{i}" for i in range(len(matrix))]
+    ids = [f"r{i:04d}" for i in range(len(matrix))]  # sorted, as a state's ids are
     collection.add(ids=ids, embeddings=matrix)
     query = rng.normal(size=16).astype(np.float32)
     return ids, matrix, collection, query / np.linalg.norm(query)

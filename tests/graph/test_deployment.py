@@ -52,9 +52,9 @@ def rankings(index: HippoGraphIndex) -> list:
 class Worker:
     """A query worker process; :meth:`ask` returns its next answer, or raises when none comes in READ_TIMEOUT s."""
 
-    def __init__(self, root: Path, server: ChromaServer) -> None:
+    def __init__(self, root: Path, server: ChromaServer, *flags: str) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.graph.deployment_worker", str(root), server.host, str(server.port),
+            [sys.executable, "-m", "tests.graph.deployment_worker", *flags, str(root), server.host, str(server.port),
              *QUERIES], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self._lines: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
@@ -113,3 +113,33 @@ def test_query_workers_share_the_mapped_graph_while_one_writer_updates(server, t
         assert seen["memory_mapped"]
         assert all(Path(f).parent == root / GRAPH_DIR for f in seen["files"])
     assert len({json.dumps(s["files"]) for s in reopened}) == 1  # the same files, mapped by every worker
+
+
+def test_reader_workers_answer_from_one_snapshot_while_one_writer_updates(server, tmp_path):
+    root = tmp_path / "index"
+    client = default_chroma_client(host=server.host, port=server.port)
+    writer = HippoGraphIndex.from_documents([make_document(t, x) for t, x in FIRST], embed_model=WordBagEmbedding(),
+                                            chroma_client=client, persist_dir=root, name="deployed",
+                                            show_progress=False)
+    old = {"version": writer.graph.version, "rankings": rankings(writer)}
+    workers = [Worker(root, server, "--reader") for _ in range(WORKERS)]
+    try:
+        first = [w.ask() for w in workers]  # the first files the save's snapshot, the others open it
+        for title, text in LATER:  # two saves: the workers' snapshot is no longer the current save's
+            writer.insert([make_document(title, text)])
+        again = [w.ask("again") for w in workers]
+        refreshed = [w.ask("refresh") for w in workers]
+        new = {"version": writer.graph.version, "rankings": rankings(writer)}
+        codes = [w.stop() for w in workers]
+    finally:
+        for w in workers:
+            w.process.kill()
+    assert codes == [0] * WORKERS and new["rankings"] != old["rankings"]
+    for seen in first:
+        assert {k: seen[k] for k in old} == json.loads(json.dumps(old))
+    assert len({json.dumps([s["save"], s["files"]]) for s in first}) == 1  # one snapshot, mapped by every worker
+    assert again == first  # the version the workers opened, answered as before the writer saved
+    for seen in refreshed:  # on the writer's new version, answering identically
+        assert {k: seen[k] for k in new} == json.loads(json.dumps(new))
+    assert len({json.dumps([s["save"], s["files"]]) for s in refreshed}) == 1
+    assert refreshed[0]["save"] != first[0]["save"]

@@ -125,8 +125,9 @@ def test_two_workers_of_a_persisted_index_share_its_state_files_and_rank_alike(t
         assert os.path.samefile(mapped[0].filename, mapped[1].filename)
         assert np.array_equal(vectors_of(in_memory.retrieval_state(damping=0.5)), mapped[0])
     texts = [s.passage_texts for s in states]
-    assert os.path.samefile(texts[0]._bytes.filename, texts[1]._bytes.filename)
-    assert len(files(root / STATE_FOLDER)) == 3  # the passage vectors, the fact vectors, the passage texts
+    assert os.path.samefile(texts[0].path, texts[1].path)
+    # the passage vectors, the fact vectors, the passage texts, and the query snapshot of the saved version
+    assert [name.split("-")[0] for name in files(root / STATE_FOLDER)] == ["facts", "passage", "passages", "snapshot"]
 
 
 RECORDS = [({"title": "Émile \"Zola\"", "_node_content": '{"id_": "p-1"}', "n": 3}, "line one\nline two ✓"),

@@ -24,6 +24,8 @@ to :data:`HNSW_MIN_PASSAGES`, where the exact product becomes the query's larges
 
 from __future__ import annotations
 
+import bisect
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -78,7 +80,8 @@ class DenseVectors:
     """The normalised vectors of one collection's records for one graph version, searched exactly or by HNSW.
 
     Args:
-        ids: the records' ids, in the order of the scores returned.
+        ids: the records' ids, sorted, in the order of the scores returned (past ``hnsw_min_records`` a record
+            found by the HNSW index is looked up among them by binary search).
         vectors: their normalised embeddings (one row each).
         collections: the Chroma collections holding them (searched past ``hnsw_min_records``; records of theirs
             not in ``ids`` are skipped).
@@ -95,7 +98,7 @@ class DenseVectors:
         products: how a search for the top alone multiplies them (None when the HNSW index is searched).
     """
 
-    def __init__(self, ids: list[str], vectors: np.ndarray, collections: list[Any], hnsw_min_records: int,
+    def __init__(self, ids: Sequence[str], vectors: np.ndarray, collections: list[Any], hnsw_min_records: int,
                  top_n: int = HNSW_TOP_N, int8_min_records: int = INT8_MIN_ROWS, codes_folder: Path | None = None,
                  codes_kind: str = "int8") -> None:
         self.size = len(ids)
@@ -109,9 +112,14 @@ class DenseVectors:
             self.matrix = vectors
             self.products = row_products(vectors, int8_min_records, codes_folder, codes_kind)
             return
-        self._row = {record_id: i for i, record_id in enumerate(ids)}
+        self._ids = ids
         self._total = vectors.sum(axis=0, dtype=np.float64)
         self._held = [(collection, collection.count()) for collection in collections]
+
+    def _row(self, record_id: str) -> int | None:
+        """The row of ``record_id`` among the sorted ids, or None."""
+        row = bisect.bisect_left(self._ids, record_id)
+        return row if row < len(self._ids) and self._ids[row] == record_id else None
 
     def search(self, query: np.ndarray, top_k: int = 0, every: bool = True,
                top_n: int | None = None) -> DenseScores:
@@ -143,12 +151,12 @@ class DenseVectors:
                 continue
             found = collection.query(query_embeddings=[query.tolist(), (-query).tolist()],
                                      n_results=min(n_results, held), include=["distances"])
-            # a record added after this version was loaded, or not the graph's, is not in self._row
-            near_by_row.update((self._row[i], 1.0 - d) for i, d in zip(found["ids"][0], found["distances"][0],
-                                                                       strict=True) if i in self._row)
+            # a record added after this version was loaded, or not the graph's, has no row
+            near = ((self._row(i), 1.0 - d) for i, d in zip(found["ids"][0], found["distances"][0], strict=True))
+            near_by_row.update((row, similarity) for row, similarity in near if row is not None)
             # cosine distance to -q is 1 + similarity to q: the nearest to -q is the least similar to q
             farthest += [d - 1.0 for i, d in zip(found["ids"][1], found["distances"][1], strict=True)
-                         if i in self._row][:1]
+                         if self._row(i) is not None][:1]
         pairs = sorted(near_by_row.items(), key=lambda pair: -pair[1])[:n_results]
         rows = np.array([r for r, _ in pairs], dtype=np.int64)
         near = np.array([s for _, s in pairs], dtype=np.float64)

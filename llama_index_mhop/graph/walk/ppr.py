@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Hashable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from scipy import sparse
@@ -41,6 +41,7 @@ __all__ = [
     "PUSH_MIN_NODES",
     "PUSH_TOLERANCE",
     "PageRankGraph",
+    "WalkMatrices",
 ]
 
 logger = logging.getLogger(__name__)
@@ -54,6 +55,17 @@ DEFAULT_MAX_ITER = 200
 PUSH_MIN_NODES = 50_000
 PUSH_TOLERANCE = 1e-4  # the push's default epsilon times the number of nodes
 _METHODS = ("auto", "exact", "push")
+
+
+class WalkMatrices(NamedTuple):
+    """What a walk reads of a graph: the transition matrix ``M`` (column-stochastic CSR), the walk ``P = M.T``
+    (row-stochastic CSR) and each node's out-weight. Given as the ``adjacency`` of :class:`PageRankGraph`, they are
+    used as they are, not copied: a graph opened from memory-mapped arrays keeps them shared."""
+
+    transition: sparse.csr_matrix
+    walk: sparse.csr_matrix
+    out_weight: np.ndarray
+    symmetric: bool | None = None  # whether the adjacency is symmetric (None: not known, found on first use)
 
 
 def _walk(adjacency: Any) -> tuple[sparse.csr_matrix, sparse.csr_matrix, np.ndarray]:
@@ -169,7 +181,8 @@ class PageRankGraph:
     ``PageRankGraph`` when the graph changes (the optional ``version`` labels which graph this is).
 
     Args:
-        adjacency: ``n x n`` weights, ``adjacency[i, j]`` for the edge ``i -> j`` (symmetric when undirected).
+        adjacency: ``n x n`` weights, ``adjacency[i, j]`` for the edge ``i -> j`` (symmetric when undirected); or
+            the :attr:`matrices` of a graph, as saved.
             Weights must be finite and non-negative; zero weights are no edges, and a node without a positive
             out-weight is dangling (its mass returns to the reset).
         damping: probability of following an edge, in [0, 1); HippoRAG 2 uses 0.5.
@@ -217,16 +230,18 @@ class PageRankGraph:
         self.max_iter = int(max_iter)
         self.version = version
         started = time.perf_counter()
-        self._transition, walk, self._out_weight = _walk(adjacency)
+        if isinstance(adjacency, WalkMatrices):  # another graph's, as saved: used as they are (maps stay shared)
+            self._transition, walk, self._out_weight, symmetric = adjacency
+        else:
+            (self._transition, walk, self._out_weight), symmetric = _walk(adjacency), None
         n = self._transition.shape[0]
         self.method = method if method != "auto" else ("push" if n >= PUSH_MIN_NODES else "exact")
         self.push_epsilon = float(push_epsilon) if push_epsilon is not None else PUSH_TOLERANCE / max(1, n)
         self._walk = walk if self.method == "push" else None  # P = M.T: only push reads a node's out-edges
         self._threshold_weight: np.ndarray | None = None
         self._scratch: PushScratch | None = None
-        self._symmetric: bool | None = None
-        self._damped = self._transition.copy()
-        self._damped.data *= self.damping  # one multiply per graph instead of one per iteration
+        self._symmetric: bool | None = symmetric
+        self._damped: sparse.csr_matrix | None = None  # only run() reads it: made on its first call
         self.build_seconds = time.perf_counter() - started
         self._nodes = None if nodes is None else list(nodes)
         if self._nodes is not None:
@@ -309,13 +324,23 @@ class PageRankGraph:
         Raises:
             ValueError: a reset of the wrong length, negative, NaN/infinite or all zero.
         """
-        return _power_iteration(self._damped, _check_reset(reset, self.n_nodes), 1.0, self.tol, self.max_iter)
+        r = _check_reset(reset, self.n_nodes)
+        if self._damped is None:
+            damped = self._transition.copy()
+            damped.data *= self.damping  # one multiply per graph instead of one per iteration
+            self._damped = damped
+        return _power_iteration(self._damped, r, 1.0, self.tol, self.max_iter)
 
     def _walk_matrix(self) -> sparse.csr_matrix:
         """``P = M.T`` as CSR (row ``u``: where a walker at ``u`` goes), built on first use by an exact graph."""
         if self._walk is None:
             self._walk = self._transition.transpose().tocsr()
         return self._walk
+
+    @property
+    def matrices(self) -> WalkMatrices:
+        """The matrices a walk reads (``PageRankGraph(graph.matrices, ...)`` walks the same graph)."""
+        return WalkMatrices(self._transition, self._walk_matrix(), self._out_weight, self.symmetric)
 
     @property
     def out_weight(self) -> np.ndarray:

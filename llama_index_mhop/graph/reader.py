@@ -1,0 +1,180 @@
+"""``HippoGraphReader``: a query worker over a saved graph index, opened from the save's query snapshot.
+
+A :class:`~.index.HippoGraphIndex` reopened from its folder parses the graph's tables (dicts of every entity, fact
+and passage) and reads every passage and fact vector from Chroma before its first query; each query worker of a
+deployment would hold all of it on its own. The reader opens the query snapshot of the current save instead
+(:mod:`.state_snapshot`): string columns, arrays and vector files that every worker maps, so a worker holds little
+beyond the walk's matrix. It answers exactly as the index does (same passages, same scores) from the version it
+opened, until :meth:`HippoGraphReader.refresh` opens the newest save.
+
+When the current save has no snapshot yet, the reader opens the index once to file it (one full state load, in
+the first worker that needs it), then opens the snapshot like any other worker. The reader never writes the graph:
+inserts and deletes go through the one writer process's index.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.schema import NodeWithScore
+
+from .engines import chat_engine, query_engine
+from .graph_files import saved_tables_digest
+from .layout import GRAPH_DIR
+from .lm_programs import load_lm_programs
+from .persistence import read_saved_config
+from .state import RetrievalState, open_saved_state
+from .state_files import STATE_FOLDER
+from .walk.basis_files import BASIS_FOLDER
+from .walk.ppr import DEFAULT_DAMPING
+
+if TYPE_CHECKING:
+    from llama_index.core.chat_engine.types import BaseChatEngine
+    from llama_index.core.query_engine import RetrieverQueryEngine
+
+    from ..retrievers.hippo_graph import HippoGraphRetriever
+    from .graph_stores import GraphStores
+
+__all__ = ["HippoGraphReader"]
+
+logger = logging.getLogger(__name__)
+
+
+class HippoGraphReader:
+    """The read side of a saved :class:`~.index.HippoGraphIndex`: retrievers and engines over the save it opened,
+    from that save's query snapshot (see the module docstring). Open one with :meth:`open`.
+
+    Attributes:
+        name: the index's name.
+        persist_dir: the folder of the saved index.
+        fact_filter_program: the compiled fact filter program saved with the index (None: none).
+        digest: the digest of the save's ``tables.json`` this reader answers from.
+    """
+
+    def __init__(self, persist_dir: Path, stores: GraphStores, fact_filter_program: Any) -> None:
+        self.persist_dir = persist_dir
+        self.name = stores.name
+        self.stores = stores
+        self.fact_filter_program = fact_filter_program
+        self.digest = ""
+        self._states: dict[float, RetrievalState] = {}
+
+    @classmethod
+    def open(cls, persist_dir: str | os.PathLike[str], chroma_client: Any = None,
+             embed_model: BaseEmbedding | None = None, damping: float = DEFAULT_DAMPING) -> HippoGraphReader:
+        """Open the index saved in ``persist_dir`` for queries, its state loaded for walks with ``damping``.
+
+        Args:
+            persist_dir: the folder the index was saved in.
+            chroma_client: the Chroma client holding its collections (as for ``HippoGraphIndex.from_persist_dir``).
+            embed_model: the embedder of queries (the one the index was built with); default as the index's.
+            damping: the walk's damping of the retrievers to come (another one loads its own state on first use).
+
+        Raises:
+            FileNotFoundError: no saved index in ``persist_dir``.
+            ValueError: an unreadable file, or a store without the index's collections.
+        """
+        from ..defaults import resolve_embed_model
+
+        root = Path(persist_dir)
+        saved = read_saved_config(root)
+        embed_model = resolve_embed_model(embed_model)
+        saved.warn_if_other_embedder(embed_model)
+        reader = cls(root, saved.open_stores(chroma_client, embed_model), load_lm_programs(root, None))
+        reader._open_current(damping, reader.stores.client)
+        return reader
+
+    @property
+    def embed_model(self) -> BaseEmbedding:
+        """The embedder of queries."""
+        return self.stores.embed_model
+
+    @property
+    def version(self) -> int:
+        """The graph version this reader answers from."""
+        return next(iter(self._states.values())).version
+
+    def refresh(self, chroma_client: Any = None) -> bool:
+        """Open the newest save if the index was saved since this reader opened it.
+
+        Returns:
+            Whether the reader moved to another save.
+        """
+        if saved_tables_digest(self.persist_dir / GRAPH_DIR) == self.digest:
+            return False
+        damping = next(iter(self._states))
+        self._open_current(damping, chroma_client if chroma_client is not None else self.stores.client)
+        return True
+
+    def retrieval_state(self, damping: float = DEFAULT_DAMPING) -> RetrievalState:
+        """The query state of the save this reader opened, for a walk with ``damping``."""
+        state = self._states.get(damping)
+        if state is None:
+            state = self._saved_state(self.digest, damping)
+            if state is None:
+                raise ValueError(f"index {self.name!r}: the query snapshot of the save this reader opened is gone "
+                                 "(a newer save replaced it): call refresh()")
+            self._states[damping] = state
+        return state
+
+    def still_held(self, nodes: Sequence[NodeWithScore]) -> list[NodeWithScore]:
+        """``nodes`` without the passages gone from the vector index collection the index reads in place (never
+        served once gone; the writer's next change takes them out of the graph)."""
+        if self.stores.passage_source is None or not nodes:
+            return list(nodes)
+        held = self.stores.held_passages([n.node.node_id for n in nodes])
+        return [n for n in nodes if n.node.node_id in held]
+
+    def as_retriever(self, **kwargs: Any) -> HippoGraphRetriever:
+        """A :class:`~llama_index_mhop.retrievers.hippo_graph.HippoGraphRetriever` over this reader."""
+        from ..retrievers.hippo_graph import HippoGraphRetriever
+
+        return HippoGraphRetriever(index=self, **kwargs)
+
+    def as_query_engine(self, llm: Any = None, **kwargs: Any) -> RetrieverQueryEngine:
+        """A ``RetrieverQueryEngine`` answering from this reader's retriever (``HippoGraphIndex.as_query_engine``'s
+        arguments)."""
+        return query_engine(self._retriever_from(kwargs), llm, **kwargs)
+
+    def as_chat_engine(self, chat_mode: str = "condense_plus_context", llm: Any = None,
+                       **kwargs: Any) -> BaseChatEngine:
+        """A LlamaIndex chat engine answering from this reader's retriever (``HippoGraphIndex.as_chat_engine``'s
+        arguments)."""
+        return chat_engine(self._retriever_from(kwargs), chat_mode, llm, **kwargs)
+
+    def _retriever_from(self, kwargs: dict[str, Any]) -> HippoGraphRetriever:
+        from ..retrievers.hippo_graph import HippoGraphRetriever
+
+        return self.as_retriever(**{k: kwargs.pop(k) for k in list(kwargs) if k in HippoGraphRetriever.ARGUMENTS})
+
+    def _saved_state(self, digest: str, damping: float) -> RetrievalState | None:
+        return open_saved_state(self.persist_dir / STATE_FOLDER, digest, self.stores, damping,
+                                basis_folder=self.persist_dir / BASIS_FOLDER)
+
+    def _open_current(self, damping: float, chroma_client: Any) -> None:
+        """Answer from the current save: its snapshot, filed first by opening the index when there is none."""
+        for attempt in range(3):
+            digest = saved_tables_digest(self.persist_dir / GRAPH_DIR)
+            state = self._saved_state(digest, damping)
+            if state is not None:
+                self.digest, self._states = digest, {damping: state}
+                return
+            if attempt < 2:
+                self._file_snapshot(damping, chroma_client)
+        raise ValueError(f"index {self.name!r}: no query snapshot could be filed in "
+                         f"{self.persist_dir / STATE_FOLDER} (the index was saved meanwhile, or the folder cannot "
+                         "be written): open it with HippoGraphIndex.from_persist_dir")
+
+    def _file_snapshot(self, damping: float, chroma_client: Any) -> None:
+        """Open the index and load its state once, which files the current save's snapshot."""
+        from .index import HippoGraphIndex
+
+        logger.info("index %s: filing the query snapshot of its current save", self.name)
+        index = HippoGraphIndex.from_persist_dir(self.persist_dir, chroma_client=chroma_client,
+                                                 embed_model=self.embed_model)
+        index.retrieval_state(damping)

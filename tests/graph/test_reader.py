@@ -1,0 +1,138 @@
+"""HippoGraphReader: query workers open a save's query snapshot (columns, arrays and vector files every worker maps)
+instead of the graph's tables, and answer exactly as the index does."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+
+from llama_index_mhop.graph import persistence
+from llama_index_mhop.graph.index import HippoGraphIndex
+from llama_index_mhop.graph.reader import HippoGraphReader
+from llama_index_mhop.graph.state_columns import NameLookup, StringColumn
+from llama_index_mhop.graph.state_files import STATE_FOLDER
+from llama_index_mhop.graph.state_snapshot import snapshot_folder
+from llama_index_mhop.stores import make_document
+from tests.graph.film_chain import documents
+from tests.word_bag import WordBagEmbedding
+
+QUESTIONS = ["Who wrote the film that Delbert Mann directed in 1955?", "Where was the writer of Marty born?",
+             "Which comedy did the director of Marty make in 1961?"]
+
+
+@pytest.fixture()
+def saved(tmp_path):
+    root = tmp_path / "index"
+    index = HippoGraphIndex.from_documents(documents(), embed_model=WordBagEmbedding(), persist_dir=root,
+                                           name="films", show_progress=False)
+    return root, index
+
+
+def answers(source) -> list:
+    retriever = source.as_retriever(similarity_top_k=4)
+    return [[(n.node.node_id, n.score, n.node.text, n.node.metadata) for n in retriever.retrieve(q)]
+            for q in QUESTIONS]
+
+
+def open_reader(root) -> HippoGraphReader:
+    return HippoGraphReader.open(root, embed_model=WordBagEmbedding())
+
+
+def test_a_reader_answers_as_the_index_from_mapped_columns(saved):
+    root, index = saved
+    reader = open_reader(root)
+    assert answers(reader) == answers(index)
+    mine, theirs = reader.retrieval_state(), index.retrieval_state()
+    assert isinstance(mine.passage_ids, StringColumn) and isinstance(mine.entity_names, StringColumn)
+    assert isinstance(mine.fact_nodes, np.memmap) and isinstance(mine.passage_vectors.matrix, np.memmap)
+    for field in ("passage_ids", "entity_ids", "entity_names", "fact_ids", "fact_triples"):
+        assert list(getattr(mine, field)) == list(getattr(theirs, field)), field
+    assert np.array_equal(mine.passage_counts, theirs.passage_counts)
+    assert np.array_equal(mine.fact_nodes, theirs.fact_nodes)
+    assert mine.version == theirs.version == reader.version
+    mapped, built = (s.walk.pagerank.transition for s in (mine, theirs))  # the index's, mapped read-only
+    assert (mapped != built).nnz == 0 and not mapped.data.flags.writeable and not mapped.indices.flags.writeable
+    for name in [*theirs.entity_names, "no such entity"]:
+        assert mine.entity_key_node.get(name) == theirs.entity_key_node.get(name)
+
+
+def test_a_second_reader_opens_the_snapshot_without_the_graphs_tables(saved, monkeypatch):
+    root, index = saved
+    first = open_reader(root)  # files the current save's snapshot (the index never loaded its state)
+
+    def no_tables(*args, **kwargs):
+        raise AssertionError("the graph's tables were read")
+
+    monkeypatch.setattr(persistence, "read_saved_index", no_tables)
+    second = open_reader(root)
+    assert second.digest == first.digest and answers(second) == answers(index)
+    folders = [p.name for p in (root / STATE_FOLDER).iterdir() if p.is_dir()]
+    assert folders == [snapshot_folder(root / STATE_FOLDER, first.digest).name]
+
+
+def test_refresh_moves_a_reader_to_the_writers_new_save(saved):
+    root, index = saved
+    reader = open_reader(root)
+    before = answers(reader)
+    assert not reader.refresh()
+    index.insert(make_document("The Bronx", "The Bronx is a borough of New York City where Paddy Chayefsky was born."))
+    assert answers(reader) == before  # still the save it opened
+    assert reader.refresh()
+    assert reader.version == index.graph.version and answers(reader) == answers(index) != before
+    folders = [p.name for p in (root / STATE_FOLDER).iterdir() if p.is_dir()]
+    assert folders == [snapshot_folder(root / STATE_FOLDER, reader.digest).name]  # the older one is removed
+
+
+def test_a_damaged_snapshot_is_removed_and_filed_again(saved, caplog):
+    root, index = saved
+    digest = open_reader(root).digest
+    ends = snapshot_folder(root / STATE_FOLDER, digest) / "entity_names.ends.npy"
+    np.save(ends, np.load(ends)[:-1])  # one name short
+    with caplog.at_level(logging.WARNING, logger="llama_index_mhop.graph.state_snapshot"):
+        reader = open_reader(root)
+    assert "damaged" in caplog.text
+    assert reader.digest == digest and answers(reader) == answers(index)
+    names = index.retrieval_state().entity_names
+    assert list(StringColumn.open(ends.parent, "entity_names", len(names))) == names  # filed whole again
+
+
+def test_a_readers_query_engine_cites_its_retrievers_passages(saved):
+    from llama_index.core.llms import MockLLM
+
+    root, index = saved
+    reader = open_reader(root)
+    response = reader.as_query_engine(llm=MockLLM(), similarity_top_k=3).query(QUESTIONS[0])
+    expected = reader.as_retriever(similarity_top_k=3).retrieve(QUESTIONS[0])
+    assert [n.node.node_id for n in response.source_nodes] == [n.node.node_id for n in expected]
+
+
+def test_a_reader_of_a_folder_without_an_index_says_so(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no HippoGraphIndex saved"):
+        open_reader(tmp_path)
+
+
+AWKWARD = ["plain", "", "line one\nline two", 'quoted "name" \\ slash', "Émile Zola ✓", "{not json]", "plain"]
+
+
+def test_a_string_column_reads_back_every_string(tmp_path):
+    StringColumn.write(tmp_path, "names", AWKWARD)
+    column = StringColumn.open(tmp_path, "names", len(AWKWARD))
+    assert list(column) == AWKWARD and column[-1] == AWKWARD[-1] and column[1:3] == AWKWARD[1:3]
+    with pytest.raises(IndexError):
+        column[len(AWKWARD)]
+    with pytest.raises(ValueError, match="expected 8 lines"):
+        StringColumn.open(tmp_path, "names", len(AWKWARD) + 1)
+    (tmp_path / "names.jsonl").write_bytes((tmp_path / "names.jsonl").read_bytes()[:-3])  # cut short
+    with pytest.raises(ValueError, match="names.jsonl"):
+        StringColumn.open(tmp_path, "names", len(AWKWARD))
+
+
+def test_a_name_lookup_finds_what_a_dict_filled_in_order_finds():
+    expected = {name: i for i, name in enumerate(AWKWARD)}  # a repeated name keeps its last position
+    lookup = NameLookup(AWKWARD, offset=10)
+    for name, position in expected.items():
+        assert lookup.get(name) == 10 + position
+    assert lookup.get("absent") is None and lookup.get("absent", -1) == -1
+    assert NameLookup([]).get("x") is None
