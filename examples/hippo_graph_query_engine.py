@@ -1,4 +1,5 @@
-"""HippoRAG 2 memory over Chroma: build (or reopen) a HippoGraphIndex, retrieve with a trace, and query it.
+"""HippoRAG 2 memory over Chroma: build (or reopen) a HippoGraphIndex, retrieve with a trace, query it, and read
+it as a query worker would (HippoGraphReader).
 
 Runs offline with the packaged all-MiniLM-L6-v2 embedder and the LLM-free extractor and fact filter:
 
@@ -16,6 +17,7 @@ import json
 from importlib import resources
 from pathlib import Path
 
+from llama_index_mhop.graph import HippoGraphReader
 from llama_index_mhop.graph.index import CONFIG_FILE, HippoGraphIndex
 
 # The multi-hop corpus shipped inside the package, and a three-hop question about it.
@@ -60,6 +62,12 @@ def main() -> None:
     engine = index.as_query_engine(llm=MockLLM(max_tokens=8), similarity_top_k=args.top_k)
     response = engine.query(args.question)
     print("query engine sources:", [n.node.metadata.get("title") for n in response.source_nodes])
+
+    # A query worker of a deployment (docs/SCALING.md) opens the saved index as a reader: it maps the save's query
+    # snapshot instead of parsing the graph's tables, and answers as the index does.
+    reader = HippoGraphReader.open(args.persist_dir, chroma_client=index.chroma_client, embed_model=index.embed_model)
+    hits = reader.as_retriever(similarity_top_k=args.top_k, lm=lm).retrieve(args.question)
+    print("reader:", [hit.node.metadata.get("title") for hit in hits])
 
 
 if __name__ == "__main__":

@@ -52,6 +52,7 @@ def test_hippo_graph_query_engine_example_builds_then_reopens(tmp_path):
     ranked = [line.split(maxsplit=2)[2] for line in built.splitlines() if line[:2] in {f"{i}." for i in range(1, 6)}]
     assert ranked[:2] == ["Gull Island Overture", "Ilse Dravencourt"]
     assert "query entities: ['gull island overture']" in built
+    assert f"reader: {ranked}" in built  # the reader of the saved index ranks as the index
     assert run_example("hippo_graph_query_engine.py", *args) == built  # reopened from disk: the same answers
 
 

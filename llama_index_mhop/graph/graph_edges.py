@@ -132,21 +132,15 @@ class GraphEdges:
         """
         if self._pagerank is None or self._pagerank.damping != damping:
             nodes = self.node_order()
-            edges, weights = self.walk_edges(nodes)
+            position = np.full(self._nodes.capacity, -1, dtype=np.int64)
+            position[self._nodes.slots(nodes)] = np.arange(len(nodes))
+            pairs, _, weight = self._edge_weights()
+            keep = weight > 0
+            edges = np.stack([position[pairs[keep, 0]], position[pairs[keep, 1]]], axis=1)
             self._pagerank = PageRankGraph.from_edges(
-                len(nodes), edges, weights, nodes=nodes, damping=damping, version=self.version
+                len(nodes), edges, weight[keep], nodes=nodes, damping=damping, version=self.version
             )
         return self._pagerank
-
-    def walk_edges(self, nodes: list[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """The edges :meth:`pagerank_graph` walks: ``(m, 2)`` positions in ``nodes`` (default
-        :meth:`node_order`) and their ``m`` weights, edges of weight 0 left out."""
-        nodes = self.node_order() if nodes is None else nodes
-        position = np.full(self._nodes.capacity, -1, dtype=np.int64)
-        position[self._nodes.slots(nodes)] = np.arange(len(nodes))
-        pairs, _, weight = self._edge_weights()
-        keep = weight > 0
-        return np.stack([position[pairs[keep, 0]], position[pairs[keep, 1]]], axis=1), weight[keep]
 
     def node_order(self) -> list[str]:
         """Passage ids then entity ids, each sorted: the row order of :meth:`pagerank_graph`."""

@@ -30,7 +30,7 @@ from .knowledge_graph import KnowledgeGraph
 from .state_columns import FactTriples, NameLookup, StateColumns
 from .state_files import PassageTexts, VectorMatrix
 from .state_snapshot import Snapshot, open_snapshot, write_snapshot
-from .walk.dense_search import HNSW_MIN_FACTS, HNSW_MIN_PASSAGES, HNSW_TOP_N, DenseVectors
+from .walk.dense_search import HNSW_MIN_FACTS, HNSW_MIN_PASSAGES, HNSW_TOP_N, DenseVectors, VectorSum
 from .walk.graph_walk import GraphWalk
 from .walk.int8_rows import INT8_MIN_ROWS
 from .walk.ppr import PageRankGraph
@@ -103,13 +103,17 @@ class RetrievalState:
         return nodes
 
 
-def _put_normalised(matrix: np.ndarray, start: int, vectors: list[np.ndarray]) -> None:
-    """Write ``vectors`` scaled to unit length (a zero vector stays zero) into ``matrix`` from row ``start``."""
-    if not vectors:
-        return
+def _normalised(vectors: list[np.ndarray]) -> np.ndarray:
+    """``vectors`` scaled to unit length (a zero vector stays zero), as float32 rows."""
     block = np.asarray(vectors, dtype=np.float32)
     norms = np.linalg.norm(block, axis=1, keepdims=True)
-    matrix[start : start + block.shape[0]] = block / np.where(norms > 0, norms, 1.0)
+    return block / np.where(norms > 0, norms, 1.0)
+
+
+def _put_normalised(matrix: np.ndarray, start: int, vectors: list[np.ndarray]) -> None:
+    """Write ``vectors`` normalised (:func:`_normalised`) into ``matrix`` from row ``start``."""
+    if vectors:
+        matrix[start : start + len(vectors)] = _normalised(vectors)
 
 
 def _passage_rows(stores: GraphStores, passage_ids: list[str],
@@ -149,22 +153,29 @@ def _passage_rows(stores: GraphStores, passage_ids: list[str],
     return texts.finish(), matrix.finish(len(passage_ids))
 
 
-def _fact_rows(facts: Any, fact_ids: list[str], dimension: int,
-               folder: Path | None) -> tuple[list[str], np.ndarray]:
+def _fact_rows(facts: Any, fact_ids: list[str], dimension: int, folder: Path | None,
+               rows: bool) -> tuple[list[str], np.ndarray | VectorSum]:
     """The facts of ``fact_ids`` the collection holds and their normalised embeddings, read a batch at a time
-    into one float32 matrix, shared through ``folder`` when given (:mod:`.state_files`)."""
+    into one float32 matrix, shared through ``folder`` when given (:mod:`.state_files`); without ``rows`` (facts
+    searched through the HNSW index) only their sum."""
     found: list[str] = []
-    matrix = VectorMatrix(len(fact_ids), dimension, folder, "facts")
+    matrix = VectorMatrix(len(fact_ids), dimension, folder, "facts") if rows else None
+    total = np.zeros(dimension, dtype=np.float64)
     try:
         for start in range(0, len(fact_ids), CHROMA_BATCH):
-            rows = get_records(facts, fact_ids[start : start + CHROMA_BATCH], ["embeddings"])
-            batch = [f for f in fact_ids[start : start + CHROMA_BATCH] if f in rows]
-            _put_normalised(matrix.rows, len(found), [rows[f]["embeddings"] for f in batch])
+            records = get_records(facts, fact_ids[start : start + CHROMA_BATCH], ["embeddings"])
+            batch = [f for f in fact_ids[start : start + CHROMA_BATCH] if f in records]
+            vectors = [records[f]["embeddings"] for f in batch]
+            if matrix is not None:
+                _put_normalised(matrix.rows, len(found), vectors)
+            elif vectors:
+                total += _normalised(vectors).sum(axis=0, dtype=np.float64)
             found += batch
     except BaseException:
-        matrix.discard()
+        if matrix is not None:
+            matrix.discard()
         raise
-    return found, matrix.finish(len(found))
+    return found, VectorSum(total) if matrix is None else matrix.finish(len(found))
 
 
 def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: float,
@@ -195,7 +206,8 @@ def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: fl
     counts = np.zeros(len(nodes), dtype=np.float64)
     for e, i in entity_node.items():
         counts[i] = len(graph.entity_passages.get(e, ()))
-    fact_ids, fact_matrix = _fact_rows(stores.facts, sorted(graph.facts), passage_matrix.shape[1], state_folder)
+    fact_ids, fact_matrix = _fact_rows(stores.facts, sorted(graph.facts), passage_matrix.shape[1], state_folder,
+                                       rows=graph.num_facts < (hnsw_min_records or HNSW_MIN_FACTS))
     fact_nodes = np.zeros((len(fact_ids), 2), dtype=np.int64)
     for i, f in enumerate(fact_ids):
         s_id, _, o_id = graph.facts[f]
@@ -228,7 +240,8 @@ def open_saved_state(state_folder: Path, digest: str, stores: GraphStores, dampi
                        snapshot.passage_texts, pagerank, stores, basis_folder=basis_folder, state_folder=state_folder)
 
 
-def build_state(version: int, columns: StateColumns, passage_matrix: np.ndarray, fact_matrix: np.ndarray,
+def build_state(version: int, columns: StateColumns, passage_matrix: np.ndarray,
+                fact_matrix: np.ndarray | VectorSum,
                 passage_texts: PassageTexts, pagerank: PageRankGraph, stores: GraphStores, *,
                 hnsw_min_records: int | None = None, hnsw_top_n: int = HNSW_TOP_N,
                 int8_min_records: int = INT8_MIN_ROWS, basis_folder: Path | None = None,

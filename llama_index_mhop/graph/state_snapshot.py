@@ -11,7 +11,8 @@ written to, its ``tables.json``) files it under ``state_files/snapshot-<digest>/
   matrix and its transpose as CSR arrays, the out-weights) as ``.npy`` arrays, mapped by every reader as the
   walk's own matrices;
 * hard links to the state's passage and fact matrices and passage texts (:mod:`.state_files`), so that the
-  files a later version publishes never remove them, with the texts' record offsets.
+  files a later version publishes never remove them, with the texts' record offsets; facts searched through the
+  HNSW index have no matrix, only the sum of their vectors.
 
 The folder is written under a partial name and renamed whole, so a reader never sees half of one; a new one
 removes the snapshots of other saves (a process still reading one keeps its maps). The digest ties a snapshot to
@@ -38,6 +39,7 @@ from .graph_arrays import load_array
 from .json_files import check_field, read_json_object, write_json
 from .state_columns import StateColumns, StringColumn
 from .state_files import PassageTexts
+from .walk.dense_search import VectorSum
 from .walk.ppr import WalkMatrices
 
 __all__ = ["SNAPSHOT_FORMAT", "Snapshot", "open_snapshot", "snapshot_folder", "write_snapshot"]
@@ -58,7 +60,7 @@ class Snapshot:
     version: int
     columns: StateColumns
     passage_matrix: np.ndarray
-    fact_matrix: np.ndarray
+    fact_matrix: np.ndarray | VectorSum  # the sum alone when facts are searched through the HNSW index
     passage_texts: PassageTexts
     walk: WalkMatrices  # the graph's walk, as its PageRank matrix holds it
 
@@ -79,8 +81,9 @@ def write_snapshot(state_folder: Path, digest: str, snapshot: Snapshot) -> Path 
     if target.is_dir():
         return target
     sources = {"passage_matrix": getattr(snapshot.passage_matrix, "filename", None),
-               "fact_matrix": getattr(snapshot.fact_matrix, "filename", None),
                "passage_texts": snapshot.passage_texts.path}
+    if not isinstance(snapshot.fact_matrix, VectorSum):
+        sources["fact_matrix"] = getattr(snapshot.fact_matrix, "filename", None)
     if any(source is None for source in sources.values()):
         return None
     partial = state_folder / f".{_PREFIX}{digest}.{os.getpid()}.{uuid.uuid4().hex}.partial"
@@ -110,6 +113,8 @@ def _write_files(folder: Path, snapshot: Snapshot, sources: dict[str, Path]) -> 
     arrays = {"name_order": columns.name_order, "passage_counts": columns.passage_counts,
               "fact_nodes": columns.fact_nodes, "passage_offsets": snapshot.passage_texts.offsets,
               "out_weight": walk.out_weight}
+    if isinstance(snapshot.fact_matrix, VectorSum):
+        arrays["fact_total"] = snapshot.fact_matrix.total
     for matrix in ("transition", "walk"):
         csr = getattr(walk, matrix)
         arrays.update({f"{matrix}_data": csr.data, f"{matrix}_indices": csr.indices, f"{matrix}_indptr": csr.indptr})
@@ -120,7 +125,7 @@ def _write_files(folder: Path, snapshot: Snapshot, sources: dict[str, Path]) -> 
     write_json(folder / _MANIFEST, {
         "format": SNAPSHOT_FORMAT, "version": snapshot.version, "passages": len(columns.passage_ids),
         "entities": len(columns.entity_ids), "facts": len(columns.fact_ids), "edges": int(walk.transition.nnz),
-        "symmetric": walk.symmetric})
+        "symmetric": walk.symmetric, "fact_vectors": "sum" if isinstance(snapshot.fact_matrix, VectorSum) else "rows"})
 
 
 def _remove_others(state_folder: Path, keep: Path) -> None:
@@ -185,9 +190,18 @@ def _open(folder: Path) -> Snapshot:
     walk = WalkMatrices(_csr(folder, "transition", nodes, edges), _csr(folder, "walk", nodes, edges),
                         array("out_weight", np.float64, (nodes,)), symmetric)
     passage_matrix = load_array(folder / _LINKED["passage_matrix"], np.float32, 2, mmap=True)
-    fact_matrix = load_array(folder / _LINKED["fact_matrix"], np.float32, 2, mmap=True)
-    if passage_matrix.shape[0] != passages or fact_matrix.shape[0] != facts:
-        raise ValueError(f"{folder}: the matrices do not hold one row per passage and fact")
+    fact_vectors = check_field(manifest, "fact_vectors", str, where)
+    if fact_vectors == "sum":
+        fact_matrix: np.ndarray | VectorSum = VectorSum(np.array(array("fact_total", np.float64,
+                                                                       (passage_matrix.shape[1],))))
+    elif fact_vectors == "rows":
+        fact_matrix = load_array(folder / _LINKED["fact_matrix"], np.float32, 2, mmap=True)
+        if fact_matrix.shape[0] != facts:
+            raise ValueError(f"{folder}: the fact matrix does not hold one row per fact")
+    else:
+        raise ValueError(f"{where}: fact_vectors: expected \"rows\" or \"sum\", got {fact_vectors!r}")
+    if passage_matrix.shape[0] != passages:
+        raise ValueError(f"{folder}: the passage matrix does not hold one row per passage")
     texts = PassageTexts.mapped(folder / _LINKED["passage_texts"], array("passage_offsets", np.int64, (passages + 1,)))
     columns = StateColumns(strings["passage_ids"], strings["entity_ids"], strings["entity_names"], name_order,
                            array("passage_counts", np.float64, (nodes,)), strings["fact_ids"], strings["predicates"],

@@ -136,3 +136,21 @@ def test_a_name_lookup_finds_what_a_dict_filled_in_order_finds():
         assert lookup.get(name) == 10 + position
     assert lookup.get("absent") is None and lookup.get("absent", -1) == -1
     assert NameLookup([]).get("x") is None
+
+
+def test_facts_past_the_hnsw_threshold_are_filed_as_their_sum_alone(saved, tmp_path):
+    from llama_index_mhop.graph.state import load_retrieval_state, open_saved_state
+
+    root, index = saved
+    folder, facts = tmp_path / "state", index.graph.num_facts
+    assert facts > index.graph.num_passages  # so that only the facts cross the threshold below
+    loaded = load_retrieval_state(index.graph, index.stores, 0.5, hnsw_min_records=facts, state_folder=folder,
+                                  snapshot_digest="d")
+    opened = open_saved_state(folder, "d", index.stores, 0.5)
+    assert loaded.fact_vectors.method == opened.fact_vectors.method == "hnsw"
+    assert loaded.fact_vectors.matrix is None and not list(folder.glob("facts-*.npy"))  # no fact rows written
+    query = index.embed_model.get_query_embedding(QUESTIONS[0])
+    query = np.asarray(query, dtype=np.float32) / np.linalg.norm(query)
+    one, two = (s.fact_vectors.search(query, top_k=3) for s in (loaded, opened))
+    assert one.top.tolist() == two.top.tolist() and one.top_scores.tolist() == two.top_scores.tolist()
+    assert (one.high, one.low, one.rest) == (two.high, two.low, two.rest) and len(one.top) == 3

@@ -35,7 +35,7 @@ import numpy as np
 from .int8_rows import INT8_MIN_ROWS, row_products
 from .row_products import RowProducts, all_products, best_first, lowest_candidates, top_candidates
 
-__all__ = ["HNSW_MIN_FACTS", "HNSW_MIN_PASSAGES", "HNSW_TOP_N", "DenseScores", "DenseVectors"]
+__all__ = ["HNSW_MIN_FACTS", "HNSW_MIN_PASSAGES", "HNSW_TOP_N", "DenseScores", "DenseVectors", "VectorSum"]
 
 HNSW_MIN_FACTS = 500_000  # from this many facts the fact collection is searched through its HNSW index
 HNSW_MIN_PASSAGES = 500_000  # the same for passages, whose approximation costs recall (module docstring)
@@ -76,13 +76,22 @@ class DenseScores:
         return (scores - self.low) / (self.high - self.low)
 
 
+@dataclass(frozen=True)
+class VectorSum:
+    """The sum of a collection's normalised vectors (float64): all an HNSW search needs of them besides the
+    collection's index, so a state past the threshold never holds or writes the rows themselves."""
+
+    total: np.ndarray
+
+
 class DenseVectors:
     """The normalised vectors of one collection's records for one graph version, searched exactly or by HNSW.
 
     Args:
         ids: the records' ids, sorted, in the order of the scores returned (past ``hnsw_min_records`` a record
             found by the HNSW index is looked up among them by binary search).
-        vectors: their normalised embeddings (one row each).
+        vectors: their normalised embeddings (one row each); or only their :class:`VectorSum`, and then the
+            collection's HNSW index is searched whatever the number of records.
         collections: the Chroma collections holding them (searched past ``hnsw_min_records``; records of theirs
             not in ``ids`` are skipped).
         hnsw_min_records: from this many records, search the collection's HNSW index instead of all vectors.
@@ -98,22 +107,25 @@ class DenseVectors:
         products: how a search for the top alone multiplies them (None when the HNSW index is searched).
     """
 
-    def __init__(self, ids: Sequence[str], vectors: np.ndarray, collections: list[Any], hnsw_min_records: int,
-                 top_n: int = HNSW_TOP_N, int8_min_records: int = INT8_MIN_ROWS, codes_folder: Path | None = None,
-                 codes_kind: str = "int8") -> None:
+    def __init__(self, ids: Sequence[str], vectors: np.ndarray | VectorSum, collections: list[Any],
+                 hnsw_min_records: int, top_n: int = HNSW_TOP_N, int8_min_records: int = INT8_MIN_ROWS,
+                 codes_folder: Path | None = None, codes_kind: str = "int8") -> None:
         self.size = len(ids)
+        summed = isinstance(vectors, VectorSum)
         #: The vectors' dimension (0 when there are none).
-        self.dimension = int(vectors.shape[1]) if vectors.ndim == 2 and vectors.shape[0] else 0
+        self.dimension = (len(vectors.total) if summed else int(vectors.shape[1]) if vectors.ndim == 2 else 0
+                          ) if self.size else 0
         self.top_n = top_n
-        self.method = "hnsw" if self.size >= max(1, hnsw_min_records) else "exact"
+        self.method = "hnsw" if summed or self.size >= max(1, hnsw_min_records) else "exact"
         self.matrix: np.ndarray | None = None
         self.products: RowProducts | None = None
         if self.method == "exact":
+            assert isinstance(vectors, np.ndarray)
             self.matrix = vectors
             self.products = row_products(vectors, int8_min_records, codes_folder, codes_kind)
             return
         self._ids = ids
-        self._total = vectors.sum(axis=0, dtype=np.float64)
+        self._total = vectors.total if summed else vectors.sum(axis=0, dtype=np.float64)
         self._held = [(collection, collection.count()) for collection in collections]
 
     def _row(self, record_id: str) -> int | None:
