@@ -20,15 +20,21 @@ step and the size of its passage and fact matrices (and whether they are memory-
 ``added_by_second_worker_pct`` is the second worker's private memory over the first worker's resident set. Each
 worker's top 21 of every question is compared with the first worker's (``same_rankings``).
 
+With ``--reader`` the workers are ``HippoGraphReader``s: each opens the current save's query snapshot
+(``graph/state_snapshot.py``) instead of the graph's tables and Chroma's records. One process opens a reader and
+exits before the workers start (it files the snapshot when the save has none: ``snapshot_seconds``), so every
+measured worker is a plain reader. ``rankings_digest`` (of the first worker's rankings) compares the two modes.
+
 Usage:
     python benchmarks/graph_probe.py --passages 20000 --work-dir /work/runs/graph-probe   # the build
-    python benchmarks/query_workers.py --work-dir /work/runs/graph-probe [--workers 3] [--port 8765] \\
+    python benchmarks/query_workers.py --work-dir /work/runs/graph-probe [--workers 3] [--port 8765] [--reader] \\
         --out benchmarks/results/query-workers-20000.json
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -58,26 +64,29 @@ def smaps_rollup(pid: int) -> dict[str, float]:
             "private_mb": round(private / 1024, 1), "anonymous_mb": round(fields.get("Anonymous", 0) / 1024, 1)}
 
 
-def worker(work: Path, port: int) -> None:
-    """One worker: open the graph over the server, load its state, answer every question, report, then wait for
-    its standard input to close (so that every worker is up when the memory is read)."""
+def worker(work: Path, port: int, reader: bool) -> None:
+    """One worker: open the graph over the server (an index, or with ``reader`` a reader), load its state, answer
+    the questions its standard input's first line holds, report, then wait for its standard input to close (so
+    that every worker is up when the memory is read). The questions come from the parent, so that no worker holds
+    the corpus they were read from."""
     import graph_probe
 
     from llama_index_mhop.defaults import default_chroma_client
-    from llama_index_mhop.graph import HippoGraphIndex
+    from llama_index_mhop.graph import HippoGraphIndex, HippoGraphReader
 
-    dataset = graph_probe.load_corpus(work)
+    questions = json.loads(sys.stdin.readline())
     client = default_chroma_client(host="localhost", port=port)
     steps = {"started": smaps_rollup(os.getpid())}
-    graph = HippoGraphIndex.from_persist_dir(work / "graph", chroma_client=client,
-                                             embed_model=graph_probe.probe_embedder())
-    steps["graph opened"] = smaps_rollup(os.getpid())
     start = time.perf_counter()
+    graph: Any = (HippoGraphReader.open(work / "graph", chroma_client=client, embed_model=graph_probe.probe_embedder())
+                  if reader else HippoGraphIndex.from_persist_dir(work / "graph", chroma_client=client,
+                                                                  embed_model=graph_probe.probe_embedder()))
+    steps["graph opened"] = smaps_rollup(os.getpid())
     state = graph.retrieval_state()
     load_seconds = round(time.perf_counter() - start, 2)
     steps["state loaded"] = smaps_rollup(os.getpid())
     retriever = graph.as_retriever(similarity_top_k=TOP_K)
-    rankings = [[n.node.node_id for n in retriever.retrieve(q.text)] for q in dataset.questions]
+    rankings = [[n.node.node_id for n in retriever.retrieve(q)] for q in questions]
     steps["questions answered"] = smaps_rollup(os.getpid())
     matrices = {name: {"mb": round(vectors.matrix.nbytes / 2**20, 1),
                        "memory_mapped": isinstance(vectors.matrix, np.memmap)}
@@ -113,12 +122,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--port", type=int)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--reader", action="store_true", help="workers are HippoGraphReaders (query snapshots)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     work = args.work_dir.resolve()
     port = args.port or _free_port()
     if args.worker:
-        worker(work, port)
+        worker(work, port, args.reader)
         return 0
 
     served = work / "served-chroma"  # the server writes into the store it opens: a copy keeps the build as built
@@ -132,13 +142,25 @@ def main(argv: list[str] | None = None) -> int:
     load = [os.getloadavg()]
     try:
         _wait_for_server(port, server)
+        import graph_probe
+
+        questions = json.dumps([q.text for q in graph_probe.load_corpus(work).questions]) + "\n"
+        command = [sys.executable, str(Path(__file__).resolve()), "--worker", "--work-dir", str(work), "--port",
+                   str(port), *(["--reader"] if args.reader else [])]
+        snapshot_seconds = None
+        if args.reader:  # a reader that files the save's snapshot if it has none, then exits
+            start = time.perf_counter()
+            subprocess.run(command, cwd=CHECKOUT, env=env, input=questions, stdout=subprocess.DEVNULL, check=True,
+                           text=True)
+            snapshot_seconds = round(time.perf_counter() - start, 2)
         reports = []
         for _ in range(args.workers):  # one after another: each is measured with the ones before it up
-            process = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--worker", "--work-dir",
-                                        str(work), "--port", str(port)], cwd=CHECKOUT, env=env, text=True,
-                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            process = subprocess.Popen(command, cwd=CHECKOUT, env=env, text=True, stdin=subprocess.PIPE,
+                                       stdout=subprocess.PIPE)
             workers.append(process)
-            assert process.stdout is not None
+            assert process.stdin is not None and process.stdout is not None
+            process.stdin.write(questions)
+            process.stdin.flush()
             line = process.stdout.readline()
             if not line:
                 raise RuntimeError(f"worker {len(workers)} exited with {process.wait()}")
@@ -160,7 +182,9 @@ def main(argv: list[str] | None = None) -> int:
              "same_rankings": r["rankings"] == first, "steps": r["steps"], "matrices": r["matrices"]}
             for i, (r, m) in enumerate(zip(reports, memory, strict=True))]
     result: dict[str, Any] = {
-        "work_dir": str(work), "workers": args.workers, "questions": len(first),
+        "work_dir": str(work), "workers": args.workers, "reader": args.reader, "questions": len(first),
+        "snapshot_seconds": snapshot_seconds,
+        "rankings_digest": hashlib.sha256(json.dumps(first).encode()).hexdigest(),
         **measured_on(load, "chromadb", "llama-index-core", "numpy", "scipy"),
         "added_by_second_worker_pct": (round(100 * memory[1]["private_mb"] / memory[0]["rss_mb"], 1)
                                        if len(memory) > 1 else None),

@@ -28,7 +28,7 @@ from ..chroma_batches import CHROMA_BATCH, get_records
 from .graph_stores import GraphStores
 from .knowledge_graph import KnowledgeGraph
 from .state_columns import FactTriples, NameLookup, StateColumns
-from .state_files import PassageTexts, VectorMatrix
+from .state_files import PassageTexts, VectorMatrix, remove_files_of_kind
 from .state_snapshot import Snapshot, open_snapshot, write_snapshot
 from .walk.dense_search import HNSW_MIN_FACTS, HNSW_MIN_PASSAGES, HNSW_TOP_N, DenseVectors, VectorSum
 from .walk.graph_walk import GraphWalk
@@ -160,6 +160,8 @@ def _fact_rows(facts: Any, fact_ids: list[str], dimension: int, folder: Path | N
     searched through the HNSW index) only their sum."""
     found: list[str] = []
     matrix = VectorMatrix(len(fact_ids), dimension, folder, "facts") if rows else None
+    if matrix is None and folder is not None and folder.is_dir():
+        remove_files_of_kind(folder, "facts", ".npy")  # a version below the threshold left them
     total = np.zeros(dimension, dtype=np.float64)
     try:
         for start in range(0, len(fact_ids), CHROMA_BATCH):

@@ -29,7 +29,7 @@ from numpy.lib.format import open_memmap
 
 from .graph_arrays import load_array
 
-__all__ = ["STATE_FOLDER", "PassageTexts", "VectorMatrix"]
+__all__ = ["STATE_FOLDER", "PassageTexts", "VectorMatrix", "left_by_dead_process", "remove_files_of_kind"]
 
 logger = logging.getLogger(__name__)
 
@@ -40,10 +40,15 @@ _KEY_BYTES = 16  # of the content hash that names a file
 def _partial_path(folder: Path, kind: str, suffix: str) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     for abandoned in folder.glob(f".{kind}.*.partial{suffix}"):
-        pid = abandoned.name.split(".")[2]
-        if pid.isdigit() and not _alive(int(pid)):
+        if left_by_dead_process(abandoned):
             abandoned.unlink(missing_ok=True)
     return folder / f".{kind}.{os.getpid()}.{uuid.uuid4().hex}.partial{suffix}"
+
+
+def left_by_dead_process(partial: Path) -> bool:
+    """Whether a partial file or folder, named ``.<kind>.<pid>.<...>``, was left by a process that is gone."""
+    pid = partial.name.split(".")[2]
+    return pid.isdigit() and not _alive(int(pid))
 
 
 def _alive(pid: int) -> bool:
@@ -75,11 +80,16 @@ def _publish(partial: Path, kind: str, suffix: str) -> Path:
         logger.warning("replacing %s: it does not hold what its name says", target)
         os.replace(partial, target)
     partial.unlink(missing_ok=True)
-    # The key's exact length in the pattern: "passages-*" would also match the "passages-int8-" files.
-    for older in target.parent.glob(f"{kind}-{'[0-9a-f]' * 2 * _KEY_BYTES}{suffix}"):
-        if older != target:
-            older.unlink(missing_ok=True)
+    remove_files_of_kind(target.parent, kind, suffix, keep=target)
     return target
+
+
+def remove_files_of_kind(folder: Path, kind: str, suffix: str, keep: Path | None = None) -> None:
+    """Remove the published files of ``kind`` in ``folder`` but ``keep`` (a process that maps one keeps its map)."""
+    # The key's exact length in the pattern: "passages-*" would also match the "passages-int8-" files.
+    for older in folder.glob(f"{kind}-{'[0-9a-f]' * 2 * _KEY_BYTES}{suffix}"):
+        if older != keep:
+            older.unlink(missing_ok=True)
 
 
 def _kept_in_memory(kind: str, folder: Path | None, exc: OSError) -> None:

@@ -38,7 +38,7 @@ from scipy import sparse
 from .graph_arrays import load_array
 from .json_files import check_field, read_json_object, write_json
 from .state_columns import StateColumns, StringColumn
-from .state_files import PassageTexts
+from .state_files import PassageTexts, left_by_dead_process
 from .walk.dense_search import VectorSum
 from .walk.ppr import WalkMatrices
 
@@ -134,19 +134,8 @@ def _remove_others(state_folder: Path, keep: Path) -> None:
         if other != keep and other.is_dir():
             shutil.rmtree(other, ignore_errors=True)
     for partial in state_folder.glob(f".{_PREFIX}*.partial"):
-        pid = partial.name.split(".")[2]
-        if pid.isdigit() and not _alive(int(pid)):
+        if left_by_dead_process(partial):
             shutil.rmtree(partial, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
 
 
 def open_snapshot(state_folder: Path, digest: str) -> Snapshot | None:

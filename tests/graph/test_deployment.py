@@ -8,6 +8,8 @@ import queue
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -84,28 +86,43 @@ class Worker:
             self.process.kill()
 
 
-def test_query_workers_share_the_mapped_graph_while_one_writer_updates(server, tmp_path):
-    root = tmp_path / "index"
+def deployed_writer(server: ChromaServer, root: Path) -> tuple[HippoGraphIndex, dict]:
+    """The writer of the deployment (its first documents indexed and saved) and its version and rankings."""
     client = default_chroma_client(host=server.host, port=server.port)
     writer = HippoGraphIndex.from_documents([make_document(t, x) for t, x in FIRST], embed_model=WordBagEmbedding(),
                                             chroma_client=client, persist_dir=root, name="deployed",
                                             show_progress=False)
-    old = {"version": writer.graph.version, "rankings": rankings(writer)}
-    workers = [Worker(root, server) for _ in range(WORKERS)]
+    return writer, {"version": writer.graph.version, "rankings": rankings(writer)}
+
+
+def insert_later(writer: HippoGraphIndex) -> dict:
+    """Two more documents, two saves (the files of the first save are deleted); the new version and rankings."""
+    for title, text in LATER:
+        writer.insert([make_document(title, text)])
+    return {"version": writer.graph.version, "rankings": rankings(writer)}
+
+
+@contextmanager
+def running(workers: list[Worker]) -> Iterator[list[Worker]]:
     try:
-        first = [w.ask() for w in workers]  # every worker has the old version open before the writer starts
-        for seen in first:
-            assert {k: seen[k] for k in old} == json.loads(json.dumps(old)) and seen["memory_mapped"]
-        for title, text in LATER:  # two saves: the arrays the workers mapped are deleted from the folder
-            writer.insert([make_document(title, text)])
-        assert not any(Path(f).exists() for seen in first for f in seen["files"])
-        again = [w.ask("again") for w in workers]  # the old mapping, queried after the update
-        reopened = [w.ask("reopen") for w in workers]
-        new = {"version": writer.graph.version, "rankings": rankings(writer)}
-        codes = [w.stop() for w in workers]
+        yield workers
     finally:
         for w in workers:
             w.process.kill()
+
+
+def test_query_workers_share_the_mapped_graph_while_one_writer_updates(server, tmp_path):
+    root = tmp_path / "index"
+    writer, old = deployed_writer(server, root)
+    with running([Worker(root, server) for _ in range(WORKERS)]) as workers:
+        first = [w.ask() for w in workers]  # every worker has the old version open before the writer starts
+        for seen in first:
+            assert {k: seen[k] for k in old} == json.loads(json.dumps(old)) and seen["memory_mapped"]
+        new = insert_later(writer)  # the arrays the workers mapped are deleted from the folder
+        assert not any(Path(f).exists() for seen in first for f in seen["files"])
+        again = [w.ask("again") for w in workers]  # the old mapping, queried after the update
+        reopened = [w.ask("reopen") for w in workers]
+        codes = [w.stop() for w in workers]
     assert codes == [0] * WORKERS and new["version"] > old["version"] and new["rankings"] != old["rankings"]
     assert again == first  # the same version, arrays and answers as before the writer saved
     for seen in reopened:  # reopened after the update: all on the writer's new version, answering identically
@@ -117,23 +134,13 @@ def test_query_workers_share_the_mapped_graph_while_one_writer_updates(server, t
 
 def test_reader_workers_answer_from_one_snapshot_while_one_writer_updates(server, tmp_path):
     root = tmp_path / "index"
-    client = default_chroma_client(host=server.host, port=server.port)
-    writer = HippoGraphIndex.from_documents([make_document(t, x) for t, x in FIRST], embed_model=WordBagEmbedding(),
-                                            chroma_client=client, persist_dir=root, name="deployed",
-                                            show_progress=False)
-    old = {"version": writer.graph.version, "rankings": rankings(writer)}
-    workers = [Worker(root, server, "--reader") for _ in range(WORKERS)]
-    try:
+    writer, old = deployed_writer(server, root)
+    with running([Worker(root, server, "--reader") for _ in range(WORKERS)]) as workers:
         first = [w.ask() for w in workers]  # the first files the save's snapshot, the others open it
-        for title, text in LATER:  # two saves: the workers' snapshot is no longer the current save's
-            writer.insert([make_document(title, text)])
+        new = insert_later(writer)  # the workers' snapshot is no longer the current save's
         again = [w.ask("again") for w in workers]
         refreshed = [w.ask("refresh") for w in workers]
-        new = {"version": writer.graph.version, "rankings": rankings(writer)}
         codes = [w.stop() for w in workers]
-    finally:
-        for w in workers:
-            w.process.kill()
     assert codes == [0] * WORKERS and new["rankings"] != old["rankings"]
     for seen in first:
         assert {k: seen[k] for k in old} == json.loads(json.dumps(old))

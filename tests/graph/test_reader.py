@@ -144,11 +144,13 @@ def test_facts_past_the_hnsw_threshold_are_filed_as_their_sum_alone(saved, tmp_p
     root, index = saved
     folder, facts = tmp_path / "state", index.graph.num_facts
     assert facts > index.graph.num_passages  # so that only the facts cross the threshold below
+    load_retrieval_state(index.graph, index.stores, 0.5, state_folder=folder)  # below it: the rows, as a file
+    assert len(list(folder.glob("facts-*.npy"))) == 1
     loaded = load_retrieval_state(index.graph, index.stores, 0.5, hnsw_min_records=facts, state_folder=folder,
                                   snapshot_digest="d")
     opened = open_saved_state(folder, "d", index.stores, 0.5)
     assert loaded.fact_vectors.method == opened.fact_vectors.method == "hnsw"
-    assert loaded.fact_vectors.matrix is None and not list(folder.glob("facts-*.npy"))  # no fact rows written
+    assert loaded.fact_vectors.matrix is None and not list(folder.glob("facts-*.npy"))  # none written, the old gone
     query = index.embed_model.get_query_embedding(QUESTIONS[0])
     query = np.asarray(query, dtype=np.float32) / np.linalg.norm(query)
     one, two = (s.fact_vectors.search(query, top_k=3) for s in (loaded, opened))
