@@ -10,7 +10,9 @@ Each step runs in its own subprocess, so a process's memory is that step's alone
 
 1. ``build``: the vector index into a fresh Chroma store, then the graph beside it, persisted. The resident set
    (``VmRSS``) and its high-water mark (``ru_maxrss``) after each; the graph's growth per passage is
-   (RSS after the graph's build - RSS after the vector index's) / passages.
+   (RSS after the graph's build - RSS after the vector index's) / passages. With ``--chroma-server`` the store
+   is a ``chroma run`` server's, as in a deployment, and its memory is recorded after each step too: the
+   collections' HNSW indexes then grow that process, not the build's.
 2. ``query``: the store and the persisted graph opened; the memory after the graph's query state is loaded;
    then every question asked of ``vector`` and ``hippo_graph`` (k = 21, no LM), interleaved per question, for
    ``--rounds`` rounds: p50/p95 latency, and the graph's steps timed where its retriever calls them (fact scoring
@@ -34,7 +36,7 @@ sites (tracing slows the build and adds its own memory, so the default run leave
 Usage:
     python benchmarks/graph_probe.py [--passages 20000] [--questions 50] [--seed 0] [--rounds 3] \\
         [--work-dir /work/runs/graph-probe] [--tracemalloc] [--rankings FILE] [--reuse-build] \\
-        [--compare FILE] [--walk-from-nodes N] \\
+        [--compare FILE] [--walk-from-nodes N] [--chroma-server] \\
         --out benchmarks/results/graph-probe-20000.json
 """
 
@@ -54,6 +56,7 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
+from chroma_server import chroma_server, free_port, smaps_rollup
 from result_file import measured_on, write_result
 
 HERE = Path(__file__).resolve().parent
@@ -99,36 +102,51 @@ def probe_embedder() -> Any:
     return HashedEmbedding()
 
 
-def build_step(work: Path, trace: bool) -> dict[str, Any]:
-    """Build the vector index and the graph beside it, with the memory after each."""
+def build_step(work: Path, trace: bool, server: bool) -> dict[str, Any]:
+    """Build the vector index and the graph beside it, with the memory after each; with ``server`` the store is
+    a ``chroma run`` server's (its memory recorded beside the build process's), else embedded in the process."""
     import chromadb
 
+    from llama_index_mhop.defaults import default_chroma_client
+
+    for folder in ("chroma", "graph"):
+        shutil.rmtree(work / folder, ignore_errors=True)
+    if not server:
+        return _build(work, trace, chromadb.PersistentClient(path=str(work / "chroma")), None)
+    port = free_port()
+    with chroma_server(work / "chroma", port) as process:
+        return _build(work, trace, default_chroma_client(host="localhost", port=port), process.pid)
+
+
+def _build(work: Path, trace: bool, client: Any, server_pid: int | None) -> dict[str, Any]:
     import llama_index_mhop
     from llama_index_mhop.bench.context import passage_documents
     from llama_index_mhop.graph import HippoGraphIndex
     from llama_index_mhop.vector_index import build_vector_index
 
-    for folder in ("chroma", "graph"):
-        shutil.rmtree(work / folder, ignore_errors=True)
+    def measured() -> dict[str, Any]:
+        here = memory(trace)
+        return here if server_pid is None else {**here, "chroma_server": smaps_rollup(server_pid)}
+
     if trace:
         tracemalloc.start()
-    steps: dict[str, Any] = {"start": memory(trace)}
+    steps: dict[str, Any] = {"start": measured()}
     documents = passage_documents(load_corpus(work).passages)
     embedder = probe_embedder()
-    client = chromadb.PersistentClient(path=str(work / "chroma"))
-    steps["corpus loaded"] = memory(trace)
+    steps["corpus loaded"] = measured()
     start = time.perf_counter()
     vector_index = build_vector_index(documents, collection_name=COLLECTION, chroma_client=client,
                                       embed_model=embedder)
     seconds = {"vector index": round(time.perf_counter() - start, 1)}
     del documents
-    steps["vector index built"] = memory(trace)
+    steps["vector index built"] = measured()
     start = time.perf_counter()
     graph = HippoGraphIndex.from_vector_index(vector_index, embed_model=embedder, chroma_client=client,
                                               name=GRAPH_NAME, persist_dir=work / "graph")
     seconds["graph"] = round(time.perf_counter() - start, 1)
-    steps["graph built"] = memory(trace)
-    result = {"seconds": seconds, "memory": steps, "counts": graph.counts(), "package": llama_index_mhop.__file__}
+    steps["graph built"] = measured()
+    result = {"seconds": seconds, "memory": steps, "counts": graph.counts(), "package": llama_index_mhop.__file__,
+              "chroma_server": server_pid is not None}
     if trace:
         result["top_allocations"] = top_allocations()
     return result
@@ -252,6 +270,8 @@ def _run_step(step: str, args: argparse.Namespace) -> dict[str, Any]:
                "--rounds", str(args.rounds), "--rankings", str(args.rankings)]
     if args.tracemalloc:
         command.append("--tracemalloc")
+    if args.chroma_server:
+        command.append("--chroma-server")
     if args.walk_from_nodes is not None:
         command += ["--walk-from-nodes", str(args.walk_from_nodes)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
@@ -271,13 +291,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reuse-build", action="store_true", help="query the store and graph of an earlier run")
     parser.add_argument("--compare", type=Path, help="another run's rankings file: count the same top 21")
     parser.add_argument("--walk-from-nodes", type=int, help="PUSH_MIN_NODES in the query process")
+    parser.add_argument("--chroma-server", action="store_true",
+                        help="build into a `chroma run` server (its memory recorded) instead of an embedded store")
     parser.add_argument("--step", choices=("build", "query", "chroma"), help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     args.work_dir = args.work_dir.resolve()
     args.rankings = (args.rankings or args.work_dir / "rankings.json").resolve()
     if args.step == "build":
-        print(json.dumps(build_step(args.work_dir, args.tracemalloc)))
+        print(json.dumps(build_step(args.work_dir, args.tracemalloc, args.chroma_server)))
         return 0
     if args.step == "chroma":
         counts = json.loads((args.work_dir / "build.json").read_text())["counts"]
@@ -313,6 +335,10 @@ def main(argv: list[str] | None = None) -> int:
         **measured_on(load, "chromadb", "llama-index-core", "numpy", "scipy"),
         "graph_build_growth_mb": round(growth_mb, 1),
         "graph_build_growth_kb_per_passage": round(growth_mb * 1024 / passages, 2),
+        **({"chroma_server_graph_growth_kb_per_passage": round(
+            (memory_steps["graph built"]["chroma_server"]["rss_mb"]
+             - memory_steps["vector index built"]["chroma_server"]["rss_mb"]) * 1024 / passages, 2)}
+           if build.get("chroma_server") else {}),
         "query_state_growth_kb_per_passage": round(
             (query_memory["state loaded"]["rss_mb"] - query_memory["indexes opened"]["rss_mb"]) * 1024 / passages, 2),
         "hippo_graph_x_vector_p50": query["retrievers"]["hippo_graph"]["x_vector_p50"],

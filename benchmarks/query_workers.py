@@ -38,7 +38,6 @@ import hashlib
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -46,22 +45,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from chroma_server import chroma_server, free_port, smaps_rollup
 from result_file import CHECKOUT, measured_on, write_result
 
 TOP_K = 21
-
-
-def smaps_rollup(pid: int) -> dict[str, float]:
-    """A process's resident, proportional and private memory (MB) from ``/proc/<pid>/smaps_rollup``."""
-    fields: dict[str, int] = {}
-    with open(f"/proc/{pid}/smaps_rollup") as rollup:
-        for line in rollup:
-            parts = line.split()
-            if len(parts) == 3 and parts[2] == "kB":
-                fields[parts[0].rstrip(":")] = int(parts[1])
-    private = fields.get("Private_Clean", 0) + fields.get("Private_Dirty", 0)
-    return {"rss_mb": round(fields.get("Rss", 0) / 1024, 1), "pss_mb": round(fields.get("Pss", 0) / 1024, 1),
-            "private_mb": round(private / 1024, 1), "anonymous_mb": round(fields.get("Anonymous", 0) / 1024, 1)}
 
 
 def worker(work: Path, port: int, reader: bool) -> None:
@@ -97,25 +84,6 @@ def worker(work: Path, port: int, reader: bool) -> None:
     sys.stdin.read()
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("localhost", 0))
-        return probe.getsockname()[1]
-
-
-def _wait_for_server(port: int, server: subprocess.Popen[bytes], timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise RuntimeError(f"chroma run exited with {server.returncode}")
-        try:
-            socket.create_connection(("localhost", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.5)
-    raise TimeoutError(f"chroma run did not listen on port {port} within {timeout:g} s")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work-dir", type=Path, required=True, help="a graph_probe.py build folder")
@@ -126,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     work = args.work_dir.resolve()
-    port = args.port or _free_port()
+    port = args.port or free_port()
     if args.worker:
         worker(work, port, args.reader)
         return 0
@@ -135,45 +103,42 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(served, ignore_errors=True)
     shutil.copytree(work / "chroma", served)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
-    chroma = shutil.which("chroma", path=str(Path(sys.executable).parent)) or "chroma"
-    server = subprocess.Popen([chroma, "run", "--path", str(served), "--port", str(port)], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
     workers: list[subprocess.Popen[str]] = []
     load = [os.getloadavg()]
     try:
-        _wait_for_server(port, server)
-        import graph_probe
+        with chroma_server(served, port) as server:
+            import graph_probe
 
-        questions = json.dumps([q.text for q in graph_probe.load_corpus(work).questions]) + "\n"
-        command = [sys.executable, str(Path(__file__).resolve()), "--worker", "--work-dir", str(work), "--port",
-                   str(port), *(["--reader"] if args.reader else [])]
-        snapshot_seconds = None
-        if args.reader:  # a reader that files the save's snapshot if it has none, then exits
-            start = time.perf_counter()
-            subprocess.run(command, cwd=CHECKOUT, env=env, input=questions, stdout=subprocess.DEVNULL, check=True,
-                           text=True)
-            snapshot_seconds = round(time.perf_counter() - start, 2)
-        reports = []
-        for _ in range(args.workers):  # one after another: each is measured with the ones before it up
-            process = subprocess.Popen(command, cwd=CHECKOUT, env=env, text=True, stdin=subprocess.PIPE,
-                                       stdout=subprocess.PIPE)
-            workers.append(process)
-            assert process.stdin is not None and process.stdout is not None
-            process.stdin.write(questions)
-            process.stdin.flush()
-            line = process.stdout.readline()
-            if not line:
-                raise RuntimeError(f"worker {len(workers)} exited with {process.wait()}")
-            reports.append(json.loads(line))
-        memory = [smaps_rollup(report["pid"]) for report in reports]
-        server_memory = smaps_rollup(server.pid)
+            questions = json.dumps([q.text for q in graph_probe.load_corpus(work).questions]) + "\n"
+            command = [sys.executable, str(Path(__file__).resolve()), "--worker", "--work-dir", str(work), "--port",
+                       str(port), *(["--reader"] if args.reader else [])]
+            snapshot_seconds = None
+            if args.reader:  # a reader that files the save's snapshot if it has none, then exits
+                start = time.perf_counter()
+                subprocess.run(command, cwd=CHECKOUT, env=env, input=questions, stdout=subprocess.DEVNULL,
+                               check=True, text=True)
+                snapshot_seconds = round(time.perf_counter() - start, 2)
+            reports = []
+            for _ in range(args.workers):  # one after another: each is measured with the ones before it up
+                process = subprocess.Popen(command, cwd=CHECKOUT, env=env, text=True, stdin=subprocess.PIPE,
+                                           stdout=subprocess.PIPE)
+                workers.append(process)
+                assert process.stdin is not None and process.stdout is not None
+                process.stdin.write(questions)
+                process.stdin.flush()
+                line = process.stdout.readline()
+                if not line:
+                    raise RuntimeError(f"worker {len(workers)} exited with {process.wait()}")
+                reports.append(json.loads(line))
+            memory = [smaps_rollup(report["pid"]) for report in reports]
+            server_memory = smaps_rollup(server.pid)
+            for process in workers:
+                assert process.stdin is not None
+                process.stdin.close()
+                process.wait(timeout=60)
     finally:
         for process in workers:
-            if process.stdin is not None:
-                process.stdin.close()
-            process.wait(timeout=60)
-        server.terminate()
-        server.wait(timeout=60)
+            process.kill()
         shutil.rmtree(served, ignore_errors=True)
     load.append(os.getloadavg())
 

@@ -29,7 +29,7 @@ logger = logging.getLogger(__name__)
 
 #: From this many rows a matrix gets an int8 copy; below it the exact product takes a few milliseconds at most.
 INT8_MIN_ROWS = 50_000
-_BLOCK_ROWS = 1 << 16  # rows quantised at once, to bound the float32 temporaries
+_BLOCK_ROWS = 1 << 13  # rows quantised at once: their temporaries (about 11 KB a row) stay near 90 MB
 _OUTPUT_ROUNDING = 2.0**-8  # a bfloat16 result is within 2^-9 of its value: 2^-8 of itself covers it
 _SUM_ROUNDING = 2.0**-23  # float32 sums: per product, twice the unit roundoff
 _CHECK_QUERIES = 4
