@@ -156,3 +156,17 @@ def test_facts_past_the_hnsw_threshold_are_filed_as_their_sum_alone(saved, tmp_p
     one, two = (s.fact_vectors.search(query, top_k=3) for s in (loaded, opened))
     assert one.top.tolist() == two.top.tolist() and one.top_scores.tolist() == two.top_scores.tolist()
     assert (one.high, one.low, one.rest) == (two.high, two.low, two.rest) and len(one.top) == 3
+
+
+def test_a_readers_async_retrieval_and_chat_engine_answer_from_the_same_state(saved):
+    import asyncio
+
+    from llama_index.core.llms import MockLLM
+
+    root, _ = saved
+    reader = open_reader(root)
+    retriever = reader.as_retriever(similarity_top_k=3)
+    expected = [(n.node.node_id, n.score) for n in retriever.retrieve(QUESTIONS[1])]
+    assert [(n.node.node_id, n.score) for n in asyncio.run(retriever.aretrieve(QUESTIONS[1]))] == expected
+    chat = reader.as_chat_engine(chat_mode="context", llm=MockLLM(), similarity_top_k=3)
+    assert [(n.node.node_id, n.score) for n in chat.chat(QUESTIONS[1]).source_nodes] == expected
