@@ -28,7 +28,9 @@ folder): Chroma's HNSW indexes, and the synonymy edges found through the entitie
 so two versions of the query code are compared on one build. ``--compare FILE`` counts the questions whose top 21
 is the same as in another run's rankings file, in order and as a set. ``--walk-from-nodes N`` sets the node count
 from which the walk runs on its solved dense share (``PUSH_MIN_NODES`` of ``graph/walk/ppr.py``) in the query
-process, to measure that walk at this size.
+process, to measure that walk at this size; ``--hnsw-min-records N`` the number of records from which facts and
+passages are searched through Chroma's HNSW indexes (``HNSW_MIN_FACTS``, ``HNSW_MIN_PASSAGES``), to run the paths
+of a million passages on a smaller build and compare them with exact search (``--compare``).
 
 With ``--tracemalloc`` both processes also record Python's traced heap per step and its largest allocation
 sites (tracing slows the build and adds its own memory, so the default run leaves it off).
@@ -36,7 +38,7 @@ sites (tracing slows the build and adds its own memory, so the default run leave
 Usage:
     python benchmarks/graph_probe.py [--passages 20000] [--questions 50] [--seed 0] [--rounds 3] \\
         [--work-dir /work/runs/graph-probe] [--tracemalloc] [--rankings FILE] [--reuse-build] \\
-        [--compare FILE] [--walk-from-nodes N] [--chroma-server] \\
+        [--compare FILE] [--walk-from-nodes N] [--hnsw-min-records N] [--chroma-server] \\
         --out benchmarks/results/graph-probe-20000.json
 """
 
@@ -152,7 +154,8 @@ def _build(work: Path, trace: bool, client: Any, server_pid: int | None) -> dict
     return result
 
 
-def query_step(work: Path, trace: bool, rounds: int, rankings: Path, walk_from_nodes: int | None) -> dict[str, Any]:
+def query_step(work: Path, trace: bool, rounds: int, rankings: Path, walk_from_nodes: int | None,
+               hnsw_min_records: int | None) -> dict[str, Any]:
     """Open the store and the graph, load the graph's query state, then time both retrievers."""
     import chromadb
     import torch
@@ -169,6 +172,10 @@ def query_step(work: Path, trace: bool, rounds: int, rankings: Path, walk_from_n
         from llama_index_mhop.graph.walk import ppr
 
         ppr.PUSH_MIN_NODES = walk_from_nodes
+    if hnsw_min_records is not None:
+        from llama_index_mhop.graph import state
+
+        state.HNSW_MIN_FACTS = state.HNSW_MIN_PASSAGES = hnsw_min_records
     dataset = load_corpus(work)
     embedder = probe_embedder()
     steps: dict[str, Any] = {"start": memory(False)}
@@ -274,6 +281,8 @@ def _run_step(step: str, args: argparse.Namespace) -> dict[str, Any]:
         command.append("--chroma-server")
     if args.walk_from_nodes is not None:
         command += ["--walk-from-nodes", str(args.walk_from_nodes)]
+    if args.hnsw_min_records is not None:
+        command += ["--hnsw-min-records", str(args.hnsw_min_records)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
     done = subprocess.run(command, cwd=ROOT, env=env, check=True, stdout=subprocess.PIPE, text=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -291,6 +300,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reuse-build", action="store_true", help="query the store and graph of an earlier run")
     parser.add_argument("--compare", type=Path, help="another run's rankings file: count the same top 21")
     parser.add_argument("--walk-from-nodes", type=int, help="PUSH_MIN_NODES in the query process")
+    parser.add_argument("--hnsw-min-records", type=int,
+                        help="HNSW_MIN_FACTS and HNSW_MIN_PASSAGES in the query process (the HNSW paths below 500k)")
     parser.add_argument("--chroma-server", action="store_true",
                         help="build into a `chroma run` server (its memory recorded) instead of an embedded store")
     parser.add_argument("--step", choices=("build", "query", "chroma"), help=argparse.SUPPRESS)
@@ -307,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.step == "query":
         print(json.dumps(query_step(args.work_dir, args.tracemalloc, args.rounds, args.rankings,
-                                    args.walk_from_nodes)))
+                                    args.walk_from_nodes, args.hnsw_min_records)))
         return 0
 
     from llama_index_mhop.bench.synthetic import generate_dataset
@@ -342,7 +353,8 @@ def main(argv: list[str] | None = None) -> int:
         "query_state_growth_kb_per_passage": round(
             (query_memory["state loaded"]["rss_mb"] - query_memory["indexes opened"]["rss_mb"]) * 1024 / passages, 2),
         "hippo_graph_x_vector_p50": query["retrievers"]["hippo_graph"]["x_vector_p50"],
-        "walk_from_nodes": args.walk_from_nodes, "reused_build": args.reuse_build,
+        "walk_from_nodes": args.walk_from_nodes, "hnsw_min_records": args.hnsw_min_records,
+        "reused_build": args.reuse_build,
         "chroma_alone_kb_per_passage": round(chroma["growth_mb"] * 1024 / passages, 2),
         "build": build,
         "query": query,
