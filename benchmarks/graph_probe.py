@@ -30,7 +30,8 @@ is the same as in another run's rankings file, in order and as a set. ``--walk-f
 from which the walk runs on its solved dense share (``PUSH_MIN_NODES`` of ``graph/walk/ppr.py``) in the query
 process, to measure that walk at this size; ``--hnsw-min-records N`` the number of records from which facts and
 passages are searched through Chroma's HNSW indexes (``HNSW_MIN_FACTS``, ``HNSW_MIN_PASSAGES``), to run the paths
-of a million passages on a smaller build and compare them with exact search (``--compare``).
+of a million passages on a smaller build and compare them with exact search (``--compare``), and
+``--hnsw-top-n`` how many of the nearest records those searches score exactly (``HNSW_TOP_N``).
 
 With ``--tracemalloc`` both processes also record Python's traced heap per step and its largest allocation
 sites (tracing slows the build and adds its own memory, so the default run leaves it off).
@@ -38,7 +39,7 @@ sites (tracing slows the build and adds its own memory, so the default run leave
 Usage:
     python benchmarks/graph_probe.py [--passages 20000] [--questions 50] [--seed 0] [--rounds 3] \\
         [--work-dir /work/runs/graph-probe] [--tracemalloc] [--rankings FILE] [--reuse-build] \\
-        [--compare FILE] [--walk-from-nodes N] [--hnsw-min-records N] [--chroma-server] \\
+        [--compare FILE] [--walk-from-nodes N] [--hnsw-min-records N] [--hnsw-top-n N] [--chroma-server] \\
         --out benchmarks/results/graph-probe-20000.json
 """
 
@@ -155,7 +156,7 @@ def _build(work: Path, trace: bool, client: Any, server_pid: int | None) -> dict
 
 
 def query_step(work: Path, trace: bool, rounds: int, rankings: Path, walk_from_nodes: int | None,
-               hnsw_min_records: int | None) -> dict[str, Any]:
+               hnsw_min_records: int | None, hnsw_top_n: int | None) -> dict[str, Any]:
     """Open the store and the graph, load the graph's query state, then time both retrievers."""
     import chromadb
     import torch
@@ -176,6 +177,10 @@ def query_step(work: Path, trace: bool, rounds: int, rankings: Path, walk_from_n
         from llama_index_mhop.graph import state
 
         state.HNSW_MIN_FACTS = state.HNSW_MIN_PASSAGES = hnsw_min_records
+    if hnsw_top_n is not None:
+        from llama_index_mhop.graph import state
+
+        state.HNSW_TOP_N = hnsw_top_n
     dataset = load_corpus(work)
     embedder = probe_embedder()
     steps: dict[str, Any] = {"start": memory(False)}
@@ -283,6 +288,8 @@ def _run_step(step: str, args: argparse.Namespace) -> dict[str, Any]:
         command += ["--walk-from-nodes", str(args.walk_from_nodes)]
     if args.hnsw_min_records is not None:
         command += ["--hnsw-min-records", str(args.hnsw_min_records)]
+    if args.hnsw_top_n is not None:
+        command += ["--hnsw-top-n", str(args.hnsw_top_n)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
     done = subprocess.run(command, cwd=ROOT, env=env, check=True, stdout=subprocess.PIPE, text=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -302,6 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--walk-from-nodes", type=int, help="PUSH_MIN_NODES in the query process")
     parser.add_argument("--hnsw-min-records", type=int,
                         help="HNSW_MIN_FACTS and HNSW_MIN_PASSAGES in the query process (the HNSW paths below 500k)")
+    parser.add_argument("--hnsw-top-n", type=int, help="HNSW_TOP_N in the query process (records scored exactly)")
     parser.add_argument("--chroma-server", action="store_true",
                         help="build into a `chroma run` server (its memory recorded) instead of an embedded store")
     parser.add_argument("--step", choices=("build", "query", "chroma"), help=argparse.SUPPRESS)
@@ -318,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.step == "query":
         print(json.dumps(query_step(args.work_dir, args.tracemalloc, args.rounds, args.rankings,
-                                    args.walk_from_nodes, args.hnsw_min_records)))
+                                    args.walk_from_nodes, args.hnsw_min_records, args.hnsw_top_n)))
         return 0
 
     from llama_index_mhop.bench.synthetic import generate_dataset
@@ -354,6 +362,7 @@ def main(argv: list[str] | None = None) -> int:
             (query_memory["state loaded"]["rss_mb"] - query_memory["indexes opened"]["rss_mb"]) * 1024 / passages, 2),
         "hippo_graph_x_vector_p50": query["retrievers"]["hippo_graph"]["x_vector_p50"],
         "walk_from_nodes": args.walk_from_nodes, "hnsw_min_records": args.hnsw_min_records,
+        "hnsw_top_n": args.hnsw_top_n,
         "reused_build": args.reuse_build,
         "chroma_alone_kb_per_passage": round(chroma["growth_mb"] * 1024 / passages, 2),
         "build": build,

@@ -181,12 +181,12 @@ def _fact_rows(facts: Any, fact_ids: list[str], dimension: int, folder: Path | N
 
 
 def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: float,
-                         hnsw_min_records: int | None = None, hnsw_top_n: int = HNSW_TOP_N,
+                         hnsw_min_records: int | None = None, hnsw_top_n: int | None = None,
                          int8_min_records: int = INT8_MIN_ROWS, basis_folder: Path | None = None,
                          state_folder: Path | None = None, snapshot_digest: str | None = None) -> RetrievalState:
     """The retrieval state of the graph as it is now, its passage and fact embeddings read from Chroma (past a
     size, or from ``hnsw_min_records`` records when given, a collection is searched through its HNSW index for the
-    ``hnsw_top_n`` nearest, see :mod:`.walk.dense_search`; from ``int8_min_records`` rows a matrix a query reads
+    ``hnsw_top_n`` nearest (default ``HNSW_TOP_N``), see :mod:`.walk.dense_search`; from ``int8_min_records`` rows a matrix a query reads
     whole gets an int8 estimate, see :mod:`.walk.int8_rows`). On a large graph the walk's solved dense share is
     read from ``basis_folder`` when saved there, else solved and saved there (:meth:`GraphWalk.load`). With a
     ``state_folder`` the passage and fact matrices, their int8 copies (and the walk basis's) and the passages' text
@@ -245,12 +245,13 @@ def open_saved_state(state_folder: Path, digest: str, stores: GraphStores, dampi
 def build_state(version: int, columns: StateColumns, passage_matrix: np.ndarray,
                 fact_matrix: np.ndarray | VectorSum,
                 passage_texts: PassageTexts, pagerank: PageRankGraph, stores: GraphStores, *,
-                hnsw_min_records: int | None = None, hnsw_top_n: int = HNSW_TOP_N,
+                hnsw_min_records: int | None = None, hnsw_top_n: int | None = None,
                 int8_min_records: int = INT8_MIN_ROWS, basis_folder: Path | None = None,
                 state_folder: Path | None = None) -> RetrievalState:
     """The state of a graph version from its columns, matrices, texts and PageRank matrix: the searches of its
     vectors and its walk (the arguments are :func:`load_retrieval_state`'s)."""
     first_entity = len(columns.passage_ids)
+    hnsw_top_n = hnsw_top_n or HNSW_TOP_N
     passage_vectors = DenseVectors(columns.passage_ids, passage_matrix, stores.passage_collections(),
                                    hnsw_min_records or HNSW_MIN_PASSAGES, hnsw_top_n, int8_min_records,
                                    state_folder, "passages-int8")
