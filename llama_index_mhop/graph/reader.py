@@ -25,7 +25,7 @@ from llama_index.core.schema import NodeWithScore
 
 from .engines import chat_engine, query_engine
 from .graph_files import saved_tables_digest
-from .layout import GRAPH_DIR
+from .layout import GRAPH_DIR, GRAPH_FILE, LEGACY_GRAPH_FILE
 from .lm_programs import load_lm_programs
 from .persistence import read_saved_config
 from .state import RetrievalState, open_saved_state
@@ -77,12 +77,15 @@ class HippoGraphReader:
 
         Raises:
             FileNotFoundError: no saved index in ``persist_dir``.
-            ValueError: an unreadable file, or a store without the index's collections.
+            ValueError: an unreadable file, a graph saved in format 1, or a store without the index's collections.
         """
         from ..defaults import resolve_embed_model
 
         root = Path(persist_dir)
         saved = read_saved_config(root)
+        if not (root / GRAPH_FILE).is_file():
+            raise ValueError(f"{root}: the graph is saved in format 1 (one JSON file, {LEGACY_GRAPH_FILE}), which has "
+                             "no query snapshot: open it once with HippoGraphIndex.from_persist_dir and persist() it")
         embed_model = resolve_embed_model(embed_model)
         saved.warn_if_other_embedder(embed_model)
         reader = cls(root, saved.open_stores(chroma_client, embed_model), load_lm_programs(root, None))

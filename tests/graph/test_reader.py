@@ -113,6 +113,23 @@ def test_a_reader_of_a_folder_without_an_index_says_so(tmp_path):
         open_reader(tmp_path)
 
 
+def test_a_reader_of_a_graph_saved_in_format_1_says_how_to_upgrade_it(saved):
+    import json
+    import shutil
+
+    from llama_index_mhop.graph.layout import CONFIG_FILE, GRAPH_DIR, LEGACY_GRAPH_FILE
+
+    root, index = saved
+    (root / LEGACY_GRAPH_FILE).write_text(json.dumps(index.graph.to_dict()))
+    shutil.rmtree(root / GRAPH_DIR)
+    config = json.loads((root / CONFIG_FILE).read_text())
+    (root / CONFIG_FILE).write_text(json.dumps({**config, "format_version": 1}))
+    with pytest.raises(ValueError, match="format 1.*persist"):
+        open_reader(root)
+    HippoGraphIndex.from_persist_dir(root, embed_model=WordBagEmbedding()).persist()  # as the message says
+    assert answers(open_reader(root)) == answers(index)
+
+
 AWKWARD = ["plain", "", "line one\nline two", 'quoted "name" \\ slash', "Émile Zola ✓", "{not json]", "plain"]
 
 
