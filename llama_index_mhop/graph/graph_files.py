@@ -22,11 +22,12 @@ and edge store, and builds itself from what is read (``KnowledgeGraph.save``, ``
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import re
 import secrets
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -77,18 +78,20 @@ class GraphTables:
 
     def to_json(self) -> dict[str, Any]:
         """The records as JSON values, each table sorted by id."""
+        return {"config": dict(self.config), "version": self.version,
+                **{name: dict(items) for name, items in self.to_json_items().items()},
+                "stale_synonyms": sorted(self.stale_synonyms)}
+
+    def to_json_items(self) -> dict[str, Iterator[tuple[str, Any]]]:
+        """The entity, fact, passage and synonym tables of :meth:`to_json`, each as its ``(id, JSON value)``
+        pairs, sorted by id and made one at a time."""
         return {
-            "config": dict(self.config),
-            "version": self.version,
-            "entities": dict(sorted(self.entity_names.items())),
-            "facts": {f: list(t) for f, t in sorted(self.facts.items())},
-            "passages": {
-                pid: {"entities": list(r.entities), "facts": list(r.facts), "ref_doc_id": r.ref_doc_id,
-                      "title": r.title, "title_entities": list(r.title_entities)}
-                for pid, r in sorted(self.passages.items())
-            },
-            "synonyms": {e: [[o, s] for o, s in lst] for e, lst in sorted(self.synonyms.items())},
-            "stale_synonyms": sorted(self.stale_synonyms),
+            "entities": iter(sorted(self.entity_names.items())),
+            "facts": ((f, list(t)) for f, t in sorted(self.facts.items())),
+            "passages": ((pid, {"entities": list(r.entities), "facts": list(r.facts), "ref_doc_id": r.ref_doc_id,
+                                "title": r.title, "title_entities": list(r.title_entities)})
+                         for pid, r in sorted(self.passages.items())),
+            "synonyms": ((e, [[o, s] for o, s in lst]) for e, lst in sorted(self.synonyms.items())),
         }
 
     @classmethod
@@ -171,24 +174,76 @@ def save_graph(folder: str | Path, tables: GraphTables, nodes: NodeTable, edges:
     for stem, array in zip(_ARRAYS, (nodes.kinds(), pairs, values), strict=True):
         _write_atomic(target / arrays[stem],
                       lambda h, a=array: np.save(h, np.ascontiguousarray(a), allow_pickle=False))
-    saved = {"array_format_version": ARRAY_FORMAT_VERSION, **tables.to_json(), "node_keys": keys, "free_slots": free,
-             "arrays": arrays, **({"attached": dict(attached)} if attached else {})}
-    text = json.dumps(saved, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     keep = {*arrays.values(), *_saved_array_names(target)}
-    _write_atomic(target / TABLES_FILE, lambda h: h.write(text))
+    digest = hashlib.blake2b(digest_size=16)
+
+    def write_tables(handle: Any) -> None:
+        for chunk in _tables_json(tables, arrays, keys, free, attached):
+            data = chunk.encode("utf-8")
+            digest.update(data)
+            handle.write(data)
+
+    _write_atomic(target / TABLES_FILE, write_tables)
     for stale in target.iterdir():
         ours = stale.name.split(".")[0] in (*_ARRAYS, Path(TABLES_FILE).stem)
         if ours and stale.suffix in (".npy", ".partial") and stale.name not in keep:
             stale.unlink(missing_ok=True)
-    return _digest(text)
+    return digest.hexdigest()
+
+
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_CHUNK_ITEMS = 4096  # records encoded into one piece of the file
+
+
+def _tables_json(tables: GraphTables, arrays: Mapping[str, str], keys: list[str | None], free: list[int],
+                 attached: Mapping[str, Any] | None) -> Iterator[str]:
+    """``tables.json`` in pieces, a few thousand records each, never the whole text at once: the JSON of
+    ``{"array_format_version", "arrays", **tables.to_json(), "node_keys", "free_slots", "attached"}``. The arrays
+    come first, so a save reads the previous save's names from the file's head (:func:`_saved_array_names`)."""
+    records = tables.to_json_items()
+    yield "{" + ",".join(f"{_ENCODE(k)}:{_ENCODE(v)}" for k, v in (
+        ("array_format_version", ARRAY_FORMAT_VERSION), ("arrays", dict(arrays)),
+        ("config", dict(tables.config)), ("version", tables.version)))
+    for name, items in records.items():
+        yield f",{_ENCODE(name)}:{{"
+        separator = ""
+        while chunk := list(itertools.islice(items, _CHUNK_ITEMS)):
+            yield separator + ",".join(f"{_ENCODE(k)}:{_ENCODE(v)}" for k, v in chunk)
+            separator = ","
+        yield "}"
+    yield f",{_ENCODE('stale_synonyms')}:{_ENCODE(sorted(tables.stale_synonyms))}"
+    yield f",{_ENCODE('node_keys')}:["
+    for start in range(0, len(keys), _CHUNK_ITEMS):
+        yield ("," if start else "") + ",".join(_ENCODE(k) for k in keys[start : start + _CHUNK_ITEMS])
+    yield f"],{_ENCODE('free_slots')}:{_ENCODE(free)}"
+    if attached:
+        yield f",{_ENCODE('attached')}:{_ENCODE(dict(attached))}"
+    yield "}"
 
 
 def _saved_array_names(folder: Path) -> list[str]:
-    """The arrays the folder's current ``tables.json`` names (none when there is no readable one)."""
+    """The arrays the folder's current ``tables.json`` names (none when there is no readable one), read from the
+    file's head where :func:`save_graph` writes them (a file written before that is read whole)."""
+    head = f'{{"array_format_version":{ARRAY_FORMAT_VERSION},"arrays":'
+    try:
+        with open(folder / TABLES_FILE, "rb") as file:
+            start = file.read(_HEAD_BYTES).decode("utf-8", errors="replace")
+    except OSError:
+        return []
+    if start.startswith(head):
+        try:
+            names, _ = json.JSONDecoder().raw_decode(start, len(head))
+        except json.JSONDecodeError:
+            names = None
+        if isinstance(names, dict) and all(isinstance(v, str) for v in names.values()):
+            return list(names.values())
     try:
         return list(load_graph_tables(folder)["arrays"].values())
     except ValueError:
         return []
+
+
+_HEAD_BYTES = 4096  # more than the array names of a save take at the head of its tables.json
 
 
 def _digest(text: bytes) -> str:

@@ -258,3 +258,17 @@ def test_an_array_name_with_a_trailing_newline_is_refused(saved):
     edit(saved / GRAPH_FILE, lambda tables: tables["arrays"].update(edge_pairs=tables["arrays"]["edge_pairs"] + "\n"))
     with pytest.raises(ValueError, match=f"{GRAPH_FILE}: arrays: expected the file names"):
         reopen(saved)
+
+
+def test_tables_json_written_in_pieces_is_one_json_object_with_the_array_names_first(saved, monkeypatch):
+    folder = saved / GRAPH_DIR
+    monkeypatch.setattr(graph_files, "_CHUNK_ITEMS", 2)  # many pieces per table, even for four passages
+    reopen(saved).persist()
+    text = (folder / "tables.json").read_bytes()
+    data = json.loads(text)
+    assert list(data)[:2] == ["array_format_version", "arrays"] and len(data["passages"]) == 4
+    assert json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode() == text  # the one-piece JSON
+    assert graph_files._saved_array_names(folder) == list(data["arrays"].values())  # read from the head
+    names_last = {key: value for key, value in data.items() if key != "arrays"} | {"arrays": data["arrays"]}
+    (folder / "tables.json").write_text(json.dumps(names_last))  # the layout saves had before: read whole
+    assert graph_files._saved_array_names(folder) == list(data["arrays"].values())
