@@ -1,4 +1,6 @@
-"""The LlamaIndex engines a graph index answers through: a query engine and the chat engines over its retriever."""
+"""The LlamaIndex engines a graph answers through: a query engine and the chat engines over its retriever, and
+:class:`GraphEngines`, the ``as_retriever`` / ``as_query_engine`` / ``as_chat_engine`` of the index and of its
+reader."""
 
 from __future__ import annotations
 
@@ -9,7 +11,9 @@ if TYPE_CHECKING:
     from llama_index.core.chat_engine.types import BaseChatEngine
     from llama_index.core.query_engine import RetrieverQueryEngine
 
-__all__ = ["chat_engine", "query_engine"]
+    from ..retrievers.hippo_graph import HippoGraphRetriever
+
+__all__ = ["GraphEngines", "chat_engine", "query_engine"]
 
 
 def query_engine(retriever: BaseRetriever, llm: Any = None, **kwargs: Any) -> RetrieverQueryEngine:
@@ -36,3 +40,48 @@ def chat_engine(retriever: BaseRetriever, chat_mode: Any = "condense_plus_contex
     if chat_mode not in engines:
         raise ValueError(f"chat_mode must be one of {', '.join(engines)}, got {chat_mode!r}")
     return engines[chat_mode].from_defaults(retriever=retriever, llm=llm, **kwargs)
+
+
+class GraphEngines:
+    """The retriever and engines of a graph a :class:`~llama_index_mhop.retrievers.hippo_graph.HippoGraphRetriever`
+    searches (a :class:`~.retrieval_source.RetrievalSource`: the index, or a reader of it)."""
+
+    def as_retriever(self, **kwargs: Any) -> HippoGraphRetriever:
+        """A :class:`~llama_index_mhop.retrievers.hippo_graph.HippoGraphRetriever` over this graph."""
+        from ..retrievers.hippo_graph import HippoGraphRetriever
+
+        return HippoGraphRetriever(index=self, **kwargs)
+
+    def as_query_engine(self, llm: Any = None, **kwargs: Any) -> RetrieverQueryEngine:
+        """A ``RetrieverQueryEngine`` answering from this graph's retriever.
+
+        Args:
+            llm: the LlamaIndex LLM that writes answers (default: LlamaIndex's ``Settings.llm``).
+            **kwargs: retriever arguments (see ``HippoGraphRetriever``) and ``RetrieverQueryEngine.from_args``
+                arguments (``response_mode``, ``node_postprocessors``, ...).
+        """
+        return query_engine(self._retriever_from(kwargs), llm, **kwargs)
+
+    def as_chat_engine(self, chat_mode: str = "condense_plus_context", llm: Any = None,
+                       **kwargs: Any) -> BaseChatEngine:
+        """A LlamaIndex chat engine answering from this graph's retriever (see :func:`chat_engine`).
+
+        Args:
+            chat_mode: ``"condense_plus_context"`` (a follow-up is condensed into a standalone question first; also
+                what LlamaIndex's default ``ChatMode.BEST`` gives) or ``"context"`` (each message retrieves as it
+                is).
+            llm: the LlamaIndex LLM that answers (default: LlamaIndex's ``Settings.llm``).
+            **kwargs: retriever arguments (see ``HippoGraphRetriever``) and the chat engine's ``from_defaults``
+                arguments (``system_prompt``, ``memory``, ``node_postprocessors``, ...).
+
+        Raises:
+            ValueError: another chat mode.
+        """
+        return chat_engine(self._retriever_from(kwargs), chat_mode, llm, **kwargs)
+
+    def _retriever_from(self, kwargs: dict[str, Any]) -> HippoGraphRetriever:
+        """The retriever an engine answers from, built from the retriever arguments among an engine's ``kwargs``
+        (taken out of them; the rest are the engine's)."""
+        from ..retrievers.hippo_graph import HippoGraphRetriever
+
+        return self.as_retriever(**{k: kwargs.pop(k) for k in list(kwargs) if k in HippoGraphRetriever.ARGUMENTS})

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from llama_index.core import StorageContext
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -38,7 +38,7 @@ from ..store_lock import store_lock
 from ..sync import UnknownDocumentError
 from .checkpoint import CHECKPOINT_FILE
 from .document_verbs import DocumentVerbs
-from .engines import chat_engine, query_engine
+from .engines import GraphEngines
 from .extraction import Extractor, OpenIEExtractor
 from .graph_stores import (
     DEFAULT_SHORT_TEXT_BATCH_SIZE,
@@ -67,12 +67,6 @@ from .synonymy import DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES
 from .walk.ppr import DEFAULT_DAMPING
 from .writer import IndexWriter
 
-if TYPE_CHECKING:
-    from llama_index.core.chat_engine.types import BaseChatEngine
-    from llama_index.core.query_engine import RetrieverQueryEngine
-
-    from ..retrievers.hippo_graph import HippoGraphRetriever
-
 __all__ = [
     "CHECKPOINT_FILE", "CONFIG_FILE", "DEFAULT_INDEX_NAME", "DEFAULT_INSERT_BATCH_SIZE",
     "DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES", "DEFAULT_SHORT_TEXT_BATCH_SIZE", "DEFAULT_SHORT_TEXT_DTYPE",
@@ -82,7 +76,7 @@ __all__ = [
 ]
 
 
-class HippoGraphIndex(IndexConstructors, DocumentVerbs, BaseIndex[HippoGraphStruct]):
+class HippoGraphIndex(IndexConstructors, DocumentVerbs, GraphEngines, BaseIndex[HippoGraphStruct]):
     """HippoRAG 2's memory over Chroma: passage, entity and fact collections and the knowledge graph.
 
     A LlamaIndex index: its struct lives in a ``StorageContext``'s index store, its passage collection is the
@@ -317,46 +311,6 @@ class HippoGraphIndex(IndexConstructors, DocumentVerbs, BaseIndex[HippoGraphStru
             return list(nodes)
         self._writer.versions.invalidate()
         return [n for n in nodes if n.node.node_id in held]
-
-    def as_retriever(self, **kwargs: Any) -> HippoGraphRetriever:
-        """A :class:`~llama_index_mhop.retrievers.hippo_graph.HippoGraphRetriever` over this index."""
-        from ..retrievers.hippo_graph import HippoGraphRetriever
-
-        return HippoGraphRetriever(index=self, **kwargs)
-
-    def as_query_engine(self, llm: Any = None, **kwargs: Any) -> RetrieverQueryEngine:
-        """A ``RetrieverQueryEngine`` answering from this index's retriever.
-
-        Args:
-            llm: the LlamaIndex LLM that writes answers (default: LlamaIndex's ``Settings.llm``).
-            **kwargs: retriever arguments (see ``HippoGraphRetriever``) and ``RetrieverQueryEngine.from_args``
-                arguments (``response_mode``, ``node_postprocessors``, ...).
-        """
-        return query_engine(self._retriever_from(kwargs), llm, **kwargs)
-
-    def as_chat_engine(self, chat_mode: str = "condense_plus_context", llm: Any = None,
-                       **kwargs: Any) -> BaseChatEngine:
-        """A LlamaIndex chat engine answering from this index's retriever (see :func:`.engines.chat_engine`).
-
-        Args:
-            chat_mode: ``"condense_plus_context"`` (a follow-up is condensed into a standalone question first; also
-                what LlamaIndex's default ``ChatMode.BEST`` gives) or ``"context"`` (each message retrieves as it
-                is).
-            llm: the LlamaIndex LLM that answers (default: LlamaIndex's ``Settings.llm``).
-            **kwargs: retriever arguments (see ``HippoGraphRetriever``) and the chat engine's ``from_defaults``
-                arguments (``system_prompt``, ``memory``, ``node_postprocessors``, ...).
-
-        Raises:
-            ValueError: another chat mode.
-        """
-        return chat_engine(self._retriever_from(kwargs), chat_mode, llm, **kwargs)
-
-    def _retriever_from(self, kwargs: dict[str, Any]) -> HippoGraphRetriever:
-        """The retriever an engine answers from, built from the retriever arguments among an engine's ``kwargs``
-        (taken out of them; the rest are the engine's)."""
-        from ..retrievers.hippo_graph import HippoGraphRetriever
-
-        return self.as_retriever(**{k: kwargs.pop(k) for k in list(kwargs) if k in HippoGraphRetriever.ARGUMENTS})
 
     # ------------------------------------------------------------------ LlamaIndex's abstract steps
 

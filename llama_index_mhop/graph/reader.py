@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.schema import NodeWithScore
 
-from .engines import chat_engine, query_engine
+from .engines import GraphEngines
 from .graph_files import saved_tables_digest
 from .layout import GRAPH_DIR, GRAPH_FILE, LEGACY_GRAPH_FILE
 from .lm_programs import load_lm_programs
@@ -34,10 +34,6 @@ from .walk.basis_files import BASIS_FOLDER
 from .walk.ppr import DEFAULT_DAMPING
 
 if TYPE_CHECKING:
-    from llama_index.core.chat_engine.types import BaseChatEngine
-    from llama_index.core.query_engine import RetrieverQueryEngine
-
-    from ..retrievers.hippo_graph import HippoGraphRetriever
     from .graph_stores import GraphStores
 
 __all__ = ["HippoGraphReader"]
@@ -45,7 +41,7 @@ __all__ = ["HippoGraphReader"]
 logger = logging.getLogger(__name__)
 
 
-class HippoGraphReader:
+class HippoGraphReader(GraphEngines):
     """The read side of a saved :class:`~.index.HippoGraphIndex`: retrievers and engines over the save it opened,
     from that save's query snapshot (see the module docstring). Open one with :meth:`open`.
 
@@ -132,28 +128,6 @@ class HippoGraphReader:
             return list(nodes)
         held = self.stores.held_passages([n.node.node_id for n in nodes])
         return [n for n in nodes if n.node.node_id in held]
-
-    def as_retriever(self, **kwargs: Any) -> HippoGraphRetriever:
-        """A :class:`~llama_index_mhop.retrievers.hippo_graph.HippoGraphRetriever` over this reader."""
-        from ..retrievers.hippo_graph import HippoGraphRetriever
-
-        return HippoGraphRetriever(index=self, **kwargs)
-
-    def as_query_engine(self, llm: Any = None, **kwargs: Any) -> RetrieverQueryEngine:
-        """A ``RetrieverQueryEngine`` answering from this reader's retriever (``HippoGraphIndex.as_query_engine``'s
-        arguments)."""
-        return query_engine(self._retriever_from(kwargs), llm, **kwargs)
-
-    def as_chat_engine(self, chat_mode: str = "condense_plus_context", llm: Any = None,
-                       **kwargs: Any) -> BaseChatEngine:
-        """A LlamaIndex chat engine answering from this reader's retriever (``HippoGraphIndex.as_chat_engine``'s
-        arguments)."""
-        return chat_engine(self._retriever_from(kwargs), chat_mode, llm, **kwargs)
-
-    def _retriever_from(self, kwargs: dict[str, Any]) -> HippoGraphRetriever:
-        from ..retrievers.hippo_graph import HippoGraphRetriever
-
-        return self.as_retriever(**{k: kwargs.pop(k) for k in list(kwargs) if k in HippoGraphRetriever.ARGUMENTS})
 
     def _saved_state(self, digest: str, damping: float) -> RetrievalState | None:
         return open_saved_state(self.persist_dir / STATE_FOLDER, digest, self.stores, damping,
