@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .graph_arrays import EdgeStore, NodeTable, PassageRecord, load_array
-from .json_files import check_value, parse_json
+from .json_files import json_object
 from .layout import TABLES_FILE
 
 if TYPE_CHECKING:
@@ -175,7 +175,7 @@ def save_graph(folder: str | Path, tables: GraphTables, nodes: NodeTable, edges:
         _write_atomic(target / arrays[stem],
                       lambda h, a=array: np.save(h, np.ascontiguousarray(a), allow_pickle=False))
     keep = {*arrays.values(), *_saved_array_names(target)}
-    digest = hashlib.blake2b(digest_size=16)
+    digest = _tables_hash()
 
     def write_tables(handle: Any) -> None:
         for chunk in _tables_json(tables, arrays, keys, free, attached):
@@ -246,8 +246,9 @@ def _saved_array_names(folder: Path) -> list[str]:
 _HEAD_BYTES = 4096  # more than the array names of a save take at the head of its tables.json
 
 
-def _digest(text: bytes) -> str:
-    return hashlib.blake2b(text, digest_size=16).hexdigest()
+def _tables_hash(data: bytes = b"") -> Any:
+    """The hash that names a save by its ``tables.json`` (fed ``data`` so far)."""
+    return hashlib.blake2b(data, digest_size=16)
 
 
 def saved_tables_digest(folder: str | Path) -> str:
@@ -259,7 +260,7 @@ def saved_tables_digest(folder: str | Path) -> str:
     path = Path(folder) / TABLES_FILE
     try:
         with open(path, "rb") as file:
-            return hashlib.file_digest(file, lambda: hashlib.blake2b(digest_size=16)).hexdigest()
+            return hashlib.file_digest(file, _tables_hash).hexdigest()
     except OSError as exc:
         raise ValueError(f"{path}: no saved graph here ({exc})") from None
 
@@ -276,9 +277,9 @@ def _read_tables(folder: Path) -> tuple[dict[str, Any], str]:
         raise ValueError(f"{path}: no saved graph here")
     try:
         text = path.read_bytes()
-        data = check_value(parse_json(text.decode("utf-8"), str(path)), dict, str(path), "top level")
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: not valid JSON ({exc}); the Chroma data is untouched") from None
+    except OSError as exc:
+        raise ValueError(f"{path}: not readable ({exc}); the Chroma data is untouched") from None
+    data = json_object(text, path)
     if data.get("array_format_version") != ARRAY_FORMAT_VERSION:
         raise ValueError(f"{path}: unsupported array format version {data.get('array_format_version')!r} (this "
                          f"code reads {ARRAY_FORMAT_VERSION})")
@@ -286,7 +287,7 @@ def _read_tables(folder: Path) -> tuple[dict[str, Any], str]:
     if not isinstance(names, dict) or any(not isinstance(names.get(s), str) or not _ARRAY_NAME.fullmatch(names[s])
                                           or not names[s].startswith(f"{s}.") for s in _ARRAYS):
         raise ValueError(f"{path}: arrays: expected the file names of {', '.join(_ARRAYS)}")
-    return data, _digest(text)
+    return data, _tables_hash(text).hexdigest()
 
 
 def _open_arrays(folder: Path, tables: Mapping[str, Any], mmap: bool) -> dict[str, np.ndarray]:

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["check_field", "check_value", "parse_json", "read_json_object", "string_map", "triple_map", "write_json"]
+__all__ = ["check_field", "check_value", "json_object", "parse_json", "read_json_object", "string_map", "triple_map", "write_json"]
 
 _NAMES = {dict: "an object", list: "a list", str: "a string", int: "an integer", type(None): "null"}
 
@@ -38,11 +38,16 @@ def parse_json(text: str, where: str) -> Any:
 
 def read_json_object(path: Path) -> dict[str, Any]:
     """A saved JSON object, or a ValueError naming the file (a truncated or edited file is never half-read)."""
+    return json_object(path.read_bytes(), path)
+
+
+def json_object(data: bytes, path: Path) -> dict[str, Any]:
+    """The JSON object of ``data``, the bytes of ``path``, or a ValueError naming the file."""
     try:
-        data = parse_json(path.read_text(encoding="utf-8"), str(path))
+        parsed = parse_json(data.decode("utf-8"), str(path))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ValueError(f"{path}: not valid JSON ({exc}); the Chroma data is untouched") from None
-    return check_value(data, dict, str(path), "top level")
+    return check_value(parsed, dict, str(path), "top level")
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
