@@ -140,8 +140,7 @@ class KnowledgeGraph(GraphEdges, SynonymLists):
         self._nodes = NodeTable()
         self._edges = EdgeStore()
         self.version = 0
-        #: ``(version, digest of its tables.json)`` of the save this graph was last read from or written to.
-        self.saved: tuple[int, str] | None = None
+        self._saved: tuple[int, str] | None = None  # (version, digest of tables.json) of the last save read or written
         self._pagerank: PageRankGraph | None = None
 
     # ------------------------------------------------------------------ structure
@@ -157,6 +156,12 @@ class KnowledgeGraph(GraphEdges, SynonymLists):
     @property
     def num_passages(self) -> int:
         return len(self.passages)
+
+    @property
+    def save_digest(self) -> str | None:
+        """The digest of the ``tables.json`` this graph was last read from or written to, while it is unchanged
+        since (None: changed since, or never saved)."""
+        return self._saved[1] if self._saved is not None and self._saved[0] == self.version else None
 
     def _bump(self) -> None:
         self.version += 1
@@ -337,7 +342,7 @@ class KnowledgeGraph(GraphEdges, SynonymLists):
             graph.check_edges()
         except ValueError as exc:
             raise ValueError(f"{folder}: {exc}") from None
-        graph.saved = None if digest is None else (graph.version, digest)
+        graph._saved = None if digest is None else (graph.version, digest)
         return graph
 
     def to_dict(self) -> dict[str, Any]:
@@ -361,7 +366,7 @@ class KnowledgeGraph(GraphEdges, SynonymLists):
         """Write this version to ``folder`` as ``tables.json`` and ``.npy`` arrays, with ``attached`` JSON values
         inside ``tables.json`` (see :func:`~.graph_files.save_graph`)."""
         digest = save_graph(folder, self.tables(), self._nodes, self._edges, attached)
-        self.saved = (self.version, digest)
+        self._saved = (self.version, digest)
         return Path(folder)
 
     @classmethod

@@ -186,8 +186,8 @@ def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: fl
                          state_folder: Path | None = None, snapshot_digest: str | None = None) -> RetrievalState:
     """The retrieval state of the graph as it is now, its passage and fact embeddings read from Chroma (past a
     size, or from ``hnsw_min_records`` records when given, a collection is searched through its HNSW index for the
-    ``hnsw_top_n`` nearest (default ``HNSW_TOP_N``), see :mod:`.walk.dense_search`; from ``int8_min_records`` rows a matrix a query reads
-    whole gets an int8 estimate, see :mod:`.walk.int8_rows`). On a large graph the walk's solved dense share is
+    ``hnsw_top_n`` nearest (default ``HNSW_TOP_N``), see :mod:`.walk.dense_search`; from ``int8_min_records`` rows
+    a matrix a query reads whole gets an int8 estimate, see :mod:`.walk.int8_rows`). On a large graph the walk's solved dense share is
     read from ``basis_folder`` when saved there, else solved and saved there (:meth:`GraphWalk.load`). With a
     ``state_folder`` the passage and fact matrices, their int8 copies (and the walk basis's) and the passages' text
     are files there that every process of the index maps (:mod:`.state_files`), and with a ``snapshot_digest``
@@ -215,9 +215,9 @@ def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: fl
         s_id, _, o_id = graph.facts[f]
         fact_nodes[i] = (entity_node[s_id], entity_node[o_id])
     entity_names = [graph.entity_names[e] for e in entity_ids]
+    predicates = [graph.facts[f][1] for f in fact_ids]
     columns = StateColumns(passage_ids, entity_ids, entity_names, NameLookup.sorted_order(entity_names), counts,
-                           fact_ids,
-                           [graph.facts[f][1] for f in fact_ids], fact_nodes)
+                           fact_ids, predicates, fact_nodes)
     state = build_state(graph.version, columns, passage_matrix, fact_matrix, passage_texts,
                         graph.pagerank_graph(damping=damping), stores, hnsw_min_records=hnsw_min_records,
                         hnsw_top_n=hnsw_top_n, int8_min_records=int8_min_records, basis_folder=basis_folder,
@@ -347,11 +347,9 @@ class VersionedState:
             raise EmptyIndexError(f"index {self.stores.name!r} holds no passage: insert documents before retrieving")
         self._before_load()
         try:
-            saved = self.graph.saved
-            unchanged = saved is not None and saved[0] == self.graph.version and not self._changes_running
             state = load_retrieval_state(self.graph, self.stores, damping, basis_folder=self._basis_folder(),
                                          state_folder=self._state_folder(),
-                                         snapshot_digest=saved[1] if unchanged and saved else None)
+                                         snapshot_digest=None if self._changes_running else self.graph.save_digest)
         except PassagesGoneError as gone:
             if self._drop_gone is None:
                 raise
