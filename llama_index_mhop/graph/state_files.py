@@ -19,8 +19,9 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,8 @@ from numpy.lib.format import open_memmap
 
 from .graph_arrays import load_array
 
-__all__ = ["STATE_FOLDER", "PassageTexts", "VectorMatrix", "left_by_dead_process", "remove_files_of_kind"]
+__all__ = ["STATE_FOLDER", "PassageTexts", "VectorMatrix", "left_by_dead_process", "remove_files_of_kind",
+           "write_folder"]
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +45,28 @@ def _partial_path(folder: Path, kind: str, suffix: str) -> Path:
         if left_by_dead_process(abandoned):
             abandoned.unlink(missing_ok=True)
     return folder / f".{kind}.{os.getpid()}.{uuid.uuid4().hex}.partial{suffix}"
+
+
+def write_folder(parent: Path, name: str, write: Callable[[Path], None], done_file: str) -> Path:
+    """Write the folder ``parent/name`` whole or not at all: ``write`` fills a partial folder, which is then renamed
+    into place; when another process renamed its copy there first (it holds ``done_file``), that copy stays.
+
+    Raises:
+        OSError: the folder cannot be written.
+    """
+    parent.mkdir(parents=True, exist_ok=True)
+    partial = parent / f".{name}.{os.getpid()}.{uuid.uuid4().hex}.partial"
+    partial.mkdir()
+    try:
+        write(partial)
+        try:
+            os.rename(partial, parent / name)
+        except OSError:  # another process wrote the same folder first: its copy is as good
+            if not (parent / name / done_file).is_file():
+                raise
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+    return parent / name
 
 
 def left_by_dead_process(partial: Path) -> bool:

@@ -28,7 +28,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,7 +37,7 @@ from scipy import sparse
 from .graph_arrays import load_array
 from .json_files import check_field, read_json_object, write_json
 from .state_columns import StateColumns, StringColumn
-from .state_files import PassageTexts, left_by_dead_process
+from .state_files import PassageTexts, left_by_dead_process, write_folder
 from .walk.dense_search import VectorSum
 from .walk.ppr import WalkMatrices
 
@@ -86,19 +85,10 @@ def write_snapshot(state_folder: Path, digest: str, snapshot: Snapshot) -> Path 
         sources["fact_matrix"] = getattr(snapshot.fact_matrix, "filename", None)
     if any(source is None for source in sources.values()):
         return None
-    partial = state_folder / f".{_PREFIX}{digest}.{os.getpid()}.{uuid.uuid4().hex}.partial"
+    paths = {key: Path(source) for key, source in sources.items()}
     try:
-        partial.mkdir(parents=True)
-        _write_files(partial, snapshot, {key: Path(source) for key, source in sources.items()})
-        try:
-            os.rename(partial, target)
-        except OSError:
-            if not target.is_dir():
-                raise
-            shutil.rmtree(partial, ignore_errors=True)  # another process filed the same save first
-            return target
+        write_folder(state_folder, target.name, lambda folder: _write_files(folder, snapshot, paths), _MANIFEST)
     except OSError as exc:
-        shutil.rmtree(partial, ignore_errors=True)
         logger.warning("no query snapshot in %s: %s", state_folder, exc)
         return None
     _remove_others(state_folder, target)

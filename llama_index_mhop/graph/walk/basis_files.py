@@ -17,9 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import shutil
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -28,6 +26,7 @@ import numpy as np
 from ...text import escape_controls
 from ..graph_arrays import load_array
 from ..json_files import read_json_object
+from ..state_files import write_folder
 from .affine_ppr import DEFAULT_BASIS_TOL, AffineResetPageRank, SolvedBasis, solve_basis
 from .ppr import PageRankGraph
 from .row_products import ExactRows, RowProducts
@@ -81,23 +80,15 @@ def save_basis(folder: Path, key: str, solved: SolvedBasis) -> None:
     Raises:
         OSError: the folder cannot be written.
     """
-    folder.mkdir(parents=True, exist_ok=True)
-    partial = folder / f".{key}.{uuid.uuid4().hex}.partial"
-    partial.mkdir()
-    try:
+    def write(partial: Path) -> None:
         if solved.basis is not None:
             np.save(partial / "basis.npy", np.asarray(solved.basis, dtype=np.float32), allow_pickle=False)
         np.save(partial / "uniform_response.npy", solved.uniform_response, allow_pickle=False)
         np.save(partial / "node_totals.npy", solved.node_totals, allow_pickle=False)
         (partial / _INFO).write_text(json.dumps({"key": key, "has_basis": solved.basis is not None,
                                                  "iterations": solved.iterations, "seconds": solved.seconds}))
-        try:
-            os.rename(partial, folder / key)
-        except OSError:  # another process wrote the same key first: its copy is as good
-            if not (folder / key / _INFO).is_file():
-                raise
-    finally:
-        shutil.rmtree(partial, ignore_errors=True)
+
+    write_folder(folder, key, write, _INFO)
     for other in folder.iterdir():
         # A worker still reading an older graph keeps its memory map: removing the files leaves open maps intact.
         if other.name != key and not other.name.startswith("."):
