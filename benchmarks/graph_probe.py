@@ -32,6 +32,9 @@ process, to measure that walk at this size; ``--hnsw-min-records N`` the number 
 passages are searched through Chroma's HNSW indexes (``HNSW_MIN_FACTS``, ``HNSW_MIN_PASSAGES``), to run the paths
 of a million passages on a smaller build and compare them with exact search (``--compare``), and
 ``--hnsw-top-n`` how many of the nearest records those searches score exactly (``HNSW_TOP_N``).
+``--chroma-port PORT`` has the query step read the store through a ``chroma run`` server already listening there
+(on the work folder's store) instead of opening it embedded: two query steps then share one copy of Chroma's
+indexes, as a deployment's workers do.
 
 With ``--tracemalloc`` both processes also record Python's traced heap per step and its largest allocation
 sites (tracing slows the build and adds its own memory, so the default run leaves it off).
@@ -40,6 +43,7 @@ Usage:
     python benchmarks/graph_probe.py [--passages 20000] [--questions 50] [--seed 0] [--rounds 3] \\
         [--work-dir /work/runs/graph-probe] [--tracemalloc] [--rankings FILE] [--reuse-build] \\
         [--compare FILE] [--walk-from-nodes N] [--hnsw-min-records N] [--hnsw-top-n N] [--chroma-server] \\
+        [--chroma-port PORT] \\
         --out benchmarks/results/graph-probe-20000.json
 """
 
@@ -156,7 +160,8 @@ def _build(work: Path, trace: bool, client: Any, server_pid: int | None) -> dict
 
 
 def query_step(work: Path, trace: bool, rounds: int, rankings: Path, walk_from_nodes: int | None,
-               hnsw_min_records: int | None, hnsw_top_n: int | None) -> dict[str, Any]:
+               hnsw_min_records: int | None, hnsw_top_n: int | None, chroma_port: int | None = None
+               ) -> dict[str, Any]:
     """Open the store and the graph, load the graph's query state, then time both retrievers."""
     import chromadb
     import torch
@@ -184,7 +189,12 @@ def query_step(work: Path, trace: bool, rounds: int, rankings: Path, walk_from_n
     dataset = load_corpus(work)
     embedder = probe_embedder()
     steps: dict[str, Any] = {"start": memory(False)}
-    client = chromadb.PersistentClient(path=str(work / "chroma"))
+    if chroma_port is None:
+        client = chromadb.PersistentClient(path=str(work / "chroma"))
+    else:
+        from llama_index_mhop.defaults import default_chroma_client
+
+        client = default_chroma_client(host="localhost", port=chroma_port)
     store = ChromaVectorStore(chroma_collection=client.get_collection(COLLECTION))
     vector_index = VectorStoreIndex.from_vector_store(store, embed_model=embedder)
     graph = HippoGraphIndex.from_persist_dir(work / "graph", chroma_client=client, embed_model=embedder)
@@ -290,6 +300,8 @@ def _run_step(step: str, args: argparse.Namespace) -> dict[str, Any]:
         command += ["--hnsw-min-records", str(args.hnsw_min_records)]
     if args.hnsw_top_n is not None:
         command += ["--hnsw-top-n", str(args.hnsw_top_n)]
+    if args.chroma_port is not None:
+        command += ["--chroma-port", str(args.chroma_port)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
     done = subprocess.run(command, cwd=ROOT, env=env, check=True, stdout=subprocess.PIPE, text=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -312,6 +324,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hnsw-top-n", type=int, help="HNSW_TOP_N in the query process (records scored exactly)")
     parser.add_argument("--chroma-server", action="store_true",
                         help="build into a `chroma run` server (its memory recorded) instead of an embedded store")
+    parser.add_argument("--chroma-port", type=int,
+                        help="query through the `chroma run` server on this port (serving the work folder's store)")
     parser.add_argument("--step", choices=("build", "query", "chroma"), help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
@@ -326,7 +340,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.step == "query":
         print(json.dumps(query_step(args.work_dir, args.tracemalloc, args.rounds, args.rankings,
-                                    args.walk_from_nodes, args.hnsw_min_records, args.hnsw_top_n)))
+                                    args.walk_from_nodes, args.hnsw_min_records, args.hnsw_top_n,
+                                    args.chroma_port)))
         return 0
 
     from llama_index_mhop.bench.synthetic import generate_dataset

@@ -13,7 +13,17 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .graph_arrays import FACTS, PLAIN, SYNONYMY, SYNONYMY_SCALE, TITLE, EdgeStore, NodeTable, PassageRecord
+from .graph_arrays import (
+    FACTS,
+    PLAIN,
+    SYNONYMY,
+    SYNONYMY_SCALE,
+    TITLE,
+    EdgeStore,
+    NodeTable,
+    PassageRecord,
+    SynonymList,
+)
 from .walk.ppr import DEFAULT_DAMPING, PageRankGraph
 
 __all__ = ["ENTITY", "KIND_CODE", "PASSAGE", "EdgeWeights", "GraphEdges"]
@@ -51,7 +61,7 @@ class GraphEdges:
     passages: dict[str, PassageRecord]
     entity_names: dict[str, str]
     facts: dict[str, tuple[str, str, str]]
-    synonyms: dict[str, list[tuple[str, float]]]
+    synonyms: dict[str, SynonymList]
     title_edge_weight: float
     version: int
     _nodes: NodeTable

@@ -27,6 +27,8 @@ import json
 import os
 import re
 import secrets
+import sys
+from array import array
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .graph_arrays import EdgeStore, NodeTable, PassageRecord, load_array
+from .graph_arrays import EdgeStore, NodeTable, PassageRecord, SynonymList, load_array
 from .json_files import json_object
 from .layout import TABLES_FILE
 
@@ -73,7 +75,7 @@ class GraphTables:
     entity_names: Mapping[str, str]
     facts: Mapping[str, tuple[str, str, str]]
     passages: Mapping[str, PassageRecord]
-    synonyms: Mapping[str, list[tuple[str, float]]]
+    synonyms: Mapping[str, Sequence[tuple[str, float]]]
     stale_synonyms: Collection[str]
 
     def to_json(self) -> dict[str, Any]:
@@ -96,20 +98,44 @@ class GraphTables:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> GraphTables:
-        """The records :meth:`to_json` wrote (or the tables of a saved folder, or a one-object graph file)."""
+        """The records :meth:`to_json` wrote (or the tables of a saved folder, or a one-object graph file).
+
+        Each id and predicate is held once (interned): parsing makes a new string at every occurrence, and an
+        entity's id recurs in its passages' records, its facts and other entities' synonym lists.
+
+        Raises:
+            ValueError: a record of the wrong shape (an id that is not a string, a similarity that is not a number).
+        """
+        try:
+            return cls._from_records(data)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"graph tables: malformed record ({exc})") from None
+
+    @classmethod
+    def _from_records(cls, data: Mapping[str, Any]) -> GraphTables:
+        one = sys.intern
+
+        def ids(values: Sequence[str]) -> tuple[str, ...]:
+            return tuple(map(one, values))
+
+        entity_names = {one(k): v for k, v in data["entities"].items()}
+        facts = {one(k): (one(s), one(p), one(o)) for k, (s, p, o) in data["facts"].items()}
         passages = {
-            pid: PassageRecord(tuple(rec["entities"]), tuple(rec["facts"]), rec.get("ref_doc_id"),
-                               rec.get("title", ""), tuple(rec.get("title_entities", ())))
+            one(pid): PassageRecord(ids(rec["entities"]), ids(rec["facts"]),
+                                    None if rec.get("ref_doc_id") is None else one(rec["ref_doc_id"]),
+                                    rec.get("title", ""), ids(rec.get("title_entities", ())))
             for pid, rec in data["passages"].items()
         }
         return cls(
             config=dict(data.get("config", {})),
             version=int(data.get("version", 0)),
-            entity_names={str(k): str(v) for k, v in data["entities"].items()},
-            facts={str(k): (str(s), str(p), str(o)) for k, (s, p, o) in data["facts"].items()},
+            entity_names=entity_names,
+            facts=facts,
             passages=passages,
-            synonyms={e: [(str(o), float(s)) for o, s in lst] for e, lst in data.get("synonyms", {}).items()},
-            stale_synonyms=set(data.get("stale_synonyms", [])),
+            synonyms={one(e): SynonymList.from_columns(tuple([one(o) for o, _ in lst]),
+                                                       array("d", [s for _, s in lst]))
+                      for e, lst in data.get("synonyms", {}).items()},
+            stale_synonyms={one(e) for e in data.get("stale_synonyms", [])},
         )
 
     def node_list(self) -> list[list[str]]:
@@ -171,9 +197,9 @@ def save_graph(folder: str | Path, tables: GraphTables, nodes: NodeTable, edges:
     pairs, values = edges.table()
     save = f"v{tables.version}-{secrets.token_hex(4)}"
     arrays = {stem: f"{stem}.{save}.npy" for stem in _ARRAYS}
-    for stem, array in zip(_ARRAYS, (nodes.kinds(), pairs, values), strict=True):
+    for stem, data in zip(_ARRAYS, (nodes.kinds(), pairs, values), strict=True):
         _write_atomic(target / arrays[stem],
-                      lambda h, a=array: np.save(h, np.ascontiguousarray(a), allow_pickle=False))
+                      lambda h, a=data: np.save(h, np.ascontiguousarray(a), allow_pickle=False))
     keep = {*arrays.values(), *_saved_array_names(target)}
     digest = _tables_hash()
 

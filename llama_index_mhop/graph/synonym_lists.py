@@ -12,10 +12,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from .graph_arrays import SynonymList
+
 __all__ = ["SynonymLists", "exact_neighbours", "may_have_synonyms"]
 
 _SIM_DECIMALS = 6  # similarities are stored rounded: block shapes change the last float bits
 _MAX_SIMILARITIES = 1 << 26  # similarities computed at once (256 MB of float32), however many entities there are
+_NO_SYNONYMS = SynonymList()
 
 
 def may_have_synonyms(key: str, min_chars: int) -> bool:
@@ -71,7 +74,7 @@ class SynonymLists:
     """
 
     entity_names: dict[str, str]
-    synonyms: dict[str, list[tuple[str, float]]]
+    synonyms: dict[str, SynonymList]
     _stale_synonyms: set[str]
     synonymy_threshold: float
     synonymy_top_k: int
@@ -88,18 +91,18 @@ class SynonymLists:
         return set(self._stale_synonyms)
 
     def _synonym_partners(self, entity_id: str) -> set[str]:
-        partners = {e for e, _ in self.synonyms.get(entity_id, [])}
-        partners.update(other for other, lst in self.synonyms.items() if any(e == entity_id for e, _ in lst))
+        partners = set(self.synonyms[entity_id].ids) if entity_id in self.synonyms else set()
+        partners.update(other for other, lst in self.synonyms.items() if entity_id in lst.ids)
         return partners
 
     def _drop_synonyms_of(self, entity_id: str, gone: set[str]) -> None:
         self.synonyms.pop(entity_id, None)
         self._stale_synonyms.discard(entity_id)
         for other, neighbours in self.synonyms.items():
-            if any(e == entity_id for e, _ in neighbours):
+            if entity_id in neighbours.ids:
                 if len(neighbours) >= self.synonymy_top_k and other not in gone:
                     self._stale_synonyms.add(other)  # a neighbour beyond the old top-k may now qualify
-                self.synonyms[other] = [(e, s) for e, s in neighbours if e != entity_id]
+                self.synonyms[other] = SynonymList((e, s) for e, s in neighbours if e != entity_id)
 
 
     def _eligible(self, entity_id: str) -> bool:
@@ -181,11 +184,11 @@ class SynonymLists:
         self, queries: set[str], rows: Iterable[tuple[str, list[tuple[str, float]]]]
     ) -> int:
         """Replace the lists of ``queries`` by their candidates (top-k) and merge them into the others' lists."""
-        touched: dict[str, list[tuple[str, float]]] = {}  # entity -> its list before this update
+        touched: dict[str, SynonymList] = {}  # entity -> its list before this update (lists are immutable)
 
         def remember(entity_id: str) -> None:
             if entity_id not in touched:
-                touched[entity_id] = list(self.synonyms.get(entity_id, []))
+                touched[entity_id] = self.synonyms.get(entity_id, _NO_SYNONYMS)
 
         for e in queries:
             remember(e)
@@ -209,28 +212,28 @@ class SynonymLists:
         self._bump()
         return self._synonymy_edge_count()
 
-    def _top_k(self, candidates: list[tuple[str, float]]) -> list[tuple[str, float]]:
+    def _top_k(self, candidates: list[tuple[str, float]]) -> SynonymList:
         candidates.sort(key=lambda item: (-item[1], item[0]))
-        return candidates[: self.synonymy_top_k]
+        return SynonymList(candidates[: self.synonymy_top_k])
 
-    def _sync_synonymy_edges(self, touched: Mapping[str, list[tuple[str, float]]]) -> None:
+    def _sync_synonymy_edges(self, touched: Mapping[str, SynonymList]) -> None:
         """Move the synonymy edges of the touched entities from their lists before (``touched``) to now."""
         pairs: set[tuple[str, str]] = set()
         for entity_id, before in touched.items():
-            for other, _ in before + self.synonyms.get(entity_id, []):
+            for other, _ in [*before, *self.synonyms.get(entity_id, ())]:
                 if other in self.entity_names and entity_id in self.entity_names:
                     pairs.add((min(entity_id, other), max(entity_id, other)))
 
-        def before_list(entity_id: str) -> list[tuple[str, float]]:
-            return touched[entity_id] if entity_id in touched else self.synonyms.get(entity_id, [])
+        def before_list(entity_id: str) -> SynonymList:
+            return touched[entity_id] if entity_id in touched else self.synonyms.get(entity_id, _NO_SYNONYMS)
 
         old = {(a, b): self._synonymy(a, b, before_list) for a, b in pairs}
         self._set_synonymy_edges(old, {(a, b): self._synonymy(a, b) for a, b in pairs})
 
     def _synonymy(
-        self, a: str, b: str, lists: Callable[[str], list[tuple[str, float]]] | None = None
+        self, a: str, b: str, lists: Callable[[str], SynonymList] | None = None
     ) -> float:
         """The synonymy weight of a pair: the larger similarity either entity's list holds for the other."""
-        lists = lists or (lambda e: self.synonyms.get(e, []))
+        lists = lists or (lambda e: self.synonyms.get(e, _NO_SYNONYMS))
         found = [s for e, s in lists(a) if e == b] + [s for e, s in lists(b) if e == a]
         return max(found) if found else 0.0

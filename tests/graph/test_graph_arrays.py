@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from llama_index_mhop.graph.graph_arrays import EdgeStore
+from llama_index_mhop.graph.graph_arrays import EdgeStore, SynonymList
 from llama_index_mhop.graph.knowledge_graph import KnowledgeGraph
 from tests.graph.walk_reference import from_networkx
 
@@ -137,6 +137,48 @@ def test_a_damaged_saved_graph_is_refused(tmp_path):
         KnowledgeGraph.load(folder)
     with pytest.raises(ValueError, match="no saved graph"):
         KnowledgeGraph.load(tmp_path / "missing")
+
+
+def test_a_loaded_graph_holds_each_id_once_and_its_synonym_lists_packed(tmp_path):
+    graph = built(range(6), synonymy_threshold=0.5)
+    synonymy(graph)
+    assert any(graph.synonyms.values())
+    loaded = KnowledgeGraph.load(graph.save(tmp_path / "g"))
+    assert loaded.synonyms == graph.synonyms
+    assert all(isinstance(lst, SynonymList) for lst in loaded.synonyms.values())
+    key = {e: e for e in loaded.entity_names}  # the entity table's own key strings
+    for record in loaded.passages.values():
+        assert all(e is key[e] for e in record.entities)
+    for subject, _, obj in loaded.facts.values():
+        assert subject is key[subject] and obj is key[obj]
+    for lst in loaded.synonyms.values():
+        assert all(e is key[e] for e in lst.ids)
+
+
+@pytest.mark.parametrize("entry", [["e1", "near"], ["e1"], [7, 0.9]])
+def test_a_malformed_synonym_entry_is_refused_by_name(tmp_path, entry):
+    graph = built(range(6), synonymy_threshold=0.5)
+    synonymy(graph)
+    folder = graph.save(tmp_path / "g")
+    tables = json.loads((folder / "tables.json").read_text())
+    owner = next(iter(tables["synonyms"]))
+    tables["synonyms"][owner][0] = entry
+    (folder / "tables.json").write_text(json.dumps(tables))
+    with pytest.raises(ValueError, match="graph tables: malformed record"):
+        KnowledgeGraph.load(folder)
+
+
+def test_synonym_list_reads_as_its_pairs():
+    pairs = [("b", 0.9), ("c", 0.85), ("a", 0.85)]
+    packed = SynonymList(pairs)
+    assert list(packed) == pairs and packed == pairs and pairs == packed and len(packed) == 3
+    assert packed[1] == ("c", 0.85) and packed[1:] == SynonymList(pairs[1:]) and packed[-1] == ("a", 0.85)
+    assert packed != SynonymList(pairs[:2]) and packed != [("b", 0.9), ("c", 0.85), ("a", 0.8)]
+    assert not SynonymList() and SynonymList.of(packed) is packed
+    with pytest.raises(TypeError):
+        hash(packed)
+    with pytest.raises(ValueError, match="2 synonym ids need as many"):
+        SynonymList.from_columns(("a", "b"), packed.similarities)
 
 
 @pytest.mark.parametrize("damage", ["swap two passages", "swap two entities", "one fact more on an edge"])
