@@ -20,6 +20,10 @@ step and the size of its passage and fact matrices (and whether they are memory-
 ``added_by_second_worker_pct`` is the second worker's private memory over the first worker's resident set. Each
 worker's top 21 of every question is compared with the first worker's (``same_rankings``).
 
+With ``--preload`` the reader workers are forked from one process that imported the libraries first (and opened
+nothing), as a pre-fork server (gunicorn's ``--preload``) starts its workers: the libraries' heap is then one copy
+for every worker. ``preloader`` is that process's memory.
+
 With ``--reader`` the workers are ``HippoGraphReader``s: each opens the current save's query snapshot
 (``graph/state_snapshot.py``) instead of the graph's tables and Chroma's records. One process opens a reader and
 exits before the workers start (it files the snapshot when the save has none: ``snapshot_seconds``), so every
@@ -28,6 +32,7 @@ measured worker is a plain reader. ``rankings_digest`` (of the first worker's ra
 Usage:
     python benchmarks/graph_probe.py --passages 20000 --work-dir /work/runs/graph-probe   # the build
     python benchmarks/query_workers.py --work-dir /work/runs/graph-probe [--workers 3] [--port 8765] [--reader] \\
+        [--preload] \\
         --out benchmarks/results/query-workers-20000.json
 """
 
@@ -52,16 +57,54 @@ TOP_K = 21
 
 
 def worker(work: Path, port: int, reader: bool) -> None:
-    """One worker: open the graph over the server (an index, or with ``reader`` a reader), load its state, answer
-    the questions its standard input's first line holds, report, then wait for its standard input to close (so
-    that every worker is up when the memory is read). The questions come from the parent, so that no worker holds
-    the corpus they were read from."""
+    """One worker: answer the questions its standard input's first line holds (:func:`answer`), report, then wait
+    for its standard input to close (so that every worker is up when the memory is read). The questions come from
+    the parent, so that no worker holds the corpus they were read from."""
+    questions = json.loads(sys.stdin.readline())
+    print(json.dumps(answer(work, port, reader, questions)), flush=True)
+    sys.stdin.read()
+
+
+def preloaded_workers(work: Path, port: int, count: int) -> None:
+    """The pre-fork deployment: this process imports what a worker runs and freezes its heap
+    (``HippoGraphReader.preload``), opens nothing, then forks ``count`` reader workers one after another, each
+    answering and reporting as :func:`worker` does; each opens its own Chroma client and reader after the fork."""
+    import graph_probe  # noqa: F401
+
+    from llama_index_mhop.graph import HippoGraphReader
+
+    questions = json.loads(sys.stdin.readline())
+    HippoGraphReader.preload()
+    children = []
+    for _ in range(count):
+        ready, done = os.pipe()
+        sys.stdout.flush()
+        pid = os.fork()
+        if pid == 0:  # the worker
+            os.close(ready)
+            try:
+                print(json.dumps(answer(work, port, True, questions)), flush=True)
+                os.write(done, b"1")
+                sys.stdin.read()
+            finally:
+                os._exit(0)
+        os.close(done)
+        os.read(ready, 1)  # this worker has reported: the next one starts with it up
+        os.close(ready)
+        children.append(pid)
+    sys.stdin.read()
+    for pid in children:
+        os.waitpid(pid, 0)
+
+
+def answer(work: Path, port: int, reader: bool, questions: list[str]) -> dict[str, Any]:
+    """Open the graph over the server (an index, or with ``reader`` a reader), load its state, answer
+    ``questions``: the worker's report, with its memory after each step."""
     import graph_probe
 
     from llama_index_mhop.defaults import default_chroma_client
     from llama_index_mhop.graph import HippoGraphIndex, HippoGraphReader
 
-    questions = json.loads(sys.stdin.readline())
     client = default_chroma_client(host="localhost", port=port)
     steps = {"started": smaps_rollup(os.getpid())}
     start = time.perf_counter()
@@ -79,9 +122,8 @@ def worker(work: Path, port: int, reader: bool) -> None:
                        "memory_mapped": isinstance(vectors.matrix, np.memmap)}
                 for name, vectors in (("passages", state.passage_vectors), ("facts", state.fact_vectors))
                 if vectors.matrix is not None}
-    print(json.dumps({"pid": os.getpid(), "state_load_seconds": load_seconds, "steps": steps,
-                      "matrices": matrices, "rankings": rankings}), flush=True)
-    sys.stdin.read()
+    return {"pid": os.getpid(), "state_load_seconds": load_seconds, "steps": steps, "matrices": matrices,
+            "rankings": rankings}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -91,12 +133,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--reader", action="store_true", help="workers are HippoGraphReaders (query snapshots)")
+    parser.add_argument("--preload", action="store_true",
+                        help="reader workers forked from one process that imported the libraries (implies --reader)")
+    parser.add_argument("--preloader", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     work = args.work_dir.resolve()
     port = args.port or free_port()
+    args.reader = args.reader or args.preload
     if args.worker:
         worker(work, port, args.reader)
+        return 0
+    if args.preloader:
+        preloaded_workers(work, port, args.workers)
         return 0
 
     served = work / "served-chroma"  # the server writes into the store it opens: a copy keeps the build as built
@@ -119,18 +168,24 @@ def main(argv: list[str] | None = None) -> int:
                                check=True, text=True)
                 snapshot_seconds = round(time.perf_counter() - start, 2)
             reports = []
-            for _ in range(args.workers):  # one after another: each is measured with the ones before it up
-                process = subprocess.Popen(command, cwd=CHECKOUT, env=env, text=True, stdin=subprocess.PIPE,
+            # one after another: each is measured with the ones before it up; preloaded, all forked from one process
+            preloader = [sys.executable, str(Path(__file__).resolve()), "--preloader", "--work-dir", str(work),
+                         "--port", str(port), "--workers", str(args.workers)]
+            launches = [preloader] if args.preload else [command] * args.workers
+            for launch in launches:
+                process = subprocess.Popen(launch, cwd=CHECKOUT, env=env, text=True, stdin=subprocess.PIPE,
                                            stdout=subprocess.PIPE)
                 workers.append(process)
                 assert process.stdin is not None and process.stdout is not None
                 process.stdin.write(questions)
                 process.stdin.flush()
-                line = process.stdout.readline()
-                if not line:
-                    raise RuntimeError(f"worker {len(workers)} exited with {process.wait()}")
-                reports.append(json.loads(line))
+                for _ in range(args.workers if args.preload else 1):
+                    line = process.stdout.readline()
+                    if not line:
+                        raise RuntimeError(f"worker {len(reports) + 1} exited with {process.wait()}")
+                    reports.append(json.loads(line))
             memory = [smaps_rollup(report["pid"]) for report in reports]
+            preloader_memory = smaps_rollup(workers[0].pid) if args.preload else None
             server_memory = smaps_rollup(server.pid)
             for process in workers:
                 assert process.stdin is not None
@@ -147,7 +202,8 @@ def main(argv: list[str] | None = None) -> int:
              "same_rankings": r["rankings"] == first, "steps": r["steps"], "matrices": r["matrices"]}
             for i, (r, m) in enumerate(zip(reports, memory, strict=True))]
     result: dict[str, Any] = {
-        "work_dir": str(work), "workers": args.workers, "reader": args.reader, "questions": len(first),
+        "work_dir": str(work), "workers": args.workers, "reader": args.reader, "preload": args.preload,
+        "preloader": preloader_memory, "questions": len(first),
         "snapshot_seconds": snapshot_seconds,
         "rankings_digest": hashlib.sha256(json.dumps(first).encode()).hexdigest(),
         **measured_on(load, "chromadb", "llama-index-core", "numpy", "scipy"),

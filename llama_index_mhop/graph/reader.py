@@ -14,6 +14,8 @@ inserts and deletes go through the one writer process's index.
 
 from __future__ import annotations
 
+import gc
+import importlib
 import logging
 import os
 from collections.abc import Sequence
@@ -39,6 +41,11 @@ if TYPE_CHECKING:
 __all__ = ["HippoGraphReader"]
 
 logger = logging.getLogger(__name__)
+
+#: What a reader's queries import on first use, besides this module's own imports: torch for the int8 products,
+#: the retriever and engines, Chroma's HTTP client.
+_READER_MODULES = ("torch", "chromadb", "llama_index_mhop.retrievers.hippo_graph", "llama_index.core.query_engine",
+                   "llama_index.core.chat_engine", "llama_index_mhop.defaults")
 
 
 class HippoGraphReader(GraphEngines):
@@ -87,6 +94,23 @@ class HippoGraphReader(GraphEngines):
         reader = cls(root, saved.open_stores(chroma_client, embed_model), load_lm_programs(root, None))
         reader._open_current(damping, reader.stores.client)
         return reader
+
+    @staticmethod
+    def preload() -> None:
+        """Prepare a pre-fork server's parent process for reader workers: import what a reader runs, then freeze
+        the heap (``gc.freeze``). Call it in the parent before it forks (gunicorn's ``--preload`` app module,
+        ``multiprocessing`` with the ``fork`` start method), and :meth:`open` a reader, with its own Chroma client,
+        in each worker after the fork.
+
+        A forked worker shares its parent's pages until it writes one, so the libraries' heap is one copy for every
+        worker instead of one each; frozen, the objects are out of the cycle collector's reach, which would
+        otherwise write every page of them at a worker's first full collection (docs/SCALING.md measures both).
+        Nothing is opened and no thread is started: no socket or thread pool crosses the fork.
+        """
+        for module in _READER_MODULES:
+            importlib.import_module(module)
+        gc.collect()
+        gc.freeze()
 
     @property
     def embed_model(self) -> BaseEmbedding:

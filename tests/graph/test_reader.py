@@ -3,7 +3,12 @@ instead of the graph's tables, and answer exactly as the index does."""
 
 from __future__ import annotations
 
+import json
 import logging
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -187,3 +192,29 @@ def test_a_readers_async_retrieval_and_chat_engine_answer_from_the_same_state(sa
     assert [(n.node.node_id, n.score) for n in asyncio.run(retriever.aretrieve(QUESTIONS[1]))] == expected
     chat = reader.as_chat_engine(chat_mode="context", llm=MockLLM(), similarity_top_k=3)
     assert [(n.node.node_id, n.score) for n in chat.chat(QUESTIONS[1]).source_nodes] == expected
+
+
+def test_a_worker_forked_after_preload_answers_as_the_index(saved):
+    root, index = saved
+    script = textwrap.dedent(f"""
+        import gc, json, os, sys
+        from llama_index_mhop.graph import HippoGraphReader
+        from tests.word_bag import WordBagEmbedding
+
+        HippoGraphReader.preload()
+        assert gc.get_freeze_count() > 0 and "torch" in sys.modules and "chromadb" in sys.modules
+        pid = os.fork()
+        if pid == 0:
+            retriever = HippoGraphReader.open({str(root)!r}, embed_model=WordBagEmbedding()).as_retriever(
+                similarity_top_k=4)
+            print(json.dumps([[[n.node.node_id, n.score] for n in retriever.retrieve(q)] for q in {QUESTIONS!r}]))
+            sys.stdout.flush()
+            os._exit(0)
+        sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).resolve().parents[2], text=True,
+                          capture_output=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    retriever = index.as_retriever(similarity_top_k=4)
+    expected = [[[n.node.node_id, n.score] for n in retriever.retrieve(q)] for q in QUESTIONS]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == expected
