@@ -132,8 +132,7 @@ class GraphTables:
             entity_names=entity_names,
             facts=facts,
             passages=passages,
-            synonyms={one(e): SynonymList.from_columns(tuple([one(o) for o, _ in lst]),
-                                                       array("d", [s for _, s in lst]))
+            synonyms={one(e): lst if isinstance(lst, SynonymList) else packed_synonyms(e, lst)
                       for e, lst in data.get("synonyms", {}).items()},
             stale_synonyms={one(e) for e in data.get("stale_synonyms", [])},
         )
@@ -302,10 +301,17 @@ def _read_tables(folder: Path) -> tuple[dict[str, Any], str]:
     if not path.is_file():
         raise ValueError(f"{path}: no saved graph here")
     try:
-        text = path.read_bytes()
+        raw = path.read_bytes()
     except OSError as exc:
         raise ValueError(f"{path}: not readable ({exc}); the Chroma data is untouched") from None
-    data = json_object(text, path)
+    digest = _tables_hash(raw).hexdigest()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not valid JSON ({exc}); the Chroma data is untouched") from None
+    del raw  # the text alone from here: at a million passages each copy is gigabytes
+    data = json_object(text, path, entries={"synonyms": packed_synonyms})
+    del text
     if data.get("array_format_version") != ARRAY_FORMAT_VERSION:
         raise ValueError(f"{path}: unsupported array format version {data.get('array_format_version')!r} (this "
                          f"code reads {ARRAY_FORMAT_VERSION})")
@@ -313,7 +319,18 @@ def _read_tables(folder: Path) -> tuple[dict[str, Any], str]:
     if not isinstance(names, dict) or any(not isinstance(names.get(s), str) or not _ARRAY_NAME.fullmatch(names[s])
                                           or not names[s].startswith(f"{s}.") for s in _ARRAYS):
         raise ValueError(f"{path}: arrays: expected the file names of {', '.join(_ARRAYS)}")
-    return data, _tables_hash(text).hexdigest()
+    return data, digest
+
+
+def packed_synonyms(entity_id: str, pairs: Sequence[Sequence[Any]]) -> SynonymList:
+    """One entity's saved synonym list, ``[[id, similarity], ...]``, packed, its ids interned (held once with
+    every other id read).
+
+    Raises:
+        TypeError, ValueError: an entry that is not an id (a string) and a similarity (a number).
+    """
+    return SynonymList.from_columns(tuple([sys.intern(other) for other, _ in pairs]),
+                                    array("d", [similarity for _, similarity in pairs]))
 
 
 def _open_arrays(folder: Path, tables: Mapping[str, Any], mmap: bool) -> dict[str, np.ndarray]:

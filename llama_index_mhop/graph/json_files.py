@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -41,13 +42,88 @@ def read_json_object(path: Path) -> dict[str, Any]:
     return json_object(path.read_bytes(), path)
 
 
-def json_object(data: bytes, path: Path) -> dict[str, Any]:
-    """The JSON object of ``data``, the bytes of ``path``, or a ValueError naming the file."""
+def json_object(data: bytes | str, path: Path,
+                entries: Mapping[str, Callable[[str, Any], Any]] | None = None) -> dict[str, Any]:
+    """The JSON object of ``data``, the bytes (or text) of ``path``, or a ValueError naming the file.
+
+    ``entries`` names top-level members whose value is an object read one entry at a time: each entry's value goes
+    through the member's converter (called with the entry's key and parsed value) as soon as it is parsed, so a
+    table of millions of entries is never held as one parse tree beside what it is converted into. A converter's
+    ``TypeError`` or ``ValueError`` is a malformed entry, named by its path (``member.key``).
+    """
+    where = str(path)
     try:
-        parsed = parse_json(data.decode("utf-8"), str(path))
+        text = data if isinstance(data, str) else data.decode("utf-8")
+        parsed = _object_by_entries(text, where, entries) if entries else parse_json(text, where)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ValueError(f"{path}: not valid JSON ({exc}); the Chroma data is untouched") from None
-    return check_value(parsed, dict, str(path), "top level")
+    return check_value(parsed, dict, where, "top level")
+
+
+_DECODER = json.JSONDecoder()
+_SPACE = re.compile(r"[ \t\n\r]*")
+_Read = Callable[[str, int], tuple[Any, int]]  # (key, where its value starts) -> (value, where it ends)
+
+
+def _object_by_entries(text: str, where: str, entries: Mapping[str, Callable[[str, Any], Any]]) -> Any:
+    """The JSON value of ``text``, a top-level object's ``entries`` members converted entry by entry (linear)."""
+    start = _SPACE.match(text, 0).end()
+    if not text.startswith("{", start):
+        return parse_json(text, where)  # not an object: the caller names what it is
+
+    def member(key: str, position: int) -> tuple[Any, int]:
+        convert = entries.get(key)
+        if convert is None or not text.startswith("{", position):
+            return _decode(text, position, where)
+
+        def entry(entry_key: str, at: int) -> tuple[Any, int]:
+            value, after = _decode(text, at, where)
+            try:
+                return convert(entry_key, value), after
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"{where}: {key}.{entry_key}: malformed entry ({exc})") from None
+
+        return _read_object(text, position, entry)
+
+    value, end = _read_object(text, start, member)
+    if _SPACE.match(text, end).end() != len(text):
+        raise json.JSONDecodeError("Extra data", text, end)
+    return value
+
+
+def _read_object(text: str, start: int, read: _Read) -> tuple[dict[str, Any], int]:
+    """The object whose ``{`` is ``text[start]``, each member's value read by ``read``, and the index after it."""
+    out: dict[str, Any] = {}
+    position = _SPACE.match(text, start + 1).end()
+    if text.startswith("}", position):
+        return out, position + 1
+    while True:
+        if not text.startswith('"', position):
+            raise json.JSONDecodeError("Expecting property name enclosed in double quotes", text, position)
+        key, position = _DECODER.raw_decode(text, position)
+        position = _SPACE.match(text, position).end()
+        if not text.startswith(":", position):
+            raise json.JSONDecodeError("Expecting ':' delimiter", text, position)
+        out[key], position = read(key, _SPACE.match(text, position + 1).end())
+        position = _SPACE.match(text, position).end()
+        if text.startswith(",", position):
+            position = _SPACE.match(text, position + 1).end()
+        elif text.startswith("}", position):
+            return out, position + 1
+        else:
+            raise json.JSONDecodeError("Expecting ',' delimiter", text, position)
+
+
+def _decode(text: str, position: int, where: str) -> tuple[Any, int]:
+    """The JSON value starting at ``text[position]`` and where it ends, with :func:`parse_json`'s errors."""
+    try:
+        return _DECODER.raw_decode(text, position)
+    except RecursionError:
+        raise ValueError(f"{where}: nested too deeply to be a file this package wrote") from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError as exc:
+        raise ValueError(f"{where}: not valid JSON ({exc})") from None
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
