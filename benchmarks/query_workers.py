@@ -136,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--preload", action="store_true",
                         help="reader workers forked from one process that imported the libraries (implies --reader)")
     parser.add_argument("--preloader", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--rankings", type=Path,
+                        help="where the first worker's top 21 of every question go (graph_probe.py's format)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     work = args.work_dir.resolve()
@@ -158,7 +160,9 @@ def main(argv: list[str] | None = None) -> int:
         with chroma_server(served, port) as server:
             import graph_probe
 
-            questions = json.dumps([q.text for q in graph_probe.load_corpus(work).questions]) + "\n"
+            asked = graph_probe.load_corpus(work).questions
+            questions = json.dumps([q.text for q in asked]) + "\n"
+            qids = [q.qid for q in asked]
             command = [sys.executable, str(Path(__file__).resolve()), "--worker", "--work-dir", str(work), "--port",
                        str(port), *(["--reader"] if args.reader else [])]
             snapshot_seconds = None
@@ -198,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     load.append(os.getloadavg())
 
     first = reports[0]["rankings"]
+    if args.rankings is not None:
+        args.rankings.write_text(json.dumps({"hippo_graph": dict(zip(qids, first, strict=True))}, indent=0) + "\n")
     rows = [{"worker": i + 1, "state_load_seconds": r["state_load_seconds"], **m,
              "same_rankings": r["rankings"] == first, "steps": r["steps"], "matrices": r["matrices"]}
             for i, (r, m) in enumerate(zip(reports, memory, strict=True))]
