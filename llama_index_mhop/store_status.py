@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from .chroma_batches import pages
 from .cli_arguments import SYNC_LOG_SUFFIX
 from .graph.layout import CONFIG_FILE, GRAPH_DIR, LEGACY_GRAPH_FILE, TABLES_FILE
 
@@ -48,8 +49,8 @@ def passage_status(client: Any, collection_name: str) -> dict[str, Any]:
     passages = collection.count()
     documents: set[str] = set()
     sources: set[str] = set()
-    for offset in range(0, passages, _PAGE):
-        for meta in collection.get(limit=_PAGE, offset=offset, include=["metadatas"])["metadatas"] or []:
+    for page in pages(collection, ["metadatas"], _PAGE):
+        for meta in page["metadatas"] or []:
             meta = meta or {}
             documents.add(str(meta.get(DOCUMENT_ID_KEY, "")))
             if meta.get(SOURCE_KEY):

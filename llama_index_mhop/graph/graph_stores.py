@@ -23,7 +23,7 @@ from llama_index.core.schema import MetadataMode, TextNode
 from llama_index.core.vector_stores.utils import metadata_dict_to_node
 from llama_index.vector_stores.chroma import ChromaVectorStore
 
-from ..chroma_batches import CHROMA_BATCH, delete_ids, existing_ids, get_records, upsert_vectors
+from ..chroma_batches import CHROMA_BATCH, delete_ids, existing_ids, get_records, pages, upsert_vectors
 from ..dimension_check import check_embedding_dimension
 from ..embed_dtype import EmbedDType, check_embed_dtype, embedding_dtype
 
@@ -85,8 +85,7 @@ def collection_passages(collection: Any, with_embeddings: bool) -> list[TextNode
     """The passage nodes of a LlamaIndex Chroma collection, each with its stored embedding if asked."""
     include = ["embeddings", "documents", "metadatas"] if with_embeddings else ["documents", "metadatas"]
     nodes: list[TextNode] = []
-    for offset in range(0, collection.count(), CHROMA_BATCH):
-        page = collection.get(limit=CHROMA_BATCH, offset=offset, include=include)
+    for page in pages(collection, include):
         vectors = page["embeddings"] if with_embeddings else [None] * len(page["ids"])
         for record_id, vector, text, metadata in zip(page["ids"], vectors, page["documents"], page["metadatas"],
                                                      strict=True):
@@ -372,8 +371,7 @@ class GraphStores:
                               metadatas=page["metadatas"])
 
         for source in (self.passages, self.entities, self.facts):
-            copy((source.get(limit=CHROMA_BATCH, offset=offset, include=fields)
-                  for offset in range(0, source.count(), CHROMA_BATCH)), source.name)
+            copy(pages(source, fields), source.name)
         if self.passage_source is not None:
             own = existing_ids(self.passages, passage_ids)
             borrowed = [p for p in passage_ids if p not in own]

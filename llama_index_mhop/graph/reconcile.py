@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..chroma_batches import CHROMA_BATCH, existing_ids
+from ..chroma_batches import all_ids, existing_ids
 
 __all__ = ["Drift", "collection_ids", "find_drift"]
 
@@ -36,12 +36,9 @@ class Drift:
         return {"gone": len(self.gone), "new": len(self.new)}
 
 
-def collection_ids(collection: Any, page: int = CHROMA_BATCH) -> set[str]:
-    """Every record id of a Chroma collection (ids only, page by page)."""
-    ids: set[str] = set()
-    for offset in range(0, collection.count(), page):
-        ids.update(collection.get(limit=page, offset=offset, include=[])["ids"])
-    return ids
+def collection_ids(collection: Any) -> set[str]:
+    """Every record id of a Chroma collection (:func:`~..chroma_batches.all_ids`)."""
+    return set(all_ids(collection))
 
 
 def find_drift(graph_passages: Iterable[str], own: Any, source: Any = None) -> Drift:
