@@ -32,6 +32,8 @@ process, to measure that walk at this size; ``--hnsw-min-records N`` the number 
 passages are searched through Chroma's HNSW indexes (``HNSW_MIN_FACTS``, ``HNSW_MIN_PASSAGES``), to run the paths
 of a million passages on a smaller build and compare them with exact search (``--compare``), and
 ``--hnsw-top-n`` how many of the nearest records those searches score exactly (``HNSW_TOP_N``).
+``--step graph --work-dir W`` builds the graph alone beside the vector index an earlier ``--chroma-server`` build
+left in ``W`` (its figures as the build step's, the vector index opened instead of built).
 ``--chroma-port PORT`` has the query step read the store through a ``chroma run`` server already listening there
 (on the work folder's store) instead of opening it embedded: two query steps then share one copy of Chroma's
 indexes, as a deployment's workers do.
@@ -125,7 +127,28 @@ def build_step(work: Path, trace: bool, server: bool) -> dict[str, Any]:
         return _build(work, trace, default_chroma_client(host="localhost", port=port), process.pid)
 
 
-def _build(work: Path, trace: bool, client: Any, server_pid: int | None) -> dict[str, Any]:
+def graph_step(work: Path, trace: bool) -> dict[str, Any]:
+    """The graph alone, beside the vector index an earlier build left in the work folder's store (served by a
+    ``chroma run`` server): the memory after the vector index is opened, then after the graph's build."""
+    from llama_index.core import VectorStoreIndex
+    from llama_index.vector_stores.chroma import ChromaVectorStore
+
+    from llama_index_mhop.defaults import default_chroma_client
+
+    shutil.rmtree(work / "graph", ignore_errors=True)
+    port = free_port()
+    with chroma_server(work / "chroma", port) as process:
+        client = default_chroma_client(host="localhost", port=port)
+
+        def open_vector_index(embedder: Any) -> Any:
+            store = ChromaVectorStore(chroma_collection=client.get_collection(COLLECTION))
+            return VectorStoreIndex.from_vector_store(store, embed_model=embedder)
+
+        return _build(work, trace, client, process.pid, open_vector_index)
+
+
+def _build(work: Path, trace: bool, client: Any, server_pid: int | None,
+           open_vector_index: Any = None) -> dict[str, Any]:
     import llama_index_mhop
     from llama_index_mhop.bench.context import passage_documents
     from llama_index_mhop.graph import HippoGraphIndex
@@ -138,15 +161,20 @@ def _build(work: Path, trace: bool, client: Any, server_pid: int | None) -> dict
     if trace:
         tracemalloc.start()
     steps: dict[str, Any] = {"start": measured()}
-    documents = passage_documents(load_corpus(work).passages)
     embedder = probe_embedder()
-    steps["corpus loaded"] = measured()
-    start = time.perf_counter()
-    vector_index = build_vector_index(documents, collection_name=COLLECTION, chroma_client=client,
-                                      embed_model=embedder)
-    seconds = {"vector index": round(time.perf_counter() - start, 1)}
-    del documents
-    steps["vector index built"] = measured()
+    if open_vector_index is not None:  # the graph alone, beside an earlier build's vector index
+        vector_index = open_vector_index(embedder)
+        seconds: dict[str, float] = {}
+        steps["vector index built"] = steps["vector index opened"] = measured()
+    else:
+        documents = passage_documents(load_corpus(work).passages)
+        steps["corpus loaded"] = measured()
+        start = time.perf_counter()
+        vector_index = build_vector_index(documents, collection_name=COLLECTION, chroma_client=client,
+                                          embed_model=embedder)
+        seconds = {"vector index": round(time.perf_counter() - start, 1)}
+        del documents
+        steps["vector index built"] = measured()
     start = time.perf_counter()
     graph = HippoGraphIndex.from_vector_index(vector_index, embed_model=embedder, chroma_client=client,
                                               name=GRAPH_NAME, persist_dir=work / "graph")
@@ -326,13 +354,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="build into a `chroma run` server (its memory recorded) instead of an embedded store")
     parser.add_argument("--chroma-port", type=int,
                         help="query through the `chroma run` server on this port (serving the work folder's store)")
-    parser.add_argument("--step", choices=("build", "query", "chroma"), help=argparse.SUPPRESS)
+    parser.add_argument("--step", choices=("build", "graph", "query", "chroma"), help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     args.work_dir = args.work_dir.resolve()
     args.rankings = (args.rankings or args.work_dir / "rankings.json").resolve()
     if args.step == "build":
         print(json.dumps(build_step(args.work_dir, args.tracemalloc, args.chroma_server)))
+        return 0
+    if args.step == "graph":
+        print(json.dumps(graph_step(args.work_dir, args.tracemalloc)))
         return 0
     if args.step == "chroma":
         counts = json.loads((args.work_dir / "build.json").read_text())["counts"]
