@@ -207,6 +207,11 @@ class Turn:
             self._running.pop(ticket, None)
             self._changed.notify_all()
 
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until no call holds a turn (abandoned ones included); False if ``timeout`` seconds pass first."""
+        with self._changed:
+            return self._changed.wait_for(lambda: not self._running, timeout=timeout)
+
 
 def _turn(lm: Any) -> Turn:
     """The turns of ``lm`` (one object per LM): one at a time, or :data:`MAX_LM_CALLS` when it is thread-safe."""

@@ -7,6 +7,7 @@ import json
 import threading
 import time
 
+from llama_index_mhop.lm import _turn
 from llama_index_mhop.lm_clients import function_lm, output_schema, render_fields
 
 FAULTS = ("raise", "hang", "empty", "invalid_json", "wrong_shape", "too_many")
@@ -63,7 +64,8 @@ def faulty_lm(faults=FAULTS, hang_seconds: float = 1.5):
 
     lm = function_lm(chat, model="scripted/faulty")
     lm.fault_calls = calls
-    lm.wait_idle = lambda: idle.wait(timeout=10 * hang_seconds)
+    # the hung call has returned and given its turn back (the turn outlives chat() by a few instructions)
+    lm.wait_idle = lambda: idle.wait(timeout=10 * hang_seconds) and _turn(lm).wait_idle(timeout=10 * hang_seconds)
     return lm
 
 
