@@ -17,6 +17,10 @@ step and the size of its passage and fact matrices (and whether they are memory-
 - ``private_mb``: the pages only it holds (what one more worker adds to the machine);
 - ``anonymous_mb``: its heap and other memory backed by no file (never shared between workers).
 
+Each worker reports its query latency (p50/p95); with ``--against-vector`` it also times ``vector`` over the same
+server, question by question interleaved, and reports the ratio of the two medians (that index adds to the
+worker's memory, so memory runs leave it off).
+
 ``added_by_second_worker_pct`` is the second worker's private memory over the first worker's resident set. Each
 worker's top 21 of every question is compared with the first worker's (``same_rankings``).
 
@@ -43,6 +47,7 @@ import hashlib
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -56,16 +61,16 @@ from result_file import CHECKOUT, measured_on, write_result
 TOP_K = 21
 
 
-def worker(work: Path, port: int, reader: bool) -> None:
+def worker(work: Path, port: int, reader: bool, against_vector: bool) -> None:
     """One worker: answer the questions its standard input's first line holds (:func:`answer`), report, then wait
     for its standard input to close (so that every worker is up when the memory is read). The questions come from
     the parent, so that no worker holds the corpus they were read from."""
     questions = json.loads(sys.stdin.readline())
-    print(json.dumps(answer(work, port, reader, questions)), flush=True)
+    print(json.dumps(answer(work, port, reader, questions, against_vector)), flush=True)
     sys.stdin.read()
 
 
-def preloaded_workers(work: Path, port: int, count: int) -> None:
+def preloaded_workers(work: Path, port: int, count: int, against_vector: bool) -> None:
     """The pre-fork deployment: this process imports what a worker runs and freezes its heap
     (``HippoGraphReader.preload``), opens nothing, then forks ``count`` reader workers one after another, each
     answering and reporting as :func:`worker` does; each opens its own Chroma client and reader after the fork."""
@@ -83,7 +88,7 @@ def preloaded_workers(work: Path, port: int, count: int) -> None:
         if pid == 0:  # the worker
             os.close(ready)
             try:
-                print(json.dumps(answer(work, port, True, questions)), flush=True)
+                print(json.dumps(answer(work, port, True, questions, against_vector)), flush=True)
                 os.write(done, b"1")
                 sys.stdin.read()
             finally:
@@ -97,10 +102,14 @@ def preloaded_workers(work: Path, port: int, count: int) -> None:
         os.waitpid(pid, 0)
 
 
-def answer(work: Path, port: int, reader: bool, questions: list[str]) -> dict[str, Any]:
+def answer(work: Path, port: int, reader: bool, questions: list[str],
+           timed_against_vector: bool) -> dict[str, Any]:
     """Open the graph over the server (an index, or with ``reader`` a reader), load its state, answer
-    ``questions``: the worker's report, with its memory after each step."""
+    ``questions``: the worker's report, with its memory after each step and its query latency (beside
+    ``vector``'s when ``timed_against_vector``)."""
     import graph_probe
+    from llama_index.core import VectorStoreIndex
+    from llama_index.vector_stores.chroma import ChromaVectorStore
 
     from llama_index_mhop.defaults import default_chroma_client
     from llama_index_mhop.graph import HippoGraphIndex, HippoGraphReader
@@ -116,14 +125,31 @@ def answer(work: Path, port: int, reader: bool, questions: list[str]) -> dict[st
     load_seconds = round(time.perf_counter() - start, 2)
     steps["state loaded"] = smaps_rollup(os.getpid())
     retriever = graph.as_retriever(similarity_top_k=TOP_K)
-    rankings = [[n.node.node_id for n in retriever.retrieve(q)] for q in questions]
+    asked_by = [("hippo_graph", retriever)]
+    if timed_against_vector:  # its own index and client add to the worker's memory: only when asked for
+        asked_by.append(("vector", VectorStoreIndex.from_vector_store(
+            ChromaVectorStore(chroma_collection=client.get_collection(graph_probe.COLLECTION)),
+            embed_model=graph_probe.probe_embedder()).as_retriever(similarity_top_k=TOP_K)))
+    rankings, milliseconds = [], {name: [] for name, _ in asked_by}
+    for question in questions:  # interleaved, so both meet the same machine
+        for name, asked in asked_by:
+            start = time.perf_counter()
+            nodes = asked.retrieve(question)
+            milliseconds[name].append((time.perf_counter() - start) * 1000.0)
+            if name == "hippo_graph":
+                rankings.append([n.node.node_id for n in nodes])
     steps["questions answered"] = smaps_rollup(os.getpid())
+    latency = {name: {"p50_ms": round(statistics.median(v), 2), "p95_ms": round(statistics.quantiles(v, n=20)[-1], 2)}
+               for name, v in milliseconds.items()}
+    if timed_against_vector:
+        latency["hippo_graph_x_vector_p50"] = round(latency["hippo_graph"]["p50_ms"] / latency["vector"]["p50_ms"],
+                                                    2)
     matrices = {name: {"mb": round(vectors.matrix.nbytes / 2**20, 1),
                        "memory_mapped": isinstance(vectors.matrix, np.memmap)}
                 for name, vectors in (("passages", state.passage_vectors), ("facts", state.fact_vectors))
                 if vectors.matrix is not None}
     return {"pid": os.getpid(), "state_load_seconds": load_seconds, "steps": steps, "matrices": matrices,
-            "rankings": rankings}
+            "latency": latency, "rankings": rankings}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -136,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--preload", action="store_true",
                         help="reader workers forked from one process that imported the libraries (implies --reader)")
     parser.add_argument("--preloader", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--against-vector", action="store_true",
+                        help="each worker also times `vector` over the same server, interleaved (its index adds memory)")
     parser.add_argument("--rankings", type=Path,
                         help="where the first worker's top 21 of every question go (graph_probe.py's format)")
     parser.add_argument("--out", type=Path)
@@ -144,10 +172,10 @@ def main(argv: list[str] | None = None) -> int:
     port = args.port or free_port()
     args.reader = args.reader or args.preload
     if args.worker:
-        worker(work, port, args.reader)
+        worker(work, port, args.reader, args.against_vector)
         return 0
     if args.preloader:
-        preloaded_workers(work, port, args.workers)
+        preloaded_workers(work, port, args.workers, args.against_vector)
         return 0
 
     served = work / "served-chroma"  # the server writes into the store it opens: a copy keeps the build as built
@@ -164,7 +192,8 @@ def main(argv: list[str] | None = None) -> int:
             questions = json.dumps([q.text for q in asked]) + "\n"
             qids = [q.qid for q in asked]
             command = [sys.executable, str(Path(__file__).resolve()), "--worker", "--work-dir", str(work), "--port",
-                       str(port), *(["--reader"] if args.reader else [])]
+                       str(port), *(["--reader"] if args.reader else []),
+                       *(["--against-vector"] if args.against_vector else [])]
             snapshot_seconds = None
             if args.reader:  # a reader that files the save's snapshot if it has none, then exits
                 start = time.perf_counter()
@@ -174,7 +203,8 @@ def main(argv: list[str] | None = None) -> int:
             reports = []
             # one after another: each is measured with the ones before it up; preloaded, all forked from one process
             preloader = [sys.executable, str(Path(__file__).resolve()), "--preloader", "--work-dir", str(work),
-                         "--port", str(port), "--workers", str(args.workers)]
+                         "--port", str(port), "--workers", str(args.workers),
+                         *(["--against-vector"] if args.against_vector else [])]
             launches = [preloader] if args.preload else [command] * args.workers
             for launch in launches:
                 process = subprocess.Popen(launch, cwd=CHECKOUT, env=env, text=True, stdin=subprocess.PIPE,
@@ -205,7 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.rankings is not None:
         args.rankings.write_text(json.dumps({"hippo_graph": dict(zip(qids, first, strict=True))}, indent=0) + "\n")
     rows = [{"worker": i + 1, "state_load_seconds": r["state_load_seconds"], **m,
-             "same_rankings": r["rankings"] == first, "steps": r["steps"], "matrices": r["matrices"]}
+             "same_rankings": r["rankings"] == first, "latency": r["latency"], "steps": r["steps"],
+             "matrices": r["matrices"]}
             for i, (r, m) in enumerate(zip(reports, memory, strict=True))]
     result: dict[str, Any] = {
         "work_dir": str(work), "workers": args.workers, "reader": args.reader, "preload": args.preload,
