@@ -53,9 +53,7 @@ edge and saves as ``.npy`` files that query processes memory-map (:meth:`Knowled
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +64,7 @@ from .graph_edges import ENTITY, KIND_CODE, PASSAGE, EdgeWeights, GraphEdges
 from .graph_files import (
     GraphTables,
     check_listed,
+    cycle_collection_paused,
     graph_dict,
     graph_to_networkx,
     open_graph_files,
@@ -95,19 +94,6 @@ DEFAULT_SYNONYMY_MIN_CHARS = 3
 DEFAULT_SYNONYMY_BLOCK_SIZE = 1024
 DEFAULT_TITLE_EDGE_WEIGHT = 10.0
 GRAPH_FORMAT_VERSION = 1
-
-
-@contextmanager
-def cycle_collection_paused() -> Iterator[None]:
-    """Python's cycle collector held off while a block builds objects by the million, none of them in a cycle:
-    each full collection would scan them all again (docs/SCALING.md: a 300k-passage graph loads in 21 s, not 29)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 class KnowledgeGraph(GraphEdges, SynonymLists):
@@ -320,7 +306,7 @@ class KnowledgeGraph(GraphEdges, SynonymLists):
         for pid, record in tables.passages.items():
             graph.passages[pid] = record
             graph._count_support(pid, record)
-        graph.synonyms = {e: SynonymList.of(lst) for e, lst in tables.synonyms.items()}
+        graph.synonyms = dict(tables.synonyms)  # immutable lists: shared, not copied
         graph._stale_synonyms = set(tables.stale_synonyms)
         graph.version = tables.version
         return graph
@@ -349,7 +335,8 @@ class KnowledgeGraph(GraphEdges, SynonymLists):
         Raises:
             ValueError: malformed arrays, or a node or edge table that disagrees with the records.
         """
-        graph = cls._with_records(GraphTables.from_json(data))
+        with cycle_collection_paused():
+            graph = cls._with_records(GraphTables.from_json(data))
         kinds = {**dict.fromkeys(graph.passages, KIND_CODE[PASSAGE]),
                  **dict.fromkeys(graph.entity_names, KIND_CODE[ENTITY])}
         graph._nodes, graph._edges = open_structure(folder, data, arrays, kinds)
@@ -392,8 +379,7 @@ class KnowledgeGraph(GraphEdges, SynonymLists):
         Raises:
             ValueError: a missing, malformed or inconsistent file.
         """
-        with cycle_collection_paused():  # tens of millions of records, none in a cycle: nothing to collect
-            return cls.from_files(folder, *open_graph_files(folder, mmap))
+        return cls.from_files(folder, *open_graph_files(folder, mmap))
 
     def to_networkx(self) -> Any:
         """This version as a ``networkx.Graph`` (nodes: ``kind``, ``name``; edges: ``facts``, ``synonymy``,

@@ -220,7 +220,7 @@ class SynonymLists:
         """Move the synonymy edges of the touched entities from their lists before (``touched``) to now."""
         pairs: set[tuple[str, str]] = set()
         for entity_id, before in touched.items():
-            for other, _ in [*before, *self.synonyms.get(entity_id, ())]:
+            for other in (*before.ids, *self.synonyms.get(entity_id, _NO_SYNONYMS).ids):
                 if other in self.entity_names and entity_id in self.entity_names:
                     pairs.add((min(entity_id, other), max(entity_id, other)))
 
