@@ -235,17 +235,44 @@ class KnowledgeGraph(GraphEdges, SynonymLists):
             self.fact_support[fact_id] = self.fact_support.get(fact_id, 0) + 1
 
     def remove_passage(self, passage_id: str) -> tuple[list[str], list[str]]:
-        """Remove a passage, its edges, and the facts and entities no other passage supports.
+        """Remove one passage (:meth:`remove_passages`).
+
+        Raises:
+            KeyError: the passage is not in the graph.
+        """
+        return self.remove_passages([passage_id])
+
+    def remove_passages(self, passage_ids: Iterable[str]) -> tuple[list[str], list[str]]:
+        """Remove passages, their edges, and the facts and entities no remaining passage supports.
 
         Synonym lists that lose a neighbour while full are marked stale: pass the entity embeddings to
-        :meth:`update_synonymy` to recompute them (a neighbour beyond the old top-k may now qualify).
+        :meth:`update_synonymy` to recompute them (a neighbour beyond the old top-k may now qualify). The other
+        entities' lists are read once for all the removed entities, not once each.
 
         Returns:
             The ids of the removed entities and of the removed facts.
 
         Raises:
-            KeyError: the passage is not in the graph.
+            KeyError: a passage is not in the graph (the ones before it are removed).
         """
+        removed_entities: list[str] = []
+        removed_facts: list[str] = []
+        detached = False
+        try:
+            for passage_id in passage_ids:
+                entities, facts = self._detach_passage(passage_id)
+                detached = True
+                removed_entities += entities
+                removed_facts += facts
+        finally:
+            if detached:
+                self._drop_entities(removed_entities)
+                self._bump()
+        return removed_entities, removed_facts
+
+    def _detach_passage(self, passage_id: str) -> tuple[list[str], list[str]]:
+        """Take out a passage, its edges and the facts only it supported; the entities it alone named (returned
+        with those facts) are left to :meth:`_drop_entities`."""
         if passage_id not in self.passages:
             raise KeyError(f"passage {passage_id!r} is not in the graph")
         record = self.passages.pop(passage_id)
@@ -266,16 +293,18 @@ class KnowledgeGraph(GraphEdges, SynonymLists):
             supporters.discard(passage_id)
             if not supporters:
                 removed_entities.append(entity_id)
-        gone = set(removed_entities)
-        lost_pairs = {tuple(sorted((e, o))) for e in removed_entities for o in self._synonym_partners(e)}
-        self._set_synonymy_edges({pair: self._synonymy(*pair) for pair in lost_pairs}, dict.fromkeys(lost_pairs, 0.0))
-        for entity_id in removed_entities:
+        return removed_entities, removed_facts
+
+    def _drop_entities(self, entity_ids: list[str]) -> None:
+        """Remove entities no passage names any more, their synonymy edges and their places in other lists."""
+        if not entity_ids:
+            return
+        lost_pairs = self._drop_synonyms_of(set(entity_ids))
+        self._set_synonymy_edges(lost_pairs, dict.fromkeys(lost_pairs, 0.0))
+        for entity_id in entity_ids:
             del self.entity_passages[entity_id]
             del self.entity_names[entity_id]
-            self._drop_synonyms_of(entity_id, gone)
             self._nodes.remove(entity_id)
-        self._bump()
-        return removed_entities, removed_facts
 
     def passages_of_document(self, ref_doc_id: str) -> list[str]:
         """Ids of the passages that came from the document ``ref_doc_id``."""

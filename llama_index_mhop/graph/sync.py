@@ -149,14 +149,10 @@ class Removal:
 
 def detach_passages(graph: KnowledgeGraph, synonymy: SynonymyRefresher, passage_ids: Iterable[str]) -> Removal:
     """Take passages out of the graph (not yet out of Chroma: see the module docstring for the order)."""
-    removal = Removal()
-    for pid in passage_ids:
-        entities, facts = graph.remove_passage(pid)
-        removal.passages.append(pid)
-        removal.entities.extend(entities)
-        removal.facts.extend(facts)
-    synonymy.forget(removal.entities)
-    return removal
+    passages = list(passage_ids)
+    entities, facts = graph.remove_passages(passages)
+    synonymy.forget(entities)
+    return Removal(passages, entities, facts)
 
 
 def commit_removal(removal: Removal, stores: GraphStores, root: Path | None, save: Callable[[], object] | None) -> None:

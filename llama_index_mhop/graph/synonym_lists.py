@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from itertools import islice
+from typing import TypeVar
 
 import numpy as np
 
@@ -16,9 +18,18 @@ from .graph_arrays import SynonymList
 
 __all__ = ["SynonymLists", "exact_neighbours", "may_have_synonyms"]
 
+_Item = TypeVar("_Item")
+
 _SIM_DECIMALS = 6  # similarities are stored rounded: block shapes change the last float bits
 _MAX_SIMILARITIES = 1 << 26  # similarities computed at once (256 MB of float32), however many entities there are
 _NO_SYNONYMS = SynonymList()
+_APPLY_BATCH = 4096  # entities whose new lists are applied (and their edges moved) at once
+
+
+def _batches(items: Iterable[_Item], size: int) -> Iterator[list[_Item]]:
+    iterator = iter(items)
+    while batch := list(islice(iterator, size)):
+        yield batch
 
 
 def may_have_synonyms(key: str, min_chars: int) -> bool:
@@ -90,20 +101,38 @@ class SynonymLists:
         a neighbour."""
         return set(self._stale_synonyms)
 
-    def _synonym_partners(self, entity_id: str) -> set[str]:
-        partners = set(self.synonyms[entity_id].ids) if entity_id in self.synonyms else set()
-        partners.update(other for other, lst in self.synonyms.items() if entity_id in lst.ids)
-        return partners
+    def _drop_synonyms_of(self, gone: set[str]) -> dict[tuple[str, str], float]:
+        """Drop the lists of the ``gone`` entities and their entries in every other list, in one pass over the
+        lists; returns the synonymy weight each pair that lost its link had (its edge goes).
 
-    def _drop_synonyms_of(self, entity_id: str, gone: set[str]) -> None:
-        self.synonyms.pop(entity_id, None)
-        self._stale_synonyms.discard(entity_id)
+        A full list that loses a neighbour is marked stale: a neighbour beyond its old top-k may now qualify.
+        """
+        lost: dict[tuple[str, str], float] = {}
+
+        def note(a: str, b: str, similarity: float) -> None:
+            pair = (min(a, b), max(a, b))
+            lost[pair] = max(lost.get(pair, 0.0), similarity)
+
+        for entity_id in gone:
+            self._stale_synonyms.discard(entity_id)
+            for other, similarity in self.synonyms.pop(entity_id, _NO_SYNONYMS):
+                note(entity_id, other, similarity)
+        emptied = []
         for other, neighbours in self.synonyms.items():
-            if entity_id in neighbours.ids:
-                if len(neighbours) >= self.synonymy_top_k and other not in gone:
-                    self._stale_synonyms.add(other)  # a neighbour beyond the old top-k may now qualify
-                self.synonyms[other] = SynonymList((e, s) for e, s in neighbours if e != entity_id)
-
+            if gone.isdisjoint(neighbours.ids):
+                continue
+            for entity_id, similarity in neighbours:
+                if entity_id in gone:
+                    note(entity_id, other, similarity)
+            if len(neighbours) >= self.synonymy_top_k:
+                self._stale_synonyms.add(other)
+            kept = SynonymList((e, s) for e, s in neighbours if e not in gone)
+            self.synonyms[other] = kept  # a new value for a present key: the iteration goes on
+            if not kept:
+                emptied.append(other)
+        for other in emptied:
+            del self.synonyms[other]
+        return lost
 
     def _eligible(self, entity_id: str) -> bool:
         return may_have_synonyms(self.entity_names.get(entity_id, ""), self.synonymy_min_chars)
@@ -183,18 +212,33 @@ class SynonymLists:
     def _apply_synonyms(
         self, queries: set[str], rows: Iterable[tuple[str, list[tuple[str, float]]]]
     ) -> int:
-        """Replace the lists of ``queries`` by their candidates (top-k) and merge them into the others' lists."""
-        touched: dict[str, SynonymList] = {}  # entity -> its list before this update (lists are immutable)
+        """Replace the lists of ``queries`` by their candidates (top-k) and merge them into the others' lists.
+
+        Applied :data:`_APPLY_BATCH` rows at a time, each batch's edges moved before the next: what an update
+        holds besides the lists is one batch's, however many entities it recomputes. The result is the same as
+        one pass: a top-k of merged candidates does not depend on the order they are merged in, and an edge is
+        set from both entities' lists as they stand after the last batch that touched either.
+        """
+        found = set()
+        for batch in _batches(rows, _APPLY_BATCH):
+            found.update(source for source, _ in batch)
+            self._apply_batch(queries, batch)
+        # queries without a row (not eligible for synonyms) keep no list
+        for batch in _batches(((e, []) for e in sorted(queries - found)), _APPLY_BATCH):
+            self._apply_batch(queries, batch)
+        self._bump()
+        return self._synonymy_edge_count()
+
+    def _apply_batch(self, queries: set[str], rows: list[tuple[str, list[tuple[str, float]]]]) -> None:
+        touched: dict[str, SynonymList] = {}  # entity -> its list before this batch (lists are immutable)
 
         def remember(entity_id: str) -> None:
             if entity_id not in touched:
                 touched[entity_id] = self.synonyms.get(entity_id, _NO_SYNONYMS)
 
-        for e in queries:
-            remember(e)
-            self.synonyms.pop(e, None)
         merges: dict[str, dict[str, float]] = {}
         for source, found in rows:
+            remember(source)
             kept = [(target, round(sim, _SIM_DECIMALS)) for target, sim in found if target != source]
             self.synonyms[source] = self._top_k(kept)
             for target, sim in kept:
@@ -202,15 +246,13 @@ class SynonymLists:
                     merges.setdefault(target, {})[source] = sim
         for target, candidates in merges.items():
             remember(target)
-            current = {e: s for e, s in self.synonyms.get(target, [])}
+            current = dict(self.synonyms.get(target, _NO_SYNONYMS))
             current.update(candidates)
             self.synonyms[target] = self._top_k(list(current.items()))
-        for entity_id in list(self.synonyms):
-            if not self.synonyms[entity_id]:
-                del self.synonyms[entity_id]
+        for entity_id in touched:
+            if not self.synonyms.get(entity_id):
+                self.synonyms.pop(entity_id, None)
         self._sync_synonymy_edges(touched)
-        self._bump()
-        return self._synonymy_edge_count()
 
     def _top_k(self, candidates: list[tuple[str, float]]) -> SynonymList:
         candidates.sort(key=lambda item: (-item[1], item[0]))

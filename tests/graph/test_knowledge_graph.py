@@ -259,3 +259,86 @@ def test_bad_input_is_refused():
 
 def test_entity_key_matches_title_mentions():
     assert entity_key("Delbert Mann's") == entity_key("Delbert Mann") == "delbert mann"
+
+
+def clustered_graph(seed: int, passages: int = 30, top_k: int = 3) -> tuple[KnowledgeGraph, dict[str, np.ndarray]]:
+    """Passages naming entities whose vectors sit in a few tight clusters: full lists, many merges."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(4, 8))
+    vectors = {f"e{i:02d}": centres[i % 4] + rng.normal(scale=0.15, size=8) for i in range(48)}
+    graph = KnowledgeGraph(synonymy_top_k=top_k, synonymy_threshold=0.8)
+    for p in range(passages):
+        named = sorted(rng.choice(sorted(vectors), size=3, replace=False).tolist())
+        graph.add_passage(f"p{p:02d}", {e: f"name {e}" for e in named}, {f"f{p}": (named[0], "rel", named[1])})
+    return graph, vectors
+
+
+def refresh(graph: KnowledgeGraph, vectors: dict[str, np.ndarray], by_search: bool) -> None:
+    ids = sorted(graph.entity_names)
+    if not by_search:
+        graph.update_synonymy(ids, np.array([vectors[e] for e in ids]))
+        return
+    unit = {e: vectors[e] / np.linalg.norm(vectors[e]) for e in ids}
+
+    def search(queries: list[str]) -> list[list[tuple[str, float]]]:
+        return [sorted(((e, float(unit[q] @ unit[e])) for e in ids), key=lambda hit: -hit[1])[:6] for q in queries]
+
+    graph.update_synonymy_by_search(search)
+
+
+@pytest.mark.parametrize("by_search", [False, True])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_synonymy_applied_in_small_batches_equals_one_pass(monkeypatch, seed, by_search):
+    from llama_index_mhop.graph import synonym_lists
+
+    graphs = []
+    for batch in (1, 3, 10**6):
+        monkeypatch.setattr(synonym_lists, "_APPLY_BATCH", batch)
+        graph, vectors = clustered_graph(seed)
+        refresh(graph, vectors, by_search)
+        graph.remove_passages(["p03", "p04", "p17"])
+        graph.add_passage("p99", {"e00": "name e00", "e47": "name e47"}, {})
+        refresh(graph, vectors, by_search)
+        graphs.append(graph)
+    assert sum(len(lst) for lst in graphs[0].synonyms.values()) > 40  # the clusters give lists to merge
+    for graph in graphs[1:]:
+        assert graph.synonyms == graphs[0].synonyms
+        assert graph.edge_list() == graphs[0].edge_list()
+    graphs[0].check_edges()
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_removing_passages_together_equals_one_at_a_time(seed):
+    together, vectors = clustered_graph(seed)
+    apart, _ = clustered_graph(seed)
+    for graph in (together, apart):
+        refresh(graph, vectors, by_search=False)
+    gone = ["p01", "p05", "p06", "p11", "p20", "p21", "p29"]
+    entities, facts = together.remove_passages(gone)
+    removed = [apart.remove_passage(p) for p in gone]
+    assert entities == [e for pair in removed for e in pair[0]] and entities
+    assert facts == [f for pair in removed for f in pair[1]]
+    assert together.synonyms == apart.synonyms
+    assert together.edge_list() == apart.edge_list()
+    assert together.stale_synonyms == apart.stale_synonyms
+    assert all(e not in together.entity_names for e in entities)
+    assert not any(e in entities for lst in together.synonyms.values() for e in lst.ids)
+    together.check_edges()
+    # after the stale lists are recomputed, the graph is the one built from the remaining passages
+    fresh, _ = clustered_graph(seed)
+    fresh.remove_passages(gone)
+    for graph in (together, fresh):
+        refresh(graph, vectors, by_search=False)
+    assert together.edge_list() == fresh.edge_list()
+
+
+def test_removing_an_unknown_passage_keeps_the_ones_before_it_removed():
+    graph, vectors = clustered_graph(0)
+    refresh(graph, vectors, by_search=False)
+    version = graph.version
+    with pytest.raises(KeyError, match="'nope' is not in the graph"):
+        graph.remove_passages(["p00", "nope", "p01"])
+    assert "p00" not in graph.passages and "p01" in graph.passages and graph.version > version
+    graph.check_edges()
+    with pytest.raises(KeyError):
+        graph.remove_passages(["nope"])
