@@ -154,6 +154,20 @@ def test_column_blocks_solve_to_the_same_basis(monkeypatch):
                                whole.run(SparseVector.from_dense(seeds), 0.01, 0.2, query).passages, rtol=1e-6)
 
 
+def test_blocks_solved_on_several_threads_are_the_one_thread_floats(monkeypatch):
+    from llama_index_mhop.graph.walk import affine_ppr
+
+    graph, vectors, _ = hippo_shaped(7, 60, 50, dims=10, method="exact")
+    monkeypatch.setattr(affine_ppr, "_SOLVE_BYTES", 8 * graph.n_nodes * 3)  # four blocks
+    solved = {}
+    for threads in (1, 4):
+        monkeypatch.setattr(affine_ppr, "_solver_threads", lambda threads=threads: threads)
+        solved[threads] = affine_ppr.solve_basis(graph, 60, vectors)
+    for name in ("basis", "uniform_response", "node_totals"):
+        np.testing.assert_array_equal(getattr(solved[4], name), getattr(solved[1], name))
+    assert solved[4].iterations == solved[1].iterations > 1
+
+
 def test_a_hub_seed_too_light_to_push_still_counts():
     """A seed entity in many passages gets a tiny weight: under the push's threshold it is not pushed, and its
     first step (kept where it is) still joins the result, within the bound."""

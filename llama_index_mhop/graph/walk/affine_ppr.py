@@ -35,8 +35,10 @@ their order certain: on an undirected graph a push stopped at ``t`` leaves each 
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -102,29 +104,53 @@ class SolvedBasis:
 
 def solve_basis(pagerank: PageRankGraph, num_passages: int, passage_vectors: np.ndarray | None = None,
                 tol: float = DEFAULT_BASIS_TOL) -> SolvedBasis:
-    """Solve ``Z``, ``g`` and ``u`` for a graph: ``D + 2`` right-hand sides, one sparse product per iteration."""
+    """Solve ``Z``, ``g`` and ``u`` for a graph: ``D + 2`` right-hand sides, one sparse product per iteration.
+
+    The right-hand sides are solved in column blocks that fit in memory, one block per CPU core at a time (scipy's
+    sparse products and numpy's array arithmetic release the GIL): the same floats as one block after another.
+    """
     started = time.perf_counter()
     n, damping, m = pagerank.n_nodes, pagerank.damping, pagerank.transition
-    # One right-hand side per embedding dimension, and one for "every passage at 1", solved in column blocks
-    # that fit in memory; only the passage rows are kept.
     dims = 0 if passage_vectors is None else passage_vectors.shape[1]
     basis = np.empty((num_passages, dims), dtype=np.float32) if dims else None
-    solved, iterations = _solve(m, damping, np.ones((num_passages, 1)), n, tol)
-    uniform_response = solved[:num_passages, 0].copy()
     block = max(1, _SOLVE_BYTES // (8 * n))
-    for start in range(0, dims, block):
+
+    def solve_columns(start: int) -> int:
+        """One block of the basis' columns, only the passage rows kept."""
         assert passage_vectors is not None and basis is not None
         rhs = np.asarray(passage_vectors[:, start : start + block], dtype=np.float64)
         solved, block_iterations = _solve(m, damping, rhs, n, tol)
         basis[:, start : start + rhs.shape[1]] = solved[:num_passages]
-        iterations = max(iterations, block_iterations)
-    del solved
-    # u = (I - d M)^-T 1: the total mass z(r) puts on all nodes is u . r.
-    node_totals, _ = _solve(m.transpose().tocsr(), damping, np.ones((n, 1)), n, tol)
+        return block_iterations
+
+    def solve_uniform() -> tuple[np.ndarray, int]:
+        """``g``, the response to every passage at 1."""
+        solved, uniform_iterations = _solve(m, damping, np.ones((num_passages, 1)), n, tol)
+        return solved[:num_passages, 0].copy(), uniform_iterations
+
+    def solve_totals() -> tuple[np.ndarray, int]:
+        """``u = (I - d M)^-T 1``: the total mass z(r) puts on all nodes is u . r."""
+        solved, total_iterations = _solve(m.transpose().tocsr(), damping, np.ones((n, 1)), n, tol)
+        return solved[:, 0], total_iterations
+
+    with ThreadPoolExecutor(max_workers=_solver_threads()) as pool:
+        uniform = pool.submit(solve_uniform)
+        totals = pool.submit(solve_totals)
+        iterations = max(pool.map(solve_columns, range(0, dims, block)), default=0)
+        (uniform_response, uniform_iterations), (node_totals, _) = uniform.result(), totals.result()
+    iterations = max(iterations, uniform_iterations)
     seconds = time.perf_counter() - started
     logger.info("PageRank basis of %d passages x %d dimensions solved in %.1fs (%d iterations)",
                 num_passages, dims, seconds, iterations)
-    return SolvedBasis(basis, uniform_response, node_totals[:, 0], iterations, seconds)
+    return SolvedBasis(basis, uniform_response, node_totals, iterations, seconds)
+
+
+def _solver_threads() -> int:
+    """The CPU cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
 
 
 class AffineResetPageRank:
