@@ -38,8 +38,10 @@ class StringColumn(Sequence[str]):
     """
 
     def __init__(self, lines: np.ndarray, ends: np.ndarray) -> None:
-        self._lines = lines
-        self._ends = ends
+        # plain views of the mapped files: indexing an np.memmap costs a Python call per index, and a lookup
+        # (a binary search over a sorted column) indexes about 20 times
+        self._lines = lines.view(np.ndarray)
+        self._ends = ends.view(np.ndarray)
 
     @staticmethod
     def write(folder: Path, name: str, strings: Iterable[str]) -> None:
