@@ -188,7 +188,8 @@ def _build(work: Path, trace: bool, client: Any, server_pid: int | None,
 
 
 def query_step(work: Path, trace: bool, rounds: int, rankings: Path, walk_from_nodes: int | None,
-               hnsw_min_records: int | None, hnsw_top_n: int | None, chroma_port: int | None = None
+               hnsw_min_records: int | None, hnsw_top_n: int | None, chroma_port: int | None = None,
+               hnsw_min_passages: int | None = None
                ) -> dict[str, Any]:
     """Open the store and the graph, load the graph's query state, then time both retrievers."""
     import chromadb
@@ -210,6 +211,10 @@ def query_step(work: Path, trace: bool, rounds: int, rankings: Path, walk_from_n
         from llama_index_mhop.graph import state
 
         state.HNSW_MIN_FACTS = state.HNSW_MIN_PASSAGES = hnsw_min_records
+    if hnsw_min_passages is not None:
+        from llama_index_mhop.graph import state
+
+        state.HNSW_MIN_PASSAGES = hnsw_min_passages
     if hnsw_top_n is not None:
         from llama_index_mhop.graph import state
 
@@ -326,6 +331,8 @@ def _run_step(step: str, args: argparse.Namespace) -> dict[str, Any]:
         command += ["--walk-from-nodes", str(args.walk_from_nodes)]
     if args.hnsw_min_records is not None:
         command += ["--hnsw-min-records", str(args.hnsw_min_records)]
+    if args.hnsw_min_passages is not None:
+        command += ["--hnsw-min-passages", str(args.hnsw_min_passages)]
     if args.hnsw_top_n is not None:
         command += ["--hnsw-top-n", str(args.hnsw_top_n)]
     if args.chroma_port is not None:
@@ -348,7 +355,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compare", type=Path, help="another run's rankings file: count the same top 21")
     parser.add_argument("--walk-from-nodes", type=int, help="PUSH_MIN_NODES in the query process")
     parser.add_argument("--hnsw-min-records", type=int,
-                        help="HNSW_MIN_FACTS and HNSW_MIN_PASSAGES in the query process (the HNSW paths below 500k)")
+                        help="HNSW_MIN_FACTS and HNSW_MIN_PASSAGES in the query process (the HNSW paths below their sizes)")
+    parser.add_argument("--hnsw-min-passages", type=int,
+                        help="HNSW_MIN_PASSAGES alone in the query process (after --hnsw-min-records)")
     parser.add_argument("--hnsw-top-n", type=int, help="HNSW_TOP_N in the query process (records scored exactly)")
     parser.add_argument("--chroma-server", action="store_true",
                         help="build into a `chroma run` server (its memory recorded) instead of an embedded store")
@@ -372,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.step == "query":
         print(json.dumps(query_step(args.work_dir, args.tracemalloc, args.rounds, args.rankings,
                                     args.walk_from_nodes, args.hnsw_min_records, args.hnsw_top_n,
-                                    args.chroma_port)))
+                                    args.chroma_port, args.hnsw_min_passages)))
         return 0
 
     from llama_index_mhop.bench.synthetic import generate_dataset
@@ -408,6 +417,7 @@ def main(argv: list[str] | None = None) -> int:
             (query_memory["state loaded"]["rss_mb"] - query_memory["indexes opened"]["rss_mb"]) * 1024 / passages, 2),
         "hippo_graph_x_vector_p50": query["retrievers"]["hippo_graph"]["x_vector_p50"],
         "walk_from_nodes": args.walk_from_nodes, "hnsw_min_records": args.hnsw_min_records,
+        "hnsw_min_passages": args.hnsw_min_passages,
         "hnsw_top_n": args.hnsw_top_n,
         "reused_build": args.reuse_build,
         "chroma_alone_kb_per_passage": round(chroma["growth_mb"] * 1024 / passages, 2),
