@@ -107,31 +107,24 @@ class SynonymLists:
 
         A full list that loses a neighbour is marked stale: a neighbour beyond its old top-k may now qualify.
         """
-        lost: dict[tuple[str, str], float] = {}
-
-        def note(a: str, b: str, similarity: float) -> None:
-            pair = (min(a, b), max(a, b))
-            lost[pair] = max(lost.get(pair, 0.0), similarity)
-
+        holders = [other for other, neighbours in self.synonyms.items() if not gone.isdisjoint(neighbours.ids)]
+        pairs = {(min(a, b), max(a, b)) for a in gone for b in self.synonyms.get(a, _NO_SYNONYMS).ids}
+        pairs.update((min(a, b), max(a, b)) for b in holders for a in self.synonyms[b].ids if a in gone)
+        lost = {pair: self._synonymy(*pair) for pair in pairs}  # weighed before any list changes
         for entity_id in gone:
             self._stale_synonyms.discard(entity_id)
-            for other, similarity in self.synonyms.pop(entity_id, _NO_SYNONYMS):
-                note(entity_id, other, similarity)
-        emptied = []
-        for other, neighbours in self.synonyms.items():
-            if gone.isdisjoint(neighbours.ids):
+            self.synonyms.pop(entity_id, None)
+        for other in holders:
+            if other in gone:
                 continue
-            for entity_id, similarity in neighbours:
-                if entity_id in gone:
-                    note(entity_id, other, similarity)
+            neighbours = self.synonyms[other]
             if len(neighbours) >= self.synonymy_top_k:
                 self._stale_synonyms.add(other)
             kept = SynonymList((e, s) for e, s in neighbours if e not in gone)
-            self.synonyms[other] = kept  # a new value for a present key: the iteration goes on
-            if not kept:
-                emptied.append(other)
-        for other in emptied:
-            del self.synonyms[other]
+            if kept:
+                self.synonyms[other] = kept
+            else:
+                del self.synonyms[other]
         return lost
 
     def _eligible(self, entity_id: str) -> bool:
