@@ -28,7 +28,7 @@ def main() -> None:
                         help="HippoRAG corpus: a JSON list of {title, text}")
     parser.add_argument("openie", nargs="?", default=str(DATA / "openie_results_ner_gpt-4o-mini.json"),
                         help="HippoRAG's openie_results_ner_<model>.json")
-    parser.add_argument("--question", default="Where was the director of the film shot in Leland born?")
+    parser.add_argument("--question", default="Where was the director of Maximum Overdrive born?")
     parser.add_argument("--export", help="also write the index's extractions here, in the same format")
     args = parser.parse_args()
 

@@ -11,18 +11,25 @@
 
 The names are imported on first use (``from llama_index_mhop import RRFFusionRetriever`` works as usual), so
 importing one light module of the package, as the ``mhop`` command does to answer ``--help``, does not import
-LlamaIndex, Chroma or DSPy.
+LlamaIndex, Chroma or DSPy. Importing the package in any way lets LlamaIndex's ``load_index_from_storage`` open a
+saved :class:`HippoGraphIndex`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import sys
+from importlib.abc import MetaPathFinder
+from importlib.machinery import ModuleSpec, PathFinder
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from .lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
+    from .defaults import default_embed_model
     from .fusion import reciprocal_rank_fusion
     from .graph import HippoGraphIndex, HippoGraphReader
+    from .minilm import MiniLMEmbedding
     from .postprocessors import DSPyFactFilter, fact_node
     from .query_transforms import PerspectiveQueryTransform
     from .retrievers import ConfidenceLoopRetriever, HippoGraphRetriever, RRFFusionRetriever
@@ -35,9 +42,11 @@ __all__ = [
     "HippoGraphIndex",
     "HippoGraphReader",
     "HippoGraphRetriever",
+    "MiniLMEmbedding",
     "PerspectiveQueryTransform",
     "RRFFusionRetriever",
     "build_vector_index",
+    "default_embed_model",
     "delete_documents",
     "fact_node",
     "load_documents",
@@ -54,9 +63,11 @@ _EXPORTS = {
     "HippoGraphIndex": ".graph",
     "HippoGraphReader": ".graph",
     "HippoGraphRetriever": ".retrievers",
+    "MiniLMEmbedding": ".minilm",
     "PerspectiveQueryTransform": ".query_transforms",
     "RRFFusionRetriever": ".retrievers",
     "build_vector_index": ".vector_index",
+    "default_embed_model": ".defaults",
     "delete_documents": ".vector_index",
     "fact_node": ".postprocessors",
     "load_documents": ".stores",
@@ -67,3 +78,40 @@ _EXPORTS = {
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
+
+
+#: The LlamaIndex module whose type table ``load_index_from_storage`` reads.
+_REGISTRY = "llama_index.core.indices.registry"
+
+
+def _register_graph_index() -> None:
+    from .graph.index_struct import register_index_opener
+
+    register_index_opener()
+
+
+class _RegistryWatcher(MetaPathFinder):
+    """Registers the graph index the moment LlamaIndex's type table is imported, so that importing this package
+    stays free of LlamaIndex's own import time (one use, then it leaves ``sys.meta_path``)."""
+
+    def find_spec(self, fullname: str, path: Any, target: ModuleType | None = None) -> ModuleSpec | None:
+        if fullname != _REGISTRY:
+            return None
+        sys.meta_path.remove(self)
+        spec = PathFinder.find_spec(fullname, path)
+        if spec is None or spec.loader is None:
+            return spec
+        exec_module = spec.loader.exec_module
+
+        def exec_and_register(module: ModuleType) -> None:
+            exec_module(module)
+            _register_graph_index()
+
+        spec.loader.exec_module = exec_and_register  # type: ignore[method-assign]  # this module's loader only
+        return spec
+
+
+if _REGISTRY in sys.modules:
+    _register_graph_index()
+elif not any(isinstance(finder, _RegistryWatcher) for finder in sys.meta_path):
+    sys.meta_path.insert(0, _RegistryWatcher())

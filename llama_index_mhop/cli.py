@@ -28,6 +28,7 @@ from .cli_arguments import (
 )
 from .config import CONFIG_FILE, ConfigError, find_config, load_config
 from .sync import UnknownDocumentError
+from .text import escape_controls
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -180,8 +181,6 @@ def _open_graph(args: argparse.Namespace, client: Any) -> Any:
 
 
 def cmd_query(args: argparse.Namespace) -> int:
-    from rich.table import Table
-
     from .bench.context import IndexContext
     from .bench.registry import get_retriever_spec
     from .lm_clients import lm_from_spec
@@ -198,7 +197,47 @@ def cmd_query(args: argparse.Namespace) -> int:
     )
     retriever = get_retriever_spec(args.retriever).factory(context)
     results = retriever.retrieve(args.query)
-    # Passages, titles and the query are untrusted: plain text, never markup (see terminal.plain_text).
+    trace = (getattr(retriever, "last_trace", None) or {"note": f"{args.retriever} keeps no trace"}) \
+        if args.explain else None
+    answer = _answer(args.query, results, lm)
+    if args.json:
+        report: dict[str, Any] = {"query": args.query, "retriever": args.retriever, "results": [
+            {"rank": rank, "score": result.score, "id": result.node.node_id,
+             "title": result.node.metadata.get("title", ""), "text": result.node.get_content()}
+            for rank, result in enumerate(results, start=1)]}
+        if trace is not None:
+            report["trace"] = trace
+        if lm is not None:
+            report["answer"] = answer
+        _print_json(report)
+        return 0
+    if sys.stdout.isatty():
+        _print_table(args, results)
+    else:  # piped: one line a passage, tab-separated, never wrapped
+        for rank, result in enumerate(results, start=1):
+            fields = (str(rank), f"{result.score or 0.0:.4f}", result.node.metadata.get("title", ""),
+                      " ".join(result.node.get_content().split()))
+            print("\t".join(escape_controls(" ".join(str(f).split())) for f in fields))
+    if trace is not None:
+        sys.stdout.flush()
+        _print_json(trace)
+    if answer is not None:
+        _console().print(_labelled("answer:", "bold", answer))
+    return 0
+
+
+def _print_json(value: Any) -> None:
+    """``value`` as JSON exactly as json.dumps writes it: no console wrapping or markup, so it parses; ensure_ascii
+    writes every control, format (bidi) and non-ASCII character as a \\uXXXX escape, so nothing the corpus holds
+    reaches the terminal as a control sequence."""
+    print(json.dumps(value, indent=2, ensure_ascii=True, default=str), flush=True)
+
+
+def _print_table(args: argparse.Namespace, results: Sequence[Any]) -> None:
+    """The results as a table for a person at a terminal (passages, titles and the query are untrusted: plain
+    text, never markup; see terminal.plain_text)."""
+    from rich.table import Table
+
     table = Table(title=_plain(f"{args.retriever}: {args.query}"))
     for column in ("rank", "score", "title", "passage"):
         table.add_column(column)
@@ -206,20 +245,7 @@ def cmd_query(args: argparse.Namespace) -> int:
         text = " ".join(result.node.get_content().split())
         table.add_row(str(rank), f"{result.score or 0.0:.4f}", _plain(result.node.metadata.get("title", "")),
                       _plain(text[:160] + ("…" if len(text) > 160 else "")))
-    console = _console()
-    console.print(table)
-    if args.explain:
-        trace = getattr(retriever, "last_trace", None)
-        trace = trace or {"note": f"{args.retriever} keeps no trace"}
-        console.file.flush()
-        # The trace as JSON exactly as json.dumps writes it: no console wrapping or markup, so the block parses;
-        # ensure_ascii writes every control, format (bidi) and non-ASCII character as a \uXXXX escape, so nothing the
-        # corpus holds reaches the terminal as a control sequence.
-        print(json.dumps(trace, indent=2, ensure_ascii=True, default=str), flush=True)
-    answer = _answer(args.query, results, lm)
-    if answer is not None:
-        console.print(_labelled("answer:", "bold", answer))
-    return 0
+    _console().print(table)
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
@@ -252,7 +278,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     if _graph_exists(args):
         report["graph"] = {"dir": graph_dir, **graph_status(client, graph_dir)}
     report["process_counters"] = process_counters()
-    print(json.dumps(report, indent=2, default=str))  # plain JSON: stored text is data, never console markup
+    _print_json(report)  # plain JSON: stored text is data, never console markup
     return 0
 
 
@@ -299,6 +325,7 @@ def build_parser(defaults: dict[str, Any] | None = None) -> argparse.ArgumentPar
 
     delete = sub.add_parser("delete", help="remove documents by doc id (a file name alone when unambiguous)")
     delete.add_argument("doc_ids", nargs="+", metavar="DOC_ID")
+    delete.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     delete.add_argument("--graph-dir", help="the graph index, if any (default: graph/ beside --chroma-path)")
     _add_store_arguments(delete)
     delete.set_defaults(func=cmd_delete)
@@ -308,6 +335,8 @@ def build_parser(defaults: dict[str, Any] | None = None) -> argparse.ArgumentPar
     query.add_argument("--retriever", default="rrf_fusion", choices=RETRIEVER_NAMES)
     query.add_argument("--top-k", type=int, default=5)
     query.add_argument("--explain", action="store_true", help="print the retriever's trace")
+    query.add_argument("--json", action="store_true",
+                       help="print one JSON document (results, the trace with --explain, the answer with --lm)")
     query.add_argument("--lm", default="none", help="none | local | a dspy model string")
     query.add_argument("--program", help="a compiled program of the retriever (JSON from mhop optimize)")
     query.add_argument("--graph-dir", help="the graph index of hippo_graph (default: graph/ beside --chroma-path)")

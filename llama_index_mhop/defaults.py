@@ -60,10 +60,12 @@ def verify_embedder_files(model_dir: Path) -> None:
 
 
 def default_embed_model(embed_batch_size: int = 64) -> BaseEmbedding:
-    """all-MiniLM-L6-v2 as a LlamaIndex embedding, loaded offline from the packaged weights.
+    """all-MiniLM-L6-v2 as a LlamaIndex embedding, loaded offline from the packaged weights and run in numpy
+    (:class:`~llama_index_mhop.minilm.MiniLMEmbedding`: torch's vectors without torch's start-up).
 
     Every file of the model (weights, configuration, tokenizer) is checked against its SHA-256 before loading.
-    The model is loaded once per process and shared.
+    The model is loaded once per process and shared. An app sets it as its embedder with
+    ``Settings.embed_model = default_embed_model()``.
 
     Raises:
         ModelIntegrityError: a packaged model file is missing or altered.
@@ -71,16 +73,11 @@ def default_embed_model(embed_batch_size: int = 64) -> BaseEmbedding:
     global _embedder
     with _embedder_lock:
         if _embedder is None:
-            # Never reach for a model hub: the weights are on disk.
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-            from llama_index.embeddings.huggingface import HuggingFaceEmbedding
+            from .minilm import MiniLMEmbedding
 
             model_dir = embedder_model_dir()
             verify_embedder_files(model_dir)
-            _embedder = HuggingFaceEmbedding(
-                model_name=str(model_dir), device="cpu", embed_batch_size=embed_batch_size, normalize=True
-            )
+            _embedder = MiniLMEmbedding(model_dir, embed_batch_size=embed_batch_size)
         return _embedder
 
 

@@ -36,6 +36,7 @@ __all__ = [
     "DEFAULT_LM_TIMEOUT",
     "MAX_LM_CALLS",
     "MAX_LOGGED_CHARS",
+    "app_llm",
     "FallbackCounter",
     "LMStep",
     "StepListener",
@@ -124,13 +125,17 @@ def current_lm(lm: dspy.BaseLM | None = None) -> dspy.BaseLM | None:
         return _chosen(lm, "the component's lm=/llm=")
     if dspy.settings.lm is not None:
         return _chosen(dspy.settings.lm, "dspy.settings.lm")
-    app_llm = _app_llm()
-    if app_llm is not None:
-        return _chosen(_wrapped_app_llm(app_llm), "LlamaIndex's Settings.llm")
+    llm = app_llm()
+    if llm is not None:
+        return _chosen(_wrapped_app_llm(llm), "LlamaIndex's Settings.llm")
     return None
 
 
-def _app_llm() -> Any:
+def app_llm() -> Any:
+    """The LLM the app set in LlamaIndex's ``Settings.llm``, or None when it set none (or disabled it).
+
+    ``Settings._llm`` is read, not ``Settings.llm``: the public property would build LlamaIndex's OpenAI default.
+    """
     from llama_index.core import Settings
     from llama_index.core.llms import MockLLM
 

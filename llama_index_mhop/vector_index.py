@@ -20,7 +20,6 @@ from typing import Any
 from llama_index.core import Document, VectorStoreIndex
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.schema import BaseNode, TextNode
-from tqdm.auto import tqdm
 
 from .chroma_batches import iter_all
 from .counters import count
@@ -51,6 +50,7 @@ from .stores import (
     read_corpus,
 )
 from .sync import IncomingDocument, SyncPlan, match_doc_ids, plan_sync
+from .terminal import progress
 
 __all__ = [
     "DEFAULT_COLLECTION",
@@ -227,7 +227,7 @@ def _insert(index: VectorStoreIndex, nodes: list[TextNode], client: Any, name: s
 
     batches = [nodes[i : i + batch_size] for i in range(0, len(nodes), batch_size)]
     done = 0
-    for batch in tqdm(batches, desc=f"indexing {name}", unit="batch", disable=not show_progress):
+    for batch in progress(batches, show=show_progress, desc=f"indexing {name}", unit="batch"):
         try:
             index.insert_nodes(batch)
         except Exception as exc:  # a store or embedder failure of any kind: say where it stopped

@@ -24,6 +24,15 @@ SHORT_TEXTS = ["Lover Come Back", "Delbert Mann", "Lover Come Back directed by D
                "Rock Hudson born in Winnetka", "1961"]
 
 
+@pytest.fixture(scope="module")
+def torch_embed_model():
+    """The packaged MiniLM run by torch (LlamaIndex's HuggingFaceEmbedding), the kind of embedder autocast reaches
+    (the default one runs in numpy)."""
+    from llama_index_mhop.defaults import embedder_model_dir, load_embed_model
+
+    return load_embed_model(embedder_model_dir())
+
+
 def _stores(embed_model, dtype: str) -> GraphStores:
     return GraphStores(chromadb.EphemeralClient(), f"dtype_{dtype}", embed_model, 512, "external",
                        short_text_dtype=dtype)
@@ -38,7 +47,8 @@ def test_an_unknown_dtype_is_refused_by_name():
 
 
 @pytest.mark.skipif(not native_bfloat16(), reason="this CPU has no native bfloat16")
-def test_short_texts_in_bfloat16_stay_close_to_float32_and_passages_stay_float32(embed_model):
+def test_short_texts_in_bfloat16_stay_close_to_float32_and_passages_stay_float32(torch_embed_model):
+    embed_model = torch_embed_model
     exact = np.asarray(embed_model.get_text_embedding_batch(SHORT_TEXTS), dtype=np.float32)
     fast = _stores(embed_model, "bfloat16")
     short = fast.embed(SHORT_TEXTS, short=True)

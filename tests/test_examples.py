@@ -71,7 +71,7 @@ def test_hipporag_openie_import_example(tmp_path):
     assert "passages from the OpenIE file: 4, extracted: 1" in out
     assert "KnowledgeGraph(passages=5, entities=12, facts=11," in out
     ranked = [line.split(maxsplit=2)[2] for line in out.splitlines() if line[:2] in {"1.", "2.", "3."}]
-    assert len(ranked) == 3 and ranked[0] == "Leland, North Carolina" and "Maximum Overdrive" in ranked
+    assert ranked[:2] == ["Maximum Overdrive", "Stephen King"]  # the film, then its director's birthplace
     from llama_index_mhop.graph import read_openie
 
     assert len(read_openie(exported)) == 5

@@ -55,8 +55,13 @@ def plot(result: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
     When the result holds a paired comparison with a baseline (``significance``), a second row shows each
     run's mean difference to the baseline at every k with its confidence interval, filled where p < 0.05.
     """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError as exc:
+        from .registry import BENCH_EXTRA
+
+        raise ImportError(BENCH_EXTRA.format(what="--plot")) from exc
 
     validate_result(result)
     ks = list(result["k_values"])

@@ -29,6 +29,7 @@ from llama_index.core.llms import CustomLLM
 from .searcher import Searcher
 
 __all__ = [
+    "BENCH_EXTRA",
     "SHARED_INDEXES",
     "RetrieverContext",
     "RetrieverFactory",
@@ -38,6 +39,9 @@ __all__ = [
     "registered_retrievers",
 ]
 
+
+#: The error of a benchmark-only dependency that is not installed.
+BENCH_EXTRA = "{what} needs the bench extra: pip install 'llama-index-mhop[bench]'"
 
 
 class RetrieverContext(Protocol):
@@ -150,7 +154,10 @@ def _vector(ctx: RetrieverContext) -> BaseRetriever:
 
 @register_retriever("bm25", "BM25 over the same passages (llama-index-retrievers-bm25, English stemming)")
 def _bm25(ctx: RetrieverContext) -> BaseRetriever:
-    from llama_index.retrievers.bm25 import BM25Retriever
+    try:
+        from llama_index.retrievers.bm25 import BM25Retriever
+    except ImportError as exc:
+        raise ImportError(BENCH_EXTRA.format(what="the bm25 retriever")) from exc
 
     return BM25Retriever.from_defaults(nodes=ctx.nodes, similarity_top_k=ctx.top_k)
 

@@ -4,6 +4,7 @@ reader."""
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -15,11 +16,27 @@ if TYPE_CHECKING:
 
 __all__ = ["GraphEngines", "chat_engine", "query_engine"]
 
+logger = logging.getLogger(__name__)
+
 
 def query_engine(retriever: BaseRetriever, llm: Any = None, **kwargs: Any) -> RetrieverQueryEngine:
-    """A ``RetrieverQueryEngine`` answering from ``retriever``; ``kwargs`` are ``RetrieverQueryEngine.from_args``'s."""
+    """A ``RetrieverQueryEngine`` answering from ``retriever``; ``kwargs`` are ``RetrieverQueryEngine.from_args``'s.
+
+    With no ``llm`` and no ``Settings.llm`` set by the app, the engine retrieves without writing an answer
+    (``response_mode="no_text"``: the passages are ``response.source_nodes``), and says so once at WARNING, rather
+    than reach for LlamaIndex's default LLM, which needs an OpenAI key.
+    """
     from llama_index.core.query_engine import RetrieverQueryEngine
 
+    from ..lm import app_llm
+
+    if llm is None and app_llm() is None:
+        from llama_index.core.llms import MockLLM
+
+        _warn_once("no LLM given and none set in Settings.llm: the query engine returns the retrieved passages "
+                   "(response.source_nodes) without an answer; pass llm= or set Settings.llm for answers")
+        kwargs.setdefault("response_mode", "no_text")
+        llm = MockLLM()  # never called for no_text; it keeps LlamaIndex from building its OpenAI default
     return RetrieverQueryEngine.from_args(retriever, llm=llm, **kwargs)
 
 
@@ -30,9 +47,15 @@ def chat_engine(retriever: BaseRetriever, chat_mode: Any = "condense_plus_contex
     is); ``chat_mode`` may be LlamaIndex's ``ChatMode``. ``kwargs`` are the engine's ``from_defaults``'s.
 
     Raises:
-        ValueError: another chat mode.
+        ValueError: another chat mode, or no ``llm`` and no ``Settings.llm`` (a chat engine answers with an LLM).
     """
     from llama_index.core.chat_engine import CondensePlusContextChatEngine, ContextChatEngine
+
+    from ..lm import app_llm
+
+    if llm is None and app_llm() is None:
+        raise ValueError("a chat engine answers with an LLM: pass llm= or set Settings.llm "
+                         "(as_retriever() or as_query_engine() retrieve without one)")
 
     engines = {"condense_plus_context": CondensePlusContextChatEngine, "context": ContextChatEngine,
                "best": CondensePlusContextChatEngine}  # LlamaIndex's default mode: its best engine here
@@ -85,3 +108,12 @@ class GraphEngines:
         from ..retrievers.hippo_graph import HippoGraphRetriever
 
         return self.as_retriever(**{k: kwargs.pop(k) for k in list(kwargs) if k in HippoGraphRetriever.ARGUMENTS})
+
+
+_warned: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        logger.warning(message)

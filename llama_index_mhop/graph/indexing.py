@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from llama_index.core.schema import MetadataMode, TextNode
-from tqdm.auto import tqdm
 
 from ..stores import stable_id
+from ..terminal import progress
 from .checkpoint import GraphEntry, append_checkpoint, read_checkpoint
 from .extraction import Extraction, Extractor, entity_key, title_entities
 from .graph_stores import GraphStores
@@ -130,7 +130,7 @@ class BatchIndexer:
         self.resume()
         todo = [i for i in ids if i not in self.graph.passages]
         started = time.perf_counter()
-        bar = tqdm(total=len(todo), desc=f"Indexing {self.stores.name}", unit="passage", disable=not show)
+        bar = progress(total=len(todo), show=show, desc=f"Indexing {self.stores.name}", unit="passage")
         added: list[str] = []
         batch_number = 0
         for start in range(0, len(todo), batch_size):

@@ -100,8 +100,9 @@ class ProgramRetriever(CheckedQueryRetriever):
         **settings: any field of ``config_type``.
 
     Raises:
-        ValueError: ``config`` together with keyword settings, a setting unknown or out of range (pydantic's
-            ``ValidationError`` names the field), or a program file of another shape.
+        ValueError: a setting unknown (named, with the settings there are), ``config`` together with keyword
+            settings, a setting out of range (pydantic's ``ValidationError`` names the field), or a program file
+            of another shape.
         TypeError: ``lm`` is not a DSPy LM, or ``program`` a module of another class.
     """
 
@@ -131,6 +132,10 @@ class ProgramRetriever(CheckedQueryRetriever):
     @classmethod
     def settings(cls, config: BaseModel | None, settings: dict[str, Any]) -> Any:
         """``config`` if given, else the ``config_type`` built (and checked) from keyword ``settings``."""
+        fields = cls.config_type.model_fields
+        unknown = [name for name in settings if name not in fields]
+        if unknown:
+            raise ValueError(f"{cls.__name__} has no setting {unknown[0]!r}; its settings: {', '.join(fields)}")
         if config is not None and settings:
             raise ValueError(f"give config= or keyword settings, not both (got {', '.join(settings)})")
         if config is not None and not isinstance(config, cls.config_type):

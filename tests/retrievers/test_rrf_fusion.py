@@ -214,3 +214,15 @@ def test_bootstrap_few_shot_compiles_saves_and_reloads_identically(tmp_path):
     assert [n.node.node_id for n in fresh.retrieve(QUERY)] == [n.node.node_id for n in student.retrieve(QUERY)]
     uncompiled = RRFFusionRetriever(base_retriever=RecordingRetriever(), lm=lm)
     assert [n.node.node_id for n in uncompiled.retrieve(QUERY)] != [n.node.node_id for n in student.retrieve(QUERY)]
+
+
+@pytest.mark.parametrize("kind", ["rrf_fusion", "confidence_loop", "hippo_graph"])
+def test_an_unknown_setting_is_named_by_every_retriever(kind, mini_graph_documents, build_graph):
+    from llama_index_mhop import ConfidenceLoopRetriever, RRFFusionRetriever
+
+    graph = build_graph(mini_graph_documents, f"unknown_{kind}")
+    make = {"rrf_fusion": lambda: RRFFusionRetriever.from_defaults(graph, top_k=5),
+            "confidence_loop": lambda: ConfidenceLoopRetriever.from_defaults(graph, top_k=5),
+            "hippo_graph": lambda: graph.as_retriever(top_k=5)}[kind]
+    with pytest.raises(ValueError, match=r"has no setting 'top_k'; its settings: .*similarity_top_k"):
+        make()
