@@ -59,5 +59,5 @@ def check_embedding_dimension(collection: Any, embed_model: BaseEmbedding) -> No
         raise EmbeddingDimensionError(
             f"the collection {collection.name!r} holds {expected}-dimensional vectors but the embedder "
             f"{embedder_name(embed_model)} gives {got}; "
-            "use the embedder the collection was built with (--embed-model)"
+            "use the embedder the collection was built with (embed_model=; mhop: --embed-model)"
         )

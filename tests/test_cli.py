@@ -124,3 +124,39 @@ def test_index_graph_embeds_no_passage_twice(tmp_path, capsys, monkeypatch):
     assert passages_embedded == []  # every passage came with the passage index's stored embedding
     assert mhop(["query", "Where was the film by Delbert Mann shot?", "--retriever", "hippo_graph", *store]) == 0
     assert "Bronx" in capsys.readouterr().out
+
+
+def test_query_json_is_one_document_and_piped_output_is_one_line_a_passage(corpus, tmp_path, capsys):
+    store = ["--chroma-path", str(tmp_path / "chroma")]
+    assert mhop(["index", str(corpus), "--quiet", "--graph", *store]) == 0
+    capsys.readouterr()
+    question = "Where was the director of the film shot in Leland born?"
+    assert mhop(["query", question, "--retriever", "hippo_graph", "--top-k", "3", "--explain", "--json", *store]) == 0
+    report = json.loads(capsys.readouterr().out)  # the whole output parses: nothing before or after the document
+    assert report["query"] == question and report["retriever"] == "hippo_graph"
+    assert [r["rank"] for r in report["results"]] == [1, 2, 3]
+    assert "Maximum Overdrive" in [r["title"] for r in report["results"]]
+    assert "kept_facts" in report["trace"] and "answer" not in report  # no LM: no answer key
+    # Piped (capsys is no terminal): a tab-separated line a passage, whole, with no table and no wrapping.
+    assert mhop(["query", question, "--retriever", "hippo_graph", "--top-k", "3", *store]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 3 and all(len(line.split("\t")) == 4 for line in lines)
+    by_title = {line.split("\t")[2]: line.split("\t")[3] for line in lines}
+    assert by_title["Maximum Overdrive"].startswith("Maximum Overdrive is a 1986 film") and "│" not in lines[0]
+
+
+def test_no_progress_bar_when_piped_or_quiet(corpus, tmp_path, capsys):
+    # capsys is no terminal: neither the vector sync nor the graph build draws a bar, with or without -q.
+    store = ["--chroma-path", str(tmp_path / "chroma")]
+    assert mhop(["index", str(corpus), "--graph", *store]) == 0
+    assert mhop(["delete", "Stephen King", "-q", *store]) == 0
+    captured = capsys.readouterr()
+    assert "it/s" not in captured.err and "Indexing" not in captured.err and "indexing" not in captured.err
+
+
+def test_a_long_query_is_cut_and_the_cut_is_logged(caplog):
+    from llama_index_mhop.validation import MAX_QUERY_CHARS, check_query
+
+    with caplog.at_level("WARNING"):
+        assert len(check_query("why " * 5000)) == MAX_QUERY_CHARS
+    assert f"only its first {MAX_QUERY_CHARS} are used" in caplog.text

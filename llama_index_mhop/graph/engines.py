@@ -23,20 +23,24 @@ def query_engine(retriever: BaseRetriever, llm: Any = None, **kwargs: Any) -> Re
     """A ``RetrieverQueryEngine`` answering from ``retriever``; ``kwargs`` are ``RetrieverQueryEngine.from_args``'s.
 
     With no ``llm`` and no ``Settings.llm`` set by the app, the engine retrieves without writing an answer
-    (``response_mode="no_text"``: the passages are ``response.source_nodes``), and says so once at WARNING, rather
-    than reach for LlamaIndex's default LLM, which needs an OpenAI key.
+    (LlamaIndex's ``NoText`` synthesizer: the passages are ``response.source_nodes``), and says so once at WARNING,
+    rather than reach for LlamaIndex's default LLM, which needs an OpenAI key.
     """
     from llama_index.core.query_engine import RetrieverQueryEngine
 
     from ..lm import app_llm
 
-    if llm is None and app_llm() is None:
+    if llm is None and app_llm() is None and "response_synthesizer" not in kwargs:
         from llama_index.core.llms import MockLLM
+        from llama_index.core.response_synthesizers.no_text import NoText
 
         _warn_once("no LLM given and none set in Settings.llm: the query engine returns the retrieved passages "
                    "(response.source_nodes) without an answer; pass llm= or set Settings.llm for answers")
-        kwargs.setdefault("response_mode", "no_text")
-        llm = MockLLM()  # never called for no_text; it keeps LlamaIndex from building its OpenAI default
+        # Built here with an LLM it never calls: LlamaIndex's factory builds NoText without one, which reaches for
+        # its OpenAI default.
+        llm = MockLLM()
+        kwargs.pop("response_mode", None)
+        kwargs["response_synthesizer"] = NoText(llm=llm)
     return RetrieverQueryEngine.from_args(retriever, llm=llm, **kwargs)
 
 

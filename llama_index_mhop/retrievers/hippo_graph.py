@@ -298,7 +298,7 @@ class HippoGraphRetriever(ProgramRetriever):
             raise EmbeddingDimensionError(
                 f"the index {self.index.name!r} holds {stored}-dimensional passage vectors but the embedder "
                 f"{embedder_name(self.index.embed_model)} gives {q.size}; "
-                "use the embedder the index was built with (--embed-model)"
+                "use the embedder the index was built with (embed_model=; mhop: --embed-model)"
             )
         norm = float(np.linalg.norm(q))
         return q / norm if norm > 0 else q

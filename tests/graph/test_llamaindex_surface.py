@@ -43,3 +43,17 @@ def test_as_chat_engine_answers_from_the_graph(chat_mode):
     assert len(response.source_nodes) == 2
     with pytest.raises(ValueError, match="chat_mode must be one of"):
         index.as_chat_engine(chat_mode="react", llm=MockLLM())
+
+
+def test_with_no_llm_anywhere_the_query_engine_retrieves_and_says_so_and_the_chat_engine_refuses(caplog):
+    from llama_index.core import Settings
+
+    assert Settings._llm is None  # the app set no LLM (nothing of the suite sets one for good)
+    index = build(notes())
+    with caplog.at_level("WARNING"):
+        response = index.as_query_engine(similarity_top_k=2).query("Who played Commissioner Gordon?")
+    assert not response.response and len(response.source_nodes) == 2  # no text written
+    assert any("Commissioner Gordon" in n.node.get_content() for n in response.source_nodes)
+    assert "without an answer; pass llm= or set Settings.llm" in caplog.text
+    with pytest.raises(ValueError, match="a chat engine answers with an LLM: pass llm= or set Settings.llm"):
+        index.as_chat_engine()
