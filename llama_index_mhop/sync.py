@@ -159,11 +159,23 @@ def resolve_doc_id(doc_id: str, known: Iterable[str]) -> str:
     raise UnknownDocumentError(f"no passage or document with id {doc_id!r}{hint}")
 
 
-def match_doc_ids(requested: Iterable[str], known: Iterable[str]) -> list[str]:
-    """:func:`resolve_doc_id` for each of ``requested``; nothing is resolved unless all are.
+def match_doc_ids(requested: Iterable[str], known: Iterable[str],
+                  missing: list[UnknownDocumentError] | None = None) -> list[str]:
+    """:func:`resolve_doc_id` for each of ``requested``; nothing is resolved unless all are, or, given a
+    ``missing`` list, an id that names no document (one a delete killed part-way already removed) is left out and
+    its error appended there. A file name naming several documents is refused either way.
 
     Raises:
         UnknownDocumentError: see :func:`resolve_doc_id`.
     """
     known_ids = set(known)
-    return [resolve_doc_id(doc_id, known_ids) for doc_id in requested]
+    names = {_file_name(k) for k in known_ids}
+    resolved = []
+    for doc_id in requested:
+        try:
+            resolved.append(resolve_doc_id(doc_id, known_ids))
+        except UnknownDocumentError as exc:
+            if missing is None or doc_id in names:  # a name of several documents is the caller's mistake
+                raise
+            missing.append(exc)
+    return resolved

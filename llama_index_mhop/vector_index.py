@@ -50,7 +50,7 @@ from .stores import (
     content_hash,
     read_corpus,
 )
-from .sync import IncomingDocument, SyncPlan, match_doc_ids, plan_sync
+from .sync import IncomingDocument, SyncPlan, UnknownDocumentError, match_doc_ids, plan_sync
 
 __all__ = [
     "DEFAULT_COLLECTION",
@@ -249,18 +249,26 @@ def build_vector_index(source: str | os.PathLike[str] | Sequence[Document], **kw
     return sync_vector_index(source, **kwargs).index
 
 
-def delete_documents(index: VectorStoreIndex, doc_ids: Sequence[str]) -> list[str]:
+def delete_documents(index: VectorStoreIndex, doc_ids: Sequence[str],
+                     missing: list[UnknownDocumentError] | None = None) -> list[str]:
     """Remove documents (by doc id, or by file name alone when unambiguous) from a Chroma passage index.
+
+    Args:
+        index: the passage index.
+        doc_ids: the documents to remove.
+        missing: when given, an id that names no document is left out and its error appended here, and the
+            others are removed: a delete killed between its documents finishes when run again.
 
     Returns:
         The doc ids removed.
 
     Raises:
-        UnknownDocumentError: an id matches no indexed document (the message lists the closest ones).
+        UnknownDocumentError: an id matches no indexed document (the message lists the closest ones), and no
+            ``missing`` list is given; or a file name names several documents.
     """
     collection = passage_collection(index)
     with writing(index):
-        resolved = match_doc_ids(doc_ids, stored_documents(collection))
+        resolved = match_doc_ids(doc_ids, stored_documents(collection), missing)
         for doc_id in resolved:
             collection.delete(where={"document_id": doc_id})
     return resolved

@@ -119,6 +119,10 @@ def test_delete_by_file_name_and_unknown_ids(tmp_path, notes):
     with pytest.raises(UnknownDocumentError, match="close matches: films/Marty.txt"):
         delete_documents(index, ["films/Marty.md"])
     assert len(rows(index)) == 2  # a failed delete removes nothing
+    gone: list[UnknownDocumentError] = []
+    assert delete_documents(index, ["Pat Hingle.txt", "Marty.txt"], missing=gone) == ["films/Marty.txt"]
+    assert [str(e) for e in gone] == ["no passage or document with id 'Pat Hingle.txt'; the index holds 2 documents"]
+    assert [r[1] for r in rows(index)] == ["Leland is a town in North Carolina."]
 
 
 def test_an_embedder_of_another_dimension_is_a_one_line_error(tmp_path, notes):
