@@ -133,16 +133,14 @@ def source_doc_ids(doc_ids: Iterable[str], stored: Mapping[str, StoredDocument],
     a store indexed before this rule syncs with nothing embedded again, and ids never flip between syncs.
 
     Raises:
-        CorpusError: ``source/id`` too is held by another source (nothing is written).
+        ValueError: ``source/id`` too is held by another source (nothing is written).
     """
-    from .stores import CorpusError
-
     chosen = {}
     for doc_id in doc_ids:
         qualified = f"{source}/{doc_id}"
         held, held_qualified = stored.get(doc_id), stored.get(qualified)
         if held_qualified is not None and held_qualified.source != source:
-            raise CorpusError(f"{doc_id!r} of {source} clashes with {qualified!r} indexed from "
+            raise ValueError(f"{doc_id!r} of {source} clashes with {qualified!r} indexed from "
                               f"{held_qualified.source or 'the API'}; delete one of them first (mhop delete)")
         if held_qualified is None and (held is None or held.source == source):
             chosen[doc_id] = doc_id

@@ -2,7 +2,6 @@
 
 import pytest
 
-from llama_index_mhop.stores import CorpusError
 from llama_index_mhop.sync import (
     IncomingDocument,
     StoredDocument,
@@ -67,5 +66,5 @@ def test_a_folder_file_another_source_holds_is_stored_under_its_full_path():
         "notes.txt": "/B/notes.txt", "old.txt": "/B/old.txt", "api-1": "/B/api-1", "new.txt": "new.txt"}
     assert source_doc_ids(["notes.txt"], held, "/A") == {"notes.txt": "notes.txt"}  # its own id, kept
     held["/C/notes.txt"] = StoredDocument("/C/notes.txt", {"h": 1}, 1, "/D")
-    with pytest.raises(CorpusError, match="'notes.txt' of /C clashes with '/C/notes.txt' indexed from /D"):
+    with pytest.raises(ValueError, match="'notes.txt' of /C clashes with '/C/notes.txt' indexed from /D"):
         source_doc_ids(["notes.txt"], held, "/C")
