@@ -252,16 +252,23 @@ def cmd_delete(args: argparse.Namespace) -> int:
     from .vector_index import delete_documents, load_vector_index
 
     client = _client(args)
+    gone: list[UnknownDocumentError] = []
     with _writing(args):
         index = load_vector_index(args.collection, chroma_client=client, embed_model=_embed_model(args))
         try:
-            # An id given twice, or a doc id and its file name, is one document: removed once.
-            removed = list(dict.fromkeys(delete_documents(index, list(dict.fromkeys(args.doc_ids)))))
+            # An id given twice, or a doc id and its file name, is one document: removed once. An id already
+            # gone (a delete killed between its documents, run again) is reported and the others removed.
+            removed = list(dict.fromkeys(delete_documents(index, list(dict.fromkeys(args.doc_ids)), gone)))
+            if gone and not removed:
+                raise gone[0]
         finally:  # the graph follows the passage index, also after a delete killed before it followed
             if _graph_exists(args):
                 _sync_graph(args, client, index)
-    _console().print(_labelled("removed", "green",
-                               f"{len(removed)} document(s) from collection {args.collection!r}: {', '.join(removed)}"))
+    console = _console()
+    for error in gone:
+        console.print(_labelled("not found", "yellow", error), soft_wrap=True)
+    console.print(_labelled("removed", "green",
+                            f"{len(removed)} document(s) from collection {args.collection!r}: {', '.join(removed)}"))
     return 0
 
 

@@ -134,6 +134,7 @@ def default_chroma_client(
 
     Raises:
         ConnectionError: the server named by host and port does not answer.
+        ValueError: the embedded store's database file is damaged (truncated, zeroed).
     """
     import chromadb
     from chromadb.config import Settings
@@ -149,9 +150,15 @@ def default_chroma_client(
         except Exception as exc:  # chromadb raises several transport errors; name the server either way
             raise ConnectionError(f"Chroma server at http://{host}:{port} is not reachable: {exc}") from exc
         return client
+    from chromadb.errors import InternalError
+
     path = Path(path or DEFAULT_CHROMA_PATH)
     path.mkdir(parents=True, exist_ok=True)
-    return chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
+    try:
+        return chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
+    except InternalError as exc:  # Chroma opens its SQLite file here: a truncated or zeroed one fails now
+        raise ValueError(f"{path / 'chroma.sqlite3'}: not a readable Chroma store ({exc}); restore the folder from "
+                         "a copy, or index again into a new --chroma-path") from None
 
 
 def _connect_within(timeout: float, connect: Callable[[], T]) -> T:

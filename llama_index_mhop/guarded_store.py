@@ -19,9 +19,9 @@ import asyncio
 import contextvars
 import math
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from llama_index.core.schema import BaseNode, TextNode
 from llama_index.core.vector_stores.types import (
@@ -36,7 +36,9 @@ from pydantic import PrivateAttr
 from .rwlock import collection_lock, note_read
 from .version_marker import VersionMarker
 
-__all__ = ["GuardedChromaVectorStore", "sync_log"]
+__all__ = ["GuardedChromaVectorStore", "read_guarded", "sync_log", "version_marker"]
+
+T = TypeVar("T")
 
 
 def sync_log(client: Any, collection_name: str) -> Any:
@@ -44,6 +46,38 @@ def sync_log(client: Any, collection_name: str) -> Any:
 
     Chroma refuses metadata changes on a collection created with a distance function, hence a collection."""
     return client.get_or_create_collection(f"{collection_name}.sync")
+
+
+def version_marker(client: Any, collection: Any) -> VersionMarker:
+    """The version row of a passage collection, in its sync log in ``client`` (see :mod:`.version_marker`)."""
+    settings = client.get_settings()
+    embedded = bool(settings.is_persistent and not settings.chroma_server_host)
+    return VersionMarker(sync_log(client, collection.name), collection.name, embedded=embedded)
+
+
+def read_guarded(collection: Any, marker: VersionMarker | None, read: Callable[[], T]) -> T:
+    """``read()`` of a passage collection under its read lock in this process and at one whole version of it
+    across processes (``marker``, None: this process alone), noted for the retrieval running it (see
+    :mod:`~llama_index_mhop.rwlock`). Every read of a collection a sync may change at the same time goes through
+    this: the vector store's searches and the graph index's reads of the passages it reads in place.
+
+    Raises:
+        StaleStoreError: another process changed the collection of this embedded store.
+        StoreBusyError: another process kept writing it for longer than a read waits.
+    """
+    lock = collection_lock(collection)
+
+    def locked() -> tuple[T, int]:
+        with lock.read():
+            return read(), lock.generation
+
+    if marker is None:
+        result, generation = locked()
+        note_read(lock, generation)
+    else:
+        (result, generation), version = marker.read_whole(locked)
+        note_read(lock, generation, version.generation)
+    return result
 
 
 #: The round a context is answering from: the store and its prefetched answers (see answering).
@@ -77,27 +111,12 @@ class GuardedChromaVectorStore(ChromaVectorStore):
     def over(cls, client: Any, collection: Any) -> GuardedChromaVectorStore:
         """The guarded store of ``collection``, with the version row of its sync log in ``client``."""
         store = cls(chroma_collection=collection)
-        settings = client.get_settings()
-        embedded = bool(settings.is_persistent and not settings.chroma_server_host)
-        store._marker = VersionMarker(sync_log(client, collection.name), collection.name, embedded=embedded)
+        store._marker = version_marker(client, collection)
         return store
 
-    def _guarded(self, search: Any) -> Any:
-        """``search()`` under the collection's read lock, at one version of the collection (noted for the
-        retrieval running it, see :mod:`~llama_index_mhop.rwlock`)."""
-        lock = collection_lock(self._collection)
-
-        def locked() -> tuple[Any, int]:
-            with lock.read():
-                return search(), lock.generation
-
-        if self._marker is None:
-            result, generation = locked()
-            note_read(lock, generation)
-        else:
-            (result, generation), version = self._marker.read_whole(locked)
-            note_read(lock, generation, version.generation)
-        return result
+    def _guarded(self, search: Callable[[], T]) -> T:
+        """``search()`` at one whole version of the collection (:func:`read_guarded`)."""
+        return read_guarded(self._collection, self._marker, search)
 
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
         block = _ROUND.get()

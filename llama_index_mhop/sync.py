@@ -1,7 +1,8 @@
 """The sync rule every store of the package follows, as pure functions over document ids and content hashes.
 
 A document is known by its doc id (a folder's file: its path relative to the folder; a JSON corpus record: its
-id, else its title; in the API: ``Document.id_``) and the hash of its content. Indexing a set of documents
+id, else its title; in the API: ``Document.id_``; either prefixed by its folder or file when another source holds
+that id, :func:`source_doc_ids`) and the hash of its content. Indexing a set of documents
 
 * adds the documents the store does not hold,
 * replaces the ones whose stored content differs (or whose stored rows are incomplete: an interrupted write),
@@ -29,6 +30,7 @@ __all__ = [
     "match_doc_ids",
     "plan_sync",
     "resolve_doc_id",
+    "source_doc_ids",
 ]
 
 
@@ -121,6 +123,32 @@ def plan_sync(
     return SyncPlan(tuple(added), tuple(updated), tuple(removed), tuple(unchanged))
 
 
+def source_doc_ids(doc_ids: Iterable[str], stored: Mapping[str, StoredDocument], source: str) -> dict[str, str]:
+    """The doc id each document read from ``source`` (a folder or file) is stored under, by the id it was read
+    with (a file's path relative to the folder, a record's id or title).
+
+    A document keeps the id it was read with unless another source, or the API, holds a document of that id:
+    then its id is ``source/id`` (``/corpora/B/notes.txt`` beside ``notes.txt`` indexed from ``/corpora/A``), so
+    two folders with the same file names keep both documents. A document once stored under either id keeps it, so
+    a store indexed before this rule syncs with nothing embedded again, and ids never flip between syncs.
+
+    Raises:
+        ValueError: ``source/id`` too is held by another source (nothing is written).
+    """
+    chosen = {}
+    for doc_id in doc_ids:
+        qualified = f"{source}/{doc_id}"
+        held, held_qualified = stored.get(doc_id), stored.get(qualified)
+        if held_qualified is not None and held_qualified.source != source:
+            raise ValueError(f"{doc_id!r} of {source} clashes with {qualified!r} indexed from "
+                              f"{held_qualified.source or 'the API'}; delete one of them first (mhop delete)")
+        if held_qualified is None and (held is None or held.source == source):
+            chosen[doc_id] = doc_id
+        else:
+            chosen[doc_id] = qualified
+    return chosen
+
+
 class UnknownDocumentError(KeyError):
     """A doc id no store holds; the message lists the closest ones it does."""
 
@@ -159,11 +187,23 @@ def resolve_doc_id(doc_id: str, known: Iterable[str]) -> str:
     raise UnknownDocumentError(f"no passage or document with id {doc_id!r}{hint}")
 
 
-def match_doc_ids(requested: Iterable[str], known: Iterable[str]) -> list[str]:
-    """:func:`resolve_doc_id` for each of ``requested``; nothing is resolved unless all are.
+def match_doc_ids(requested: Iterable[str], known: Iterable[str],
+                  missing: list[UnknownDocumentError] | None = None) -> list[str]:
+    """:func:`resolve_doc_id` for each of ``requested``; nothing is resolved unless all are, or, given a
+    ``missing`` list, an id that names no document (one a delete killed part-way already removed) is left out and
+    its error appended there. A file name naming several documents is refused either way.
 
     Raises:
         UnknownDocumentError: see :func:`resolve_doc_id`.
     """
     known_ids = set(known)
-    return [resolve_doc_id(doc_id, known_ids) for doc_id in requested]
+    names = {_file_name(k) for k in known_ids}
+    resolved = []
+    for doc_id in requested:
+        try:
+            resolved.append(resolve_doc_id(doc_id, known_ids))
+        except UnknownDocumentError as exc:
+            if missing is None or doc_id in names:  # a name of several documents is the caller's mistake
+                raise
+            missing.append(exc)
+    return resolved

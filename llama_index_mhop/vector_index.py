@@ -49,7 +49,15 @@ from .stores import (
     content_hash,
     read_corpus,
 )
-from .sync import IncomingDocument, SyncPlan, match_doc_ids, plan_sync
+from .sync import (
+    IncomingDocument,
+    StoredDocument,
+    SyncPlan,
+    UnknownDocumentError,
+    match_doc_ids,
+    plan_sync,
+    source_doc_ids,
+)
 from .terminal import progress
 
 __all__ = [
@@ -155,8 +163,12 @@ def sync_vector_index(
     index.chunk_size, index.chunk_overlap = chunk_size, chunk_overlap
     with collection_lock(collection).write():
         held = stored_documents(collection)
+        if source_key is not None:  # a file name another folder already holds is stored under its full path
+            stored_as = source_doc_ids([d.id_ for d in documents], held, source_key)
+            for doc in documents:
+                doc.id_ = stored_as[doc.id_]
         # A file that was not read this time is not gone: its indexed version stays.
-        unread = _unread_doc_ids(collection, skipped, source_key)
+        unread = _unread_doc_ids(collection, skipped, source_key, held)
         plan = plan_sync(
             [IncomingDocument(d.id_, content_hash(str(d.metadata.get("title", "")), d.text)) for d in documents],
             {doc_id: doc for doc_id, doc in held.items() if doc_id not in unread},
@@ -178,14 +190,16 @@ def sync_vector_index(
     return SyncResult(index, plan, tuple(skipped))
 
 
-def _unread_doc_ids(collection: Any, skipped: Sequence[SkippedFile], source_key: str | None) -> set[str]:
+def _unread_doc_ids(collection: Any, skipped: Sequence[SkippedFile], source_key: str | None,
+                    held: dict[str, StoredDocument]) -> set[str]:
     """The stored documents of the files a folder's sync skipped, which it must keep: a text file's own doc id
     and, when a JSON file was skipped, every JSON record indexed from the folder. A row does not say which of the
     folder's JSON files its record came from (only text files' rows carry a ``file_path``), so records gone from
     the folder's other JSON files are removed by the next sync that reads every file."""
     if not skipped or source_key is None:
         return set()
-    unread = {f.path.relative_to(source_key).as_posix() for f in skipped}
+    unread = set(source_doc_ids([f.path.relative_to(source_key).as_posix() for f in skipped], held,
+                                source_key).values())
     if any(f.path.suffix.lower() == ".json" for f in skipped):
         for record in iter_all(collection, ["metadatas"]):
             meta = record["metadatas"] or {}
@@ -249,18 +263,26 @@ def build_vector_index(source: str | os.PathLike[str] | Sequence[Document], **kw
     return sync_vector_index(source, **kwargs).index
 
 
-def delete_documents(index: VectorStoreIndex, doc_ids: Sequence[str]) -> list[str]:
+def delete_documents(index: VectorStoreIndex, doc_ids: Sequence[str],
+                     missing: list[UnknownDocumentError] | None = None) -> list[str]:
     """Remove documents (by doc id, or by file name alone when unambiguous) from a Chroma passage index.
+
+    Args:
+        index: the passage index.
+        doc_ids: the documents to remove.
+        missing: when given, an id that names no document is left out and its error appended here, and the
+            others are removed: a delete killed between its documents finishes when run again.
 
     Returns:
         The doc ids removed.
 
     Raises:
-        UnknownDocumentError: an id matches no indexed document (the message lists the closest ones).
+        UnknownDocumentError: an id matches no indexed document (the message lists the closest ones), and no
+            ``missing`` list is given; or a file name names several documents.
     """
     collection = passage_collection(index)
     with writing(index):
-        resolved = match_doc_ids(doc_ids, stored_documents(collection))
+        resolved = match_doc_ids(doc_ids, stored_documents(collection), missing)
         for doc_id in resolved:
             collection.delete(where={"document_id": doc_id})
     return resolved

@@ -160,3 +160,34 @@ def test_a_long_query_is_cut_and_the_cut_is_logged(caplog):
     with caplog.at_level("WARNING"):
         assert len(check_query("why " * 5000)) == MAX_QUERY_CHARS
     assert f"only its first {MAX_QUERY_CHARS} are used" in caplog.text
+
+
+@pytest.mark.parametrize("damage", ["zeroed", "truncated"])
+def test_a_damaged_chroma_database_is_one_line_naming_it(tmp_path, damage):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import chromadb
+
+    store = tmp_path / "chroma"
+    chromadb.PersistentClient(path=str(store)).get_or_create_collection("mhop_passages").add(
+        ids=["a"], embeddings=[[1.0, 0.0]], documents=["Leland is a town in North Carolina."])
+    database = store / "chroma.sqlite3"
+    size = database.stat().st_size
+    with database.open("r+b") as file:
+        if damage == "zeroed":
+            file.write(b"\0" * size)
+        else:
+            file.truncate(size // 2)
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "Leland.txt").write_text("Leland is a town in North Carolina.")
+    root = Path(__file__).resolve().parents[1]
+    for command in (["query", "Where is Leland?"], ["index", str(tmp_path / "notes"), "--quiet"]):
+        done = subprocess.run([sys.executable, "-m", "llama_index_mhop.cli", *command, "--chroma-path", str(store)],
+                              capture_output=True, text=True, cwd=tmp_path, timeout=300,
+                              env={**os.environ, "PYTHONPATH": str(root), "COLUMNS": "400"})
+        lines = (done.stdout + done.stderr).strip().splitlines()
+        assert done.returncode == 2 and len(lines) == 1, done.stdout + done.stderr
+        assert lines[0].startswith(f"error: {database}: not a readable Chroma store"), lines[0]

@@ -136,3 +136,106 @@ def test_on_an_embedded_store_another_process_is_refused_in_one_line_never_serve
     reader = lines[:-1]
     assert reader and all(line.get("error") == "StaleStoreError" for line in reader), reader[:3]
     assert "share a Chroma server between processes" in reader[0]["message"]
+
+
+# The writer of the graph race: 20 syncs of the passage collection alternating two versions of a document, the graph
+# index (which reads the collection in place) following each, as `mhop index --graph` does.
+GRAPH_WRITER = r"""
+import sys
+sys.path.insert(0, {root!r})
+import chromadb
+from llama_index_mhop.graph import HippoGraphIndex
+from llama_index_mhop.vector_index import sync_vector_index
+from tests.retrievers.test_one_version import FIRST, SECOND, docs
+from tests.word_bag import WordBagEmbedding
+
+host, port, root = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+client, embedder = chromadb.HttpClient(host=host, port=port), WordBagEmbedding()
+graph = HippoGraphIndex.from_persist_dir(root, chroma_client=client, embed_model=embedder, show_progress=False)
+for round_number in range(20):
+    sync_vector_index(docs(SECOND if round_number % 2 == 0 else FIRST), collection_name="race", chroma_client=client,
+                      embed_model=embedder, show_progress=False)
+    graph.reconcile(show_progress=False)
+"""
+
+
+def graph_over_a_server(tmp_path: Path, server: ChromaServer):
+    from llama_index_mhop.graph import HippoGraphIndex
+
+    client, embedder = chromadb.HttpClient(host=server.host, port=server.port), WordBagEmbedding()
+    vectors = sync_vector_index(docs(FIRST), collection_name="race", chroma_client=client, embed_model=embedder,
+                                show_progress=False).index
+    graph = HippoGraphIndex.from_vector_index(vectors, chroma_client=client, persist_dir=tmp_path / "graph",
+                                              embed_model=embedder, show_progress=False)
+    return client, graph
+
+
+def test_graph_readers_racing_20_syncs_through_a_server_raise_no_chroma_error(tmp_path):
+    from llama_index_mhop.graph import HippoGraphIndex, HippoGraphReader
+
+    server = ChromaServer(tmp_path / "server").start()
+    try:
+        client, _ = graph_over_a_server(tmp_path, server)
+        root = tmp_path / "graph"
+        errors: list[str] = []
+        retrievals = [0]
+        done = threading.Event()
+
+        def read(open_source, refresh: bool) -> None:
+            source = open_source()
+            while not done.is_set():
+                try:
+                    if refresh:
+                        source.refresh()
+                    source.as_retriever(similarity_top_k=2).retrieve(QUESTION)
+                    retrievals[0] += 1
+                except Exception as exc:  # noqa: BLE001 - every failure is the test's finding
+                    errors.append(f"{type(exc).__module__}.{type(exc).__name__}: {exc}")
+
+        embedder = WordBagEmbedding()
+        readers = [threading.Thread(target=read, args=(lambda: HippoGraphIndex.from_persist_dir(
+                       root, chroma_client=client, embed_model=embedder, show_progress=False), False))
+                   for _ in range(2)]
+        readers.append(threading.Thread(target=read, args=(lambda: HippoGraphReader.open(
+            root, chroma_client=client, embed_model=embedder), True)))
+        for thread in readers:
+            thread.start()
+        try:
+            writer = subprocess.run([sys.executable, "-c", GRAPH_WRITER.format(root=str(ROOT)), server.host,
+                                     str(server.port), str(root)], cwd=ROOT, capture_output=True, text=True,
+                                    timeout=900)
+        finally:
+            done.set()
+            for thread in readers:
+                thread.join()
+    finally:
+        server.stop()
+    assert writer.returncode == 0, writer.stderr[-3000:]
+    # A reader refreshing while the writer saves faster than it files a snapshot is told so in one line; nothing
+    # else may fail, and nothing raw from Chroma.
+    busy = "builtins.ValueError: index 'hippo': no query snapshot could be filed"
+    assert retrievals[0] >= 20 and [e for e in errors if not e.startswith(busy)] == [], errors[:3]
+
+
+def test_a_graph_read_through_a_server_waits_for_a_sync_another_process_marked(tmp_path):
+    from llama_index_mhop.guarded_store import sync_log
+    from llama_index_mhop.version_marker import VersionMarker
+
+    server = ChromaServer(tmp_path / "server").start()
+    try:
+        client, graph = graph_over_a_server(tmp_path, server)
+        retriever = graph.as_retriever(similarity_top_k=2)
+        collection = client.get_collection("race")
+        gone = collection.get(where={"document_id": "Pat Hingle"}, include=[])["ids"]
+        assert gone and gone[0] in [n.node.node_id for n in retriever.retrieve(QUESTION)]
+        during: list = []
+        with VersionMarker(sync_log(client, "race"), "race").writing():  # as a sync in another process marks it
+            reader = threading.Thread(target=lambda: during.extend(retriever.retrieve(QUESTION)))
+            reader.start()
+            reader.join(3.0)  # a read that does not wait for the write ends here, before the delete
+            collection.delete(ids=gone)
+        reader.join()
+        after = [n.node.node_id for n in retriever.retrieve(QUESTION)]
+    finally:
+        server.stop()
+    assert [n.node.node_id for n in during] == after and gone[0] not in after

@@ -8,6 +8,7 @@ from llama_index_mhop.sync import (
     UnknownDocumentError,
     match_doc_ids,
     plan_sync,
+    source_doc_ids,
 )
 
 
@@ -55,3 +56,15 @@ def test_doc_ids_resolve_by_full_id_or_unambiguous_file_name():
         match_doc_ids(["films/Marty.md"], known)
     with pytest.raises(UnknownDocumentError, match="^no passage or document with id 'zzz'; the index holds 4 documents$"):
         match_doc_ids(["zzz"], known)
+
+
+def test_a_folder_file_another_source_holds_is_stored_under_its_full_path():
+    held = {"notes.txt": StoredDocument("notes.txt", {"h": 1}, 1, "/A"),
+            "/B/old.txt": StoredDocument("/B/old.txt", {"h": 1}, 1, "/B"),
+            "api-1": StoredDocument("api-1", {"h": 1}, 1, None)}
+    assert source_doc_ids(["notes.txt", "old.txt", "api-1", "new.txt"], held, "/B") == {
+        "notes.txt": "/B/notes.txt", "old.txt": "/B/old.txt", "api-1": "/B/api-1", "new.txt": "new.txt"}
+    assert source_doc_ids(["notes.txt"], held, "/A") == {"notes.txt": "notes.txt"}  # its own id, kept
+    held["/C/notes.txt"] = StoredDocument("/C/notes.txt", {"h": 1}, 1, "/D")
+    with pytest.raises(ValueError, match="'notes.txt' of /C clashes with '/C/notes.txt' indexed from /D"):
+        source_doc_ids(["notes.txt"], held, "/C")

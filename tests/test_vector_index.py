@@ -111,6 +111,33 @@ def test_mirroring_never_touches_documents_of_other_sources(tmp_path, notes):
     assert {"Delbert Mann.txt", "api-1"} <= set(stored_documents(result.index.vector_store.client))
 
 
+def test_two_folders_with_the_same_file_names_keep_both_documents(tmp_path):
+    first, second = tmp_path / "A", tmp_path / "B"
+    write_notes(first, {"notes.txt": "Pat Hingle was an actor from Miami."})
+    write_notes(second, {"notes.txt": "Leland is a town in North Carolina."})
+    client = chromadb.EphemeralClient()
+    embedder = WordBagEmbedding()
+    kwargs = dict(chroma_client=client, embed_model=embedder, collection_name="folders", show_progress=False,
+                  delete_missing=True)
+    assert sync_vector_index(first, **kwargs).plan.counts()["added"] == 1
+    index = sync_vector_index(second, **kwargs).index
+    qualified = f"{second.resolve()}/notes.txt"
+    assert sorted(stored_documents(index.vector_store.client)) == sorted(["notes.txt", qualified])
+    assert sorted(t for _, t in rows(index)) == ["Leland is a town in North Carolina.",
+                                                  "Pat Hingle was an actor from Miami."]
+    embedded = embedder.embedded
+    again = [sync_vector_index(folder, **kwargs).plan for folder in (first, second, first)]
+    assert [p.unchanged for p in again] == [("notes.txt",), (qualified,), ("notes.txt",)]
+    assert not any(p.changes for p in again) and embedder.embedded == embedded  # nothing embedded again
+    (second / "notes.txt").write_text("Leland is a town in Brunswick County.")
+    assert sync_vector_index(second, **kwargs).plan.updated == (qualified,)
+    (second / "notes.txt").unlink()
+    write_notes(second, {"other.txt": "Marty is a film."})
+    plan = sync_vector_index(second, **kwargs).plan
+    assert (plan.added, plan.removed) == (("other.txt",), (qualified,))
+    assert sorted(t for _, t in rows(index)) == ["Marty is a film.", "Pat Hingle was an actor from Miami."]
+
+
 def test_delete_by_file_name_and_unknown_ids(tmp_path, notes):
     index = build_vector_index(notes, chroma_client=chromadb.EphemeralClient(), embed_model=WordBagEmbedding(),
                                collection_name="notes4", show_progress=False)
@@ -119,6 +146,10 @@ def test_delete_by_file_name_and_unknown_ids(tmp_path, notes):
     with pytest.raises(UnknownDocumentError, match="close matches: films/Marty.txt"):
         delete_documents(index, ["films/Marty.md"])
     assert len(rows(index)) == 2  # a failed delete removes nothing
+    gone: list[UnknownDocumentError] = []
+    assert delete_documents(index, ["Pat Hingle.txt", "Marty.txt"], missing=gone) == ["films/Marty.txt"]
+    assert [str(e) for e in gone] == ["no passage or document with id 'Pat Hingle.txt'; the index holds 2 documents"]
+    assert [r[1] for r in rows(index)] == ["Leland is a town in North Carolina."]
 
 
 def test_an_embedder_of_another_dimension_is_a_one_line_error(tmp_path, notes):

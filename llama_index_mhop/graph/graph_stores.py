@@ -13,9 +13,9 @@ import re
 import secrets
 import shutil
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -26,6 +26,10 @@ from llama_index.vector_stores.chroma import ChromaVectorStore
 from ..chroma_batches import CHROMA_BATCH, delete_ids, existing_ids, get_records, pages, upsert_vectors
 from ..dimension_check import check_embedding_dimension
 from ..embed_dtype import EmbedDType, check_embed_dtype, embedding_dtype
+from ..guarded_store import read_guarded, version_marker
+from ..version_marker import VersionMarker
+
+T = TypeVar("T")
 
 __all__ = [
     "CHROMA_DIR",
@@ -197,7 +201,8 @@ class GraphStores:
         self.short_text_batch_size = short_text_batch_size
         self.short_text_dtype = check_embed_dtype(short_text_dtype)
         self._short_embedder: BaseEmbedding | None = None
-        self.passage_source: Any = None
+        self._source: Any = None
+        self._source_marker: VersionMarker | None = None
         self._open(client, mode)
 
     def _open(self, client: Any, mode: str) -> None:
@@ -207,6 +212,17 @@ class GraphStores:
         self.entities = client.get_or_create_collection(f"{self.prefix}_entities", metadata=_SPACE)
         self.facts = client.get_or_create_collection(f"{self.prefix}_facts", metadata=_SPACE)
         self.vector_store = ChromaVectorStore(chroma_collection=self.passages)
+
+    @property
+    def passage_source(self) -> Any:
+        return self._source
+
+    @passage_source.setter
+    def passage_source(self, collection: Any) -> None:
+        # Its version row is read now: on an embedded store, a change another process makes from here on is
+        # refused rather than read (see version_marker).
+        self._source = collection
+        self._source_marker = None if collection is None else version_marker(self.client, collection)
 
     def collection_names(self) -> dict[str, str]:
         names = {"passages": self.passages.name, "entities": self.entities.name, "facts": self.facts.name}
@@ -235,7 +251,7 @@ class GraphStores:
         source keeps them: the index reads them in place)."""
         if self.passage_source is None or not ids:
             return []
-        rows = get_records(self.passage_source, ids, ["documents", "metadatas"])
+        rows = self._read_source(lambda source: get_records(source, ids, ["documents", "metadatas"]))
         nodes = []
         for record_id in ids:
             if record_id in rows:
@@ -256,9 +272,17 @@ class GraphStores:
         """``{id: {field: value}}`` of the passages found, from the source read in place first (a passage both
         hold is the vector index's node, metadata included, as that index returns it), then the own collection."""
         rows: dict[str, dict[str, Any]] = {}
-        for collection in reversed(self.passage_collections()):
-            rows.update(get_records(collection, [i for i in ids if i not in rows], include))
+        if self.passage_source is not None:
+            rows.update(self._read_source(lambda source: get_records(source, ids, include)))
+        rows.update(get_records(self.passages, [i for i in ids if i not in rows], include))
         return rows
+
+    def _read_source(self, read: Callable[[Any], T]) -> T:
+        """``read(passage_source)`` at one whole version of it, as the vector index's own searches read it
+        (:func:`~llama_index_mhop.guarded_store.read_guarded`): never half of a sync, never a raw Chroma error of
+        a row a sync removed meanwhile, and on an embedded store another process changed, ``StaleStoreError``."""
+        source = self._source
+        return read_guarded(source, self._source_marker, lambda: read(source))
 
     def check_embedding_dimension(self) -> None:
         """Refuse an embedder whose vectors have another dimension than those the collections hold (the passages,

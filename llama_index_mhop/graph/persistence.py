@@ -50,7 +50,7 @@ from .layout import (
     STORAGE_SCRATCH_DIR,
     saved_index_exists,
 )
-from .sync import DOCSTORE_FILE, docstore_from_dict, finish_removal, load_docstore
+from .sync import DOCSTORE_FILE, docstore_from_dict, load_docstore
 from .synonymy import DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES
 
 __all__ = [
@@ -369,12 +369,12 @@ def persist_storage_context(storage_context: StorageContext, target: Path) -> No
 
 def finish_reopen(stores: GraphStores, saved: SavedIndex) -> None:
     """What reopening an index does once its stores are open: the vector index collection it read in place is
-    found again, a removal a killed sync left is completed, and a store missing passages is refused."""
+    found again, and a store missing passages is refused. Nothing is written: a removal a killed sync left is
+    completed by the index's next change, which holds the writer lock (``IndexWriter.change``)."""
     root = saved.root
     source = (saved.config.get("collections") or {}).get("passage_source")
     if source is not None:  # a collection of the index's own client: read in place, as when it was saved
         stores.passage_source = _collection(stores.client, source, root)
-    finish_removal(root, saved.graph, stores)
     # A vector index whose collection the graph reads in place may have synced first: no count to hold it to.
     stored = stores.passages.count()
     if source is None and saved.graph.num_passages and stored < saved.graph.num_passages:

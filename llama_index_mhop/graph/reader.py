@@ -8,8 +8,11 @@ beyond the walk's matrix. It answers exactly as the index does (same passages, s
 opened, until :meth:`HippoGraphReader.refresh` opens the newest save.
 
 When the current save has no snapshot yet, the reader opens the index once to file it (one full state load, in
-the first worker that needs it), then opens the snapshot like any other worker. The reader never writes the graph:
-inserts and deletes go through the one writer process's index.
+the first worker that needs it), then opens the snapshot like any other worker. The reader never writes the graph
+or Chroma: inserts, deletes and a removal a killed writer left go through the one writer process's index. The
+passages it reads in place from a vector index are read as that index's searches read them
+(:func:`~llama_index_mhop.guarded_store.read_guarded`): on an embedded store another process changed, a query or
+``refresh`` raises ``StaleStoreError``.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ Crash safety: new passages go in first (checkpointed per batch, :mod:`.checkpoin
 the graph in memory; then the ids to delete from Chroma are written to ``hippo_removal.json``, the graph and the
 docstore are saved, the Chroma rows are deleted and the removal file goes. A sync killed anywhere therefore
 leaves either the old graph (the next sync redoes the work, reusing what the checkpoint and Chroma hold) or the
-new graph with a removal file, which :func:`finish_removal` completes when the index is opened.
+new graph with a removal file, which :func:`finish_removal` completes at the index's next change (under the
+writer lock: an index opened only to be read never deletes).
 """
 
 from __future__ import annotations

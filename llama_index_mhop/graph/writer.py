@@ -35,7 +35,7 @@ from .openie_file import report_stored_openie, with_stored_openie
 from .reconcile import Drift, find_drift
 from .state import VersionedState
 from .state_files import STATE_FOLDER
-from .sync import Removal, commit_removal, detach_passages, known_doc_ids, plan_sync
+from .sync import Removal, commit_removal, detach_passages, finish_removal, known_doc_ids, plan_sync
 from .synonymy import SynonymyRefresher
 from .walk.basis_files import BASIS_FOLDER
 
@@ -88,9 +88,12 @@ class IndexWriter:
 
     @contextmanager
     def change(self) -> Iterator[None]:
-        """One change: the store's writer lock across processes (a persisted index), then the state's lock."""
+        """One change: the store's writer lock across processes (a persisted index), then the state's lock; a
+        removal a killed change left is completed first (only a writer deletes: readers never write)."""
         across = store_lock(self.persist_dir) if self.persist_dir is not None else nullcontext()
         with across, self.versions.change():
+            if self.persist_dir is not None:
+                finish_removal(self.persist_dir, self.graph, self.stores)
             yield
 
     def _indexer(self, extractor: Extractor) -> BatchIndexer:

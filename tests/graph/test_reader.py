@@ -218,3 +218,79 @@ def test_a_worker_forked_after_preload_answers_as_the_index(saved):
     retriever = index.as_retriever(similarity_top_k=4)
     expected = [[[n.node.node_id, n.score] for n in retriever.retrieve(q)] for q in QUESTIONS]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == expected
+
+
+# A reader in a second process of an embedded store: opens, answers, waits for the writer, then queries and
+# refreshes; prints what each raised, and every Chroma delete and file lock it attempted.
+SECOND_READER = textwrap.dedent("""
+    import json, sys, time
+    from pathlib import Path
+    import filelock
+    from chromadb.api.models.Collection import Collection
+    from llama_index_mhop.defaults import default_chroma_client
+    from llama_index_mhop.graph import HippoGraphReader
+    from tests.word_bag import WordBagEmbedding
+
+    root, chroma, go = sys.argv[1:4]
+    writes = []
+    real_delete, real_acquire = Collection.delete, filelock.BaseFileLock.acquire
+    Collection.delete = lambda self, *a, **k: writes.append("delete " + self.name) or real_delete(self, *a, **k)
+    filelock.BaseFileLock.acquire = lambda self, *a, **k: writes.append("lock") or real_acquire(self, *a, **k)
+    reader = HippoGraphReader.open(root, chroma_client=default_chroma_client(chroma), embed_model=WordBagEmbedding())
+    question = "Who played Commissioner Gordon?"
+    found = [n.node.node_id for n in reader.as_retriever(similarity_top_k=2).retrieve(question)]
+    Path(go + ".ready").touch()
+    while not Path(go).exists():
+        time.sleep(0.05)
+    raised = []
+    for step in (lambda: reader.as_retriever(similarity_top_k=2).retrieve(question), reader.refresh):
+        try:
+            step()
+            raised.append(None)
+        except Exception as exc:
+            raised.append([type(exc).__name__, str(exc)])
+    print(json.dumps({"found": found, "raised": raised, "writes": writes}))
+""")
+
+
+def test_a_second_process_reader_of_an_embedded_store_is_refused_in_one_line_and_writes_nothing(tmp_path):
+    import time
+
+    from llama_index_mhop.defaults import default_chroma_client
+    from llama_index_mhop.graph.sync import REMOVAL_FILE
+    from llama_index_mhop.vector_index import sync_vector_index
+    from tests.graph.test_sync import NOTES
+
+    corpus, chroma, root, go = tmp_path / "corpus", tmp_path / "chroma", tmp_path / "graph", tmp_path / "go"
+    for doc_id, text in NOTES.items():
+        (corpus / doc_id).parent.mkdir(parents=True, exist_ok=True)
+        (corpus / doc_id).write_text(text)
+    client, embedder = default_chroma_client(chroma), WordBagEmbedding()
+    sync = dict(chroma_client=client, embed_model=embedder, show_progress=False, delete_missing=True)
+    vectors = sync_vector_index(corpus, **sync).index
+    graph = HippoGraphIndex.from_vector_index(vectors, chroma_client=client, persist_dir=root, embed_model=embedder,
+                                              show_progress=False)
+    reader = subprocess.Popen([sys.executable, "-c", SECOND_READER, str(root), str(chroma), str(go)],
+                              cwd=Path(__file__).resolve().parents[2], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        while not Path(f"{go}.ready").exists():
+            assert reader.poll() is None, reader.stderr.read()[-3000:]
+            time.sleep(0.05)
+        (corpus / "notes/Pat Hingle.txt").unlink()  # the writer: a sync, the graph following it
+        sync_vector_index(corpus, **sync)
+        graph.reconcile(show_progress=False)
+        # ...and a removal a killed writer left: only the next writer may complete it.
+        graph.entities_collection.add(ids=["left-over"], embeddings=[[1.0] * embedder.dim])
+        (root / REMOVAL_FILE).write_text(json.dumps({"passages": [], "entities": ["left-over"], "facts": []}))
+        go.touch()
+        out, err = reader.communicate(timeout=600)
+    finally:
+        reader.kill()
+    assert reader.returncode == 0, err[-3000:]
+    report = json.loads(out.strip().splitlines()[-1])
+    assert len(report["found"]) == 2  # it answered before the writer came
+    assert [r[0] for r in report["raised"]] == ["StaleStoreError", "StaleStoreError"], report["raised"]
+    assert all("share a Chroma server between processes" in r[1] and "\n" not in r[1] for r in report["raised"])
+    assert report["writes"] == []
+    assert (root / REMOVAL_FILE).is_file() and graph.entities_collection.get(ids=["left-over"])["ids"] == ["left-over"]
