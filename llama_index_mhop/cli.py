@@ -122,6 +122,21 @@ def _graph_exists(args: argparse.Namespace) -> bool:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
+    from .stores import SKIP_MARK
+
+    stores_log = logging.getLogger("llama_index_mhop.stores")
+
+    def not_listed(record: logging.LogRecord) -> bool:  # a skipped file is listed: its log line would say it twice
+        return not getattr(record, SKIP_MARK, False)
+
+    stores_log.addFilter(not_listed)
+    try:
+        return _index(args)
+    finally:
+        stores_log.removeFilter(not_listed)
+
+
+def _index(args: argparse.Namespace) -> int:
     from .passage_index import passage_collection
     from .vector_index import sync_vector_index
 

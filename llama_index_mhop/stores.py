@@ -23,6 +23,7 @@ from llama_index.core.schema import TextNode
 from .text import escape_controls
 
 __all__ = [
+    "SKIP_MARK",
     "DEFAULT_CHUNK_OVERLAP",
     "DEFAULT_CHUNK_SIZE",
     "DEFAULT_MAX_FILE_BYTES",
@@ -38,6 +39,9 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+#: The attribute of a log record about a skipped corpus file (see ``_read_folder``).
+SKIP_MARK = "corpus_file_skipped"
 
 DEFAULT_CHUNK_SIZE = 256
 DEFAULT_CHUNK_OVERLAP = 32
@@ -220,18 +224,23 @@ def _read_folder(
             reason = _not_read(file, root, follow_symlinks, max_file_bytes)
             if reason is not None:
                 raise CorpusError(reason)
-            docs.extend(_read_file(file, relative.as_posix()))
+            read = _read_file(file, relative.as_posix())
+            if not any(d.text.strip() for d in read):
+                raise CorpusError(f"{file}: holds no text (an empty file is not indexed)")
+            docs.extend(read)
         except CorpusError as exc:
             if strict:
                 raise CorpusError(f"{exc} (strict: the corpus is refused)") from None
-            logger.warning("skipped %s", escape_controls(exc))  # a file name is untrusted text
+            # A file name is untrusted text. The mark lets the mhop command, which lists skipped files itself,
+            # leave this line out.
+            logger.warning("skipped %s", escape_controls(exc), extra={SKIP_MARK: True})
             skipped.append(SkippedFile(root / relative, str(exc)))
     return docs, skipped
 
 
 def read_corpus(
     source: str | os.PathLike[str] | Sequence[Document], strict: bool = False, follow_symlinks: bool = False,
-    max_file_bytes: int | None = DEFAULT_MAX_FILE_BYTES,
+    max_file_bytes: int | None = DEFAULT_MAX_FILE_BYTES, allow_empty_folder: bool = False,
 ) -> tuple[list[Document], list[SkippedFile]]:
     """Documents from a list of LlamaIndex ``Document``, a folder of text files, or a JSON corpus file, and the
     files of a folder that were skipped.
@@ -247,7 +256,9 @@ def read_corpus(
     skipped files; the rest is indexed. With ``strict`` it is an error. A file is not read when it cannot be (not
     UTF-8, not valid JSON, a record without text), when it is larger than ``max_file_bytes``, when it is a JSON
     file among text files, or when it is a symbolic link to a file outside the folder (unless
-    ``follow_symlinks``). A file given alone is read whatever its size.
+    ``follow_symlinks``), or when it holds no text (an empty file). A file given alone is read whatever its size.
+    With ``allow_empty_folder`` a folder without text gives no documents rather than an error (a sync that
+    mirrors a folder whose files were all removed).
 
     Raises:
         CorpusError: the path does not exist, a file given alone (or any file, with ``strict``) cannot be read,
@@ -268,7 +279,8 @@ def read_corpus(
         if bad:
             raise CorpusError(f"expected LlamaIndex Document objects, got {bad[0]}")
     docs = [d for d in docs if d.text and d.text.strip()]
-    if not docs:
+    folder = isinstance(source, (str, os.PathLike)) and Path(source).is_dir()
+    if not docs and not (allow_empty_folder and folder):
         named = f"the corpus {source!r}" if isinstance(source, (str, os.PathLike)) else "the corpus"
         unread = f" (skipped: {'; '.join(s.reason for s in skipped)})" if skipped else ""
         raise CorpusError(f"{named} holds no text to index{unread}")

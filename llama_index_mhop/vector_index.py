@@ -144,13 +144,14 @@ def sync_vector_index(
         max_file_bytes: the largest file of a folder that is read (None: no limit).
 
     Raises:
-        CorpusError: the corpus is empty or unreadable.
+        CorpusError: the corpus is empty (a folder with ``delete_missing`` may be) or unreadable.
         IndexingInterrupted: the store or the embedder failed part-way; syncing again resumes.
     """
     from .defaults import default_chroma_client, resolve_embed_model
 
+    # A mirrored folder whose files were all removed syncs to no documents: its indexed ones are removed.
     documents, skipped = read_corpus(source, strict=strict, follow_symlinks=follow_symlinks,
-                                     max_file_bytes=max_file_bytes)
+                                     max_file_bytes=max_file_bytes, allow_empty_folder=delete_missing)
     documents = distinct_documents(documents)
     source_key = row_source(source)
     if delete_missing and source_key is None:

@@ -191,3 +191,21 @@ def test_a_damaged_chroma_database_is_one_line_naming_it(tmp_path, damage):
         lines = (done.stdout + done.stderr).strip().splitlines()
         assert done.returncode == 2 and len(lines) == 1, done.stdout + done.stderr
         assert lines[0].startswith(f"error: {database}: not a readable Chroma store"), lines[0]
+
+
+def test_empty_and_binary_files_are_named_once_and_an_emptied_folder_syncs(tmp_path, capsys, caplog):
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "kept.txt").write_text("Pat Hingle played Commissioner Gordon in Batman.")
+    (folder / "empty.txt").write_text("")
+    (folder / "binary.txt").write_bytes(b"\xff\xfe\x00\x01 not text")
+    store = ["--chroma-path", str(tmp_path / "chroma"), "-q"]
+    with caplog.at_level("WARNING"):
+        assert mhop(["index", str(folder), *store]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "empty.txt: holds no text" in out and out.count("binary.txt") == 1
+    assert "1 added" in out and "skipped" not in caplog.text  # listed once, on stdout, not again as a log line
+    for file in folder.iterdir():
+        file.unlink()
+    assert mhop(["index", str(folder), *store]) == 0  # an emptied folder mirrors to nothing
+    assert "0 added, 0 updated, 1 removed, 0 unchanged (0 passages)" in " ".join(capsys.readouterr().out.split())
