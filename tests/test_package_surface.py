@@ -70,3 +70,18 @@ def test_importing_the_package_in_any_way_lets_load_index_from_storage_open_a_gr
                             capture_output=True, text=True, timeout=300)
     assert opened.returncode == 0, opened.stderr[-2000:]
     assert opened.stdout.split() == ["HippoGraphIndex", "1"]
+
+
+def test_every_retriever_setting_is_a_keyword_argument_help_shows():
+    import inspect
+
+    from llama_index_mhop import ConfidenceLoopRetriever, HippoGraphRetriever, RRFFusionRetriever
+
+    for retriever in (RRFFusionRetriever, ConfidenceLoopRetriever, HippoGraphRetriever):
+        for function in (retriever, retriever.from_defaults):
+            parameters = inspect.signature(function).parameters
+            for name, field in retriever.config_type.model_fields.items():
+                assert parameters[name].default == field.default, (retriever.__name__, name)
+            assert {"lm", "llm", "program", "callback_manager"} <= set(parameters)
+            assert not any(p.kind is p.VAR_KEYWORD for p in parameters.values())
+    assert "similarity_top_k: int = 21" in str(inspect.signature(RRFFusionRetriever.from_defaults))

@@ -74,7 +74,9 @@ class GraphEngines:
     searches (a :class:`~.retrieval_source.RetrievalSource`: the index, or a reader of it)."""
 
     def as_retriever(self, **kwargs: Any) -> HippoGraphRetriever:
-        """A :class:`~llama_index_mhop.retrievers.hippo_graph.HippoGraphRetriever` over this graph."""
+        """A :class:`~llama_index_mhop.retrievers.hippo_graph.HippoGraphRetriever` over this graph; ``kwargs`` are
+        its arguments (``help(HippoGraphRetriever)``): ``similarity_top_k=5`` and the other
+        :class:`~llama_index_mhop.retrievers.hippo_config.HippoGraphConfig` settings, ``fact_filter``, ``lm``..."""
         from ..retrievers.hippo_graph import HippoGraphRetriever
 
         return HippoGraphRetriever(index=self, **kwargs)

@@ -4,8 +4,10 @@ checked in one place."""
 
 from __future__ import annotations
 
+import inspect
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -23,7 +25,7 @@ from ..rwlock import tracking_reads
 from ..validation import check_query
 from ..version_marker import READER_WAIT, StoreBusyError
 
-__all__ = ["CheckedQueryRetriever", "ProgramRetriever"]
+__all__ = ["CheckedQueryRetriever", "ProgramRetriever", "settings_signature"]
 
 
 def _checked(query: QueryType) -> QueryBundle:
@@ -110,6 +112,15 @@ class ProgramRetriever(CheckedQueryRetriever):
     program: Any
     last_trace: dict[str, Any]
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # help() and inspect.signature show every setting as a keyword argument, read from ``config_type``.
+        for name in ("__init__", "from_defaults"):
+            own = cls.__dict__.get(name)
+            function = getattr(own, "__func__", own)
+            if callable(function) and "config_type" in cls.__dict__:
+                function.__signature__ = settings_signature(function, cls.config_type)
+
     def __init__(
         self,
         *,
@@ -175,3 +186,21 @@ class ProgramRetriever(CheckedQueryRetriever):
         prediction = await self.program.acall(query=query_bundle)
         self.last_trace = prediction.trace
         return prediction.nodes
+
+
+def settings_signature(function: Callable[..., Any], config_type: type[BaseModel],
+                       drop: tuple[str, ...] = ()) -> inspect.Signature:
+    """``function``'s signature with its ``**kwargs`` spelled out: the keyword arguments every
+    :class:`ProgramRetriever` takes, then each field of ``config_type`` with its default (``drop``: names left out)."""
+    own = inspect.signature(function)
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    shared = [p for p in inspect.signature(ProgramRetriever.__init__).parameters.values() if p.kind is keyword]
+    fields = [inspect.Parameter(name, keyword, default=field.default, annotation=field.annotation)
+              for name, field in config_type.model_fields.items()]
+    parameters = [p for p in own.parameters.values() if p.kind is not p.VAR_KEYWORD and p.name not in drop]
+    seen = {p.name for p in parameters}
+    for parameter in [*shared, *fields]:
+        if parameter.name not in seen and parameter.name not in drop:
+            seen.add(parameter.name)
+            parameters.append(parameter)
+    return own.replace(parameters=parameters)
