@@ -32,7 +32,8 @@ class DamagedFileError(ValueError):
 
 
 DIGEST_BYTES = 16
-_TRAILER = re.compile(rb',"digest":"([0-9a-f]{%d})"}\s*\Z' % (2 * DIGEST_BYTES))
+# Spaces allowed: a file parsed and written again by hand keeps its digest, which no longer matches.
+_TRAILER = re.compile(rb',\s*"digest"\s*:\s*"([0-9a-f]{%d})"\s*}\s*\Z' % (2 * DIGEST_BYTES))
 
 
 def content_hash(data: bytes = b"") -> Any:
