@@ -336,6 +336,7 @@ def _read_tables(folder: Path) -> tuple[dict[str, Any], str]:
     if not isinstance(names, dict) or any(not isinstance(names.get(s), str) or not _ARRAY_NAME.fullmatch(names[s])
                                           or not names[s].startswith(f"{s}.") for s in _ARRAYS):
         raise DamagedFileError(f"{path}: arrays: expected the file names of {', '.join(_ARRAYS)}")
+    data.pop("digest", None)  # the file's, checked: not a record of the graph
     return data, digest
 
 

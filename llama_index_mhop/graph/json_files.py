@@ -98,11 +98,13 @@ def read_json_object(path: Path) -> dict[str, Any]:
         raise DamagedFileError(f"{path}: not readable ({exc})") from None
     check_digest(data, path)
     try:
-        return json_object(data, path)
+        parsed = json_object(data, path)
     except DamagedFileError:
         raise
     except ValueError as exc:
         raise DamagedFileError(str(exc)) from None
+    parsed.pop("digest", None)  # the file's, checked: not a value of what it holds
+    return parsed
 
 
 def json_object(data: bytes | str, path: Path,

@@ -37,9 +37,15 @@ import numpy as np
 from scipy import sparse
 
 from .graph_arrays import load_array
-from .json_files import check_field, file_digest, read_json_object, write_json
+from .json_files import check_field, read_json_object, write_json
 from .state_columns import StateColumns, StringColumn
-from .state_files import PassageTexts, left_by_dead_process, write_folder
+from .state_files import (
+    PassageTexts,
+    check_folder_digests,
+    folder_digests,
+    left_by_dead_process,
+    write_folder,
+)
 from .walk.dense_search import VectorSum
 from .walk.ppr import WalkMatrices
 
@@ -114,8 +120,7 @@ def _write_files(folder: Path, snapshot: Snapshot, sources: dict[str, Path]) -> 
         np.save(folder / f"{name}.npy", np.ascontiguousarray(array), allow_pickle=False)
     for key, source in sources.items():
         os.link(source, folder / _LINKED[key])
-    digests = {path.name: file_digest(path) for path in sorted(folder.iterdir())}
-    write_json(folder / _MANIFEST, {"files": digests,
+    write_json(folder / _MANIFEST, {"files": folder_digests(folder, _MANIFEST),
         "format": SNAPSHOT_FORMAT, "version": snapshot.version, "passages": len(columns.passage_ids),
         "entities": len(columns.entity_ids), "facts": len(columns.fact_ids), "edges": int(walk.transition.nnz),
         "symmetric": walk.symmetric, "fact_vectors": "sum" if isinstance(snapshot.fact_matrix, VectorSum) else "rows"})
@@ -150,7 +155,7 @@ def _open(folder: Path) -> Snapshot:
     manifest = read_json_object(folder / _MANIFEST)
     if manifest.get("format") != SNAPSHOT_FORMAT:
         raise ValueError(f"{where}: unsupported snapshot format {manifest.get('format')!r}")
-    _check_digests(folder, check_field(manifest, "files", dict, where), where)
+    check_folder_digests(folder, manifest.get("files"), _MANIFEST)
     version, passages, entities, facts, edges = (_count(manifest, key, where)
                                                  for key in ("version", "passages", "entities", "facts", "edges"))
     lengths = {"passage_ids": passages, "entity_ids": entities, "entity_names": entities, "fact_ids": facts,
@@ -190,16 +195,6 @@ def _open(folder: Path) -> Snapshot:
                            array("passage_counts", np.float64, (nodes,)), strings["fact_ids"], strings["predicates"],
                            fact_nodes)
     return Snapshot(version, columns, passage_matrix, fact_matrix, texts, walk)
-
-
-def _check_digests(folder: Path, digests: dict[str, object], where: str) -> None:
-    """Every file of the folder is one the manifest lists, holding the bytes it recorded."""
-    present = {path.name for path in folder.iterdir()} - {_MANIFEST}
-    if present != set(digests):
-        raise ValueError(f"{where}: the folder's files are not those the manifest lists")
-    for name, digest in digests.items():
-        if file_digest(folder / name) != digest:
-            raise ValueError(f"{folder / name}: its bytes do not match the digest recorded when it was written")
 
 
 def _csr(folder: Path, name: str, nodes: int, edges: int) -> sparse.csr_matrix:
