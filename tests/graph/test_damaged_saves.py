@@ -14,7 +14,7 @@ from llama_index_mhop import cli
 from llama_index_mhop.graph import HippoGraphIndex
 from llama_index_mhop.graph.reader import HippoGraphReader
 from tests.graph.test_kills import write
-from tests.graph.test_sync import NOTES
+from tests.graph.test_sync import NOTES, contents, notes
 from tests.word_bag import WordBagEmbedding
 
 QUERIES = ("Who played Commissioner Gordon?", "Where was Delbert Mann born?", "Who directed Marty?")
@@ -180,3 +180,42 @@ def test_a_reader_never_serves_a_substituted_passage_text_file(tmp_path, referen
     assert served == reference["top5"]
     assert any(str(texts) in r.getMessage() for r in caplog.records)
     assert b"Xordon" not in b"".join(p.read_bytes() for p in graph.glob("state_files/**/passage-texts*"))
+
+
+def python_build(root: Path) -> HippoGraphIndex:
+    return HippoGraphIndex.from_documents(notes(), embed_model=EMBEDDER, persist_dir=root, show_progress=False)
+
+
+def python_report(index: HippoGraphIndex) -> dict:
+    retriever = index.as_retriever(similarity_top_k=5)
+    return {**contents(index), "hashes": sorted(index.document_hashes.get_all_document_hashes().values()),
+            "top5": [[(n.node.node_id, n.node.text) for n in retriever.retrieve(q)] for q in QUERIES]}
+
+
+@pytest.mark.parametrize("damage", ["tables.json: one letter changed, still JSON", "edge array: a value flipped",
+                                    "index_store.json zeroed"])
+def test_the_python_build_over_a_damaged_save_rebuilds_it(tmp_path, damage, caplog):
+    reference = python_report(python_build(tmp_path / "reference"))
+    root = tmp_path / "damaged"
+    python_build(root)
+    files, how = DAMAGES[damage]
+    [path] = files(root)
+    how(path)
+    with pytest.raises(ValueError, match=rf"{path}: .*rebuild it"):
+        HippoGraphIndex.from_persist_dir(root, embed_model=EMBEDDER)
+    with caplog.at_level(logging.WARNING):
+        rebuilt = python_build(root)  # the same call as the first build: its sync path
+    assert any(str(path) in r.getMessage() and "rebuilding the graph index" in r.getMessage() for r in caplog.records)
+    assert python_report(rebuilt) == reference
+    assert python_report(HippoGraphIndex.from_persist_dir(root, embed_model=EMBEDDER)) == reference
+    assert (root / "chroma").is_dir()  # Chroma's folder is the source of truth: never removed
+
+
+def test_a_reader_over_a_damaged_graph_names_the_file(tmp_path):
+    build(tmp_path)
+    [tables] = TABLES(tmp_path / "graph")
+    flip_inside(tables)
+    with pytest.raises(ValueError, match=rf"{tables}: its bytes do not match .*rebuild it") as exc:
+        HippoGraphReader.open(tmp_path / "graph", chroma_client=cli._client(cli.build_parser().parse_args(
+            ["status", *store(tmp_path)])), embed_model=EMBEDDER)
+    assert "\n" not in str(exc.value)
