@@ -318,8 +318,7 @@ def _read_tables(folder: Path) -> tuple[dict[str, Any], str]:
         raw = path.read_bytes()
     except OSError as exc:
         raise DamagedFileError(f"{path}: not readable ({exc}); the Chroma data is untouched") from None
-    digest = content_hash(raw).hexdigest()
-    check_digest(raw, path)
+    digest = check_digest(raw, path)
     try:
         text = raw.decode("utf-8")
         del raw  # the text alone from here: at a million passages each copy is gigabytes

@@ -59,17 +59,24 @@ def digest_trailer(digest: Any) -> str:
     return f',"digest":"{digest.hexdigest()}"}}'
 
 
-def check_digest(data: bytes, path: Path) -> None:
+def check_digest(data: bytes, path: Path) -> str:
     """Check the bytes of a JSON file against the digest its writer recorded at its end (none recorded: a file
     written before digests were, read as it is).
+
+    Returns:
+        The :func:`content_hash` digest of the whole file (its bytes hashed once).
 
     Raises:
         DamagedFileError: the bytes are not those that were written.
     """
     found = _TRAILER.search(data, max(0, len(data) - 128))
-    if found is not None and content_hash(data[: found.start()]).hexdigest() != found.group(1).decode():
+    start = len(data) if found is None else found.start()
+    digest = content_hash(memoryview(data)[:start])  # a view: a file of gigabytes is never copied
+    if found is not None and digest.hexdigest() != found.group(1).decode():
         raise DamagedFileError(f"{path}: its bytes do not match the digest recorded when it was written (damaged "
                                "or replaced)")
+    digest.update(memoryview(data)[start:])
+    return digest.hexdigest()
 
 
 def parse_json(text: str, where: str) -> Any:
