@@ -41,7 +41,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .graph_arrays import EdgeStore, NodeTable, PassageRecord, SynonymList, load_array
-from .json_files import DamagedFileError, check_digest, content_hash, digest_trailer, file_digest, json_object
+from .json_files import (
+    DamagedFileError,
+    check_digest,
+    check_file_digest,
+    content_hash,
+    digest_trailer,
+    file_digest,
+    json_object,
+)
 from .layout import TABLES_FILE
 
 if TYPE_CHECKING:
@@ -368,9 +376,8 @@ def _open_arrays(folder: Path, tables: Mapping[str, Any], mmap: bool) -> dict[st
     names = tables["arrays"]
     for name in names.values():  # each checked against the digest its name records, before it is read
         recorded = _ARRAY_NAME.fullmatch(name)["digest"]
-        if recorded is not None and (folder / name).is_file() and file_digest(folder / name) != recorded:
-            raise DamagedFileError(f"{folder / name}: its bytes do not match the digest recorded when it was written "
-                                   "(damaged or replaced)")
+        if recorded is not None and (folder / name).is_file():
+            check_file_digest(folder / name, recorded)
     return {"node_kinds": load_array(folder / names["node_kinds"], np.int8, 1, mmap=False),
             **{stem: load_array(folder / names[stem], np.int32, 2, mmap) for stem in ("edge_pairs", "edge_values")}}
 

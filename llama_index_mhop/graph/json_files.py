@@ -21,8 +21,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DamagedFileError", "check_digest", "check_field", "check_value", "content_hash", "digest_trailer",
-           "file_digest", "json_object", "parse_json", "read_json_object", "string_map", "triple_map", "write_json"]
+__all__ = ["DamagedFileError", "check_digest", "check_field", "check_file_digest", "check_value", "content_hash",
+           "digest_trailer", "file_digest", "json_object", "parse_json", "read_json_object", "string_map", "triple_map", "write_json"]
 
 _NAMES = {dict: "an object", list: "a list", str: "a string", int: "an integer", type(None): "null"}
 
@@ -54,6 +54,21 @@ def file_digest(path: Path) -> str:
         raise DamagedFileError(f"{path}: not readable ({exc})") from None
 
 
+def check_file_digest(path: Path, recorded: str) -> None:
+    """Check a file's bytes against the digest recorded for it when it was written.
+
+    Raises:
+        DamagedFileError: the file is unreadable or does not hold the bytes that were written.
+    """
+    if file_digest(path) != recorded:
+        raise _mismatch(path)
+
+
+def _mismatch(path: Path) -> DamagedFileError:
+    return DamagedFileError(f"{path}: its bytes do not match the digest recorded when it was written (damaged or "
+                            "replaced)")
+
+
 def digest_trailer(digest: Any) -> str:
     """The last member of a JSON object and its closing brace: the digest of every byte written before it."""
     return f',"digest":"{digest.hexdigest()}"}}'
@@ -73,8 +88,7 @@ def check_digest(data: bytes, path: Path) -> str:
     start = len(data) if found is None else found.start()
     digest = content_hash(memoryview(data)[:start])  # a view: a file of gigabytes is never copied
     if found is not None and digest.hexdigest() != found.group(1).decode():
-        raise DamagedFileError(f"{path}: its bytes do not match the digest recorded when it was written (damaged "
-                               "or replaced)")
+        raise _mismatch(path)
     digest.update(memoryview(data)[start:])
     return digest.hexdigest()
 

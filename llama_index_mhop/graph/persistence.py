@@ -6,8 +6,9 @@ Every file is written to a temporary name and renamed into place, so a crash nev
 and every file read is checked before anything is built from it, against the digest recorded when it was written
 (:mod:`.json_files`): a truncated, zeroed, changed or missing file is a :class:`~.json_files.DamagedFileError`
 naming the file and what to do, never half-read. Everything here is derived from Chroma and the corpus, so a
-damaged save is rebuilt from them (:func:`discard_damaged_save`) by the next build over the same folder. Indexes saved before the arrays (format 1: the graph as one ``hippo_graph.json``) are
-still read, and written in the current format by their next save.
+damaged save is rebuilt from them (:func:`discard_damaged_save`) by the next build over the same folder. Indexes
+saved before the arrays (format 1: the graph as one ``hippo_graph.json``) are still read, and written in the
+current format by their next save.
 
 Reopening (:func:`open_saved_index`) reads and checks the files, opens the store and checks it holds the index's
 collections, all before the index is built; :func:`finish_reopen` then completes what a killed change left. The
@@ -16,7 +17,6 @@ functions are handed what they read and write (settings, graph, stores, hashes, 
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
@@ -369,7 +369,7 @@ def saved_storage(root: Path) -> tuple[StorageContext | None, HippoGraphStruct]:
                 raise _damaged(exc) from None
     try:
         storage_context = StorageContext.from_defaults(persist_dir=str(root))
-    except (ValueError, TypeError, KeyError, AttributeError, json.JSONDecodeError) as exc:
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise _damaged(ValueError(f"{root}: LlamaIndex's storage files ({', '.join(_STORAGE_FILES)}) are not "
                                   f"what it wrote ({type(exc).__name__}: {exc})")) from None
     structs = [s for s in storage_context.index_store.index_structs() if isinstance(s, HippoGraphStruct)]

@@ -28,7 +28,7 @@ import numpy as np
 from numpy.lib.format import open_memmap
 
 from .graph_arrays import load_array
-from .json_files import DamagedFileError, content_hash, file_digest
+from .json_files import DamagedFileError, check_file_digest, content_hash, file_digest
 
 __all__ = ["STATE_FOLDER", "PassageTexts", "VectorMatrix", "check_folder_digests", "folder_digests",
            "left_by_dead_process", "remove_files_of_kind", "write_folder"]
@@ -84,9 +84,7 @@ def check_folder_digests(folder: Path, digests: object, manifest: str) -> None:
     if not isinstance(digests, dict) or {path.name for path in folder.iterdir()} - {manifest} != set(digests):
         raise DamagedFileError(f"{where}: the folder's files are not those it lists")
     for name, digest in digests.items():
-        if file_digest(folder / name) != digest:
-            raise DamagedFileError(f"{folder / name}: its bytes do not match the digest recorded when it was "
-                                   "written (damaged or replaced)")
+        check_file_digest(folder / name, str(digest))
 
 
 def left_by_dead_process(partial: Path) -> bool:
