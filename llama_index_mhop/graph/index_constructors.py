@@ -147,11 +147,16 @@ class IndexConstructors:
     def reopen_or_discard(cls: type[Index], persist_dir: str | os.PathLike[str], **kwargs: Any) -> Index | None:
         """The index saved in ``persist_dir`` (:meth:`from_persist_dir`, with ``kwargs``), or None when its save is
         damaged: its derived files are then removed (logged, :func:`~.persistence.discard_damaged_save`), so that
-        the build that follows writes them again from Chroma and the corpus."""
+        the build that follows writes them again from Chroma and the corpus.
+
+        Raises:
+            ValueError: the save is damaged and its Chroma store cannot be read, so nothing can be rebuilt (one
+                line naming both and what to do); :meth:`from_persist_dir`'s other errors.
+        """
         try:
             return cls.from_persist_dir(persist_dir, **kwargs)
         except DamagedFileError as exc:
-            discard_damaged_save(Path(persist_dir), exc)
+            discard_damaged_save(Path(persist_dir), exc, kwargs.get("chroma_client"))
             return None
 
     @classmethod

@@ -40,6 +40,7 @@ from .graph_stores import (
     DEFAULT_SHORT_TEXT_BATCH_SIZE,
     GraphStores,
     missing_collections,
+    resolve_client,
     saved_client,
 )
 from .index_config import HippoGraphIndexConfig
@@ -416,9 +417,25 @@ def save_index(target: Path, config: HippoGraphIndexConfig, graph: KnowledgeGrap
         done.unlink(missing_ok=True)
 
 
-def discard_damaged_save(root: Path, error: DamagedFileError) -> None:
+def discard_damaged_save(root: Path, error: DamagedFileError, chroma_client: Any = None) -> None:
     """Remove the derived files of a damaged save in ``root`` (logged with the damage), so that the build that
-    follows writes them again from Chroma and the corpus, ending as an uninterrupted build would."""
+    follows writes them again from Chroma and the corpus, ending as an uninterrupted build would.
+
+    Raises:
+        ValueError: the Chroma store the rebuild reads (``chroma_client``, else ``root/chroma``) cannot be read:
+            nothing is removed.
+    """
+    from chromadb.errors import ChromaError
+
+    from ..defaults import describe_client
+
+    where = str(root / CHROMA_DIR) if chroma_client is None else describe_client(chroma_client)
+    try:
+        resolve_client(chroma_client, root)[0].list_collections()
+    except (ChromaError, OSError, ValueError) as exc:  # a damaged store: the source of truth itself
+        raise ValueError(f"{str(error).removesuffix(f'; {_REBUILD}')}; the graph cannot be rebuilt: the Chroma store "
+                         f"{where} cannot be read ({exc}): restore it from a backup, or index the corpus into a new "
+                         "store (mhop index CORPUS --graph --chroma-path NEW_PATH)") from None
     removed = [name for name in _DERIVED if (root / name).exists()]
     logger.warning("%s: rebuilding the graph index in %s from Chroma and the corpus (removing %s)",
                    str(error).removesuffix(f"; {_REBUILD}"), root, ", ".join(removed))

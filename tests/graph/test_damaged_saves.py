@@ -6,6 +6,7 @@ graph, document hashes and top-5 of an uninterrupted build."""
 from __future__ import annotations
 
 import logging
+import shutil
 from pathlib import Path
 
 import pytest
@@ -219,3 +220,19 @@ def test_a_reader_over_a_damaged_graph_names_the_file(tmp_path):
         HippoGraphReader.open(tmp_path / "graph", chroma_client=cli._client(cli.build_parser().parse_args(
             ["status", *store(tmp_path)])), embed_model=EMBEDDER)
     assert "\n" not in str(exc.value)
+
+
+def test_a_damaged_save_over_an_unreadable_chroma_store_says_it_cannot_be_rebuilt(tmp_path):
+    built = tmp_path / "built"
+    python_build(built)
+    root = tmp_path / "copy"  # a folder no client of this process has opened (Chroma keeps one system per path)
+    shutil.copytree(built, root)
+    [tables] = TABLES(root)
+    flip_inside(tables)
+    zero(root / "chroma" / "chroma.sqlite3")
+    with pytest.raises(ValueError) as exc:
+        python_build(root)
+    message = str(exc.value)
+    assert "\n" not in message and str(tables) in message and "cannot be rebuilt" in message
+    assert str(root / "chroma") in message and "--chroma-path NEW_PATH" in message
+    assert tables.is_file() and (root / "hippo_config.json").is_file()  # nothing removed
