@@ -60,6 +60,7 @@ __all__ = [
     "TABLES_FILE",
     "GraphTables",
     "check_listed",
+    "check_saved_array",
     "cycle_collection_paused",
     "graph_dict",
     "graph_to_networkx",
@@ -372,12 +373,24 @@ def packed_synonyms(entity_id: str, pairs: Sequence[Sequence[Any]]) -> SynonymLi
                                     array("d", [similarity for _, similarity in pairs]))
 
 
+def check_saved_array(folder: Path, name: str) -> None:
+    """Check a saved array against the digest its name records (a name :func:`save_graph` writes; one written
+    before digests were recorded holds none), before it is read.
+
+    Raises:
+        DamagedFileError: a name no save writes, or a file that is not what was written.
+    """
+    named = _ARRAY_NAME.fullmatch(name)
+    if named is None:
+        raise DamagedFileError(f"{folder}: {name!r} is not the name of a saved array")
+    if named["digest"] is not None and (folder / name).is_file():  # a missing one: named by its read
+        check_file_digest(folder / name, named["digest"])
+
+
 def _open_arrays(folder: Path, tables: Mapping[str, Any], mmap: bool) -> dict[str, np.ndarray]:
     names = tables["arrays"]
-    for name in names.values():  # each checked against the digest its name records, before it is read
-        recorded = _ARRAY_NAME.fullmatch(name)["digest"]
-        if recorded is not None and (folder / name).is_file():
-            check_file_digest(folder / name, recorded)
+    for name in names.values():
+        check_saved_array(folder, name)
     return {"node_kinds": load_array(folder / names["node_kinds"], np.int8, 1, mmap=False),
             **{stem: load_array(folder / names[stem], np.int32, 2, mmap) for stem in ("edge_pairs", "edge_values")}}
 

@@ -5,6 +5,7 @@ graph, document hashes and top-5 of an uninterrupted build."""
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 from pathlib import Path
@@ -155,6 +156,15 @@ def test_a_damaged_file_is_named_by_a_query_then_rebuilt_by_the_next_index_run(t
         if how is not remove or files is not TABLES:
             assert str(damaged[0]) in lines[0], lines[0]
             assert "mhop index CORPUS --graph" in lines[0]
+    # mhop status reads the graph's own files too: each checked, a damaged one named in one line.
+    status = cli.main(["status", *store(tmp_path)])
+    out = capsys.readouterr().out
+    if how is remove and files is TABLES:  # no saved graph: none reported
+        assert status == 0 and "graph" not in json.loads(out)
+    elif files in (TABLES, CONFIG, EDGES):
+        assert status == 2 and len(out.strip().splitlines()) == 1 and str(damaged[0]) in out, out
+    else:
+        assert status == 0 and json.loads(out)["graph"]["passages"] == len(NOTES)
     caplog.clear()
     with caplog.at_level(logging.WARNING):
         assert cli.main(["index", str(corpus), "--graph", "--quiet", *store(tmp_path)]) == 0, capsys.readouterr()
