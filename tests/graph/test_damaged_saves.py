@@ -10,6 +10,7 @@ import logging
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from llama_index_mhop import cli
@@ -93,6 +94,12 @@ def flip_inside(path: Path) -> None:
     path.write_bytes(data.replace(b'"delbert mann"', b'"eelbert mann"'))
 
 
+def substitute(path: Path) -> None:
+    """A valid array of the same shape and kind in its place, other values in it."""
+    values = np.load(path)
+    np.save(path, values * 2, allow_pickle=False)
+
+
 def garbage(path: Path) -> None:
     path.write_bytes(b"\x00\xff not json \x81" * 8)
 
@@ -125,6 +132,7 @@ DAMAGES = {
     "edge array zeroed": (EDGES, zero),
     "edge array: a value flipped": (EDGES, flip),
     "edge array missing": (EDGES, remove),
+    "edge array substituted, still a valid array": (EDGES, substitute),
     "node array: a value flipped": (NODES, flip),
     "node array zeroed": (NODES, zero),
     "hippo_config.json truncated": (CONFIG, truncate),
