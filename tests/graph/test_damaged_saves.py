@@ -199,6 +199,13 @@ def test_a_reader_never_serves_a_substituted_passage_text_file(tmp_path, referen
     assert served == reference["top5"]
     assert any(str(texts) in r.getMessage() for r in caplog.records)
     assert b"Xordon" not in b"".join(p.read_bytes() for p in graph.glob("state_files/**/passage-texts*"))
+    # Substituted again under the open reader: it keeps the file it verified and mapped.
+    [snapshot] = graph.glob("state_files/snapshot-*")
+    substitute = snapshot / "substitute.jsonl"
+    substitute.write_bytes((snapshot / "passage-texts.jsonl").read_bytes().replace(b"Gordon", b"Xordon"))
+    substitute.replace(snapshot / "passage-texts.jsonl")
+    assert [[(n.node.node_id, n.node.text) for n in reader.as_retriever(similarity_top_k=5).retrieve(q)]
+            for q in QUERIES] == reference["top5"]
 
 
 def python_build(root: Path) -> HippoGraphIndex:
