@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["DamagedFileError", "check_digest", "check_field", "check_file_digest", "check_value", "content_hash",
-           "digest_trailer", "file_digest", "json_object", "parse_json", "read_json_object", "string_map", "triple_map", "write_json"]
+           "digest_trailer", "file_digest", "json_object", "parse_json", "read_json_object", "string_map",
+           "triple_map", "write_json"]
 
 _NAMES = {dict: "an object", list: "a list", str: "a string", int: "an integer", type(None): "null"}
 
