@@ -169,11 +169,13 @@ def _sync_graph(args: argparse.Namespace, client: Any, vector_index: Any) -> tup
     from .passage_index import passage_collection
 
     show_progress = not getattr(args, "quiet", False)
-    if not _graph_exists(args):
+    # A damaged save is removed (logged) and built again from the passage index, as a new one.
+    graph = (HippoGraphIndex.reopen_or_discard(_graph_dir(args), chroma_client=client, embed_model=_embed_model(args))
+             if _graph_exists(args) else None)
+    if graph is None:
         graph = HippoGraphIndex.from_vector_index(vector_index, chroma_client=client, persist_dir=_graph_dir(args),
                                                   embed_model=_embed_model(args), show_progress=show_progress)
         return graph, Drift(new=tuple(graph.graph.passages))
-    graph = _open_graph(args, client)
     if not graph.stores.read_passages_from(passage_collection(vector_index)):
         raise ValueError(f"the graph index in {_graph_dir(args)} is not in the passage index's Chroma store")
     return graph, graph.reconcile(show_progress=show_progress)

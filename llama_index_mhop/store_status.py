@@ -13,12 +13,12 @@ agree.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from .chroma_batches import pages
 from .cli_arguments import SYNC_LOG_SUFFIX
+from .graph.json_files import read_json_object
 from .graph.layout import CONFIG_FILE, GRAPH_DIR, LEGACY_GRAPH_FILE, TABLES_FILE
 
 __all__ = ["graph_status", "passage_status"]
@@ -64,16 +64,6 @@ def passage_status(client: Any, collection_name: str) -> dict[str, Any]:
             "sources": sorted(sources), "last_sync": last}
 
 
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path}: not a readable JSON file ({exc})") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a JSON object")
-    return data
-
-
 def _sized(data: dict[str, Any], key: str, kind: type, where: Path) -> Any:
     value = data.get(key)
     if not isinstance(value, kind):
@@ -85,9 +75,12 @@ def _edge_count(folder: Path, tables: dict[str, Any], where: Path) -> int:
     """Edges of positive weight in the saved edge table (``KnowledgeGraph.num_edges``)."""
     import numpy as np
 
+    from .graph.graph_files import check_saved_array
+
     name = (tables.get("arrays") or {}).get("edge_values") if isinstance(tables.get("arrays"), dict) else None
     if not isinstance(name, str) or Path(name).name != name or not name.endswith(".npy"):
         raise ValueError(f"{where}: arrays: expected the file name of edge_values")
+    check_saved_array(folder, name)
     try:
         values = np.load(folder / name, mmap_mode="r", allow_pickle=False)
     except (OSError, ValueError) as exc:
@@ -108,9 +101,9 @@ def _graph_counts(root: Path) -> tuple[dict[str, Any], dict[str, int], list[str]
     if not config_path.is_file() or not (tables_path.is_file() or legacy_path.is_file()):
         raise FileNotFoundError(
             f"no HippoGraphIndex saved in {root} (expected {CONFIG_FILE} and {GRAPH_DIR}/{TABLES_FILE})")
-    config = _read_json(config_path)
+    config = read_json_object(config_path)  # each checked against its recorded digest
     path = tables_path if tables_path.is_file() else legacy_path
-    data = _read_json(path)
+    data = read_json_object(path)
     counts = {key: len(_sized(data, key, dict, path)) for key in ("passages", "entities", "facts")}
     if path == tables_path:
         nodes = sum(key is not None for key in _sized(data, "node_keys", list, path))

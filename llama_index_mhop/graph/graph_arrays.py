@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .json_files import DamagedFileError
+
 __all__ = [
     "FACTS",
     "NO_NODE",
@@ -112,13 +114,13 @@ class SynonymList(Sequence[tuple[str, float]]):
 
 
 def load_array(path: Path, dtype: type, ndim: int, mmap: bool) -> np.ndarray:
-    """A saved ``.npy`` array (memory-mapped read-only when ``mmap``), or a ValueError naming the file."""
+    """A saved ``.npy`` array (memory-mapped read-only when ``mmap``), or a DamagedFileError naming the file."""
     try:
         array = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
     except (OSError, ValueError) as exc:
-        raise ValueError(f"{path}: not a readable .npy array ({exc})") from exc
+        raise DamagedFileError(f"{path}: not a readable .npy array ({exc})") from exc
     if array.dtype != np.dtype(dtype) or array.ndim != ndim:
-        raise ValueError(f"{path}: expected a {ndim}-D {np.dtype(dtype)} array, got {array.ndim}-D {array.dtype}")
+        raise DamagedFileError(f"{path}: expected a {ndim}-D {np.dtype(dtype)} array, got {array.ndim}-D {array.dtype}")
     return array
 
 

@@ -12,7 +12,10 @@
 * :func:`graph_to_networkx`: a ``networkx.Graph`` for inspecting or drawing (``networkx.write_graphml`` writes it).
 
 A save is named by the digest of its ``tables.json`` (:func:`saved_tables_digest`): what a query snapshot of it
-is filed under (:mod:`.state_snapshot`).
+is filed under (:mod:`.state_snapshot`). Every file of a save is checked before use against a digest recorded when
+it was written (:func:`~.json_files.content_hash`): ``tables.json`` ends with the digest of its bytes before it,
+and each array is named by the digest of its bytes; a file that is not what was written is a
+:class:`~.json_files.DamagedFileError` naming it.
 
 Nothing here knows the graph's rules: :class:`~.knowledge_graph.KnowledgeGraph` hands over its records, node table
 and edge store, and builds itself from what is read (``KnowledgeGraph.save``, ``load``, ``to_dict``,
@@ -22,7 +25,6 @@ and edge store, and builds itself from what is read (``KnowledgeGraph.save``, ``
 from __future__ import annotations
 
 import gc
-import hashlib
 import itertools
 import json
 import os
@@ -39,7 +41,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .graph_arrays import EdgeStore, NodeTable, PassageRecord, SynonymList, load_array
-from .json_files import json_object
+from .json_files import (
+    DamagedFileError,
+    check_digest,
+    check_file_digest,
+    content_hash,
+    digest_trailer,
+    file_digest,
+    json_object,
+)
 from .layout import TABLES_FILE
 
 if TYPE_CHECKING:
@@ -50,6 +60,7 @@ __all__ = [
     "TABLES_FILE",
     "GraphTables",
     "check_listed",
+    "check_saved_array",
     "cycle_collection_paused",
     "graph_dict",
     "graph_to_networkx",
@@ -62,7 +73,9 @@ __all__ = [
 
 ARRAY_FORMAT_VERSION = 2
 _ARRAYS = ("node_kinds", "edge_pairs", "edge_values")
-_ARRAY_NAME = re.compile(r"[a-z_]+\.v\d+-[0-9a-f]{8}\.npy")  # the file names save_graph writes, nothing else
+# The file names save_graph writes, nothing else: the digest of the array's bytes (a save before digests were
+# recorded: 8 random hex digits, read unchecked).
+_ARRAY_NAME = re.compile(r"[a-z_]+\.v\d+-(?:[0-9a-f]{8}|(?P<digest>[0-9a-f]{32}))\.npy")
 #: An edge as ``KnowledgeGraph.edge_list`` gives it: (u, v, facts, synonymy, passage).
 Edge = tuple[str, str, int, float, float]
 
@@ -170,10 +183,24 @@ def check_listed(data: Mapping[str, Any], tables: GraphTables, edges: Sequence[E
 
 
 def _write_atomic(path: Path, write: Any) -> None:
-    partial = path.with_name(f"{path.name}.{os.getpid()}-{secrets.token_hex(4)}.partial")  # a name of its own
+    partial = _partial(path)
     with open(partial, "wb") as handle:
         write(handle)
     os.replace(partial, path)
+
+
+def _partial(path: Path) -> Path:
+    return path.with_name(f"{path.name}.{os.getpid()}-{secrets.token_hex(4)}.partial")  # a name of its own
+
+
+def _write_named_array(folder: Path, stem: str, version: int, data: np.ndarray) -> str:
+    """Write an array under the name of its content (``<stem>.v<version>-<digest>.npy``), returning the name."""
+    partial = _partial(folder / f"{stem}.npy")
+    with open(partial, "wb") as handle:
+        np.save(handle, np.ascontiguousarray(data), allow_pickle=False)
+    name = f"{stem}.v{version}-{file_digest(partial)}.npy"
+    os.replace(partial, folder / name)  # the same name holds the same bytes: a reader's map is never changed
+    return name
 
 
 def save_graph(folder: str | Path, tables: GraphTables, nodes: NodeTable, edges: EdgeStore,
@@ -197,21 +224,21 @@ def save_graph(folder: str | Path, tables: GraphTables, nodes: NodeTable, edges:
     target.mkdir(parents=True, exist_ok=True)
     keys, free = nodes.to_lists()
     pairs, values = edges.table()
-    save = f"v{tables.version}-{secrets.token_hex(4)}"
-    arrays = {stem: f"{stem}.{save}.npy" for stem in _ARRAYS}
-    for stem, data in zip(_ARRAYS, (nodes.kinds(), pairs, values), strict=True):
-        _write_atomic(target / arrays[stem],
-                      lambda h, a=data: np.save(h, np.ascontiguousarray(a), allow_pickle=False))
+    arrays = {stem: _write_named_array(target, stem, tables.version, data)
+              for stem, data in zip(_ARRAYS, (nodes.kinds(), pairs, values), strict=True)}
     keep = {*arrays.values(), *_saved_array_names(target)}
-    digest = _tables_hash()
+    body = content_hash()
 
     def write_tables(handle: Any) -> None:
         for chunk in _tables_json(tables, arrays, keys, free, attached):
             data = chunk.encode("utf-8")
-            digest.update(data)
+            body.update(data)
             handle.write(data)
+        handle.write(digest_trailer(body).encode())
 
     _write_atomic(target / TABLES_FILE, write_tables)
+    digest = body.copy()
+    digest.update(digest_trailer(body).encode())
     for stale in target.iterdir():
         ours = stale.name.split(".")[0] in (*_ARRAYS, Path(TABLES_FILE).stem)
         if ours and stale.suffix in (".npy", ".partial") and stale.name not in keep:
@@ -226,8 +253,9 @@ _CHUNK_ITEMS = 4096  # records encoded into one piece of the file
 def _tables_json(tables: GraphTables, arrays: Mapping[str, str], keys: list[str | None], free: list[int],
                  attached: Mapping[str, Any] | None) -> Iterator[str]:
     """``tables.json`` in pieces, a few thousand records each, never the whole text at once: the JSON of
-    ``{"array_format_version", "arrays", **tables.to_json(), "node_keys", "free_slots", "attached"}``. The arrays
-    come first, so a save reads the previous save's names from the file's head (:func:`_saved_array_names`)."""
+    ``{"array_format_version", "arrays", **tables.to_json(), "node_keys", "free_slots", "attached"}`` without its
+    closing brace (the digest member ends it). The arrays come first, so a save reads the previous save's names
+    from the file's head (:func:`_saved_array_names`)."""
     records = tables.to_json_items()
     yield "{" + ",".join(f"{_ENCODE(k)}:{_ENCODE(v)}" for k, v in (
         ("array_format_version", ARRAY_FORMAT_VERSION), ("arrays", dict(arrays)),
@@ -246,7 +274,6 @@ def _tables_json(tables: GraphTables, arrays: Mapping[str, str], keys: list[str 
     yield f"],{_ENCODE('free_slots')}:{_ENCODE(free)}"
     if attached:
         yield f",{_ENCODE('attached')}:{_ENCODE(dict(attached))}"
-    yield "}"
 
 
 def _saved_array_names(folder: Path) -> list[str]:
@@ -274,11 +301,6 @@ def _saved_array_names(folder: Path) -> list[str]:
 _HEAD_BYTES = 4096  # more than the array names of a save take at the head of its tables.json
 
 
-def _tables_hash(data: bytes = b"") -> Any:
-    """The hash that names a save by its ``tables.json`` (fed ``data`` so far)."""
-    return hashlib.blake2b(data, digest_size=16)
-
-
 def saved_tables_digest(folder: str | Path) -> str:
     """The digest of the ``tables.json`` in ``folder`` (read a block at a time, never parsed).
 
@@ -286,11 +308,9 @@ def saved_tables_digest(folder: str | Path) -> str:
         ValueError: no readable ``tables.json``.
     """
     path = Path(folder) / TABLES_FILE
-    try:
-        with open(path, "rb") as file:
-            return hashlib.file_digest(file, _tables_hash).hexdigest()
-    except OSError as exc:
-        raise ValueError(f"{path}: no saved graph here ({exc})") from None
+    if not path.is_file():
+        raise DamagedFileError(f"{path}: no saved graph here")
+    return file_digest(path)
 
 
 def load_graph_tables(folder: str | Path) -> dict[str, Any]:
@@ -302,19 +322,20 @@ def _read_tables(folder: Path) -> tuple[dict[str, Any], str]:
     """The checked ``tables.json`` of a saved graph and the digest of its bytes."""
     path = folder / TABLES_FILE
     if not path.is_file():
-        raise ValueError(f"{path}: no saved graph here")
+        raise DamagedFileError(f"{path}: no saved graph here")
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        raise ValueError(f"{path}: not readable ({exc}); the Chroma data is untouched") from None
-    digest = _tables_hash(raw).hexdigest()
+        raise DamagedFileError(f"{path}: not readable ({exc}); the Chroma data is untouched") from None
+    digest = check_digest(raw, path)
     try:
         text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{path}: not valid JSON ({exc}); the Chroma data is untouched") from None
-    del raw  # the text alone from here: at a million passages each copy is gigabytes
-    with cycle_collection_paused():
-        data = json_object(text, path, entries={"synonyms": packed_synonyms})
+        del raw  # the text alone from here: at a million passages each copy is gigabytes
+        with cycle_collection_paused():
+            data = json_object(text, path, entries={"synonyms": packed_synonyms})
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise DamagedFileError(f"{path}: not valid JSON ({exc}); the Chroma data is untouched"
+                               if isinstance(exc, UnicodeDecodeError) else str(exc)) from None
     del text
     if data.get("array_format_version") != ARRAY_FORMAT_VERSION:
         raise ValueError(f"{path}: unsupported array format version {data.get('array_format_version')!r} (this "
@@ -322,7 +343,8 @@ def _read_tables(folder: Path) -> tuple[dict[str, Any], str]:
     names = data.get("arrays")
     if not isinstance(names, dict) or any(not isinstance(names.get(s), str) or not _ARRAY_NAME.fullmatch(names[s])
                                           or not names[s].startswith(f"{s}.") for s in _ARRAYS):
-        raise ValueError(f"{path}: arrays: expected the file names of {', '.join(_ARRAYS)}")
+        raise DamagedFileError(f"{path}: arrays: expected the file names of {', '.join(_ARRAYS)}")
+    data.pop("digest", None)  # the file's, checked: not a record of the graph
     return data, digest
 
 
@@ -351,8 +373,24 @@ def packed_synonyms(entity_id: str, pairs: Sequence[Sequence[Any]]) -> SynonymLi
                                     array("d", [similarity for _, similarity in pairs]))
 
 
+def check_saved_array(folder: Path, name: str) -> None:
+    """Check a saved array against the digest its name records (a name :func:`save_graph` writes; one written
+    before digests were recorded holds none), before it is read.
+
+    Raises:
+        DamagedFileError: a name no save writes, or a file that is not what was written.
+    """
+    named = _ARRAY_NAME.fullmatch(name)
+    if named is None:
+        raise DamagedFileError(f"{folder}: {name!r} is not the name of a saved array")
+    if named["digest"] is not None and (folder / name).is_file():  # a missing one: named by its read
+        check_file_digest(folder / name, named["digest"])
+
+
 def _open_arrays(folder: Path, tables: Mapping[str, Any], mmap: bool) -> dict[str, np.ndarray]:
     names = tables["arrays"]
+    for name in names.values():
+        check_saved_array(folder, name)
     return {"node_kinds": load_array(folder / names["node_kinds"], np.int8, 1, mmap=False),
             **{stem: load_array(folder / names[stem], np.int32, 2, mmap) for stem in ("edge_pairs", "edge_values")}}
 

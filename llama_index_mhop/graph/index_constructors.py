@@ -24,9 +24,10 @@ from .extraction import Extractor, OpenIEExtractor
 from .graph_stores import resolve_client, vector_index_collection
 from .index_config import HippoGraphIndexConfig
 from .indexing import BatchHook
+from .json_files import DamagedFileError
 from .layout import saved_index_exists
 from .openie_file import with_stored_openie
-from .persistence import saved_storage
+from .persistence import discard_damaged_save, saved_storage
 from .sync import corpus_of
 from .writer import IndexWriter
 
@@ -68,7 +69,8 @@ class IndexConstructors:
         With ``persist_dir``, the index is saved there when done, its Chroma data lives in ``persist_dir/chroma``
         (unless a ``chroma_client`` is given), and an interrupted build resumes from its checkpoint: calling this
         again with the same arguments continues where the last batch ended. A finished index already in
-        ``persist_dir`` is reopened (with the settings it was built with) and only documents it lacks are added.
+        ``persist_dir`` is reopened (with the settings it was built with) and only documents it lacks are added; a
+        damaged one is rebuilt (see :meth:`reopen_or_discard`).
 
         Args:
             documents: LlamaIndex documents (their metadata is kept on the passage nodes), a corpus path, or a
@@ -111,10 +113,12 @@ class IndexConstructors:
         embed_model = resolve_embed_model(embed_model)
         if source is not None:  # its stored vectors are read as they are: the embedder must fit them
             check_embedding_dimension(source, embed_model)
+        index = None
         if persist_dir is not None and saved_index_exists(Path(persist_dir)):
-            index = cls.from_persist_dir(persist_dir, chroma_client=chroma_client, embed_model=embed_model, lm=lm,
-                                         llm=llm, storage_context=storage_context,  # with the saved OpenIE program
-                                         config=config)
+            index = cls.reopen_or_discard(persist_dir, chroma_client=chroma_client, embed_model=embed_model, lm=lm,
+                                          llm=llm, storage_context=storage_context,  # with the saved OpenIE program
+                                          config=config)
+        if index is not None:
             index.extractor = with_stored_openie(extractor or index.extractor, openie_results)
         else:
             client, mode = resolve_client(chroma_client, persist_dir)
@@ -138,6 +142,22 @@ class IndexConstructors:
             TypeError: the index does not keep its nodes in Chroma.
         """
         return cls.from_documents(vector_index, **kwargs)
+
+    @classmethod
+    def reopen_or_discard(cls: type[Index], persist_dir: str | os.PathLike[str], **kwargs: Any) -> Index | None:
+        """The index saved in ``persist_dir`` (:meth:`from_persist_dir`, with ``kwargs``), or None when its save is
+        damaged: its derived files are then removed (logged, :func:`~.persistence.discard_damaged_save`), so that
+        the build that follows writes them again from Chroma and the corpus.
+
+        Raises:
+            ValueError: the save is damaged and its Chroma store cannot be read, so nothing can be rebuilt (one
+                line naming both and what to do); :meth:`from_persist_dir`'s other errors.
+        """
+        try:
+            return cls.from_persist_dir(persist_dir, **kwargs)
+        except DamagedFileError as exc:
+            discard_damaged_save(Path(persist_dir), exc, kwargs.get("chroma_client"))
+            return None
 
     @classmethod
     def from_persist_dir(

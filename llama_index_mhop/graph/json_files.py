@@ -3,10 +3,16 @@
 
 Files on disk may be truncated by a crash or edited by hand, so each value is checked for its type before
 anything is built from it. A field is named by its path from the top of the document (``passages.<id>.facts``).
+
+Each saved file is also checked against a digest recorded when it was written (:func:`content_hash`, the one hash
+that names or checks every file of a saved index): a JSON file this package writes ends with a ``digest`` member,
+the hash of every byte before it (:func:`digest_trailer`), so a byte changed anywhere is found even where the JSON
+still parses (:func:`check_digest`). A file written before digests were recorded has none and is read as it is.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -15,9 +21,77 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["check_field", "check_value", "json_object", "parse_json", "read_json_object", "string_map", "triple_map", "write_json"]
+__all__ = ["DamagedFileError", "check_digest", "check_field", "check_file_digest", "check_value", "content_hash",
+           "digest_trailer", "file_digest", "json_object", "parse_json", "read_json_object", "string_map",
+           "triple_map", "write_json"]
 
 _NAMES = {dict: "an object", list: "a list", str: "a string", int: "an integer", type(None): "null"}
+
+
+class DamagedFileError(ValueError):
+    """A saved file that is unreadable or not what was written: truncated, zeroed, changed, missing."""
+
+
+DIGEST_BYTES = 16
+# Spaces allowed: a file parsed and written again by hand keeps its digest, which no longer matches.
+_TRAILER = re.compile(rb',\s*"digest"\s*:\s*"([0-9a-f]{%d})"\s*}\s*\Z' % (2 * DIGEST_BYTES))
+
+
+def content_hash(data: bytes = b"") -> Any:
+    """The hash every file of a saved index is named or checked by (fed ``data`` so far)."""
+    return hashlib.blake2b(data, digest_size=DIGEST_BYTES)
+
+
+def file_digest(path: Path) -> str:
+    """The :func:`content_hash` digest of a file's bytes, read a block at a time.
+
+    Raises:
+        DamagedFileError: the file cannot be read.
+    """
+    try:
+        with open(path, "rb") as file:
+            return hashlib.file_digest(file, content_hash).hexdigest()
+    except OSError as exc:
+        raise DamagedFileError(f"{path}: not readable ({exc})") from None
+
+
+def check_file_digest(path: Path, recorded: str) -> None:
+    """Check a file's bytes against the digest recorded for it when it was written.
+
+    Raises:
+        DamagedFileError: the file is unreadable or does not hold the bytes that were written.
+    """
+    if file_digest(path) != recorded:
+        raise _mismatch(path)
+
+
+def _mismatch(path: Path) -> DamagedFileError:
+    return DamagedFileError(f"{path}: its bytes do not match the digest recorded when it was written (damaged or "
+                            "replaced)")
+
+
+def digest_trailer(digest: Any) -> str:
+    """The last member of a JSON object and its closing brace: the digest of every byte written before it."""
+    return f',"digest":"{digest.hexdigest()}"}}'
+
+
+def check_digest(data: bytes, path: Path) -> str:
+    """Check the bytes of a JSON file against the digest its writer recorded at its end (none recorded: a file
+    written before digests were, read as it is).
+
+    Returns:
+        The :func:`content_hash` digest of the whole file (its bytes hashed once).
+
+    Raises:
+        DamagedFileError: the bytes are not those that were written.
+    """
+    found = _TRAILER.search(data, max(0, len(data) - 128))
+    start = len(data) if found is None else found.start()
+    digest = content_hash(memoryview(data)[:start])  # a view: a file of gigabytes is never copied
+    if found is not None and digest.hexdigest() != found.group(1).decode():
+        raise _mismatch(path)
+    digest.update(memoryview(data)[start:])
+    return digest.hexdigest()
 
 
 def parse_json(text: str, where: str) -> Any:
@@ -38,8 +112,21 @@ def parse_json(text: str, where: str) -> Any:
 
 
 def read_json_object(path: Path) -> dict[str, Any]:
-    """A saved JSON object, or a ValueError naming the file (a truncated or edited file is never half-read)."""
-    return json_object(path.read_bytes(), path)
+    """A saved JSON object checked against its recorded digest (:func:`check_digest`), or a
+    :class:`DamagedFileError` naming the file (a truncated or edited file is never half-read)."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise DamagedFileError(f"{path}: not readable ({exc})") from None
+    check_digest(data, path)
+    try:
+        parsed = json_object(data, path)
+    except DamagedFileError:
+        raise
+    except ValueError as exc:
+        raise DamagedFileError(str(exc)) from None
+    parsed.pop("digest", None)  # the file's, checked: not a value of what it holds
+    return parsed
 
 
 def json_object(data: bytes | str, path: Path,
@@ -127,9 +214,13 @@ def _decode(text: str, position: int, where: str) -> tuple[Any, int]:
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
-    """Write JSON atomically: to a temporary file first, then renamed over ``path``."""
+    """Write a JSON object atomically (to a temporary file first, then renamed over ``path``), its digest recorded
+    at its end (:func:`digest_trailer`)."""
+    body = json.dumps({key: value for key, value in data.items() if key != "digest"}, ensure_ascii=False).encode()
+    if body != b"{}":  # the digest follows the last member
+        body = body[:-1] + digest_trailer(content_hash(body[:-1])).encode()
     tmp = path.with_name(f"{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")  # no two writers share it
-    tmp.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    tmp.write_bytes(body)
     os.replace(tmp, path)  # never leave a half-written file behind
 
 

@@ -3,9 +3,12 @@ pickled), the arrays memory-mapped read-only on load so that every query process
 one copy of the edges.
 
 Every file is written to a temporary name and renamed into place, so a crash never leaves a half-written file,
-and every file read is checked before anything is built from it: a truncated or edited file is an error naming
-the file, never half-read. Indexes saved before the arrays (format 1: the graph as one ``hippo_graph.json``) are
-still read, and written in the current format by their next save.
+and every file read is checked before anything is built from it, against the digest recorded when it was written
+(:mod:`.json_files`): a truncated, zeroed, changed or missing file is a :class:`~.json_files.DamagedFileError`
+naming the file and what to do, never half-read. Everything here is derived from Chroma and the corpus, so a
+damaged save is rebuilt from them (:func:`discard_damaged_save`) by the next build over the same folder. Indexes
+saved before the arrays (format 1: the graph as one ``hippo_graph.json``) are still read, and written in the
+current format by their next save.
 
 Reopening (:func:`open_saved_index`) reads and checks the files, opens the store and checks it holds the index's
 collections, all before the index is built; :func:`finish_reopen` then completes what a killed change left. The
@@ -23,7 +26,9 @@ from typing import Any
 
 from llama_index.core import StorageContext
 from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.graph_stores.types import DEFAULT_PERSIST_FNAME as GRAPH_STORE_FNAME
 from llama_index.core.storage.docstore import SimpleDocumentStore
+from llama_index.core.storage.docstore.types import DEFAULT_PERSIST_FNAME as DOCSTORE_FNAME
 from llama_index.core.storage.index_store.types import DEFAULT_PERSIST_FNAME as INDEX_STORE_FNAME
 
 from ..embed_dtype import check_embed_dtype
@@ -35,12 +40,21 @@ from .graph_stores import (
     DEFAULT_SHORT_TEXT_BATCH_SIZE,
     GraphStores,
     missing_collections,
+    resolve_client,
     saved_client,
 )
 from .index_config import HippoGraphIndexConfig
 from .index_struct import HippoGraphStruct
 from .indexing import DEFAULT_INSERT_BATCH_SIZE
-from .json_files import check_field, check_value, read_json_object, string_map, triple_map, write_json
+from .json_files import (
+    DamagedFileError,
+    check_field,
+    check_value,
+    read_json_object,
+    string_map,
+    triple_map,
+    write_json,
+)
 from .knowledge_graph import KnowledgeGraph
 from .layout import (
     CONFIG_FILE,
@@ -50,8 +64,10 @@ from .layout import (
     STORAGE_SCRATCH_DIR,
     saved_index_exists,
 )
+from .state_files import STATE_FOLDER
 from .sync import DOCSTORE_FILE, docstore_from_dict, load_docstore
 from .synonymy import DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES
+from .walk.basis_files import BASIS_FOLDER
 
 __all__ = [
     "CONFIG_FILE",
@@ -62,6 +78,7 @@ __all__ = [
     "OpenedIndex",
     "SavedConfig",
     "SavedIndex",
+    "discard_damaged_save",
     "finish_reopen",
     "open_saved_index",
     "persist_storage_context",
@@ -77,6 +94,15 @@ logger = logging.getLogger(__name__)
 
 INDEX_FORMAT_VERSION = 2
 _READABLE_VERSIONS = (1, 2)  # 1: the graph as one JSON file (LEGACY_GRAPH_FILE)
+#: What a damaged save's error tells the user to do: everything in the folder but Chroma is derived data.
+_REBUILD = ("the graph index is derived from Chroma and the corpus: rebuild it with `mhop index CORPUS --graph` "
+            "(or HippoGraphIndex.from_documents / from_vector_index with this persist_dir)")
+#: LlamaIndex's files of the index's storage context, written by ``StorageContext.persist``.
+_STORAGE_FILES = (DOCSTORE_FNAME, INDEX_STORE_FNAME, GRAPH_STORE_FNAME)
+#: What a rebuild removes: every file the index derives from Chroma and the corpus (never Chroma's own folder, the
+#: checkpoint a killed build resumes from, a pending removal or the LM programs).
+_DERIVED = (CONFIG_FILE, GRAPH_DIR, LEGACY_GRAPH_FILE, STORAGE_SCRATCH_DIR, *_STORAGE_FILES, STATE_FOLDER,
+            BASIS_FOLDER, DOCSTORE_FILE)
 
 
 _CONFIG_FIELDS: dict[str, tuple[type, ...]] = {
@@ -104,12 +130,32 @@ _GRAPH_FIELDS: dict[str, tuple[type, ...]] = {
 }
 
 
-def _check_config(config: dict[str, Any], where: str) -> None:
+def _damaged(exc: ValueError) -> DamagedFileError:
+    """A damaged file's error, with what to do about it."""
+    return DamagedFileError(f"{exc}; {_REBUILD}")
+
+
+def _read_config(path: Path) -> dict[str, Any]:
+    """The checked config file of a saved index (a damaged one: :func:`_damaged`; one of an unknown format
+    version: a ValueError, never a rebuild, which would write an older format over it)."""
+    try:
+        config = read_json_object(path)
+    except DamagedFileError as exc:
+        raise _damaged(exc) from None
+    where = str(path)
     if config.get("format_version") not in _READABLE_VERSIONS:
         raise ValueError(
             f"{where}: unsupported format version {config.get('format_version')!r} "
             f"(this code reads {', '.join(map(str, _READABLE_VERSIONS))})"
         )
+    try:
+        _check_config(config, where)
+    except ValueError as exc:
+        raise _damaged(exc) from None
+    return config
+
+
+def _check_config(config: dict[str, Any], where: str) -> None:
     check_field(config, "name", str, where)
     for key, kinds in _CONFIG_FIELDS.items():
         check_field(config, key, kinds, where, default=None)
@@ -236,9 +282,7 @@ def read_saved_config(root: Path) -> SavedConfig:
     """
     if not saved_index_exists(root):
         raise FileNotFoundError(f"no HippoGraphIndex saved in {root} (expected {CONFIG_FILE} and {GRAPH_FILE})")
-    config = read_json_object(root / CONFIG_FILE)
-    _check_config(config, str(root / CONFIG_FILE))
-    return SavedConfig(root, config)
+    return SavedConfig(root, _read_config(root / CONFIG_FILE))
 
 
 def read_saved_index(root: Path) -> SavedIndex:
@@ -246,14 +290,22 @@ def read_saved_index(root: Path) -> SavedIndex:
 
     Raises:
         FileNotFoundError: no saved index in ``root``.
-        ValueError: an unreadable file or an unknown format version.
+        DamagedFileError: a damaged file (named, with what to do).
+        ValueError: an unknown format version.
     """
     config_path = root / CONFIG_FILE
     graph_path = root / GRAPH_FILE if (root / GRAPH_FILE).is_file() else root / LEGACY_GRAPH_FILE
     if not config_path.is_file() or not graph_path.is_file():
         raise FileNotFoundError(f"no HippoGraphIndex saved in {root} (expected {CONFIG_FILE} and {GRAPH_FILE})")
-    config = read_json_object(config_path)
-    _check_config(config, str(config_path))
+    config = _read_config(config_path)
+    try:
+        graph, docstore = _read_graph(root, graph_path)
+    except ValueError as exc:  # every file was checked: whatever is wrong with one is damage
+        raise _damaged(exc) from None
+    return SavedIndex(root, config, graph, docstore)
+
+
+def _read_graph(root: Path, graph_path: Path) -> tuple[KnowledgeGraph, SimpleDocumentStore]:
     legacy = graph_path.name == LEGACY_GRAPH_FILE
     # the arrays are opened right after tables.json is read: see graph_files.open_graph_files
     data, arrays, digest = ((read_json_object(graph_path), {}, None) if legacy
@@ -268,7 +320,7 @@ def read_saved_index(root: Path) -> SavedIndex:
                  else KnowledgeGraph.from_files(root / GRAPH_DIR, data, arrays, digest))
     except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
         raise ValueError(f"{graph_path}: not a valid graph file ({type(exc).__name__}: {exc})") from None
-    return SavedIndex(root, config, graph, docstore)
+    return graph, docstore
 
 
 @dataclass(frozen=True)
@@ -310,7 +362,17 @@ def saved_storage(root: Path) -> tuple[StorageContext | None, HippoGraphStruct]:
     before it lived in one) no context and a new struct."""
     if not (root / INDEX_STORE_FNAME).is_file():
         return None, HippoGraphStruct(persist_dir=str(root.resolve()))
-    storage_context = StorageContext.from_defaults(persist_dir=str(root))
+    for name in _STORAGE_FILES:  # LlamaIndex's own errors name no file (a zeroed one: "'utf-32-be' codec ...")
+        if (root / name).is_file():
+            try:
+                read_json_object(root / name)
+            except DamagedFileError as exc:
+                raise _damaged(exc) from None
+    try:
+        storage_context = StorageContext.from_defaults(persist_dir=str(root))
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise _damaged(ValueError(f"{root}: LlamaIndex's storage files ({', '.join(_STORAGE_FILES)}) are not "
+                                  f"what it wrote ({type(exc).__name__}: {exc})")) from None
     structs = [s for s in storage_context.index_store.index_structs() if isinstance(s, HippoGraphStruct)]
     if len(structs) != 1:
         raise ValueError(f"{root / INDEX_STORE_FNAME}: expected one graph index, found {len(structs)}: open it with "
@@ -353,6 +415,36 @@ def save_index(target: Path, config: HippoGraphIndexConfig, graph: KnowledgeGrap
     write_json(target / CONFIG_FILE, saved_config(config, stores))
     for done in (target / CHECKPOINT_FILE, target / LEGACY_GRAPH_FILE, target / DOCSTORE_FILE):
         done.unlink(missing_ok=True)
+
+
+def discard_damaged_save(root: Path, error: DamagedFileError, chroma_client: Any = None) -> None:
+    """Remove the derived files of a damaged save in ``root`` (logged with the damage), so that the build that
+    follows writes them again from Chroma and the corpus, ending as an uninterrupted build would.
+
+    Raises:
+        ValueError: the Chroma store the rebuild reads (``chroma_client``, else ``root/chroma``) cannot be read:
+            nothing is removed.
+    """
+    from chromadb.errors import ChromaError
+
+    from ..defaults import describe_client
+
+    where = str(root / CHROMA_DIR) if chroma_client is None else describe_client(chroma_client)
+    try:
+        resolve_client(chroma_client, root)[0].list_collections()
+    except (ChromaError, OSError, ValueError) as exc:  # a damaged store: the source of truth itself
+        raise ValueError(f"{str(error).removesuffix(f'; {_REBUILD}')}; the graph cannot be rebuilt: the Chroma store "
+                         f"{where} cannot be read ({exc}): restore it from a backup, or index the corpus into a new "
+                         "store (mhop index CORPUS --graph --chroma-path NEW_PATH)") from None
+    removed = [name for name in _DERIVED if (root / name).exists()]
+    logger.warning("%s: rebuilding the graph index in %s from Chroma and the corpus (removing %s)",
+                   str(error).removesuffix(f"; {_REBUILD}"), root, ", ".join(removed))
+    for name in removed:
+        path = root / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
 
 
 def persist_storage_context(storage_context: StorageContext, target: Path) -> None:

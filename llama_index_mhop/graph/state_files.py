@@ -15,7 +15,6 @@ Without a folder, or where it cannot be written, the records are held in the hea
 from __future__ import annotations
 
 import filecmp
-import hashlib
 import json
 import logging
 import os
@@ -29,14 +28,15 @@ import numpy as np
 from numpy.lib.format import open_memmap
 
 from .graph_arrays import load_array
+from .json_files import DamagedFileError, check_file_digest, content_hash, file_digest
 
-__all__ = ["STATE_FOLDER", "PassageTexts", "VectorMatrix", "left_by_dead_process", "remove_files_of_kind",
-           "write_folder"]
+__all__ = ["STATE_FOLDER", "PassageTexts", "VectorMatrix", "check_folder_digests", "folder_digests",
+           "left_by_dead_process", "remove_files_of_kind", "write_folder"]
 
 logger = logging.getLogger(__name__)
 
 STATE_FOLDER = "state_files"  # under an index's persist_dir
-_KEY_BYTES = 16  # of the content hash that names a file
+_KEY_DIGITS = 2 * content_hash().digest_size  # of the content hash that names a file
 
 
 def _partial_path(folder: Path, kind: str, suffix: str) -> Path:
@@ -69,6 +69,24 @@ def write_folder(parent: Path, name: str, write: Callable[[Path], None], done_fi
     return parent / name
 
 
+def folder_digests(folder: Path, manifest: str) -> dict[str, str]:
+    """The digest of every file of a folder but its ``manifest``, which records them when the folder is written."""
+    return {path.name: file_digest(path) for path in sorted(folder.iterdir()) if path.name != manifest}
+
+
+def check_folder_digests(folder: Path, digests: object, manifest: str) -> None:
+    """Check that the folder holds exactly the files its ``manifest`` lists, each with the digest it recorded.
+
+    Raises:
+        DamagedFileError: a file missing, added, or not holding the bytes that were written.
+    """
+    where = folder / manifest
+    if not isinstance(digests, dict) or {path.name for path in folder.iterdir()} - {manifest} != set(digests):
+        raise DamagedFileError(f"{where}: the folder's files are not those it lists")
+    for name, digest in digests.items():
+        check_file_digest(folder / name, str(digest))
+
+
 def left_by_dead_process(partial: Path) -> bool:
     """Whether a partial file or folder, named ``.<kind>.<pid>.<...>``, was left by a process that is gone."""
     pid = partial.name.split(".")[2]
@@ -92,8 +110,7 @@ def _publish(partial: Path, kind: str, suffix: str) -> Path:
     Raises:
         OSError: the folder cannot be written.
     """
-    with open(partial, "rb") as file:
-        key = hashlib.file_digest(file, lambda: hashlib.blake2b(digest_size=_KEY_BYTES)).hexdigest()
+    key = file_digest(partial)
     target = partial.with_name(f"{kind}-{key}{suffix}")
     try:
         os.link(partial, target)
@@ -111,7 +128,7 @@ def _publish(partial: Path, kind: str, suffix: str) -> Path:
 def remove_files_of_kind(folder: Path, kind: str, suffix: str, keep: Path | None = None) -> None:
     """Remove the published files of ``kind`` in ``folder`` but ``keep`` (a process that maps one keeps its map)."""
     # The key's exact length in the pattern: "passages-*" would also match the "passages-int8-" files.
-    for older in folder.glob(f"{kind}-{'[0-9a-f]' * 2 * _KEY_BYTES}{suffix}"):
+    for older in folder.glob(f"{kind}-{'[0-9a-f]' * _KEY_DIGITS}{suffix}"):
         if older != keep:
             older.unlink(missing_ok=True)
 

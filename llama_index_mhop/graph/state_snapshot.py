@@ -5,7 +5,8 @@ A process that loads the query state of a saved graph version (a graph unchanged
 written to, its ``tables.json``) files it under ``state_files/snapshot-<digest>/``, ``<digest>`` that
 ``tables.json``'s (:func:`~.graph_files.saved_tables_digest`):
 
-* ``snapshot.json``: the format, the graph version and the counts every file is checked against;
+* ``snapshot.json``: the format, the graph version, the counts every file is checked against and the digest of
+  every other file of the folder (:func:`~.json_files.content_hash`), recorded when the folder is written;
 * the node ids, entity names, fact ids and predicates as string columns (:class:`~.state_columns.StringColumn`);
 * the entities' name order, the passage counts, the facts' node pairs and the walk's matrices (the transition
   matrix and its transpose as CSR arrays, the out-weights) as ``.npy`` arrays, mapped by every reader as the
@@ -18,8 +19,9 @@ The folder is written under a partial name and renamed whole, so a reader never 
 removes the snapshots of other saves (a process still reading one keeps its maps). The digest ties a snapshot to
 the exact bytes of a ``tables.json``: any save, even of the same graph version, files its own.
 
-:func:`open_snapshot` maps every file and checks kinds, shapes and counts; a damaged snapshot is logged and
-removed, and for it as for a missing one ``None`` is returned: the caller loads the state from the graph instead,
+:func:`open_snapshot` checks every file against its recorded digest, maps it and checks kinds, shapes and
+counts, so a damaged or substituted file (the passages' text among them) is never served: the snapshot is logged
+and removed, and for it as for a missing one ``None`` is returned: the caller loads the state from the graph instead,
 which files it again.
 """
 
@@ -37,7 +39,13 @@ from scipy import sparse
 from .graph_arrays import load_array
 from .json_files import check_field, read_json_object, write_json
 from .state_columns import StateColumns, StringColumn
-from .state_files import PassageTexts, left_by_dead_process, write_folder
+from .state_files import (
+    PassageTexts,
+    check_folder_digests,
+    folder_digests,
+    left_by_dead_process,
+    write_folder,
+)
 from .walk.dense_search import VectorSum
 from .walk.ppr import WalkMatrices
 
@@ -45,7 +53,7 @@ __all__ = ["SNAPSHOT_FORMAT", "Snapshot", "open_snapshot", "snapshot_folder", "w
 
 logger = logging.getLogger(__name__)
 
-SNAPSHOT_FORMAT = 1
+SNAPSHOT_FORMAT = 2  # 2: the manifest records every file's digest
 _PREFIX = "snapshot-"
 _MANIFEST = "snapshot.json"
 _STRINGS = ("passage_ids", "entity_ids", "entity_names", "fact_ids", "predicates")
@@ -112,7 +120,7 @@ def _write_files(folder: Path, snapshot: Snapshot, sources: dict[str, Path]) -> 
         np.save(folder / f"{name}.npy", np.ascontiguousarray(array), allow_pickle=False)
     for key, source in sources.items():
         os.link(source, folder / _LINKED[key])
-    write_json(folder / _MANIFEST, {
+    write_json(folder / _MANIFEST, {"files": folder_digests(folder, _MANIFEST),
         "format": SNAPSHOT_FORMAT, "version": snapshot.version, "passages": len(columns.passage_ids),
         "entities": len(columns.entity_ids), "facts": len(columns.fact_ids), "edges": int(walk.transition.nnz),
         "symmetric": walk.symmetric, "fact_vectors": "sum" if isinstance(snapshot.fact_matrix, VectorSum) else "rows"})
@@ -147,6 +155,7 @@ def _open(folder: Path) -> Snapshot:
     manifest = read_json_object(folder / _MANIFEST)
     if manifest.get("format") != SNAPSHOT_FORMAT:
         raise ValueError(f"{where}: unsupported snapshot format {manifest.get('format')!r}")
+    check_folder_digests(folder, manifest.get("files"), _MANIFEST)
     version, passages, entities, facts, edges = (_count(manifest, key, where)
                                                  for key in ("version", "passages", "entities", "facts", "edges"))
     lengths = {"passage_ids": passages, "entity_ids": entities, "entity_names": entities, "fact_ids": facts,

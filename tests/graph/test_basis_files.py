@@ -58,7 +58,7 @@ def test_another_graph_or_damping_has_another_key_and_replaces_the_old_folder(tm
     assert [p.name for p in tmp_path.iterdir()] == [basis_key(other_damping, vectors, 1e-10)]
 
 
-@pytest.mark.parametrize("damage", ["truncate", "nan", "description"])
+@pytest.mark.parametrize("damage", ["truncate", "nan", "description", "a finite value changed"])
 def test_a_damaged_basis_is_solved_again_and_rewritten(tmp_path, caplog, damage):
     graph, vectors = small_graph(2)
     reference = walk_result(solved_walk(graph, 60, vectors, None), vectors)
@@ -70,11 +70,17 @@ def test_a_damaged_basis_is_solved_again_and_rewritten(tmp_path, caplog, damage)
         totals = np.load(folder / "node_totals.npy")
         totals[5] = np.nan
         np.save(folder / "node_totals.npy", totals)
+    elif damage == "a finite value changed":  # a valid array still: only its recorded digest tells
+        totals = np.load(folder / "node_totals.npy")
+        totals[5] += 1.0
+        np.save(folder / "node_totals.npy", totals)
     else:
         (folder / "basis.json").write_text('{"key": "x"}')
     with caplog.at_level(logging.WARNING, logger="llama_index_mhop.graph.walk.basis_files"):
         walk = solved_walk(graph, 60, vectors, tmp_path)
     assert "unusable" in caplog.text
+    if damage == "a finite value changed":
+        assert f"{folder / 'node_totals.npy'}: its bytes do not match the digest" in caplog.text
     for ours, theirs in zip(walk_result(walk, vectors), reference, strict=True):
         assert np.array_equal(ours, theirs)
     assert load_basis(tmp_path, folder.name) is not None  # rewritten whole

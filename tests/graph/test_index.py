@@ -13,6 +13,7 @@ from llama_index.core.llms import MockLLM
 
 from llama_index_mhop.graph.extraction import Extraction, extract_llm_free
 from llama_index_mhop.graph.index import CHECKPOINT_FILE, CONFIG_FILE, GRAPH_FILE, HippoGraphIndex, fact_text
+from llama_index_mhop.graph.json_files import read_json_object, write_json
 from llama_index_mhop.stores import make_document
 from tests.word_bag import WordBagEmbedding
 
@@ -217,9 +218,9 @@ def test_from_persist_dir_errors(tmp_path):
         HippoGraphIndex.from_persist_dir(tmp_path)
     index = build(mini_docs(), "idx_version")
     index.persist(tmp_path)
-    config = json.loads((tmp_path / CONFIG_FILE).read_text())
+    config = read_json_object(tmp_path / CONFIG_FILE)
     config["format_version"] = 7
-    (tmp_path / CONFIG_FILE).write_text(json.dumps(config))
+    write_json(tmp_path / CONFIG_FILE, config)  # as a newer version would write it, its digest recorded
     with pytest.raises(ValueError, match="format version 7"):
         HippoGraphIndex.from_persist_dir(tmp_path, embed_model=WordBagEmbedding())
 

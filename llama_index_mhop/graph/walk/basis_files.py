@@ -7,8 +7,9 @@ memory-map it, so workers on one machine share its pages.
 
 The key is the content, never a name: a hash of the transition matrix, the damping, the solve's tolerance and the
 passage vectors. A changed graph, or other embeddings, cannot read a basis it does not own; a folder written for
-an older graph is removed when a newer one is written. Files on disk are data: a missing, truncated or edited
-file is logged and the basis solved again, never trusted; a folder that cannot be written leaves each process
+an older graph is removed when a newer one is written. Files on disk are data, checked against the digests
+``basis.json`` records of them: a missing, truncated or edited file is logged and the basis solved again, never
+trusted; a folder that cannot be written leaves each process
 its own solve.
 """
 
@@ -25,8 +26,8 @@ import numpy as np
 
 from ...text import escape_controls
 from ..graph_arrays import load_array
-from ..json_files import read_json_object
-from ..state_files import write_folder
+from ..json_files import read_json_object, write_json
+from ..state_files import check_folder_digests, folder_digests, write_folder
 from .affine_ppr import DEFAULT_BASIS_TOL, AffineResetPageRank, SolvedBasis, solve_basis
 from .ppr import PageRankGraph
 from .row_products import ExactRows, RowProducts
@@ -64,6 +65,8 @@ def load_basis(folder: Path, key: str) -> SolvedBasis | None:
     if info.get("key") != key or not isinstance(info.get("iterations"), int) \
             or not isinstance(info.get("seconds"), (int, float)) or not isinstance(info.get("has_basis"), bool):
         raise ValueError(f"{where / _INFO}: not a basis description this package wrote")
+    if "files" in info:  # recorded since digests are (an older basis is read as it is)
+        check_folder_digests(where, info["files"], _INFO)
     basis = load_array(where / "basis.npy", np.float32, 2, mmap=True) if info["has_basis"] else None
     uniform_response = load_array(where / "uniform_response.npy", np.float64, 1, mmap=False)
     node_totals = load_array(where / "node_totals.npy", np.float64, 1, mmap=False)
@@ -85,8 +88,8 @@ def save_basis(folder: Path, key: str, solved: SolvedBasis) -> None:
             np.save(partial / "basis.npy", np.asarray(solved.basis, dtype=np.float32), allow_pickle=False)
         np.save(partial / "uniform_response.npy", solved.uniform_response, allow_pickle=False)
         np.save(partial / "node_totals.npy", solved.node_totals, allow_pickle=False)
-        (partial / _INFO).write_text(json.dumps({"key": key, "has_basis": solved.basis is not None,
-                                                 "iterations": solved.iterations, "seconds": solved.seconds}))
+        write_json(partial / _INFO, {"key": key, "has_basis": solved.basis is not None, "iterations": solved.iterations,
+                                     "seconds": solved.seconds, "files": folder_digests(partial, _INFO)})
 
     write_folder(folder, key, write, _INFO)
     for other in folder.iterdir():
