@@ -50,7 +50,7 @@ from .graph_stores import (
 )
 from .index_config import DEFAULT_INDEX_NAME, GRAPH_SETTINGS, HippoGraphIndexConfig
 from .index_constructors import IndexConstructors
-from .index_struct import HippoGraphStruct, register_index_class
+from .index_struct import SAVED_BESIDE, HippoGraphStruct, register_index_class
 from .indexing import DEFAULT_INSERT_BATCH_SIZE
 from .knowledge_graph import KnowledgeGraph
 from .lm_programs import load_lm_programs, save_lm_programs
@@ -92,7 +92,8 @@ class HippoGraphIndex(IndexConstructors, DocumentVerbs, GraphEngines, BaseIndex[
     Example:
         >>> index = HippoGraphIndex.from_documents(documents, persist_dir="./hippo")  # doctest: +SKIP
         >>> nodes = index.as_retriever(similarity_top_k=5).retrieve("Who directed Lover Come Back?")  # doctest: +SKIP
-        >>> same = load_index_from_storage(StorageContext.from_defaults(persist_dir="./hippo"))  # doctest: +SKIP
+        >>> same = load_index_from_storage(StorageContext.from_defaults(persist_dir="./hippo"),
+        ...                                persist_dir="./hippo")  # doctest: +SKIP
     """
 
     index_struct_cls = HippoGraphStruct
@@ -121,23 +122,23 @@ class HippoGraphIndex(IndexConstructors, DocumentVerbs, GraphEngines, BaseIndex[
                 ``persist_dir/chroma`` (see :meth:`from_persist_dir`), else a private in-memory store.
             embed_model: the embedder; default ``Settings.embed_model`` if the app set one, else all-MiniLM-L6-v2.
             graph: the knowledge graph (default: an empty one with the settings' synonymy).
-            persist_dir: where the index is saved; for a saved index, where its files are if they moved since
-                its struct was written.
+            persist_dir: where the index is saved; for a saved index (``load_index_from_storage``), the folder
+                its storage context was read from: required, since the context does not record it.
             lm, llm: the LM for OpenIE (unless ``extractor`` is given), as in :meth:`from_documents`.
             **settings: any field of :class:`~.index_config.HippoGraphIndexConfig`.
             The other arguments are :meth:`from_documents`'s.
 
         Raises:
             FileNotFoundError: a saved index's folder holds no index.
-            ValueError: a setting unknown or out of range, or a store without a saved index's collections.
+            ValueError: a setting unknown or out of range, a saved index's struct without ``persist_dir``, or a store
+                without a saved index's collections.
         """
         from ..defaults import resolve_embed_model  # the defaults layer, only once it is needed
 
         config = HippoGraphIndexConfig.of(config, settings)
         opened = None
         if index_struct is not None and graph is None:  # load_index_from_storage: the saved index
-            folder = persist_dir if persist_dir is not None else index_struct.persist_dir
-            opened = open_saved_index(folder, index_struct.index_id, chroma_client, embed_model)
+            opened = open_saved_index(persist_dir, index_struct, chroma_client, embed_model)
             saved = opened.saved
             config = config.replaced(**saved.settings())
             chroma_client, chroma_mode, embed_model = opened.client, opened.mode, opened.embed_model
@@ -164,7 +165,7 @@ class HippoGraphIndex(IndexConstructors, DocumentVerbs, GraphEngines, BaseIndex[
                                    None if persist_dir is None else Path(persist_dir), save=self.persist)
         self.stores.check_embedding_dimension()  # a store built with another embedder: refused before any write
         index_struct = index_struct or HippoGraphStruct()
-        index_struct.persist_dir = None if self.persist_dir is None else str(self.persist_dir.resolve())
+        index_struct.persist_dir = None if self.persist_dir is None else SAVED_BESIDE
         super().__init__(index_struct=index_struct, storage_context=self._in_storage(storage_context),
                          callback_manager=callback_manager, show_progress=config.show_progress)
         if opened is not None:
@@ -280,7 +281,7 @@ class HippoGraphIndex(IndexConstructors, DocumentVerbs, GraphEngines, BaseIndex[
             raise ValueError("persist() needs a directory: pass persist_dir=")
         with store_lock(target), self._writer.versions.lock:  # a complete version, never one a change is halfway
             self._writer.persist_dir = target
-            self._index_struct.persist_dir = str(target.resolve())
+            self._index_struct.persist_dir = SAVED_BESIDE
             self.storage_context.index_store.add_index_struct(self._index_struct)
             save_index(target, self.config, self.graph, self.stores, self.document_hashes, self.storage_context)
             save_lm_programs(target, self.extractor, self.fact_filter_program)

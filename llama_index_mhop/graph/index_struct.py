@@ -7,6 +7,11 @@ names the folder of its files (the graph's tables and memory-mapped arrays, its 
 graph itself stays there, saved atomically by every change, rather than in one JSON file of the storage context.
 LlamaIndex's type table is a plain mapping from type names, so the graph index adds its own name to it
 (:func:`register_index_class`, done once when :mod:`.index` is imported).
+
+The struct records no absolute path: a storage folder copied, moved or restored from a backup must open as itself,
+never write into the folder it came from. A ``StorageContext`` read from disk does not say which folder it was read
+from, so ``load_index_from_storage`` is given that folder as ``persist_dir=`` (or the index is opened with
+``HippoGraphIndex.from_persist_dir``); without it the index refuses to open, and says what to pass.
 """
 
 from __future__ import annotations
@@ -18,10 +23,12 @@ from llama_index.core.data_structs.data_structs import IndexStruct
 from llama_index.core.data_structs.registry import INDEX_STRUCT_TYPE_TO_INDEX_STRUCT_CLASS
 from llama_index.core.indices.registry import INDEX_STRUCT_TYPE_TO_INDEX_CLASS
 
-__all__ = ["HIPPO_GRAPH_STRUCT_TYPE", "HippoGraphStruct", "register_index_class"]
+__all__ = ["HIPPO_GRAPH_STRUCT_TYPE", "SAVED_BESIDE", "HippoGraphStruct", "register_index_class"]
 
 #: The struct's type name in an index store's JSON.
 HIPPO_GRAPH_STRUCT_TYPE = "hippo_graph"
+#: ``persist_dir`` of a saved index: its files are in the folder its storage context is saved in.
+SAVED_BESIDE = "."
 
 
 @dataclass
@@ -29,7 +36,9 @@ class HippoGraphStruct(IndexStruct):
     """The graph index in an index store.
 
     Attributes:
-        persist_dir: the folder of the graph's files (absolute), or None for an index kept in memory.
+        persist_dir: :data:`SAVED_BESIDE` for a saved index (its files are beside its storage context's; an index
+            saved by an older version recorded an absolute path, which is never used to find them), or None for an
+            index kept in memory.
     """
 
     persist_dir: str | None = None
