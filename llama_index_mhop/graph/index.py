@@ -36,7 +36,7 @@ from llama_index.vector_stores.chroma import ChromaVectorStore
 from ..lm import FallbackCounter
 from ..store_lock import store_lock
 from ..sync import UnknownDocumentError
-from .checkpoint import CHECKPOINT_FILE
+from .checkpoint import CHECKPOINT_FILE, resumed_index_id
 from .document_verbs import DocumentVerbs
 from .engines import GraphEngines
 from .extraction import Extractor, OpenIEExtractor
@@ -45,8 +45,8 @@ from .graph_stores import (
     DEFAULT_SHORT_TEXT_DTYPE,
     GraphStores,
     fact_text,
+    index_prefix,
     resolve_client,
-    unique_prefix,
 )
 from .index_config import DEFAULT_INDEX_NAME, GRAPH_SETTINGS, HippoGraphIndexConfig
 from .index_constructors import IndexConstructors
@@ -147,8 +147,12 @@ class HippoGraphIndex(IndexConstructors, DocumentVerbs, GraphEngines, BaseIndex[
         else:
             if chroma_client is None:
                 chroma_client, chroma_mode = resolve_client(None, persist_dir)
-            if chroma_mode == "ephemeral":  # in-memory indexes of one name must not share collections
-                collection_prefix = collection_prefix or unique_prefix(config.name)
+            # A build resumed from its checkpoint keeps its index id, and so the collections it was writing.
+            resumed = None if persist_dir is None else resumed_index_id(Path(persist_dir) / CHECKPOINT_FILE)
+            index_struct = index_struct or HippoGraphStruct(**({"index_id": resumed} if resumed else {}))
+            if collection_prefix is None:  # two indexes of one name in one store never share collections
+                collection_prefix = (config.name if resumed == "" else
+                                     index_prefix(config.name, index_struct.index_id))
         if graph is not None:  # the graph's own synonymy settings are the index's
             config = config.replaced(**{key: getattr(graph, key) for key in GRAPH_SETTINGS})
         #: The index's settings.
@@ -158,13 +162,12 @@ class HippoGraphIndex(IndexConstructors, DocumentVerbs, GraphEngines, BaseIndex[
         self.fact_filter_program: Any = None  # a compiled fact filter program its retrievers start from (persisted)
         self.stores = GraphStores(chroma_client, config.name, resolve_embed_model(embed_model),
                                   config.short_text_batch_size, chroma_mode or "external", collection_prefix,
-                                  config.short_text_dtype)
+                                  config.short_text_dtype, owner=index_struct.index_id)
         #: The hashes of the documents the graph holds, by doc id (the sync rule's record; saved with the graph).
         self.document_hashes = docstore if docstore is not None else SimpleDocumentStore()
         self._writer = IndexWriter(self.graph, self.stores, config, self.document_hashes,
                                    None if persist_dir is None else Path(persist_dir), save=self.persist)
         self.stores.check_embedding_dimension()  # a store built with another embedder: refused before any write
-        index_struct = index_struct or HippoGraphStruct()
         index_struct.persist_dir = None if self.persist_dir is None else SAVED_BESIDE
         super().__init__(index_struct=index_struct, storage_context=self._in_storage(storage_context),
                          callback_manager=callback_manager, show_progress=config.show_progress)

@@ -203,7 +203,8 @@ class BatchIndexer:
             self.stores.store_passages([w.node for w in works])
         with self.timer("graph"):
             if self.checkpoint is not None:
-                append_checkpoint(self.checkpoint, self.stores.name, {w.node.node_id: w.entry for w in works})
+                append_checkpoint(self.checkpoint, self.stores.name, {w.node.node_id: w.entry for w in works},
+                                  self.stores.owner)
             for work in works:
                 work.entry.add_to(self.graph, work.node.node_id)
         bar.update(len(nodes))

@@ -1,6 +1,6 @@
 """A saved graph's folder can be copied, moved and restored: the copy opens as itself (the same rows, graph, hashes
 and answers), takes changes, and the original's files stay byte for byte as they were; alone, and beside a vector
-index in one storage context and one Chroma store."""
+index in one storage context and one Chroma store. Two graphs in one Chroma store never share a collection."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from llama_index.vector_stores.chroma import ChromaVectorStore
 
 from llama_index_mhop.graph.index import HippoGraphIndex
 from tests.graph.test_storage_context import answers
-from tests.graph.test_sync import NOTES, build, contents, note, notes
+from tests.graph.test_sync import EDITED, NOTES, build, contents, note, notes
 from tests.word_bag import WordBagEmbedding
 
 NEW = note("notes/Doris Day.txt", "Doris Day was an American singer. She starred in Pillow Talk.")
@@ -103,3 +103,55 @@ def test_a_folder_of_another_graph_is_refused_in_one_line(tmp_path):
     with pytest.raises(ValueError, match=rf"index_store.json: holds graph index {second.index_id}, not "
                                          rf"{first.index_id}: pass the folder this storage context was saved in$"):
         load_index_from_storage(context, embed_model=WordBagEmbedding(), persist_dir=tmp_path / "two")
+
+
+def _rows(collection) -> dict[str, list[float]]:
+    rows = collection.get(include=["embeddings"])
+    return {i: [float(x) for x in v] for i, v in zip(rows["ids"], rows["embeddings"], strict=True)}
+
+
+def test_two_graphs_with_default_arguments_in_one_store_change_independently(tmp_path):
+    client = chromadb.PersistentClient(path=str(tmp_path / "chroma"))
+    first, second = (HippoGraphIndex.from_documents(notes(), chroma_client=client, embed_model=WordBagEmbedding(),
+                                                    show_progress=False) for _ in range(2))
+    assert first.name == second.name == "hippo"
+    names = {c.name for i in (first, second) for c in (i.passages_collection, i.entities_collection,
+                                                       i.facts_collection)}
+    assert len(names) == 6
+    for writer, other in ((second, first), (first, second)):
+        collections = (other.passages_collection, other.entities_collection, other.facts_collection)
+        before, expected = [_rows(c) for c in collections], answers(other)
+        writer.insert(NEW)
+        assert writer.refresh_ref_docs(notes(Pat_Hingle=EDITED)) == [True, False, False, False]
+        writer.delete_ref_doc("archive/Delbert Mann.txt")
+        writer.delete_nodes(writer.ref_doc_info["notes/Delbert Mann.txt"].node_ids)
+        writer.reconcile()
+        assert [_rows(c) for c in collections] == before  # not one row of the other's collections changed
+        assert answers(other) == expected
+        assert NEW.id_ in writer.ref_doc_info and "archive/Delbert Mann.txt" not in writer.ref_doc_info
+    assert first.counts() == second.counts()  # the same changes made apart, each in its own collections
+
+
+def test_collections_another_index_owns_are_refused_in_one_line(tmp_path):
+    client = chromadb.PersistentClient(path=str(tmp_path / "chroma"))
+    owner = build(notes(), chroma_client=client)
+    with pytest.raises(ValueError, match=rf"^the Chroma collection '{owner.stores.prefix}_passages' belongs to graph "
+                                         rf"index {owner.index_id}, not to \S+: give this index another name= or a "
+                                         "Chroma store of its own$"):
+        HippoGraphIndex(chroma_client=client, embed_model=WordBagEmbedding(), collection_prefix=owner.stores.prefix)
+    assert owner.counts()["chroma_passages"] == len(NOTES)
+
+
+def test_an_index_saved_with_name_prefixed_collections_keeps_reading_them(tmp_path):
+    """Before index ids named collections, an index's were ``{name}_passages`` etc., with no owner recorded."""
+    client = chromadb.PersistentClient(path=str(tmp_path / "chroma"))
+    for kind in ("passages", "entities", "facts"):
+        client.create_collection(f"hippo_{kind}", metadata={"hnsw:space": "cosine"})
+    old = HippoGraphIndex(chroma_client=client, embed_model=WordBagEmbedding(), collection_prefix="hippo",
+                          persist_dir=tmp_path / "hippo", show_progress=False)
+    old.insert(notes())
+    reopened = HippoGraphIndex.from_persist_dir(tmp_path / "hippo", chroma_client=client,
+                                                embed_model=WordBagEmbedding())
+    assert reopened.passages_collection.name == "hippo_passages" and reopened.entities_collection.count() > 0
+    assert contents(reopened) == contents(old) and answers(reopened) == answers(old)
+    assert build(notes(), chroma_client=client).passages_collection.name != "hippo_passages"  # a new one: its own
