@@ -172,11 +172,13 @@ def _answer(query: str, nodes: Sequence[Any], lm: Any) -> str | None:
 
 
 def _open_graph(args: argparse.Namespace, client: Any) -> Any:
-    from .graph import HippoGraphIndex
+    from .graph import HippoGraphIndex, HippoGraphIndexConfig
 
     if not _graph_exists(args):
         raise FileNotFoundError(f"no graph index at {_graph_dir(args)}; build it with: mhop index PATH --graph")
-    return HippoGraphIndex.from_persist_dir(_graph_dir(args), chroma_client=client, embed_model=_embed_model(args))
+    # A command reconciles the graph by itself when it changes the store (_sync_graph); a query never writes.
+    return HippoGraphIndex.from_persist_dir(_graph_dir(args), chroma_client=client, embed_model=_embed_model(args),
+                                            config=HippoGraphIndexConfig(auto_reconcile_max_passages=0))
 
 
 def cmd_query(args: argparse.Namespace) -> int:

@@ -297,23 +297,29 @@ class HippoGraphIndex(IndexConstructors, DocumentVerbs, GraphEngines, BaseIndex[
 
         While another thread inserts or deletes, this is the graph as the last finished change left it (or, if that
         version was never loaded, the call waits for the running change): never a half-changed graph. The first
-        call after a change loads the new version.
+        call after a change loads the new version. When a query found passages gone from the vector index the graph
+        reads in place (the app changed it), the graph is first reconciled with it, within
+        ``auto_reconcile_max_passages`` (see :meth:`~.writer.IndexWriter.catch_up`).
 
         Raises:
             EmptyIndexError: the index holds no passage.
         """
-        return self._writer.versions.get(damping)
+        state = self._writer.versions.get(damping)
+        if self._writer.behind and self._writer.catch_up(self.extractor):
+            state = self._writer.versions.get(damping)
+        return state
 
     def still_held(self, nodes: Sequence[NodeWithScore]) -> list[NodeWithScore]:
         """``nodes`` without the passages gone from the index's collections since its state was loaded (the
         vector index it reads in place changed); finding one makes the next query load the graph again without
-        them. Only an index reading another index's collection in place can find any."""
+        them, reconciled. Only an index reading another index's collection in place can find any."""
         if self.stores.passage_source is None or not nodes:
             return list(nodes)
         held = self.stores.held_passages([n.node.node_id for n in nodes])
         if all(n.node.node_id in held for n in nodes):
             return list(nodes)
         self._writer.versions.invalidate()
+        self._writer.behind = True
         return [n for n in nodes if n.node.node_id in held]
 
     # ------------------------------------------------------------------ LlamaIndex's abstract steps
