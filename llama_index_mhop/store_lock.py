@@ -74,6 +74,7 @@ def store_lock(folder: str | os.PathLike[str], timeout: float = DEFAULT_LOCK_TIM
 
     Raises:
         StoreLockedError: another writer held it for ``timeout`` seconds; the message names it.
+        ReadOnlyStoreError: the folder cannot be written; the message names it.
     """
     folder = Path(folder)
     try:
@@ -81,9 +82,7 @@ def store_lock(folder: str | os.PathLike[str], timeout: float = DEFAULT_LOCK_TIM
         lock = _file_lock(folder)
         outermost = not lock.is_locked
         lock.acquire(timeout=0)
-    except OSError as exc:
-        raise ReadOnlyStoreError.of(folder, exc) from None
-    except Timeout:
+    except Timeout:  # an OSError too: told apart first
         holder = _holder(folder)
         logger.warning("waiting for the writer lock of %s, held by %s", folder, holder)
         try:
@@ -92,6 +91,8 @@ def store_lock(folder: str | os.PathLike[str], timeout: float = DEFAULT_LOCK_TIM
             raise StoreLockedError(
                 f"{folder} is being written by {holder} for over {timeout:g} s; try again when it has finished"
             ) from None
+    except OSError as exc:
+        raise ReadOnlyStoreError.of(folder, exc) from None
     try:
         if outermost:
             try:
