@@ -15,7 +15,8 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -87,14 +88,17 @@ def _labelled(label: str, style: str, message: object) -> Text:
     return Text.assemble((label, style), " ", _plain(message))
 
 
-def _client(args: argparse.Namespace) -> Any:
+def _client(args: argparse.Namespace, read_only: bool = False) -> Any:
+    """The Chroma client of the command's store; ``read_only`` for a command that only reads (an embedded store
+    that cannot be written is then read from a copy)."""
     from .defaults import DEFAULT_CHROMA_TIMEOUT, default_chroma_client
 
     problem = timeout_problem(args.chroma_timeout)
     if problem:
         raise ValueError(problem)
     timeout = float(args.chroma_timeout or DEFAULT_CHROMA_TIMEOUT)
-    return default_chroma_client(args.chroma_path, host=args.chroma_host, port=args.chroma_port, timeout=timeout)
+    return default_chroma_client(args.chroma_path, host=args.chroma_host, port=args.chroma_port, timeout=timeout,
+                                 read_only=read_only)
 
 
 def _graph_dir(args: argparse.Namespace) -> str:
@@ -107,12 +111,20 @@ def _embed_model(args: argparse.Namespace) -> Any:
     return load_embed_model(args.embed_model)
 
 
-def _writing(args: argparse.Namespace) -> Any:
-    """The writer lock of the store a command changes (the embedded Chroma folder; with a Chroma server, the
-    graph index's folder), so two ``mhop`` writers on one store run one after the other."""
+@contextmanager
+def _writing(args: argparse.Namespace, graph: bool) -> Iterator[None]:
+    """The writer locks of the folders a command changes (the embedded Chroma folder, and the graph index's when
+    ``graph``), so two ``mhop`` writers on one store run one after the other; taken before anything is written, so
+    a folder that cannot be written is refused in one line with nothing changed."""
     from .store_lock import store_lock
 
-    return store_lock(_graph_dir(args) if args.chroma_host else args.chroma_path)
+    folders = [] if args.chroma_host else [args.chroma_path]
+    if graph or args.chroma_host:
+        folders.append(_graph_dir(args))
+    with ExitStack() as stack:
+        for folder in folders:
+            stack.enter_context(store_lock(folder))
+        yield
 
 
 def _graph_exists(args: argparse.Namespace) -> bool:
@@ -140,8 +152,8 @@ def _index(args: argparse.Namespace) -> int:
     from .passage_index import passage_collection
     from .vector_index import sync_vector_index
 
-    client = _client(args)
-    with _writing(args):
+    with _writing(args, graph=args.graph or _graph_exists(args)):
+        client = _client(args)
         result = sync_vector_index(args.path, collection_name=args.collection, chroma_client=client,
                                    embed_model=_embed_model(args), show_progress=not args.quiet,
                                    delete_missing=not args.no_delete, strict=args.strict,
@@ -190,11 +202,13 @@ def _answer(query: str, nodes: Sequence[Any], lm: Any) -> str | None:
 
 
 def _open_graph(args: argparse.Namespace, client: Any) -> Any:
-    from .graph import HippoGraphIndex
+    from .graph import HippoGraphIndex, HippoGraphIndexConfig
 
     if not _graph_exists(args):
         raise FileNotFoundError(f"no graph index at {_graph_dir(args)}; build it with: mhop index PATH --graph")
-    return HippoGraphIndex.from_persist_dir(_graph_dir(args), chroma_client=client, embed_model=_embed_model(args))
+    # A command reconciles the graph by itself when it changes the store (_sync_graph); a query never writes.
+    return HippoGraphIndex.from_persist_dir(_graph_dir(args), chroma_client=client, embed_model=_embed_model(args),
+                                            config=HippoGraphIndexConfig(auto_reconcile_max_passages=0))
 
 
 def cmd_query(args: argparse.Namespace) -> int:
@@ -205,7 +219,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     from .vector_index import load_vector_index
 
     args.query = check_query(args.query)  # an empty query is an error before any store is opened
-    client = _client(args)
+    client = _client(args, read_only=True)
     lm = lm_from_spec(args.lm)
     context = IndexContext(
         args.top_k, lm,
@@ -268,9 +282,9 @@ def _print_table(args: argparse.Namespace, results: Sequence[Any]) -> None:
 def cmd_delete(args: argparse.Namespace) -> int:
     from .vector_index import delete_documents, load_vector_index
 
-    client = _client(args)
     gone: list[UnknownDocumentError] = []
-    with _writing(args):
+    with _writing(args, graph=_graph_exists(args)):
+        client = _client(args)
         index = load_vector_index(args.collection, chroma_client=client, embed_model=_embed_model(args))
         try:
             # An id given twice, or a doc id and its file name, is one document: removed once. An id already
@@ -296,7 +310,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     from .defaults import describe_client
     from .store_status import graph_status, passage_status
 
-    client = _client(args)
+    client = _client(args, read_only=True)
     report: dict[str, Any] = {"store": describe_client(client), "passages": passage_status(client, args.collection)}
     graph_dir = _graph_dir(args)
     if _graph_exists(args):
@@ -436,7 +450,8 @@ _EXPECTED = (ValueError, TypeError, ConnectionError, FileNotFoundError, ImportEr
 #: The same for errors of modules only a command imports, named as (module, class): an instance can only exist once
 #: its module is loaded, so they are looked up in ``sys.modules`` after the fact and never imported here.
 _EXPECTED_ELSEWHERE = (("llama_index_mhop.vector_index", "IndexingInterrupted"),
-                       ("llama_index_mhop.store_lock", "StoreLockedError"))
+                       ("llama_index_mhop.store_lock", "StoreLockedError"),
+                       ("llama_index_mhop.store_lock", "ReadOnlyStoreError"))
 
 
 def _loaded_class(module: str, name: str) -> type | None:

@@ -6,12 +6,17 @@ Everything here works without network access: the embedder's weights ship inside
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
+import shutil
+import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
+
+from .store_lock import HOLDER_FILE, LOCK_FILE, ReadOnlyStoreError
 
 if TYPE_CHECKING:
     import chromadb
@@ -36,6 +41,8 @@ T = TypeVar("T")
 DEFAULT_CHROMA_PATH = "./.mhop/chroma"
 #: Seconds a request to a Chroma server may take before it fails (chromadb itself waits forever).
 DEFAULT_CHROMA_TIMEOUT = 30.0
+#: The database file of an embedded Chroma store.
+CHROMA_DATABASE = "chroma.sqlite3"
 
 _embedder_lock = threading.Lock()
 _embedder: BaseEmbedding | None = None
@@ -123,6 +130,7 @@ def default_chroma_client(
     host: str | None = None,
     port: int | None = None,
     timeout: float = DEFAULT_CHROMA_TIMEOUT,
+    read_only: bool = False,
 ) -> chromadb.ClientAPI:
     """A Chroma client: ``HttpClient`` when a host is given (or ``MHOP_CHROMA_HOST`` is set), else ``PersistentClient``.
 
@@ -131,10 +139,13 @@ def default_chroma_client(
         host: a Chroma server's host; ``MHOP_CHROMA_HOST`` when not given.
         port: the server's port; ``MHOP_CHROMA_PORT`` or 8000 when not given.
         timeout: seconds before a request to the server fails, so a server that hangs never hangs a query.
+        read_only: the caller only reads: an embedded store that cannot be written (Chroma opens none such) is read
+            from a copy in a temporary folder, removed at exit.
 
     Raises:
         ConnectionError: the server named by host and port does not answer.
         ValueError: the embedded store's database file is damaged (truncated, zeroed).
+        ReadOnlyStoreError: the embedded store cannot be written, and the caller writes (one line naming it).
     """
     import chromadb
     from chromadb.config import Settings
@@ -153,12 +164,41 @@ def default_chroma_client(
     from chromadb.errors import InternalError
 
     path = Path(path or DEFAULT_CHROMA_PATH)
-    path.mkdir(parents=True, exist_ok=True)
+    problem = _unwritable(path)
+    if problem is not None and read_only and path.is_dir():
+        path = _reading_copy(path)
+    elif problem is not None:
+        raise ReadOnlyStoreError.of(path, problem)
     try:
         return chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
     except InternalError as exc:  # Chroma opens its SQLite file here: a truncated or zeroed one fails now
         raise ValueError(f"{path / 'chroma.sqlite3'}: not a readable Chroma store ({exc}); restore the folder from "
                          "a copy, or index again into a new --chroma-path") from None
+
+
+def _unwritable(path: Path) -> OSError | None:
+    """Why Chroma could not open the embedded store at ``path`` (created if missing): the error of a real write,
+    a file made in the folder and its database opened for appending (nothing appended), or None. Permission bits
+    alone would not tell: root writes past them, and a read-only mount refuses root too."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+        database = path / CHROMA_DATABASE
+        if database.is_file():
+            os.close(os.open(database, os.O_WRONLY | os.O_APPEND))
+    except OSError as exc:
+        return exc
+    return None
+
+
+def _reading_copy(path: Path) -> Path:
+    """A copy of the embedded store at ``path`` in a temporary folder removed at exit, for a reader."""
+    copy = Path(tempfile.mkdtemp(prefix="mhop-read-")) / "chroma"
+    atexit.register(shutil.rmtree, copy.parent, ignore_errors=True)
+    shutil.copytree(path, copy, ignore=shutil.ignore_patterns(LOCK_FILE, HOLDER_FILE))
+    logger.info("%s cannot be written: reading a copy of it in %s", path, copy)
+    return copy
 
 
 def _connect_within(timeout: float, connect: Callable[[], T]) -> T:

@@ -4,6 +4,10 @@ Readers never take it (they pin one saved version instead); writers (a sync, a d
 their whole change, so two ``mhop index`` runs on one store run one after the other. The lock is an OS file lock
 (``filelock``), released by the OS when its holder dies, so a killed writer never leaves the store locked; the
 holder's pid is written beside it only to say who is waited for.
+
+Taking the lock is a writer's first write, so a folder that cannot be written (a read-only mount, a folder of
+another user) is found there, before anything else is written, and refused in one line naming it
+(:class:`ReadOnlyStoreError`). The write itself decides, not the permission bits, which root ignores.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-__all__ = ["DEFAULT_LOCK_TIMEOUT", "LOCK_FILE", "StoreLockedError", "store_lock"]
+__all__ = ["DEFAULT_LOCK_TIMEOUT", "LOCK_FILE", "ReadOnlyStoreError", "StoreLockedError", "store_lock"]
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +36,19 @@ _locks: dict[str, FileLock] = {}
 
 class StoreLockedError(RuntimeError):
     """Another writer held the store's lock for longer than the wait allowed."""
+
+
+class ReadOnlyStoreError(OSError):
+    """The store's folder cannot be written: a change is refused before it writes anything."""
+
+    @classmethod
+    def of(cls, folder: Path, exc: OSError) -> ReadOnlyStoreError:
+        reason = exc.strerror or type(exc).__name__
+        return cls(exc.errno, f"{folder} cannot be written ({reason}): changing the store needs a writable folder; "
+                              "queries only read it")
+
+    def __str__(self) -> str:
+        return str(self.strerror)
 
 
 def _holder(folder: Path) -> str:
@@ -57,14 +74,15 @@ def store_lock(folder: str | os.PathLike[str], timeout: float = DEFAULT_LOCK_TIM
 
     Raises:
         StoreLockedError: another writer held it for ``timeout`` seconds; the message names it.
+        ReadOnlyStoreError: the folder cannot be written; the message names it.
     """
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    lock = _file_lock(folder)
-    outermost = not lock.is_locked
     try:
+        folder.mkdir(parents=True, exist_ok=True)
+        lock = _file_lock(folder)
+        outermost = not lock.is_locked
         lock.acquire(timeout=0)
-    except Timeout:
+    except Timeout:  # an OSError too: told apart first
         holder = _holder(folder)
         logger.warning("waiting for the writer lock of %s, held by %s", folder, holder)
         try:
@@ -73,9 +91,14 @@ def store_lock(folder: str | os.PathLike[str], timeout: float = DEFAULT_LOCK_TIM
             raise StoreLockedError(
                 f"{folder} is being written by {holder} for over {timeout:g} s; try again when it has finished"
             ) from None
+    except OSError as exc:
+        raise ReadOnlyStoreError.of(folder, exc) from None
     try:
         if outermost:
-            (folder / HOLDER_FILE).write_text(f"pid {os.getpid()}", encoding="utf-8")
+            try:
+                (folder / HOLDER_FILE).write_text(f"pid {os.getpid()}", encoding="utf-8")
+            except OSError as exc:
+                raise ReadOnlyStoreError.of(folder, exc) from None
         yield
     finally:
         lock.release()

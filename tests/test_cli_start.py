@@ -204,9 +204,10 @@ def test_status_of_an_unsaved_or_foreign_graph(indexed, tmp_path, capsys):
     shutil.copytree(root, tmp_path / "other")
     from llama_index_mhop.defaults import default_chroma_client
 
-    default_chroma_client(tmp_path / "other" / "chroma").delete_collection("hippo_entities")
+    entities = json.loads((root / "graph" / "hippo_config.json").read_text())["collections"]["entities"]
+    default_chroma_client(tmp_path / "other" / "chroma").delete_collection(entities)
     assert mhop(["status", "--chroma-path", str(tmp_path / "other" / "chroma")]) == 2
-    assert "the Chroma store has no collection 'hippo_entities' of graph index 'hippo'" in " ".join(
+    assert f"the Chroma store has no collection '{entities}' of graph index 'hippo'" in " ".join(
         capsys.readouterr().out.split())
 
 

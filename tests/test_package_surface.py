@@ -52,7 +52,8 @@ import sys
 {first}
 from llama_index.core import StorageContext, load_index_from_storage
 from tests.word_bag import WordBagEmbedding
-index = load_index_from_storage(StorageContext.from_defaults(persist_dir=sys.argv[1]), embed_model=WordBagEmbedding())
+index = load_index_from_storage(StorageContext.from_defaults(persist_dir=sys.argv[1]), persist_dir=sys.argv[1],
+                               embed_model=WordBagEmbedding())
 print(type(index).__name__, len(index.graph.passages))
 """
 

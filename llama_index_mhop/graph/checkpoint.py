@@ -1,6 +1,7 @@
 """The JSON Lines checkpoint of a graph index build: one line per finished batch, so a killed build resumes.
 
-The first line names the format version and the index; every later line maps each passage id of one batch to
+The first line names the format version and the index (its name and index id: a resumed build keeps the id, and so
+the collections it was writing); every later line maps each passage id of one batch to
 what the graph needs to add it again without extraction or embedding (:class:`GraphEntry`). A line is appended
 (and fsync'ed) only after the batch's Chroma writes are done. A last line cut short by a kill is ignored; any
 other unreadable line is an error naming the file and the line.
@@ -18,7 +19,8 @@ from typing import Any
 from .json_files import check_field, check_value, parse_json, string_map, triple_map
 from .knowledge_graph import KnowledgeGraph
 
-__all__ = ["CHECKPOINT_FILE", "CHECKPOINT_FORMAT_VERSION", "GraphEntry", "append_checkpoint", "read_checkpoint"]
+__all__ = ["CHECKPOINT_FILE", "CHECKPOINT_FORMAT_VERSION", "GraphEntry", "append_checkpoint", "read_checkpoint",
+           "resumed_index_id"]
 
 CHECKPOINT_FILE = "hippo_checkpoint.jsonl"
 CHECKPOINT_FORMAT_VERSION = 1
@@ -76,13 +78,14 @@ class GraphEntry:
         )
 
 
-def append_checkpoint(path: Path, name: str, entries: Mapping[str, GraphEntry]) -> None:
+def append_checkpoint(path: Path, name: str, entries: Mapping[str, GraphEntry], index_id: str | None = None) -> None:
     """Append one batch's line (and the header line first, for a new file), flushed to disk."""
     path.parent.mkdir(parents=True, exist_ok=True)
     new_file = not path.exists()
     with path.open("a", encoding="utf-8") as handle:
         if new_file:
-            handle.write(json.dumps({"format_version": CHECKPOINT_FORMAT_VERSION, "name": name}) + "\n")
+            header = {"format_version": CHECKPOINT_FORMAT_VERSION, "name": name, "index_id": index_id}
+            handle.write(json.dumps(header) + "\n")
         line = {"passages": {pid: entry.to_json() for pid, entry in entries.items()}}
         handle.write(json.dumps(line, ensure_ascii=False) + "\n")
         handle.flush()
@@ -118,3 +121,16 @@ def read_checkpoint(path: Path, name: str) -> dict[str, GraphEntry]:
         for pid, record in check_field(data, "passages", dict, where, default={}).items():
             entries[pid] = GraphEntry.from_json(record, where, f"passages.{pid}")
     return entries
+
+
+def resumed_index_id(path: Path) -> str | None:
+    """The index id of the build that wrote the checkpoint at ``path`` (None: no checkpoint, or a first line
+    :func:`read_checkpoint` refuses later; "": a checkpoint of before ids named the collections, which are named
+    by the index's name)."""
+    try:
+        with path.open(encoding="utf-8") as handle:
+            header = json.loads(handle.readline())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    index_id = header.get("index_id", "") if isinstance(header, dict) else None
+    return index_id if isinstance(index_id, str) else None

@@ -3,14 +3,19 @@
 Every record's id derives from its content (``stores.stable_id``), so storing the same text twice adds nothing.
 Reads, writes and deletes go through Chroma in batches well under its maximum batch size. The passage collection
 is a LlamaIndex ``ChromaVectorStore`` collection, so it opens as an ordinary ``VectorStoreIndex``.
+
+Two indexes in one Chroma store never share a collection: a new index's collection names carry its index id
+(:func:`index_prefix`), and each collection it creates names its owner in its metadata, so an index that finds a
+collection of its names owned by another index refuses it in one line. Collections created before owners were
+recorded name none, and an index saved then keeps the names it recorded.
 """
 
 from __future__ import annotations
 
 import atexit
+import hashlib
 import os
 import re
-import secrets
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -39,11 +44,11 @@ __all__ = [
     "client_mode",
     "collection_passages",
     "fact_text",
+    "index_prefix",
     "missing_collections",
     "private_client",
     "resolve_client",
     "saved_client",
-    "unique_prefix",
     "vector_index_collection",
 ]
 
@@ -51,6 +56,8 @@ CHROMA_DIR = "chroma"
 DEFAULT_SHORT_TEXT_BATCH_SIZE = 128
 DEFAULT_SHORT_TEXT_DTYPE: EmbedDType = "bfloat16"
 _SPACE = {"hnsw:space": "cosine"}
+#: The metadata key of a collection that names the index owning it.
+OWNER_KEY = "mhop:index_id"
 _KINDS = ("passages", "entities", "facts")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,480}[A-Za-z0-9]$")
 
@@ -140,9 +147,10 @@ def resolve_client(chroma_client: Any, persist_dir: str | os.PathLike[str] | Non
     return private_client(), "ephemeral"
 
 
-def unique_prefix(name: str) -> str:
-    """A collection prefix no other index of an in-memory store uses: two indexes never share collections."""
-    return f"{name}_{secrets.token_hex(4)}"
+def index_prefix(name: str, index_id: str) -> str:
+    """The collection prefix of a new index: its name and a digest of its index id, so that two indexes of one name
+    in one Chroma store (the default name, say) never share a collection."""
+    return f"{name}_{hashlib.sha256(index_id.encode()).hexdigest()[:12]}"
 
 
 def saved_client(chroma_client: Any, kind: str, root: Path) -> tuple[Any, str]:
@@ -176,6 +184,8 @@ class GraphStores:
             (see :mod:`llama_index_mhop.embed_dtype`), or "float32". Passages and queries are always float32.
         mode: "ephemeral" (in-memory, copied out on persist), "local" (``persist_dir/chroma``) or "external".
         prefix: the collections' prefix (default: the name).
+        owner: the index id of the index the collections belong to: recorded in the metadata of those it creates,
+            and a collection recorded as another index's is refused (None: neither, for a reader).
 
     Attributes:
         passage_source: a passage collection of the same Chroma store that the index reads in place (``None``:
@@ -184,12 +194,12 @@ class GraphStores:
             owns it does.
 
     Raises:
-        ValueError: a name Chroma would refuse as a collection prefix.
+        ValueError: a name Chroma would refuse as a collection prefix, or a collection owned by another index.
     """
 
     def __init__(self, client: Any, name: str, embed_model: BaseEmbedding, short_text_batch_size: int | None,
                  mode: str, prefix: str | None = None,
-                 short_text_dtype: EmbedDType = DEFAULT_SHORT_TEXT_DTYPE) -> None:
+                 short_text_dtype: EmbedDType = DEFAULT_SHORT_TEXT_DTYPE, owner: str | None = None) -> None:
         if not isinstance(name, str) or not _NAME.match(name):
             raise ValueError(
                 f"index name {name!r} must be 3-480 characters of letters, digits, '.', '_' or '-', starting and "
@@ -197,6 +207,7 @@ class GraphStores:
             )
         self.name = name
         self.prefix = prefix or name
+        self.owner = owner
         self.embed_model = embed_model
         self.short_text_batch_size = short_text_batch_size
         self.short_text_dtype = check_embed_dtype(short_text_dtype)
@@ -208,9 +219,7 @@ class GraphStores:
     def _open(self, client: Any, mode: str) -> None:
         self.client = client
         self.mode = mode
-        self.passages = client.get_or_create_collection(f"{self.prefix}_passages", metadata=_SPACE)
-        self.entities = client.get_or_create_collection(f"{self.prefix}_entities", metadata=_SPACE)
-        self.facts = client.get_or_create_collection(f"{self.prefix}_facts", metadata=_SPACE)
+        self.passages, self.entities, self.facts = (self._owned(client, f"{self.prefix}_{kind}") for kind in _KINDS)
         self.vector_store = ChromaVectorStore(chroma_collection=self.passages)
 
     @property
@@ -223,6 +232,17 @@ class GraphStores:
         # refused rather than read (see version_marker).
         self._source = collection
         self._source_marker = None if collection is None else version_marker(self.client, collection)
+
+    def _owned(self, client: Any, name: str) -> Any:
+        """The collection ``name`` of ``client`` (created, naming :attr:`owner`, when missing), refused when its
+        metadata names another index."""
+        metadata = _SPACE if self.owner is None else {**_SPACE, OWNER_KEY: self.owner}
+        collection = client.get_or_create_collection(name, metadata=metadata)
+        other = (collection.metadata or {}).get(OWNER_KEY)
+        if self.owner is not None and other not in (None, self.owner):
+            raise ValueError(f"the Chroma collection {name!r} belongs to graph index {other}, not to {self.owner}: "
+                             "give this index another name= or a Chroma store of its own")
+        return collection
 
     def collection_names(self) -> dict[str, str]:
         names = {"passages": self.passages.name, "entities": self.entities.name, "facts": self.facts.name}
@@ -389,7 +409,7 @@ class GraphStores:
         fields = ["embeddings", "documents", "metadatas"]
 
         def copy(pages: Iterator[dict[str, Any]], name: str) -> None:
-            target = client.get_or_create_collection(name, metadata=_SPACE)
+            target = self._owned(client, name)
             for page in pages:
                 target.upsert(ids=page["ids"], embeddings=page["embeddings"], documents=page["documents"],
                               metadatas=page["metadatas"])

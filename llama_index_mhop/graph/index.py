@@ -36,7 +36,7 @@ from llama_index.vector_stores.chroma import ChromaVectorStore
 from ..lm import FallbackCounter
 from ..store_lock import store_lock
 from ..sync import UnknownDocumentError
-from .checkpoint import CHECKPOINT_FILE
+from .checkpoint import CHECKPOINT_FILE, resumed_index_id
 from .document_verbs import DocumentVerbs
 from .engines import GraphEngines
 from .extraction import Extractor, OpenIEExtractor
@@ -45,12 +45,12 @@ from .graph_stores import (
     DEFAULT_SHORT_TEXT_DTYPE,
     GraphStores,
     fact_text,
+    index_prefix,
     resolve_client,
-    unique_prefix,
 )
 from .index_config import DEFAULT_INDEX_NAME, GRAPH_SETTINGS, HippoGraphIndexConfig
 from .index_constructors import IndexConstructors
-from .index_struct import HippoGraphStruct, register_index_class
+from .index_struct import SAVED_BESIDE, HippoGraphStruct, register_index_class
 from .indexing import DEFAULT_INSERT_BATCH_SIZE
 from .knowledge_graph import KnowledgeGraph
 from .lm_programs import load_lm_programs, save_lm_programs
@@ -92,7 +92,8 @@ class HippoGraphIndex(IndexConstructors, DocumentVerbs, GraphEngines, BaseIndex[
     Example:
         >>> index = HippoGraphIndex.from_documents(documents, persist_dir="./hippo")  # doctest: +SKIP
         >>> nodes = index.as_retriever(similarity_top_k=5).retrieve("Who directed Lover Come Back?")  # doctest: +SKIP
-        >>> same = load_index_from_storage(StorageContext.from_defaults(persist_dir="./hippo"))  # doctest: +SKIP
+        >>> same = load_index_from_storage(StorageContext.from_defaults(persist_dir="./hippo"),
+        ...                                persist_dir="./hippo")  # doctest: +SKIP
     """
 
     index_struct_cls = HippoGraphStruct
@@ -121,23 +122,23 @@ class HippoGraphIndex(IndexConstructors, DocumentVerbs, GraphEngines, BaseIndex[
                 ``persist_dir/chroma`` (see :meth:`from_persist_dir`), else a private in-memory store.
             embed_model: the embedder; default ``Settings.embed_model`` if the app set one, else all-MiniLM-L6-v2.
             graph: the knowledge graph (default: an empty one with the settings' synonymy).
-            persist_dir: where the index is saved; for a saved index, where its files are if they moved since
-                its struct was written.
+            persist_dir: where the index is saved; for a saved index (``load_index_from_storage``), the folder
+                its storage context was read from: required, since the context does not record it.
             lm, llm: the LM for OpenIE (unless ``extractor`` is given), as in :meth:`from_documents`.
             **settings: any field of :class:`~.index_config.HippoGraphIndexConfig`.
             The other arguments are :meth:`from_documents`'s.
 
         Raises:
             FileNotFoundError: a saved index's folder holds no index.
-            ValueError: a setting unknown or out of range, or a store without a saved index's collections.
+            ValueError: a setting unknown or out of range, a saved index's struct without ``persist_dir``, or a store
+                without a saved index's collections.
         """
         from ..defaults import resolve_embed_model  # the defaults layer, only once it is needed
 
         config = HippoGraphIndexConfig.of(config, settings)
         opened = None
         if index_struct is not None and graph is None:  # load_index_from_storage: the saved index
-            folder = persist_dir if persist_dir is not None else index_struct.persist_dir
-            opened = open_saved_index(folder, index_struct.index_id, chroma_client, embed_model)
+            opened = open_saved_index(persist_dir, index_struct, chroma_client, embed_model)
             saved = opened.saved
             config = config.replaced(**saved.settings())
             chroma_client, chroma_mode, embed_model = opened.client, opened.mode, opened.embed_model
@@ -146,8 +147,12 @@ class HippoGraphIndex(IndexConstructors, DocumentVerbs, GraphEngines, BaseIndex[
         else:
             if chroma_client is None:
                 chroma_client, chroma_mode = resolve_client(None, persist_dir)
-            if chroma_mode == "ephemeral":  # in-memory indexes of one name must not share collections
-                collection_prefix = collection_prefix or unique_prefix(config.name)
+            # A build resumed from its checkpoint keeps its index id, and so the collections it was writing.
+            resumed = None if persist_dir is None else resumed_index_id(Path(persist_dir) / CHECKPOINT_FILE)
+            index_struct = index_struct or HippoGraphStruct(**({"index_id": resumed} if resumed else {}))
+            if collection_prefix is None:  # two indexes of one name in one store never share collections
+                collection_prefix = (config.name if resumed == "" else
+                                     index_prefix(config.name, index_struct.index_id))
         if graph is not None:  # the graph's own synonymy settings are the index's
             config = config.replaced(**{key: getattr(graph, key) for key in GRAPH_SETTINGS})
         #: The index's settings.
@@ -157,14 +162,13 @@ class HippoGraphIndex(IndexConstructors, DocumentVerbs, GraphEngines, BaseIndex[
         self.fact_filter_program: Any = None  # a compiled fact filter program its retrievers start from (persisted)
         self.stores = GraphStores(chroma_client, config.name, resolve_embed_model(embed_model),
                                   config.short_text_batch_size, chroma_mode or "external", collection_prefix,
-                                  config.short_text_dtype)
+                                  config.short_text_dtype, owner=index_struct.index_id)
         #: The hashes of the documents the graph holds, by doc id (the sync rule's record; saved with the graph).
         self.document_hashes = docstore if docstore is not None else SimpleDocumentStore()
         self._writer = IndexWriter(self.graph, self.stores, config, self.document_hashes,
                                    None if persist_dir is None else Path(persist_dir), save=self.persist)
         self.stores.check_embedding_dimension()  # a store built with another embedder: refused before any write
-        index_struct = index_struct or HippoGraphStruct()
-        index_struct.persist_dir = None if self.persist_dir is None else str(self.persist_dir.resolve())
+        index_struct.persist_dir = None if self.persist_dir is None else SAVED_BESIDE
         super().__init__(index_struct=index_struct, storage_context=self._in_storage(storage_context),
                          callback_manager=callback_manager, show_progress=config.show_progress)
         if opened is not None:
@@ -280,7 +284,7 @@ class HippoGraphIndex(IndexConstructors, DocumentVerbs, GraphEngines, BaseIndex[
             raise ValueError("persist() needs a directory: pass persist_dir=")
         with store_lock(target), self._writer.versions.lock:  # a complete version, never one a change is halfway
             self._writer.persist_dir = target
-            self._index_struct.persist_dir = str(target.resolve())
+            self._index_struct.persist_dir = SAVED_BESIDE
             self.storage_context.index_store.add_index_struct(self._index_struct)
             save_index(target, self.config, self.graph, self.stores, self.document_hashes, self.storage_context)
             save_lm_programs(target, self.extractor, self.fact_filter_program)
@@ -293,23 +297,29 @@ class HippoGraphIndex(IndexConstructors, DocumentVerbs, GraphEngines, BaseIndex[
 
         While another thread inserts or deletes, this is the graph as the last finished change left it (or, if that
         version was never loaded, the call waits for the running change): never a half-changed graph. The first
-        call after a change loads the new version.
+        call after a change loads the new version. When a query found passages gone from the vector index the graph
+        reads in place (the app changed it), the graph is first reconciled with it, within
+        ``auto_reconcile_max_passages`` (see :meth:`~.writer.IndexWriter.catch_up`).
 
         Raises:
             EmptyIndexError: the index holds no passage.
         """
-        return self._writer.versions.get(damping)
+        state = self._writer.versions.get(damping)
+        if self._writer.behind and self._writer.catch_up(self.extractor):
+            state = self._writer.versions.get(damping)
+        return state
 
     def still_held(self, nodes: Sequence[NodeWithScore]) -> list[NodeWithScore]:
         """``nodes`` without the passages gone from the index's collections since its state was loaded (the
         vector index it reads in place changed); finding one makes the next query load the graph again without
-        them. Only an index reading another index's collection in place can find any."""
+        them, reconciled. Only an index reading another index's collection in place can find any."""
         if self.stores.passage_source is None or not nodes:
             return list(nodes)
         held = self.stores.held_passages([n.node.node_id for n in nodes])
         if all(n.node.node_id in held for n in nodes):
             return list(nodes)
         self._writer.versions.invalidate()
+        self._writer.behind = True
         return [n for n in nodes if n.node.node_id in held]
 
     # ------------------------------------------------------------------ LlamaIndex's abstract steps

@@ -13,9 +13,11 @@ from .indexing import DEFAULT_INSERT_BATCH_SIZE
 from .knowledge_graph import DEFAULT_SYNONYMY_THRESHOLD, DEFAULT_SYNONYMY_TOP_K, DEFAULT_TITLE_EDGE_WEIGHT
 from .synonymy import DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES
 
-__all__ = ["DEFAULT_INDEX_NAME", "GRAPH_SETTINGS", "HippoGraphIndexConfig"]
+__all__ = ["DEFAULT_AUTO_RECONCILE_MAX_PASSAGES", "DEFAULT_INDEX_NAME", "GRAPH_SETTINGS", "HippoGraphIndexConfig"]
 
 DEFAULT_INDEX_NAME = "hippo"
+#: New passages a query's reconcile extracts at most (an LM reads each: a few seconds apiece).
+DEFAULT_AUTO_RECONCILE_MAX_PASSAGES = 32
 #: The settings a new index's knowledge graph is built with (a saved graph keeps its own).
 GRAPH_SETTINGS = ("synonymy_threshold", "synonymy_top_k", "title_edge_weight")
 
@@ -26,7 +28,8 @@ class HippoGraphIndexConfig(BaseModel):
 
     A value of the wrong type or out of range raises pydantic's ``ValidationError`` (a ``ValueError``) naming the
     field. A saved index keeps the settings it was built with (its name, chunking, batching, short-text embedding
-    and its graph's synonymy); ``num_workers`` and ``show_progress`` are the opener's.
+    and its graph's synonymy); ``num_workers``, ``show_progress`` and ``auto_reconcile_max_passages`` are the
+    opener's.
 
     Attributes:
         name: prefix of the Chroma collection names ("hippo").
@@ -36,6 +39,10 @@ class HippoGraphIndexConfig(BaseModel):
         insert_batch_size: passages per batch (one checkpoint line per batch).
         num_workers: concurrent OpenIE calls when an LM extracts (4).
         show_progress: show a progress bar over passages.
+        auto_reconcile_max_passages: a query that finds passages gone from the vector index the graph reads in
+            place (an app's ``refresh_ref_docs``, ``delete_ref_doc``, ...) reconciles the graph before it answers,
+            when at most this many passages are new (each is extracted); above it, or with 0, the query leaves the
+            gone passages out and ``reconcile()`` catches up.
         short_text_batch_size: embedding batch size for entity names and facts (None: the embedder's own).
         short_text_dtype: "bfloat16" (default) embeds entity names and facts in bfloat16 where the CPU multiplies
             it natively, about twice as fast (float32 elsewhere); "float32" always. Passages and queries are
@@ -55,6 +62,7 @@ class HippoGraphIndexConfig(BaseModel):
     insert_batch_size: int = Field(DEFAULT_INSERT_BATCH_SIZE, ge=1)
     num_workers: int = Field(4, ge=1)
     show_progress: bool = True
+    auto_reconcile_max_passages: int = Field(DEFAULT_AUTO_RECONCILE_MAX_PASSAGES, ge=0)
     short_text_batch_size: int | None = Field(DEFAULT_SHORT_TEXT_BATCH_SIZE, ge=1)
     short_text_dtype: EmbedDType = DEFAULT_SHORT_TEXT_DTYPE
     exact_synonymy_max_entities: int = Field(DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES, ge=0)

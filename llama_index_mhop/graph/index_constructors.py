@@ -173,7 +173,8 @@ class IndexConstructors:
         config: HippoGraphIndexConfig | None = None,
     ) -> Index:
         """Reopen an index saved by :meth:`persist` (or by a build with ``persist_dir``), in the storage context
-        saved beside it (``load_index_from_storage(StorageContext.from_defaults(persist_dir=...))`` is the same).
+        saved beside it (``load_index_from_storage(StorageContext.from_defaults(persist_dir=DIR), persist_dir=DIR)``
+        is the same). The folder may have been copied, moved or restored: it opens where it lies, as itself.
 
         Args:
             persist_dir: the directory :meth:`persist` wrote (the graph's edge arrays are memory-mapped read-only).

@@ -9,6 +9,11 @@ LlamaIndex's type table is a plain mapping from type names, so the graph index a
 the package in any way registers an opener that imports the index class only when a saved graph is opened
 (:func:`register_index_opener`), and importing :mod:`.index` registers the class itself
 (:func:`register_index_class`).
+
+The struct records no absolute path: a storage folder copied, moved or restored from a backup must open as itself,
+never write into the folder it came from. A ``StorageContext`` read from disk does not say which folder it was read
+from, so ``load_index_from_storage`` is given that folder as ``persist_dir=`` (or the index is opened with
+``HippoGraphIndex.from_persist_dir``); without it the index refuses to open, and says what to pass.
 """
 
 from __future__ import annotations
@@ -20,10 +25,13 @@ from llama_index.core.data_structs.data_structs import IndexStruct
 from llama_index.core.data_structs.registry import INDEX_STRUCT_TYPE_TO_INDEX_STRUCT_CLASS
 from llama_index.core.indices.registry import INDEX_STRUCT_TYPE_TO_INDEX_CLASS
 
-__all__ = ["HIPPO_GRAPH_STRUCT_TYPE", "HippoGraphStruct", "register_index_class", "register_index_opener"]
+__all__ = ["HIPPO_GRAPH_STRUCT_TYPE", "SAVED_BESIDE", "HippoGraphStruct", "register_index_class",
+           "register_index_opener"]
 
 #: The struct's type name in an index store's JSON.
 HIPPO_GRAPH_STRUCT_TYPE = "hippo_graph"
+#: ``persist_dir`` of a saved index: its files are in the folder its storage context is saved in.
+SAVED_BESIDE = "."
 
 
 @dataclass
@@ -31,7 +39,9 @@ class HippoGraphStruct(IndexStruct):
     """The graph index in an index store.
 
     Attributes:
-        persist_dir: the folder of the graph's files (absolute), or None for an index kept in memory.
+        persist_dir: :data:`SAVED_BESIDE` for a saved index (its files are beside its storage context's; an index
+            saved by an older version recorded an absolute path, which is never used to find them), or None for an
+            index kept in memory.
     """
 
     persist_dir: str | None = None

@@ -123,10 +123,12 @@ class BatchIndexer:
         return self.run_ids(list(by_id), lambda ids: [by_id[i] for i in ids], batch_size, show, on_batch_end)
 
     def run_ids(self, ids: Sequence[str], read: NodeReader, batch_size: int, show: bool,
-                on_batch_end: BatchHook | None = None) -> list[str]:
+                on_batch_end: BatchHook | None = None, in_place: bool = False) -> list[str]:
         """Add the passages of ``ids`` the graph lacks (resuming any checkpointed ones first), each batch's nodes
         read by ``read`` only when the batch runs, so that a build holds one batch of passage nodes at a time;
-        return the ids added (a passage ``read`` no longer finds is skipped)."""
+        return the ids added (a passage ``read`` no longer finds is skipped). ``in_place``: the nodes are read
+        from the collection the index reads in place, and are never stored in its own (one deleted there meanwhile
+        is then in no collection: gone, never served, and removed by the next reconcile)."""
         self.resume()
         todo = [i for i in ids if i not in self.graph.passages]
         started = time.perf_counter()
@@ -136,7 +138,7 @@ class BatchIndexer:
         for start in range(0, len(todo), batch_size):
             batch = read(todo[start : start + batch_size])
             if batch:
-                self.index_batch(batch, bar)
+                self.index_batch(batch, bar, in_place)
             added += [n.node_id for n in batch]
             batch_number += 1
             if on_batch_end is not None:
@@ -178,7 +180,7 @@ class BatchIndexer:
                 return list(pool.map(one, nodes))
         return [one(n) for n in nodes]
 
-    def index_batch(self, nodes: Sequence[TextNode], bar: Any) -> None:
+    def index_batch(self, nodes: Sequence[TextNode], bar: Any, in_place: bool = False) -> None:
         """One batch: extraction, entities, facts and passages into Chroma, a checkpoint line, then the graph."""
         bar.set_postfix_str("extraction")
         with self.timer("extraction"):
@@ -200,10 +202,12 @@ class BatchIndexer:
             self.stores.store_facts(new_facts, facts)
         bar.set_postfix_str("passages")
         with self.timer("passages"):
-            self.stores.store_passages([w.node for w in works])
+            if not in_place:
+                self.stores.store_passages([w.node for w in works])
         with self.timer("graph"):
             if self.checkpoint is not None:
-                append_checkpoint(self.checkpoint, self.stores.name, {w.node.node_id: w.entry for w in works})
+                append_checkpoint(self.checkpoint, self.stores.name, {w.node.node_id: w.entry for w in works},
+                                  self.stores.owner)
             for work in works:
                 work.entry.add_to(self.graph, work.node.node_id)
         bar.update(len(nodes))

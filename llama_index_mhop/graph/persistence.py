@@ -29,6 +29,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.graph_stores.types import DEFAULT_PERSIST_FNAME as GRAPH_STORE_FNAME
 from llama_index.core.storage.docstore import SimpleDocumentStore
 from llama_index.core.storage.docstore.types import DEFAULT_PERSIST_FNAME as DOCSTORE_FNAME
+from llama_index.core.storage.index_store import SimpleIndexStore
 from llama_index.core.storage.index_store.types import DEFAULT_PERSIST_FNAME as INDEX_STORE_FNAME
 
 from ..embed_dtype import check_embed_dtype
@@ -44,7 +45,7 @@ from .graph_stores import (
     saved_client,
 )
 from .index_config import HippoGraphIndexConfig
-from .index_struct import HippoGraphStruct
+from .index_struct import SAVED_BESIDE, HippoGraphStruct
 from .indexing import DEFAULT_INSERT_BATCH_SIZE
 from .json_files import (
     DamagedFileError,
@@ -334,34 +335,54 @@ class OpenedIndex:
     embed_model: BaseEmbedding
 
 
-def open_saved_index(folder: str | os.PathLike[str] | None, index_id: str, chroma_client: Any,
+def open_saved_index(folder: str | os.PathLike[str] | None, struct: HippoGraphStruct, chroma_client: Any,
                      embed_model: BaseEmbedding | None) -> OpenedIndex:
-    """Open the index ``index_id`` saved in ``folder``: every file is checked, and the store is checked to hold the
+    """Open the index of ``struct`` saved in ``folder``: every file is checked, and the store is checked to hold the
     index's collections, before anything is written. The embedder: ``embed_model``, else the default
     (``defaults.resolve_embed_model``); one other than the index was built with is logged.
 
+    The folder is the one the opener names, never one the struct recorded (see :mod:`.index_struct`).
+
     Raises:
         FileNotFoundError: no saved index in ``folder``.
-        ValueError: no folder (the index was never saved), an unreadable file, or a store without the index's
-            collections.
+        ValueError: no folder given, the folder holds another index, an unreadable file, or a store without the
+            index's collections.
     """
     from ..defaults import resolve_embed_model
 
-    if folder is None:
-        raise ValueError(f"index {index_id} was never saved: its struct names no folder; pass "
+    if folder is None and struct.persist_dir is None:
+        raise ValueError(f"index {struct.index_id} was never saved: its struct names no folder; pass "
                          "persist_dir= to load_index_from_storage")
-    saved = read_saved_index(Path(folder))
+    if folder is None:
+        raise ValueError(f"graph index {struct.index_id}: a StorageContext does not record the folder it was read "
+                         "from; pass that folder again: load_index_from_storage(StorageContext.from_defaults("
+                         "persist_dir=DIR), persist_dir=DIR), or HippoGraphIndex.from_persist_dir(DIR)")
+    root = Path(folder)
+    _check_holds(root, struct.index_id)
+    saved = read_saved_index(root)
     client, mode = saved.open_store(chroma_client)
     embed_model = resolve_embed_model(embed_model)
     saved.warn_if_other_embedder(embed_model)
     return OpenedIndex(saved, client, mode, embed_model)
 
 
+def _check_holds(root: Path, index_id: str) -> None:
+    """Refuse a folder whose storage context holds graph indexes, none of them ``index_id`` (a folder saved before
+    the index lived in a storage context is taken as it is)."""
+    if not (root / INDEX_STORE_FNAME).is_file():
+        return
+    ids = [s.index_id for s in SimpleIndexStore.from_persist_dir(str(root)).index_structs()
+           if isinstance(s, HippoGraphStruct)]
+    if ids and index_id not in ids:
+        raise ValueError(f"{root / INDEX_STORE_FNAME}: holds graph index {ids[0]}, not {index_id}: pass the folder "
+                         "this storage context was saved in")
+
+
 def saved_storage(root: Path) -> tuple[StorageContext | None, HippoGraphStruct]:
     """The LlamaIndex storage context saved in ``root`` with the graph index's struct in it, or (an index saved
     before it lived in one) no context and a new struct."""
     if not (root / INDEX_STORE_FNAME).is_file():
-        return None, HippoGraphStruct(persist_dir=str(root.resolve()))
+        return None, HippoGraphStruct(persist_dir=SAVED_BESIDE)
     for name in _STORAGE_FILES:  # LlamaIndex's own errors name no file (a zeroed one: "'utf-32-be' codec ...")
         if (root / name).is_file():
             try:
@@ -376,7 +397,7 @@ def saved_storage(root: Path) -> tuple[StorageContext | None, HippoGraphStruct]:
     structs = [s for s in storage_context.index_store.index_structs() if isinstance(s, HippoGraphStruct)]
     if len(structs) != 1:
         raise ValueError(f"{root / INDEX_STORE_FNAME}: expected one graph index, found {len(structs)}: open it with "
-                         "load_index_from_storage(storage_context, index_id=...)")
+                         "load_index_from_storage(storage_context, index_id=..., persist_dir=...)")
     return storage_context, structs[0]
 
 

@@ -306,6 +306,11 @@ class VersionedState:
         self._finished_version = graph.version
         self._changes_running = 0
 
+    @property
+    def changing(self) -> bool:
+        """Whether a change is running (a query from its batch hook must not start another)."""
+        return self._changes_running > 0
+
     def invalidate(self) -> None:
         """Forget the loaded state: the next query loads the graph again (its collections changed under it)."""
         with self.lock:

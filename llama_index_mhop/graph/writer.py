@@ -22,7 +22,7 @@ from llama_index.core.storage.docstore import SimpleDocumentStore
 from llama_index.core.storage.docstore.types import BaseDocumentStore
 
 from ..passage_rows import passage_nodes
-from ..store_lock import store_lock
+from ..store_lock import DEFAULT_LOCK_TIMEOUT, StoreLockedError, store_lock
 from ..sync import resolve_doc_id
 from .checkpoint import CHECKPOINT_FILE
 from .extraction import Extractor
@@ -75,6 +75,8 @@ class IndexWriter:
                                        drop_gone=self.drop_gone)
         self._save = save
         self._warned_drift = False
+        #: A query found passages gone from the collections: the next query reconciles first (:meth:`catch_up`).
+        self.behind = False
         self._dropped = Removal()  # what queries took out of the graph in memory, until the next change saves it
 
     def basis_folder(self) -> Path | None:
@@ -87,10 +89,10 @@ class IndexWriter:
         return None if self.persist_dir is None else self.persist_dir / STATE_FOLDER
 
     @contextmanager
-    def change(self) -> Iterator[None]:
+    def change(self, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> Iterator[None]:
         """One change: the store's writer lock across processes (a persisted index), then the state's lock; a
         removal a killed change left is completed first (only a writer deletes: readers never write)."""
-        across = store_lock(self.persist_dir) if self.persist_dir is not None else nullcontext()
+        across = store_lock(self.persist_dir, lock_timeout) if self.persist_dir is not None else nullcontext()
         with across, self.versions.change():
             if self.persist_dir is not None:
                 finish_removal(self.persist_dir, self.graph, self.stores)
@@ -145,18 +147,57 @@ class IndexWriter:
         """
         show = self.config.show_progress if show_progress is None else show_progress
         with self.change():
-            drift = find_drift(self.graph.passages, self.stores.passages, self.stores.passage_source)
-            drift = Drift(tuple(sorted({*drift.gone, *self._dropped.passages})), drift.new)
-            if drift:
-                logger.info("index %s: %d passages gone, %d new in its collections", self.config.name,
-                            len(drift.gone), len(drift.new))
-            # Read batch by batch: a build over a large collection never holds all its passage nodes at once.
-            added = self._indexer(extractor).run_ids(drift.new, self.stores.source_nodes,
-                                                     self.config.insert_batch_size, show, on_batch_end)
-            self._forget_documents([*drift.gone, *added])
-            gone = [p for p in drift.gone if p in self.graph.passages]  # the rest a query already took out
-            self._commit(detach_passages(self.graph, self.synonymy, gone), bool(drift))
+            drift = self._drift()
+            self._follow(drift, extractor, show, on_batch_end)
         return drift
+
+    def catch_up(self, extractor: Extractor) -> bool:
+        """Reconcile after a query found passages gone (:attr:`behind`), before it answers: only when at most
+        ``auto_reconcile_max_passages`` passages are new, never waiting for another writer, and never failing the
+        query (a read-only store, a writer at work: the query leaves the gone passages out, as before).
+
+        Returns:
+            Whether the graph was reconciled.
+        """
+        from chromadb.errors import ChromaError
+
+        self.behind = False
+        limit = self.config.auto_reconcile_max_passages
+        if not limit or self.versions.changing:
+            return False
+        try:
+            with self.change(lock_timeout=0):
+                drift = self._drift()
+                if len(drift.new) > limit:
+                    logger.warning("index %s: %d passages are new in the vector index it reads, more than a query "
+                                   "reconciles (auto_reconcile_max_passages=%d); index.reconcile() adds them",
+                                   self.config.name, len(drift.new), limit)
+                    return False
+                self._follow(drift, extractor, False, None)
+        # A writer at work, a read-only folder, the vector index changing under the read: left to a later query
+        except (StoreLockedError, OSError, ChromaError) as exc:
+            logger.warning("index %s: not reconciled on this query (%s); gone passages are left out", self.config.name,
+                           exc)
+            return False
+        return True
+
+    def _drift(self) -> Drift:
+        """The passages gone from the index's collections (and those queries took out) and the new ones."""
+        drift = find_drift(self.graph.passages, self.stores.passages, self.stores.passage_source)
+        drift = Drift(tuple(sorted({*drift.gone, *self._dropped.passages})), drift.new)
+        if drift:
+            logger.info("index %s: %d passages gone, %d new in its collections", self.config.name,
+                        len(drift.gone), len(drift.new))
+        return drift
+
+    def _follow(self, drift: Drift, extractor: Extractor, show: bool, on_batch_end: BatchHook | None) -> None:
+        """Inside a change: the gone passages out, the new ones extracted and in, the change committed."""
+        # Read batch by batch: a build over a large collection never holds all its passage nodes at once.
+        added = self._indexer(extractor).run_ids(drift.new, self.stores.source_nodes,
+                                                 self.config.insert_batch_size, show, on_batch_end, in_place=True)
+        self._forget_documents([*drift.gone, *added])
+        gone = [p for p in drift.gone if p in self.graph.passages]  # the rest a query already took out
+        self._commit(detach_passages(self.graph, self.synonymy, gone), bool(drift))
 
     def delete(self, doc_id: str, docstore: BaseDocumentStore | None) -> list[str]:
         """Remove a passage (by node id) or every passage of a document (by doc id, or a file name naming one), and
@@ -212,7 +253,8 @@ class IndexWriter:
     def drop_gone(self, passage_ids: list[str]) -> None:
         """Leave passages a query found in no collection out of the graph in memory (the next save or
         :meth:`reconcile` keeps it so), so that no query serves their text, facts or entities."""
-        if not self._warned_drift:
+        self.behind = True
+        if not self._warned_drift and not self.config.auto_reconcile_max_passages:
             self._warned_drift = True
             logger.warning(
                 "index %s: %d passages are gone from its Chroma collections (the vector index it reads changed "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 from llama_index.core.llms import MockLLM
 
 from llama_index_mhop.graph.extraction import Extraction, extract_llm_free
+from llama_index_mhop.graph.graph_stores import index_prefix
 from llama_index_mhop.graph.index import CHECKPOINT_FILE, CONFIG_FILE, GRAPH_FILE, HippoGraphIndex, fact_text
 from llama_index_mhop.graph.json_files import read_json_object, write_json
 from llama_index_mhop.stores import make_document
@@ -53,8 +55,10 @@ def test_three_collections_with_counts_matching_the_graph(tmp_path):
     assert counts["passages"] == counts["chroma_passages"] == 5
     assert counts["entities"] == counts["chroma_entities"] == 14
     assert counts["facts"] == counts["chroma_facts"] == 14
-    assert {c.name for c in (index.passages_collection, index.entities_collection, index.facts_collection)} == {
-        "idx_counts_passages", "idx_counts_entities", "idx_counts_facts"}
+    prefix = index_prefix("idx_counts", index.index_id)  # the name and a digest of the index id
+    assert re.fullmatch(r"idx_counts_[0-9a-f]{12}", prefix)
+    assert [c.name for c in (index.passages_collection, index.entities_collection, index.facts_collection)] == [
+        f"{prefix}_passages", f"{prefix}_entities", f"{prefix}_facts"]
 
 def test_entity_and_fact_records_are_vectors_of_the_graphs_texts():
     index = build(mini_docs(), "idx_records")

@@ -52,6 +52,6 @@ def test_a_saved_index_reopens_with_the_settings_it_was_saved_with(tmp_path):
                                                 config=HippoGraphIndexConfig(name="ignored", num_workers=3))
     assert reopened.config == built.config.replaced(num_workers=3, show_progress=True)
     loaded = load_index_from_storage(StorageContext.from_defaults(persist_dir=str(root)),
-                                     embed_model=WordBagEmbedding(), show_progress=False)
+                                     embed_model=WordBagEmbedding(), show_progress=False, persist_dir=root)
     assert loaded.config == built.config.replaced(num_workers=4)
     assert contents(loaded) == contents(built)

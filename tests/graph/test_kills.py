@@ -78,8 +78,8 @@ if kill_at == "hold":  # holds the store's writer lock until told to go on, so a
     import time
     from pathlib import Path
     real_writing = cli._writing
-    def _writing(args):
-        lock = real_writing(args)
+    def _writing(*a, **k):
+        lock = real_writing(*a, **k)
         class Held:
             def __enter__(self):
                 lock.__enter__()

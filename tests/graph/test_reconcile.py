@@ -17,7 +17,7 @@ from llama_index.core.storage.docstore import SimpleDocumentStore
 from llama_index.vector_stores.chroma import ChromaVectorStore
 
 from llama_index_mhop.graph.graph_stores import GraphStores
-from llama_index_mhop.graph.index import HippoGraphIndex
+from llama_index_mhop.graph.index import HippoGraphIndex, HippoGraphIndexConfig
 from llama_index_mhop.graph.reconcile import find_drift
 from llama_index_mhop.store_lock import StoreLockedError, store_lock
 from llama_index_mhop.vector_index import delete_documents, sync_vector_index
@@ -60,13 +60,18 @@ def synced_folder(tmp_path: Path, collection: str, embedder) -> tuple[Path, chro
                                              embed_model=embedder, show_progress=False).index
 
 
+#: Queries that find passages gone leave them out and reconcile nothing: what ``reconcile()`` then does.
+BY_HAND = HippoGraphIndexConfig(auto_reconcile_max_passages=0)
+
+
 @pytest.fixture
 def beside(tmp_path):
-    """A folder synced into a persistent Chroma vector index, with a saved graph beside it reading it in place."""
+    """A folder synced into a persistent Chroma vector index, with a saved graph beside it reading it in place
+    (reconciled by hand)."""
     embedder = WordBagEmbedding()
     folder, client, vector_index = synced_folder(tmp_path, "app", embedder)
     graph = HippoGraphIndex.from_vector_index(vector_index, chroma_client=client, persist_dir=tmp_path / "graph",
-                                              embed_model=embedder, show_progress=False)
+                                              embed_model=embedder, show_progress=False, config=BY_HAND)
     assert OLD in served(graph) and GONE in served(graph, "Where was Delbert Mann born?")
     return folder, client, embedder, graph
 
@@ -81,7 +86,8 @@ def test_a_graph_beside_a_synced_vector_index_never_serves_deleted_or_stale_text
     # the same graph object, before any catch-up: the removed passage and the old version are never served
     assert OLD not in served(graph) and GONE not in served(graph, "Where was Delbert Mann born?", k=10)
     # a new process opens it without error and serves neither
-    reopened = HippoGraphIndex.from_persist_dir(tmp_path / "graph", chroma_client=client, embed_model=embedder)
+    reopened = HippoGraphIndex.from_persist_dir(tmp_path / "graph", chroma_client=client, embed_model=embedder,
+                                                config=BY_HAND)
     assert find_drift(reopened.graph.passages, reopened.passages_collection,
                       reopened.stores.passage_source).counts() == {"gone": 2, "new": 1}
     assert OLD not in served(reopened) and GONE not in served(reopened, "Where was Delbert Mann born?", k=10)
@@ -111,7 +117,10 @@ def test_delete_documents_then_reconcile_and_a_deleted_document_coming_back_is_e
     same_graph(graph, fresh_graph(vector_index, client, embedder))
 
 
-def test_llamaindex_refresh_and_delete_on_a_plain_vector_index_are_followed(tmp_path):
+def test_llamaindex_refresh_and_delete_on_a_plain_vector_index_are_followed_with_no_call(tmp_path):
+    """The app edits and deletes through LlamaIndex's verbs on its own vector index; the graph's next answer is
+    the edited document's new version, with no reconcile() called: the query that found the old version gone
+    reconciled first, extracting the edit alone, and saved."""
     embedder = WordBagEmbedding()
     client = chromadb.PersistentClient(path=str(tmp_path / "chroma"))
     store = ChromaVectorStore(chroma_collection=client.get_or_create_collection("plain"))
@@ -121,16 +130,21 @@ def test_llamaindex_refresh_and_delete_on_a_plain_vector_index_are_followed(tmp_
     graph = HippoGraphIndex.from_vector_index(vector_index, chroma_client=client, persist_dir=tmp_path / "graph",
                                               embed_model=embedder, show_progress=False)
     assert OLD in served(graph)
+    extractor = CountingExtractor()
+    graph.extractor = extractor
 
     edited = Document(text=EDITED, id_="notes/Pat Hingle.txt", metadata={"title": "Pat Hingle"})
     assert vector_index.refresh_ref_docs([edited, *docs[1:]]) == [True, False, False, False]
     vector_index.delete_ref_doc("archive/Delbert Mann.txt", delete_from_docstore=True)
-    assert OLD not in served(graph) and GONE not in served(graph, "Where was Delbert Mann born?", k=10)
-
-    extractor = CountingExtractor()
-    graph.extractor = extractor
-    assert graph.reconcile().counts() == {"gone": 2, "new": 1} and extractor.titles == ["Pat Hingle"]
+    answer = served(graph)
+    assert EDITED in answer and OLD not in answer and extractor.titles == ["Pat Hingle"]
+    assert GONE not in served(graph, "Where was Delbert Mann born?", k=10)
+    assert graph.reconcile().counts() == {"gone": 0, "new": 0}  # nothing left to do by hand
     same_graph(graph, fresh_graph(vector_index, client, embedder))
+    again = HippoGraphIndex.from_persist_dir(tmp_path / "graph", chroma_client=client, embed_model=embedder,
+                                             config=BY_HAND)
+    same_graph(again, graph)  # the query's reconcile was saved
+    assert EDITED in served(again)
 
 
 def test_an_ingestion_pipeline_with_a_docstore_and_upserts_is_followed(tmp_path):
@@ -143,7 +157,7 @@ def test_an_ingestion_pipeline_with_a_docstore_and_upserts_is_followed(tmp_path)
     pipeline.run(documents=docs)
     vector_index = VectorStoreIndex.from_vector_store(store, embed_model=embedder)
     graph = HippoGraphIndex.from_vector_index(vector_index, chroma_client=client, persist_dir=tmp_path / "graph",
-                                              embed_model=embedder, show_progress=False)
+                                              embed_model=embedder, show_progress=False, config=BY_HAND)
     assert graph.passages_collection.count() == 0  # read in place, not copied
 
     edited = Document(text=EDITED, id_="notes/Pat Hingle.txt", metadata={"title": "Pat Hingle"})
@@ -155,8 +169,30 @@ def test_an_ingestion_pipeline_with_a_docstore_and_upserts_is_followed(tmp_path)
     same_graph(graph, fresh_graph(vector_index, client, embedder))
 
 
-def test_queries_racing_syncs_never_fail_nor_serve_a_passage_the_vector_index_no_longer_holds(beside):
-    folder, client, embedder, graph = beside
+def test_a_query_reconciles_only_within_its_bound_and_never_serves_the_old_version(tmp_path, caplog):
+    embedder = WordBagEmbedding()
+    folder, client, vector_index = synced_folder(tmp_path, "app", embedder)
+    graph = HippoGraphIndex.from_vector_index(vector_index, chroma_client=client, persist_dir=tmp_path / "graph",
+                                              embed_model=embedder, show_progress=False, auto_reconcile_max_passages=1)
+    assert OLD in served(graph)
+    (folder / "notes/Pat Hingle.txt").write_text(EDITED)
+    (folder / "notes/Marty.txt").write_text("Marty is a 1955 film directed by Delbert Mann.")
+    sync_vector_index(folder, collection_name="app", chroma_client=client, embed_model=embedder, show_progress=False)
+    answer = served(graph)  # two passages new: over the bound, the query only leaves the old version out
+    assert OLD not in answer and EDITED not in answer
+    assert "2 passages are new in the vector index it reads, more than a query reconciles" in caplog.text
+    assert graph.reconcile().counts() == {"gone": 1, "new": 2}
+    assert EDITED in served(graph)
+
+
+@pytest.mark.parametrize("auto_reconcile_max_passages", [0, 32])
+def test_queries_racing_syncs_never_fail_nor_serve_a_passage_the_vector_index_no_longer_holds(
+        beside, tmp_path, auto_reconcile_max_passages):
+    """With queries reconciling (32) the graph changes under them too."""
+    folder, client, embedder, _ = beside
+    graph = HippoGraphIndex.from_persist_dir(tmp_path / "graph", chroma_client=client, embed_model=embedder,
+                                             config=HippoGraphIndexConfig(
+                                                 auto_reconcile_max_passages=auto_reconcile_max_passages))
     versions = [dict(NOTES), {**NOTES, "notes/Pat Hingle.txt": EDITED}]
     errors: list[BaseException] = []
     stale: list[str] = []

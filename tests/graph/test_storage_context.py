@@ -35,7 +35,7 @@ def test_load_index_from_storage_reopens_a_saved_graph_with_identical_results(tm
     assert isinstance(index, BaseIndex)
     assert index.storage_context.index_store.get_index_struct(index.index_id).get_type() == HIPPO_GRAPH_STRUCT_TYPE
     reopened = load_index_from_storage(StorageContext.from_defaults(persist_dir=str(root)),
-                                       embed_model=WordBagEmbedding())
+                                       embed_model=WordBagEmbedding(), persist_dir=root)
     assert isinstance(reopened, HippoGraphIndex)
     assert reopened.index_id == index.index_id
     assert contents(reopened) == contents(index)
@@ -47,11 +47,12 @@ def test_load_index_from_storage_reopens_a_saved_graph_with_identical_results(tm
 def test_changes_after_reopening_are_saved_for_the_next_load(tmp_path):
     root = tmp_path / "hippo"
     build(notes(), persist_dir=root)
-    first = load_index_from_storage(StorageContext.from_defaults(persist_dir=str(root)), embed_model=WordBagEmbedding())
+    first = load_index_from_storage(StorageContext.from_defaults(persist_dir=str(root)), embed_model=WordBagEmbedding(),
+                                    persist_dir=root)
     assert first.refresh_ref_docs(notes(Pat_Hingle=EDITED)) == [True, False, False, False]
     first.delete_ref_doc("archive/Delbert Mann.txt", delete_from_docstore=True)
     second = load_index_from_storage(StorageContext.from_defaults(persist_dir=str(root)),
-                                     embed_model=WordBagEmbedding())
+                                     embed_model=WordBagEmbedding(), persist_dir=root)
     assert contents(second) == contents(first)
     assert "archive/Delbert Mann.txt" not in second.ref_doc_info
     assert second.document_hashes.get_document_hash("notes/Pat Hingle.txt") == note("notes/Pat Hingle.txt", EDITED).hash
@@ -64,7 +65,9 @@ def test_a_moved_folder_reopens_where_it_is_now(tmp_path):
     del index
     shutil.move(root, moved)
     context = StorageContext.from_defaults(persist_dir=str(moved))
-    with pytest.raises(FileNotFoundError, match="no HippoGraphIndex saved in"):
+    # the context does not say where it was read from: one line says what to pass, never the old folder opened
+    with pytest.raises(ValueError, match=r"^graph index \S+: a StorageContext does not record the folder it was "
+                                         r"read from; pass that folder again: .*persist_dir=DIR\), or "):
         load_index_from_storage(context, embed_model=WordBagEmbedding())
     reopened = load_index_from_storage(context, embed_model=WordBagEmbedding(), persist_dir=moved)
     assert answers(reopened) == expected
@@ -96,13 +99,14 @@ def test_a_graph_and_a_vector_index_share_one_storage_context(tmp_path, beside):
 
     loaded = StorageContext.from_defaults(persist_dir=str(tmp_path / "storage"), vector_store=store)
     kinds = {type(i).__name__: i for i in load_indices_from_storage(loaded, chroma_client=client,
-                                                                    embed_model=WordBagEmbedding())}
+                                                                    embed_model=WordBagEmbedding(),
+                                                                    persist_dir=tmp_path / "storage")}
     assert sorted(kinds) == ["HippoGraphIndex", "VectorStoreIndex"]
     assert kinds["VectorStoreIndex"].index_id == vector.index_id
     assert contents(kinds["HippoGraphIndex"]) == contents(graph)
     assert answers(kinds["HippoGraphIndex"]) == answers(graph)
     alone = load_index_from_storage(loaded, index_id=graph.index_id, chroma_client=client,
-                                    embed_model=WordBagEmbedding())
+                                    embed_model=WordBagEmbedding(), persist_dir=tmp_path / "storage")
     assert answers(alone) == answers(graph)
 
 
@@ -110,7 +114,8 @@ def test_the_struct_round_trips_through_the_index_store_json(tmp_path):
     root = tmp_path / "hippo"
     index = build(notes(), persist_dir=root)
     struct = StorageContext.from_defaults(persist_dir=str(root)).index_store.get_index_struct(index.index_id)
-    assert isinstance(struct, HippoGraphStruct) and struct.persist_dir == str(root.resolve())
+    assert isinstance(struct, HippoGraphStruct) and struct.persist_dir == "."  # no absolute path recorded
+    assert str(tmp_path) not in (root / "index_store.json").read_text()
 
 
 def test_async_verbs_change_the_graph_as_their_sync_forms_do():
