@@ -242,15 +242,15 @@ def cmd_query(args: argparse.Namespace) -> int:
             report["answer"] = answer
         _print_json(report)
         return 0
-    if sys.stdout.isatty():
+    console = _console()
+    if console.is_terminal:
         _print_table(args, results)
     else:  # piped: one line a passage, tab-separated, never wrapped
         for rank, result in enumerate(results, start=1):
             fields = (str(rank), f"{result.score or 0.0:.4f}", result.node.metadata.get("title", ""),
-                      " ".join(result.node.get_content().split()))
-            print("\t".join(escape_controls(" ".join(str(f).split())) for f in fields))
+                      result.node.get_content())
+            console.file.write("\t".join(escape_controls(" ".join(str(f).split())) for f in fields) + "\n")
     if trace is not None:
-        sys.stdout.flush()
         _print_json(trace)
     if answer is not None:
         _console().print(_labelled("answer:", "bold", answer))
@@ -261,7 +261,9 @@ def _print_json(value: Any) -> None:
     """``value`` as JSON exactly as json.dumps writes it: no console wrapping or markup, so it parses; ensure_ascii
     writes every control, format (bidi) and non-ASCII character as a \\uXXXX escape, so nothing the corpus holds
     reaches the terminal as a control sequence."""
-    print(json.dumps(value, indent=2, ensure_ascii=True, default=str), flush=True)
+    file = _console().file
+    file.write(json.dumps(value, indent=2, ensure_ascii=True, default=str) + "\n")
+    file.flush()
 
 
 def _print_table(args: argparse.Namespace, results: Sequence[Any]) -> None:

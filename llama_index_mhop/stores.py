@@ -24,6 +24,7 @@ from .text import escape_controls
 
 __all__ = [
     "SKIP_MARK",
+    "no_text_error",
     "DEFAULT_CHUNK_OVERLAP",
     "DEFAULT_CHUNK_SIZE",
     "DEFAULT_MAX_FILE_BYTES",
@@ -258,7 +259,7 @@ def read_corpus(
     file among text files, or when it is a symbolic link to a file outside the folder (unless
     ``follow_symlinks``), or when it holds no text (an empty file). A file given alone is read whatever its size.
     With ``allow_empty_folder`` a folder without text gives no documents rather than an error (a sync that
-    mirrors a folder whose files were all removed).
+    mirrors a folder whose files were all removed; it refuses a folder that never held any).
 
     Raises:
         CorpusError: the path does not exist, a file given alone (or any file, with ``strict``) cannot be read,
@@ -281,10 +282,15 @@ def read_corpus(
     docs = [d for d in docs if d.text and d.text.strip()]
     folder = isinstance(source, (str, os.PathLike)) and Path(source).is_dir()
     if not docs and not (allow_empty_folder and folder):
-        named = f"the corpus {source!r}" if isinstance(source, (str, os.PathLike)) else "the corpus"
-        unread = f" (skipped: {'; '.join(s.reason for s in skipped)})" if skipped else ""
-        raise CorpusError(f"{named} holds no text to index{unread}")
+        raise no_text_error(source, skipped)
     return docs, skipped
+
+
+def no_text_error(source: Any, skipped: Sequence[SkippedFile]) -> CorpusError:
+    """The error of a corpus that holds no text, naming the files skipped."""
+    named = f"the corpus {source!r}" if isinstance(source, (str, os.PathLike)) else "the corpus"
+    unread = f" (skipped: {'; '.join(s.reason for s in skipped)})" if skipped else ""
+    return CorpusError(f"{named} holds no text to index{unread}")
 
 
 def load_documents(

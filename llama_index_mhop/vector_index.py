@@ -47,6 +47,7 @@ from .stores import (
     CorpusError,
     SkippedFile,
     content_hash,
+    no_text_error,
     read_corpus,
 )
 from .sync import (
@@ -164,6 +165,8 @@ def sync_vector_index(
     index.chunk_size, index.chunk_overlap = chunk_size, chunk_overlap
     with collection_lock(collection).write():
         held = stored_documents(collection)
+        if not documents and not any(doc.source == source_key for doc in held.values()):
+            raise no_text_error(source, skipped)  # an empty folder that was never indexed is a mistake, not a sync
         if source_key is not None:  # a file name another folder already holds is stored under its full path
             stored_as = source_doc_ids([d.id_ for d in documents], held, source_key)
             for doc in documents:

@@ -25,10 +25,9 @@ TINY = Path(__file__).parent / "data" / "tiny_hotpotqa"
 QUESTION = "Which river flows through the town where Halden Loom Works stands?"
 
 
-def _ranked_titles(table: str) -> list[str]:
-    """The title column of ``mhop query``'s table, rank order."""
-    rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in table.splitlines() if line.startswith("│")]
-    return [row[2] for row in rows if row and row[0].isdigit()]
+def _ranked_titles(printed: str) -> list[str]:
+    """The titles of ``mhop query --json``'s results, rank order."""
+    return [result["title"] for result in json.loads(printed)["results"]]
 
 
 @pytest.mark.local_lm
@@ -70,7 +69,7 @@ def test_optimize_with_the_local_model_saves_a_program_that_mhop_query_reloads(t
     out = io.StringIO()
     monkeypatch.setattr(cli, "console", Console(file=out, width=400))
     assert cli.main(["query", QUESTION, "--retriever", "rrf_fusion", "--lm", "local", "--program", str(program),
-                     "--top-k", "21", "--chroma-path", store]) == 0
+                     "--top-k", "21", "--chroma-path", store, "--json"]) == 0
     reloaded = _ranked_titles(out.getvalue())
     in_process = [n.node.metadata["title"] for n in retriever.retrieve(QUESTION)]
     assert len(reloaded) == 12 and reloaded == in_process
