@@ -42,7 +42,7 @@ demo: setup-demo
 	$(BIN)/mhop demo
 
 test: setup
-	$(BIN)/python -m pytest -q -n $(WORKERS)
+	$(BIN)/python -m pytest -q -n $(WORKERS) --dist worksteal
 
 bench: setup
 	$(BIN)/mhop bench --dataset ../shared/datasets/hotpotqa-100 --out results/hotpotqa-100.json --plot results/hotpotqa-100.png
