@@ -141,7 +141,7 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
     parser.add_argument("--embed-model", default=None,
                         help="a local model directory or a sentence-transformers model already on disk "
                              "(default: the packaged all-MiniLM-L6-v2)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     return parser
 
 
@@ -156,5 +156,5 @@ def add_optimize_arguments(parser: argparse.ArgumentParser) -> argparse.Argument
     parser.add_argument("--seed", type=int, default=0, help="seed of the train/dev split")
     parser.add_argument("--out", required=True, help="where the compiled program's JSON goes")
     parser.add_argument("--work-dir", default=".mhop/optimize", help="working directory (default: %(default)s)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     return parser

@@ -69,7 +69,8 @@ class _Encoder:
 
         config = json.loads((folder / "config.json").read_text())
         if config.get("model_type") != "bert" or config.get("hidden_act") != "gelu":
-            raise ValueError(f"{folder}: not a BERT model with GELU activations; load it with --embed-model")
+            raise ValueError(f"{folder}: not a BERT model with GELU activations; load it as a HuggingFaceEmbedding "
+                             "(mhop: --embed-model)")
         self.heads = int(config["num_attention_heads"])
         self.layers = int(config["num_hidden_layers"])
         self.eps = float(config["layer_norm_eps"])

@@ -105,3 +105,39 @@ def test_persistent_client_at_path(tmp_path):
 def test_unreachable_server_is_a_clear_error():
     with pytest.raises(ConnectionError, match="127.0.0.1:9"):
         defaults.default_chroma_client(host="127.0.0.1", port=9)
+
+
+def test_the_numpy_embedder_gives_torchs_vectors(embed_model):
+    import numpy as np
+
+    from llama_index_mhop.minilm import MiniLMEmbedding
+
+    assert isinstance(embed_model, MiniLMEmbedding)
+    torch_model = defaults.load_embed_model(defaults.embedder_model_dir())  # sentence-transformers on torch
+    texts = ["", "1961", "Pat Hingle played Commissioner Gordon.",
+             "Leland is a town in Brunswick County, North Carolina. " * 40]  # past the 256-token cut
+    ours = np.asarray(embed_model.get_text_embedding_batch(texts))
+    theirs = np.asarray(torch_model.get_text_embedding_batch(texts))
+    assert np.abs(ours - theirs).max() < 1e-5
+    query = "Who directed the film shot in Leland?"
+    assert np.abs(np.asarray(embed_model.get_query_embedding(query))
+                  - np.asarray(torch_model.get_query_embedding(query))).max() < 1e-5
+
+
+@pytest.mark.slow
+def test_a_query_command_loads_no_torch(tmp_path):
+    import subprocess
+    import sys
+
+    corpus = tmp_path / "notes"
+    corpus.mkdir()
+    (corpus / "Pat Hingle.txt").write_text("Pat Hingle played Commissioner Gordon in Batman.")
+    script = ("import sys\nfrom llama_index_mhop.cli import main\n"
+              f"store = ['--chroma-path', {str(tmp_path / 'chroma')!r}]\n"
+              f"assert main(['index', {str(corpus)!r}, '-q', '--graph', *store]) == 0\n"
+              "assert main(['query', 'Who played Commissioner Gordon?', '--retriever', 'hippo_graph', *store]) == 0\n"
+              "print('torch' in sys.modules, 'transformers' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).resolve().parents[1],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-2:] == ["False", "False"]
