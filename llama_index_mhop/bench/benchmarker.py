@@ -323,7 +323,7 @@ class Benchmarker:
                         "expected a LlamaIndex BaseRetriever or a Searcher")
 
     def _run_one(self, spec: RetrieverSpec, ctx: BenchContext, answer_lm: Any = None) -> dict[str, Any]:
-        from tqdm.auto import tqdm
+        from ..terminal import progress
 
         searcher, own_seconds = self._build(spec, ctx)
         shared = (ctx.vector_index_seconds or 0.0) if spec.needs_index == "vector" else 0.0
@@ -332,7 +332,7 @@ class Benchmarker:
         rankings: list[list[str]] = []
         questions = self.dataset.questions
         answers = AnswerEvaluator(answer_lm, self.answer_passages) if answer_lm is not None else None
-        for question in tqdm(questions, desc=spec.name, unit="q", disable=not self.show_progress):
+        for question in progress(questions, show=self.show_progress, desc=spec.name, unit="q"):
             start = time.perf_counter()
             nodes = searcher.search(question.text, top_k)
             latencies.append((time.perf_counter() - start) * 1000.0)
