@@ -76,7 +76,7 @@ class _Encoder:
         self.eps = float(config["layer_norm_eps"])
         weights = load_file(str(folder / "model.safetensors"))
         # Some exports prefix every name with "bert."; the encoder's names are the same either way.
-        self.w = {name.removeprefix("bert."): value.astype(np.float32) for name, value in weights.items()}
+        self.w = {name.removeprefix("bert."): value.astype(np.float32, copy=False) for name, value in weights.items()}
         self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         self.tokenizer.enable_truncation(max_length)
         self.tokenizer.no_padding()  # each batch is padded to its own longest text (encode)

@@ -18,12 +18,13 @@ from typing import Any
 
 from llama_index.core import Document
 from llama_index.core.node_parser import SentenceSplitter
-from llama_index.core.schema import TextNode
+from llama_index.core.schema import BaseNode, TextNode, TransformComponent
 
 from .text import escape_controls
 
 __all__ = [
     "SKIP_MARK",
+    "PassageChunker",
     "no_text_error",
     "DEFAULT_CHUNK_OVERLAP",
     "DEFAULT_CHUNK_SIZE",
@@ -304,6 +305,18 @@ def load_documents(
         CorpusError: see :func:`read_corpus`.
     """
     return read_corpus(source, strict, follow_symlinks, max_file_bytes)[0]
+
+
+class PassageChunker(TransformComponent):
+    """:func:`chunk_documents` as a LlamaIndex transformation: the one an index of this package runs on the
+    documents it is given (its ``insert`` verbs call :func:`chunk_documents` themselves). Handed to ``BaseIndex``,
+    it also spares opening an index the build of LlamaIndex's default splitter and its tokenizer."""
+
+    chunk_size: int = DEFAULT_CHUNK_SIZE
+    chunk_overlap: int = DEFAULT_CHUNK_OVERLAP
+
+    def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[BaseNode]:
+        return list(chunk_documents(nodes, self.chunk_size, self.chunk_overlap))  # type: ignore[arg-type]
 
 
 def chunk_documents(

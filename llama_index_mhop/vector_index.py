@@ -45,6 +45,7 @@ from .stores import (
     DEFAULT_CHUNK_SIZE,
     DEFAULT_MAX_FILE_BYTES,
     CorpusError,
+    PassageChunker,
     SkippedFile,
     content_hash,
     no_text_error,
@@ -161,7 +162,9 @@ def sync_vector_index(
     embed_model = resolve_embed_model(embed_model)
     collection = _chroma_collection(client, collection_name)
     store = GuardedChromaVectorStore.over(client, collection)
-    index = PassageIndex.from_vector_store(store, embed_model=embed_model)
+    index = PassageIndex.from_vector_store(store, embed_model=embed_model,
+                                           transformations=[PassageChunker(chunk_size=chunk_size,
+                                                                           chunk_overlap=chunk_overlap)])
     index.chunk_size, index.chunk_overlap = chunk_size, chunk_overlap
     with collection_lock(collection).write():
         held = stored_documents(collection)
@@ -318,7 +321,8 @@ def load_vector_index(
         raise CorpusError(f"Chroma collection {collection_name!r} is empty; index a corpus first")
     embed_model = resolve_embed_model(embed_model)
     check_embedding_dimension(collection, embed_model)
-    return PassageIndex.from_vector_store(GuardedChromaVectorStore.over(client, collection), embed_model=embed_model)
+    return PassageIndex.from_vector_store(GuardedChromaVectorStore.over(client, collection), embed_model=embed_model,
+                                          transformations=[PassageChunker()])
 
 
 def all_passages(index: VectorStoreIndex, batch: int = 5000) -> list[BaseNode]:

@@ -35,6 +35,7 @@ from llama_index.vector_stores.chroma import ChromaVectorStore
 
 from ..lm import FallbackCounter
 from ..store_lock import store_lock
+from ..stores import PassageChunker
 from ..sync import UnknownDocumentError
 from .checkpoint import CHECKPOINT_FILE, resumed_index_id
 from .document_verbs import DocumentVerbs
@@ -170,7 +171,9 @@ class HippoGraphIndex(IndexConstructors, DocumentVerbs, GraphEngines, BaseIndex[
         self.stores.check_embedding_dimension()  # a store built with another embedder: refused before any write
         index_struct.persist_dir = None if self.persist_dir is None else SAVED_BESIDE
         super().__init__(index_struct=index_struct, storage_context=self._in_storage(storage_context),
-                         callback_manager=callback_manager, show_progress=config.show_progress)
+                         callback_manager=callback_manager, show_progress=config.show_progress,
+                         transformations=[PassageChunker(chunk_size=config.chunk_size,
+                                                         chunk_overlap=config.chunk_overlap)])
         if opened is not None:
             finish_reopen(self.stores, opened.saved)
             self.fact_filter_program = load_lm_programs(opened.saved.root, self.extractor)
