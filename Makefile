@@ -50,21 +50,23 @@ bench: setup
 lint: setup
 	$(BIN)/ruff check llama_index_mhop tests examples benchmarks
 
+# pip-tools, in an environment of its own.
+.venv-lock/bin/pip-compile:
+	$(PYTHON) -m venv .venv-lock && .venv-lock/bin/pip install --quiet pip-tools
+
 # Re-resolve both locks after a change of pyproject.toml's dependencies, keeping every pin that still fits.
-lock:
-	test -x .venv-lock/bin/pip-compile || ($(PYTHON) -m venv .venv-lock && .venv-lock/bin/pip install --quiet pip-tools)
+lock: .venv-lock/bin/pip-compile
 	.venv-lock/bin/$(COMPILE)
 	$(MAKE) --no-print-directory demo-lock
 
-demo-lock:
+demo-lock: .venv-lock/bin/pip-compile
 	sed -n 's/^\([A-Za-z0-9_.-]*==[^ ]*\).*/\1/p' $(LOCK) > .lock-pins.txt
 	.venv-lock/bin/$(COMPILE_DEMO); status=$$?; rm -f .lock-pins.txt; exit $$status
 
 # Re-resolve every dependency to its newest release within pyproject.toml's ranges, install that into a fresh
 # environment, run the whole suite there, and keep the new locks only when it passes.
-upgrade:
+upgrade: .venv-lock/bin/pip-compile
 	rm -rf .venv-upgrade && $(PYTHON) -m venv .venv-upgrade
-	test -x .venv-lock/bin/pip-compile || ($(PYTHON) -m venv .venv-lock && .venv-lock/bin/pip install --quiet pip-tools)
 	cp $(LOCK) $(LOCK).previous && cp $(DEMO_LOCK) $(DEMO_LOCK).previous
 	.venv-lock/bin/$(COMPILE) --upgrade && $(MAKE) --no-print-directory demo-lock
 	$(call install_locked,.venv-upgrade,$(LOCK)) && .venv-upgrade/bin/python -m pytest -q -n $(WORKERS) \

@@ -17,9 +17,10 @@ saved :class:`HippoGraphIndex`.
 
 from __future__ import annotations
 
+import logging
 import sys
 from importlib.abc import MetaPathFinder
-from importlib.machinery import ModuleSpec, PathFinder
+from importlib.machinery import ModuleSpec
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -85,9 +86,13 @@ _REGISTRY = "llama_index.core.indices.registry"
 
 
 def _register_graph_index() -> None:
-    from .graph.index_struct import register_index_opener
+    try:
+        from .graph.index_struct import register_index_opener
 
-    register_index_opener()
+        register_index_opener()
+    except Exception:  # never let it break LlamaIndex's own import: only opening a saved graph needs it
+        logging.getLogger(__name__).warning("the graph index could not be registered with LlamaIndex",
+                                            exc_info=True)
 
 
 class _RegistryWatcher(MetaPathFinder):
@@ -98,7 +103,7 @@ class _RegistryWatcher(MetaPathFinder):
         if fullname != _REGISTRY:
             return None
         sys.meta_path.remove(self)
-        spec = PathFinder.find_spec(fullname, path)
+        spec = next((found for finder in sys.meta_path if (found := _spec_of(finder, fullname, path, target))), None)
         if spec is None or spec.loader is None:
             return spec
         exec_module = spec.loader.exec_module
@@ -109,6 +114,11 @@ class _RegistryWatcher(MetaPathFinder):
 
         spec.loader.exec_module = exec_and_register  # type: ignore[method-assign]  # this module's loader only
         return spec
+
+
+def _spec_of(finder: Any, fullname: str, path: Any, target: ModuleType | None) -> ModuleSpec | None:
+    find_spec = getattr(finder, "find_spec", None)
+    return find_spec(fullname, path, target) if find_spec is not None else None
 
 
 if _REGISTRY in sys.modules:

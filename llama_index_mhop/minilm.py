@@ -57,6 +57,9 @@ class MiniLMEmbedding(BaseEmbedding):
     async def _aget_text_embedding(self, text: str) -> list[float]:
         return self._get_text_embedding(text)
 
+    async def _aget_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+        return self._get_text_embeddings(texts)  # one batched pass, not a task a text
+
 
 class _Encoder:
     """Tokenizer, weights and the forward pass of a BERT encoder with mean pooling."""
@@ -68,9 +71,14 @@ class _Encoder:
         from tokenizers import Tokenizer
 
         config = json.loads((folder / "config.json").read_text())
-        if config.get("model_type") != "bert" or config.get("hidden_act") != "gelu":
-            raise ValueError(f"{folder}: not a BERT model with GELU activations; load it as a HuggingFaceEmbedding "
-                             "(mhop: --embed-model)")
+        pooling = _json(folder / "1_Pooling" / "config.json")
+        modules = [m.get("type", "") for m in _json(folder / "modules.json", [])]
+        if (config.get("model_type") != "bert" or config.get("hidden_act") != "gelu"
+                or not pooling.get("pooling_mode_mean_tokens") or not any(t.endswith("Normalize") for t in modules)):
+            raise ValueError(f"{folder}: not a BERT sentence model with GELU, mean pooling and normalised vectors; "
+                             "load it as a HuggingFaceEmbedding (mhop: --embed-model)")
+        # sentence-transformers cuts texts at the model's own max_seq_length.
+        max_length = int(_json(folder / "sentence_bert_config.json").get("max_seq_length", max_length))
         self.heads = int(config["num_attention_heads"])
         self.layers = int(config["num_hidden_layers"])
         self.eps = float(config["layer_norm_eps"])
@@ -136,6 +144,12 @@ class _Encoder:
         mean = x.mean(axis=-1, keepdims=True)
         var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
         return (x - mean) / np.sqrt(var + np.float32(self.eps)) * self.w[name + ".weight"] + self.w[name + ".bias"]
+
+
+def _json(path: Path, missing: Any = None) -> Any:
+    import json
+
+    return json.loads(path.read_text()) if path.is_file() else ({} if missing is None else missing)
 
 
 def _gelu(x: np.ndarray) -> np.ndarray:

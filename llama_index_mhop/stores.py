@@ -167,10 +167,13 @@ def _from_json(path: Path) -> list[Document]:
 class SkippedFile:
     """A file of a corpus folder that was not indexed, and why. ``path`` is absolute: the folder resolved (as a
     sync resolves its source) joined with the file's path within it, so ``path.relative_to(folder.resolve())`` is
-    the file's doc id whether the folder was given as a relative or an absolute path."""
+    the file's doc id whether the folder was given as a relative or an absolute path. ``empty``: the file was read
+    and holds no text, so a sync removes what was indexed of it (any other skipped file keeps its indexed version:
+    it was not read)."""
 
     path: Path
     reason: str
+    empty: bool = False
 
 
 def _read_file(file: Path, doc_id: str) -> list[Document]:
@@ -210,6 +213,13 @@ def _not_read(file: Path, root: Path, follow_symlinks: bool, max_file_bytes: int
     return None
 
 
+def _skipped(path: Path, reason: str, empty: bool = False) -> SkippedFile:
+    # A file name is untrusted text. The mark lets the mhop command, which lists skipped files itself, leave this
+    # line out.
+    logger.warning("skipped %s", escape_controls(reason), extra={SKIP_MARK: True})
+    return SkippedFile(path, reason, empty)
+
+
 def _read_folder(
     path: Path, strict: bool, follow_symlinks: bool, max_file_bytes: int | None
 ) -> tuple[list[Document], list[SkippedFile]]:
@@ -227,16 +237,15 @@ def _read_folder(
             if reason is not None:
                 raise CorpusError(reason)
             read = _read_file(file, relative.as_posix())
-            if not any(d.text.strip() for d in read):
-                raise CorpusError(f"{file}: holds no text (an empty file is not indexed)")
-            docs.extend(read)
         except CorpusError as exc:
             if strict:
                 raise CorpusError(f"{exc} (strict: the corpus is refused)") from None
-            # A file name is untrusted text. The mark lets the mhop command, which lists skipped files itself,
-            # leave this line out.
-            logger.warning("skipped %s", escape_controls(exc), extra={SKIP_MARK: True})
-            skipped.append(SkippedFile(root / relative, str(exc)))
+            skipped.append(_skipped(root / relative, str(exc)))
+            continue
+        if any(d.text.strip() for d in read):
+            docs.extend(read)
+        else:  # read, and empty: nothing of it is indexed, and a sync removes what was
+            skipped.append(_skipped(root / relative, f"{file}: holds no text (an empty file is not indexed)", True))
     return docs, skipped
 
 

@@ -203,6 +203,7 @@ def _unread_doc_ids(collection: Any, skipped: Sequence[SkippedFile], source_key:
     and, when a JSON file was skipped, every JSON record indexed from the folder. A row does not say which of the
     folder's JSON files its record came from (only text files' rows carry a ``file_path``), so records gone from
     the folder's other JSON files are removed by the next sync that reads every file."""
+    skipped = [f for f in skipped if not f.empty]  # an empty file was read: its indexed version goes
     if not skipped or source_key is None:
         return set()
     unread = set(source_doc_ids([f.path.relative_to(source_key).as_posix() for f in skipped], held,

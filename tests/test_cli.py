@@ -205,7 +205,14 @@ def test_empty_and_binary_files_are_named_once_and_an_emptied_folder_syncs(tmp_p
     out = " ".join(capsys.readouterr().out.split())
     assert "empty.txt: holds no text" in out and out.count("binary.txt") == 1
     assert "1 added" in out and "skipped" not in caplog.text  # listed once, on stdout, not again as a log line
+    (folder / "kept.txt").write_text("")  # a file emptied: its indexed version goes, like a removed file's
+    assert mhop(["index", str(folder), *store]) == 0
+    assert "0 added, 0 updated, 1 removed, 0 unchanged (0 passages)" in " ".join(capsys.readouterr().out.split())
+    (folder / "kept.txt").write_text("Pat Hingle played Commissioner Gordon in Batman.")
+    assert mhop(["index", str(folder), *store]) == 0
     for file in folder.iterdir():
         file.unlink()
     assert mhop(["index", str(folder), *store]) == 0  # an emptied folder mirrors to nothing
     assert "0 added, 0 updated, 1 removed, 0 unchanged (0 passages)" in " ".join(capsys.readouterr().out.split())
+    assert mhop(["index", str(folder), *store]) == 2  # a folder that holds nothing indexed and no text: a mistake
+    assert "holds no text to index" in " ".join(capsys.readouterr().out.split())

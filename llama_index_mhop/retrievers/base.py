@@ -25,7 +25,7 @@ from ..rwlock import tracking_reads
 from ..validation import check_query
 from ..version_marker import READER_WAIT, StoreBusyError
 
-__all__ = ["CheckedQueryRetriever", "ProgramRetriever", "settings_signature"]
+__all__ = ["CheckedQueryRetriever", "ProgramRetriever"]
 
 
 def _checked(query: QueryType) -> QueryBundle:
@@ -188,19 +188,18 @@ class ProgramRetriever(CheckedQueryRetriever):
         return prediction.nodes
 
 
-def settings_signature(function: Callable[..., Any], config_type: type[BaseModel],
-                       drop: tuple[str, ...] = ()) -> inspect.Signature:
+def settings_signature(function: Callable[..., Any], config_type: type[BaseModel]) -> inspect.Signature:
     """``function``'s signature with its ``**kwargs`` spelled out: the keyword arguments every
-    :class:`ProgramRetriever` takes, then each field of ``config_type`` with its default (``drop``: names left out)."""
+    :class:`ProgramRetriever` takes, then each field of ``config_type`` with its default."""
     own = inspect.signature(function)
     keyword = inspect.Parameter.KEYWORD_ONLY
     shared = [p for p in inspect.signature(ProgramRetriever.__init__).parameters.values() if p.kind is keyword]
     fields = [inspect.Parameter(name, keyword, default=field.default, annotation=field.annotation)
               for name, field in config_type.model_fields.items()]
-    parameters = [p for p in own.parameters.values() if p.kind is not p.VAR_KEYWORD and p.name not in drop]
+    parameters = [p for p in own.parameters.values() if p.kind is not p.VAR_KEYWORD]
     seen = {p.name for p in parameters}
     for parameter in [*shared, *fields]:
-        if parameter.name not in seen and parameter.name not in drop:
+        if parameter.name not in seen:
             seen.add(parameter.name)
             parameters.append(parameter)
     return own.replace(parameters=parameters)
