@@ -106,9 +106,12 @@ def _graph_dir(args: argparse.Namespace) -> str:
 
 
 def _embed_model(args: argparse.Namespace) -> Any:
+    """The ``--embed-model`` embedder, loaded once per command however many steps of it embed."""
     from .defaults import load_embed_model
 
-    return load_embed_model(args.embed_model)
+    if "loaded_embed_model" not in vars(args):
+        args.loaded_embed_model = load_embed_model(args.embed_model)
+    return args.loaded_embed_model
 
 
 @contextmanager
