@@ -39,7 +39,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--out", default=str(DEFAULT_OUT))
     args = parser.parse_args()
-    mhop = [sys.executable, "-m", "llama_index_mhop.cli"]
+    mhop = [sys.executable, "-m", "llama_index_mhop.cli.commands"]
     commands = {
         "python -c pass": [sys.executable, "-c", "pass"],
         "mhop --help": [*mhop, "--help"],

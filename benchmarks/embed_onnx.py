@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from llama_index_mhop.bench.context import passage_documents
     from llama_index_mhop.bench.loaders import load_dataset
-    from llama_index_mhop.defaults import embedder_model_dir, verify_embedder_files
+    from llama_index_mhop.stores.defaults import embedder_model_dir, verify_embedder_files
 
     if args.threads > 0:
         torch.set_num_threads(args.threads)

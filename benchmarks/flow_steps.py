@@ -42,19 +42,19 @@ from result_file import measured_on, write_result
 #: step: the places it is timed, as (module, attribute path).
 STEPS: dict[str, list[tuple[str, str]]] = {
     "query embedding": [("llama_index.core.base.embeddings.base", "BaseEmbedding.get_query_embedding"),
-                        ("llama_index_mhop.query_batch", "embed_queries")],
+                        ("llama_index_mhop.stores.query_batch", "embed_queries")],
     "chroma": [("llama_index.vector_stores.chroma.base", "ChromaVectorStore.query"),
-               ("llama_index_mhop.guarded_store", "GuardedChromaVectorStore._query_together"),
-               ("llama_index_mhop.version_marker", "VersionMarker.read_whole")],
-    "perspective rules": [("llama_index_mhop.query_transforms", "heuristic_perspectives")],
-    "bridge linking": [("llama_index_mhop.retrievers.rrf_fusion", "link_passages")],
-    "fusion": [("llama_index_mhop.retrievers.rrf_fusion", "anchored_fusion"),
-               ("llama_index_mhop.retrievers.rrf_fusion", "reciprocal_rank_fusion")],
-    "confidence rules": [("llama_index_mhop.retrievers.confidence_program", name) for name in
+               ("llama_index_mhop.stores.guarded_store", "GuardedChromaVectorStore._query_together"),
+               ("llama_index_mhop.stores.version_marker", "VersionMarker.read_whole")],
+    "perspective rules": [("llama_index_mhop.components.query_transforms", "heuristic_perspectives")],
+    "bridge linking": [("llama_index_mhop.components.rrf_fusion", "link_passages")],
+    "fusion": [("llama_index_mhop.components.rrf_fusion", "anchored_fusion"),
+               ("llama_index_mhop.components.rrf_fusion", "reciprocal_rank_fusion")],
+    "confidence rules": [("llama_index_mhop.components.confidence_program", name) for name in
                          ("analyze_query", "assess_confidence", "targeted_queries", "listwise_rerank")],
-    "graph fact scoring": [("llama_index_mhop.retrievers.hippo_graph", "HippoGraphRetriever._candidates")],
-    "graph fact filter": [("llama_index_mhop.retrievers.hippo_program", "HippoGraphModule._recognition")],
-    "graph walk": [("llama_index_mhop.retrievers.hippo_graph", "HippoGraphRetriever._rank")],
+    "graph fact scoring": [("llama_index_mhop.components.hippo_graph", "HippoGraphRetriever._candidates")],
+    "graph fact filter": [("llama_index_mhop.components.hippo_program", "HippoGraphModule._recognition")],
+    "graph walk": [("llama_index_mhop.components.hippo_graph", "HippoGraphRetriever._rank")],
 }
 
 
@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     from llama_index_mhop.bench.context import BenchContext, passage_documents
     from llama_index_mhop.bench.loaders import load_dataset
     from llama_index_mhop.bench.registry import get_retriever_spec
-    from llama_index_mhop.defaults import default_chroma_client, default_embed_model
+    from llama_index_mhop.stores.defaults import default_chroma_client, default_embed_model
 
     dataset = load_dataset(args.dataset, limit=args.limit)
     names = args.retrievers.split(",")

@@ -116,7 +116,7 @@ def build_step(work: Path, trace: bool, server: bool) -> dict[str, Any]:
     a ``chroma run`` server's (its memory recorded beside the build process's), else embedded in the process."""
     import chromadb
 
-    from llama_index_mhop.defaults import default_chroma_client
+    from llama_index_mhop.stores.defaults import default_chroma_client
 
     for folder in ("chroma", "graph"):
         shutil.rmtree(work / folder, ignore_errors=True)
@@ -133,7 +133,7 @@ def graph_step(work: Path, trace: bool) -> dict[str, Any]:
     from llama_index.core import VectorStoreIndex
     from llama_index.vector_stores.chroma import ChromaVectorStore
 
-    from llama_index_mhop.defaults import default_chroma_client
+    from llama_index_mhop.stores.defaults import default_chroma_client
 
     shutil.rmtree(work / "graph", ignore_errors=True)
     port = free_port()
@@ -152,7 +152,7 @@ def _build(work: Path, trace: bool, client: Any, server_pid: int | None,
     import llama_index_mhop
     from llama_index_mhop.bench.context import passage_documents
     from llama_index_mhop.graph import HippoGraphIndex
-    from llama_index_mhop.vector_index import build_vector_index
+    from llama_index_mhop.stores.vector_index import build_vector_index
 
     def measured() -> dict[str, Any]:
         here = memory(trace)
@@ -200,7 +200,7 @@ def query_step(work: Path, trace: bool, rounds: int, rankings: Path, walk_from_n
 
     from llama_index_mhop.bench.benchmarker import passage_ids
     from llama_index_mhop.graph import HippoGraphIndex
-    from llama_index_mhop.metrics import recall_at_k
+    from llama_index_mhop.rules.metrics import recall_at_k
 
     torch.set_num_threads(1)
     if walk_from_nodes is not None:
@@ -225,7 +225,7 @@ def query_step(work: Path, trace: bool, rounds: int, rankings: Path, walk_from_n
     if chroma_port is None:
         client = chromadb.PersistentClient(path=str(work / "chroma"))
     else:
-        from llama_index_mhop.defaults import default_chroma_client
+        from llama_index_mhop.stores.defaults import default_chroma_client
 
         client = default_chroma_client(host="localhost", port=chroma_port)
     store = ChromaVectorStore(chroma_collection=client.get_collection(COLLECTION))

@@ -25,16 +25,16 @@ from typing import Any
 import dspy
 
 from llama_index_mhop.graph.extraction import extract_llm_free, parse_extraction
-from llama_index_mhop.lm_clients import function_lm
-from llama_index_mhop.parsing import (
+from llama_index_mhop.lm.clients import function_lm
+from llama_index_mhop.rules.parsing import (
     LMOutputError,
     parse_confidence,
     parse_queries,
     parse_ranking,
     parse_string_list,
 )
-from llama_index_mhop.postprocessors import DSPyFactFilter, fact_node
-from llama_index_mhop.text import entity_spans, sentences
+from llama_index_mhop.components.postprocessors import DSPyFactFilter, fact_node
+from llama_index_mhop.rules.text import entity_spans, sentences
 
 
 def _confidence(text: str) -> Callable[[], Any]:

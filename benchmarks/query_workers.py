@@ -111,7 +111,7 @@ def answer(work: Path, port: int, reader: bool, questions: list[str],
     from llama_index.core import VectorStoreIndex
     from llama_index.vector_stores.chroma import ChromaVectorStore
 
-    from llama_index_mhop.defaults import default_chroma_client
+    from llama_index_mhop.stores.defaults import default_chroma_client
     from llama_index_mhop.graph import HippoGraphIndex, HippoGraphReader
 
     client = default_chroma_client(host="localhost", port=port)

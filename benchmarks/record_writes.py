@@ -62,7 +62,7 @@ def _write(path: Path, records: dict[str, dict[str, list[Any]]], vectors: dict[s
     import chromadb
     from chromadb.config import Settings
 
-    from llama_index_mhop.chroma_batches import CHROMA_BATCH
+    from llama_index_mhop.stores.chroma_batches import CHROMA_BATCH
 
     client = chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
     start = time.perf_counter()

@@ -108,7 +108,7 @@ def _write(path: Path, data: dict[str, Any]) -> None:
 def _collection_name(dataset_dir: Path) -> str:
     from llama_index_mhop.bench.context import passage_documents
     from llama_index_mhop.bench.loaders import load_dataset
-    from llama_index_mhop.stores import stable_id
+    from llama_index_mhop.stores.corpus import stable_id
 
     docs = passage_documents(load_dataset(dataset_dir).passages)
     return "mhop_bench_" + stable_id(*(d.id_ for d in docs))[:16]
@@ -122,7 +122,7 @@ def _index_worker(args: argparse.Namespace) -> dict[str, Any]:
 
     from llama_index_mhop.bench.context import BenchContext, passage_documents
     from llama_index_mhop.bench.loaders import load_dataset
-    from llama_index_mhop.defaults import default_chroma_client, default_embed_model
+    from llama_index_mhop.stores.defaults import default_chroma_client, default_embed_model
 
     _set_threads(args.threads)
     load_before = _load_avg()
@@ -204,7 +204,7 @@ def _graph_worker(args: argparse.Namespace) -> dict[str, Any]:
 def _build_graph(passages: list[Any], extractions: list[Any]) -> Any:
     """The LLM-free graph of a corpus: passage, entity and fact nodes and edges, no synonymy."""
     from llama_index_mhop.graph.knowledge_graph import KnowledgeGraph
-    from llama_index_mhop.text import entity_key
+    from llama_index_mhop.rules.text import entity_key
 
     graph = KnowledgeGraph()
     for passage, extraction in zip(passages, extractions, strict=True):
@@ -324,8 +324,8 @@ def _run_worker(args: argparse.Namespace) -> dict[str, Any]:
     from llama_index_mhop.bench.context import BenchContext
     from llama_index_mhop.bench.loaders import load_dataset
     from llama_index_mhop.bench.registry import RetrieverSpec, get_retriever_spec
-    from llama_index_mhop.defaults import default_chroma_client, default_embed_model
-    from llama_index_mhop.vector_index import load_vector_index
+    from llama_index_mhop.stores.defaults import default_chroma_client, default_embed_model
+    from llama_index_mhop.stores.vector_index import load_vector_index
 
     class SharedIndexBenchmarker(Benchmarker):
         """The Benchmarker, handed the shared index built (and timed) by the index worker."""
@@ -531,7 +531,7 @@ def _probe_worker(args: argparse.Namespace) -> dict[str, Any]:
 
     from llama_index_mhop.bench.context import passage_documents
     from llama_index_mhop.bench.loaders import load_dataset
-    from llama_index_mhop.defaults import default_embed_model
+    from llama_index_mhop.stores.defaults import default_embed_model
 
     _set_threads(args.threads)
     embed = default_embed_model()
@@ -567,7 +567,7 @@ def _own_index_stats(retriever: Any) -> dict[str, Any]:
         stats["build_seconds_by_phase"] = {k: round(float(v), 3) for k, v in phases.items()}
     stores = getattr(index, "stores", None)
     if stores is not None and hasattr(stores, "short_text_dtype"):
-        from llama_index_mhop.embed_dtype import native_bfloat16
+        from llama_index_mhop.stores.embed_dtype import native_bfloat16
 
         stats["short_text_dtype"] = stores.short_text_dtype
         stats["native_bfloat16"] = native_bfloat16()

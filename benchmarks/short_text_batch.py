@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from llama_index_mhop.bench.synthetic import generate_dataset
-    from llama_index_mhop.defaults import default_embed_model
+    from llama_index_mhop.stores.defaults import default_embed_model
     from llama_index_mhop.graph.graph_stores import (
         DEFAULT_SHORT_TEXT_BATCH_SIZE,
         DEFAULT_SHORT_TEXT_DTYPE,

@@ -37,7 +37,7 @@ DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "sync-cost.json"
 
 def corpus_documents(dataset: Path, edit_every: int = 0, drop_every: int = 0) -> list[Any]:
     """HotpotQA-100's corpus as documents known by their titles; every ``edit_every``-th one edited."""
-    from llama_index_mhop.stores import join_sentences, make_document
+    from llama_index_mhop.stores.corpus import join_sentences, make_document
 
     corpus = json.loads((dataset / "corpus.json").read_text())
     docs = []
@@ -66,7 +66,7 @@ class CountingEmbedder:
 
 
 def vector_steps(client: Any, embed_model: Any) -> Callable[[Sequence[Any], bool], Any]:
-    from llama_index_mhop.vector_index import delete_documents, stored_documents, sync_vector_index
+    from llama_index_mhop.stores.vector_index import delete_documents, stored_documents, sync_vector_index
 
     def sync(documents: Sequence[Any], mirror: bool) -> Any:
         result = sync_vector_index(documents, chroma_client=client, embed_model=embed_model, show_progress=False,
@@ -103,7 +103,7 @@ def graph_steps(client: Any, embed_model: Any) -> Callable[[Sequence[Any], bool]
 
 
 def measure(kind: str, dataset: Path, work: Path) -> dict[str, Any]:
-    from llama_index_mhop.defaults import default_chroma_client, default_embed_model
+    from llama_index_mhop.stores.defaults import default_chroma_client, default_embed_model
 
     embed_model = default_embed_model()
     counter = CountingEmbedder(embed_model)

@@ -15,9 +15,9 @@ import chromadb
 from llama_index.core.llms import MockLLM
 from llama_index.core.query_engine import RetrieverQueryEngine
 
-from llama_index_mhop.retrievers.confidence_loop import ConfidenceLoopRetriever
-from llama_index_mhop.stores import make_document
-from llama_index_mhop.vector_index import build_vector_index
+from llama_index_mhop.components.confidence_loop import ConfidenceLoopRetriever
+from llama_index_mhop.stores.corpus import make_document
+from llama_index_mhop.stores.vector_index import build_vector_index
 
 # A two-hop question: the town's passage names the film, only the film's passage names its director.
 DOCUMENTS = [

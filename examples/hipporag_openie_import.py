@@ -17,7 +17,7 @@ import chromadb
 from llama_index.core.llms import MockLLM
 
 from llama_index_mhop.graph import HippoGraphIndex, StoredOpenIE, export_openie
-from llama_index_mhop.stores import load_documents
+from llama_index_mhop.stores.corpus import load_documents
 
 DATA = Path(__file__).resolve().parent / "data"
 

@@ -24,18 +24,18 @@ from importlib.machinery import ModuleSpec
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from .lazy_exports import lazy_exports
+from .rules.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
-    from .defaults import default_embed_model
-    from .fusion import reciprocal_rank_fusion
+    from .stores.defaults import default_embed_model
+    from .rules.fusion import reciprocal_rank_fusion
     from .graph import HippoGraphIndex, HippoGraphReader
-    from .minilm import MiniLMEmbedding
-    from .postprocessors import DSPyFactFilter, fact_node
-    from .query_transforms import PerspectiveQueryTransform
-    from .retrievers import ConfidenceLoopRetriever, HippoGraphRetriever, RRFFusionRetriever
-    from .stores import load_documents
-    from .vector_index import build_vector_index, delete_documents, load_vector_index, sync_vector_index
+    from .stores.minilm import MiniLMEmbedding
+    from .components.postprocessors import DSPyFactFilter, fact_node
+    from .components.query_transforms import PerspectiveQueryTransform
+    from .components import ConfidenceLoopRetriever, HippoGraphRetriever, RRFFusionRetriever
+    from .stores.corpus import load_documents
+    from .stores.vector_index import build_vector_index, delete_documents, load_vector_index, sync_vector_index
 
 __all__ = [
     "ConfidenceLoopRetriever",
@@ -59,22 +59,22 @@ __version__ = "0.1.0"
 
 #: Where each exported name lives (the module, relative to this package).
 _EXPORTS = {
-    "ConfidenceLoopRetriever": ".retrievers",
-    "DSPyFactFilter": ".postprocessors",
+    "ConfidenceLoopRetriever": ".components",
+    "DSPyFactFilter": ".components.postprocessors",
     "HippoGraphIndex": ".graph",
     "HippoGraphReader": ".graph",
-    "HippoGraphRetriever": ".retrievers",
-    "MiniLMEmbedding": ".minilm",
-    "PerspectiveQueryTransform": ".query_transforms",
-    "RRFFusionRetriever": ".retrievers",
-    "build_vector_index": ".vector_index",
-    "default_embed_model": ".defaults",
-    "delete_documents": ".vector_index",
-    "fact_node": ".postprocessors",
-    "load_documents": ".stores",
-    "load_vector_index": ".vector_index",
-    "reciprocal_rank_fusion": ".fusion",
-    "sync_vector_index": ".vector_index",
+    "HippoGraphRetriever": ".components",
+    "MiniLMEmbedding": ".stores.minilm",
+    "PerspectiveQueryTransform": ".components.query_transforms",
+    "RRFFusionRetriever": ".components",
+    "build_vector_index": ".stores.vector_index",
+    "default_embed_model": ".stores.defaults",
+    "delete_documents": ".stores.vector_index",
+    "fact_node": ".components.postprocessors",
+    "load_documents": ".stores.corpus",
+    "load_vector_index": ".stores.vector_index",
+    "reciprocal_rank_fusion": ".rules.fusion",
+    "sync_vector_index": ".stores.vector_index",
 }
 
 

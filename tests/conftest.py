@@ -37,7 +37,7 @@ def fixtures_dir() -> Path:
 @pytest.fixture(scope="session")
 def embed_model():
     """The packaged all-MiniLM-L6-v2, loaded once for the whole run."""
-    from llama_index_mhop.defaults import default_embed_model
+    from llama_index_mhop.stores.defaults import default_embed_model
 
     return default_embed_model()
 
@@ -45,7 +45,7 @@ def embed_model():
 @pytest.fixture(scope="session")
 def hotpotqa_slice(hotpotqa_questions: list[dict]) -> tuple[list[dict], list]:
     """The first 20 HotpotQA questions and the Documents of their context paragraphs (about 200 passages)."""
-    from llama_index_mhop.stores import join_sentences, make_document
+    from llama_index_mhop.stores.corpus import join_sentences, make_document
 
     questions = hotpotqa_questions[:20]
     docs, seen = [], set()
@@ -60,8 +60,8 @@ def hotpotqa_slice(hotpotqa_questions: list[dict]) -> tuple[list[dict], list]:
 @pytest.fixture(scope="session")
 def hotpotqa_slice_index(tmp_path_factory, hotpotqa_slice, embed_model):
     """A persistent Chroma vector index of the 20-question slice, built once per run."""
-    from llama_index_mhop.defaults import default_chroma_client
-    from llama_index_mhop.vector_index import build_vector_index
+    from llama_index_mhop.stores.defaults import default_chroma_client
+    from llama_index_mhop.stores.vector_index import build_vector_index
 
     _, docs = hotpotqa_slice
     client = default_chroma_client(tmp_path_factory.mktemp("slice_chroma"))
@@ -81,7 +81,7 @@ def gold_titles():
 @pytest.fixture(scope="session")
 def mini_graph_documents() -> list:
     """The graph tests' mini corpus (tests/graph/data/mini_corpus.json) as Documents."""
-    from llama_index_mhop.stores import make_document
+    from llama_index_mhop.stores.corpus import make_document
 
     records = json.loads((Path(__file__).parent / "graph" / "data" / "mini_corpus.json").read_text())
     return [make_document(r["title"], r["text"]) for r in records]

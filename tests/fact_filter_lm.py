@@ -11,7 +11,7 @@ import dspy
 from dspy.utils import DummyLM
 from llama_index.core.schema import NodeWithScore
 
-from llama_index_mhop.lm_clients import function_lm, render_fields
+from llama_index_mhop.lm.clients import function_lm, render_fields
 
 _CANDIDATES = re.compile(r"\[\[ ## fact_before_filter ## \]\]\n(\{.*\})")
 

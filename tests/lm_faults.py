@@ -7,8 +7,8 @@ import json
 import threading
 import time
 
-from llama_index_mhop.lm import _turn
-from llama_index_mhop.lm_clients import function_lm, output_schema, render_fields
+from llama_index_mhop.lm.steps import _turn
+from llama_index_mhop.lm.clients import function_lm, output_schema, render_fields
 
 FAULTS = ("raise", "hang", "empty", "invalid_json", "wrong_shape", "too_many")
 

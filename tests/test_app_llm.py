@@ -12,11 +12,11 @@ from llama_index.core import Settings
 from llama_index.core.llms import CompletionResponse, CustomLLM, LLMMetadata, MockLLM
 from llama_index.core.llms.callbacks import llm_completion_callback
 
-from llama_index_mhop.lm import current_lm
-from llama_index_mhop.lm_clients import render_fields
-from llama_index_mhop.postprocessors import DSPyFactFilter, fact_node
-from llama_index_mhop.query_transforms import PerspectiveQueryTransform
-from llama_index_mhop.retrievers import RRFFusionRetriever
+from llama_index_mhop.lm.steps import current_lm
+from llama_index_mhop.lm.clients import render_fields
+from llama_index_mhop.components.postprocessors import DSPyFactFilter, fact_node
+from llama_index_mhop.components.query_transforms import PerspectiveQueryTransform
+from llama_index_mhop.components import RRFFusionRetriever
 from tests.recording_retriever import QUERY, RecordingRetriever
 
 PERSPECTIVES = ["Arthur's Magazine founding year", "First for Women founding year",
@@ -63,7 +63,7 @@ def test_settings_llm_set_after_construction_drives_the_perspective_step(app_llm
     transform = PerspectiveQueryTransform()  # no lm=, no llm=
     assert transform.generate(QUERY) != PERSPECTIVES  # no LM anywhere yet: the LLM-free strategy
     llm = app_llm(ScriptedLLM(answer={"perspectives": PERSPECTIVES}, prompts=[]))
-    with caplog.at_level(logging.INFO, logger="llama_index_mhop.lm"):
+    with caplog.at_level(logging.INFO, logger="llama_index_mhop.lm.steps"):
         assert transform.generate(QUERY) == PERSPECTIVES
         transform.generate(QUERY)
     assert len(llm.prompts) == 2 and QUERY in llm.prompts[0]

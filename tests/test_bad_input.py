@@ -7,10 +7,10 @@ import asyncio
 import chromadb
 import pytest
 
-from llama_index_mhop.retrievers import ConfidenceLoopRetriever, RRFFusionRetriever
-from llama_index_mhop.stores import CorpusError, make_document
-from llama_index_mhop.validation import MAX_QUERY_CHARS
-from llama_index_mhop.vector_index import build_vector_index, load_vector_index, passage_collection
+from llama_index_mhop.components import ConfidenceLoopRetriever, RRFFusionRetriever
+from llama_index_mhop.stores.corpus import CorpusError, make_document
+from llama_index_mhop.rules.validation import MAX_QUERY_CHARS
+from llama_index_mhop.stores.vector_index import build_vector_index, load_vector_index, passage_collection
 
 DOCS = [
     ("Sava", "The Sava is a river in Southeast Europe. It flows into the Danube at Belgrade."),

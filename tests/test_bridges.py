@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from llama_index_mhop.bridges import bridge_targets, link_passages, relation_order
-from llama_index_mhop.passage_views import PassageView
-from llama_index_mhop.text import stems
+from llama_index_mhop.rules.bridges import bridge_targets, link_passages, relation_order
+from llama_index_mhop.rules.passage_views import PassageView
+from llama_index_mhop.rules.text import stems
 
 FIRM = PassageView(
     "firm",

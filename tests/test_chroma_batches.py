@@ -5,7 +5,7 @@ from __future__ import annotations
 import chromadb
 import numpy as np
 
-from llama_index_mhop.chroma_batches import (
+from llama_index_mhop.stores.chroma_batches import (
     all_ids,
     delete_ids,
     existing_ids,

@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from llama_index_mhop.cli import main as mhop
-from llama_index_mhop.postprocessors import DSPyFactFilter
+from llama_index_mhop.cli.commands import main as mhop
+from llama_index_mhop.components.postprocessors import DSPyFactFilter
 
 
 @pytest.fixture()
@@ -155,7 +155,7 @@ def test_no_progress_bar_when_piped_or_quiet(corpus, tmp_path, capsys):
 
 
 def test_a_long_query_is_cut_and_the_cut_is_logged(caplog):
-    from llama_index_mhop.validation import MAX_QUERY_CHARS, check_query
+    from llama_index_mhop.rules.validation import MAX_QUERY_CHARS, check_query
 
     with caplog.at_level("WARNING"):
         assert len(check_query("why " * 5000)) == MAX_QUERY_CHARS
@@ -185,7 +185,7 @@ def test_a_damaged_chroma_database_is_one_line_naming_it(tmp_path, damage):
     (tmp_path / "notes" / "Leland.txt").write_text("Leland is a town in North Carolina.")
     root = Path(__file__).resolve().parents[1]
     for command in (["query", "Where is Leland?"], ["index", str(tmp_path / "notes"), "--quiet"]):
-        done = subprocess.run([sys.executable, "-m", "llama_index_mhop.cli", *command, "--chroma-path", str(store)],
+        done = subprocess.run([sys.executable, "-m", "llama_index_mhop.cli.commands", *command, "--chroma-path", str(store)],
                               capture_output=True, text=True, cwd=tmp_path, timeout=300,
                               env={**os.environ, "PYTHONPATH": str(root), "COLUMNS": "400"})
         lines = (done.stdout + done.stderr).strip().splitlines()

@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
-from llama_index_mhop import cli
-from llama_index_mhop.cli import main as mhop
+from llama_index_mhop.cli import commands as cli
+from llama_index_mhop.cli.commands import main as mhop
 
 FUZZ = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

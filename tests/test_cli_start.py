@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from llama_index_mhop import cli
-from llama_index_mhop.cli import main as mhop
+from llama_index_mhop.cli import commands as cli
+from llama_index_mhop.cli.commands import main as mhop
 
 HEAVY = {"torch", "chromadb", "dspy", "llama_index", "httpx", "numpy", "scipy", "networkx"}
 
@@ -24,7 +24,7 @@ def _run_python(code: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.slow  # a child Python process
 def test_build_parser_imports_nothing_heavy():
-    code = ("import sys; from llama_index_mhop.cli import build_parser; build_parser(); "
+    code = ("import sys; from llama_index_mhop.cli.commands import build_parser; build_parser(); "
             f"print(sorted(m for m in sys.modules if m.split('.')[0] in {sorted(HEAVY)!r}))")
     result = _run_python(code)
     assert result.returncode == 0, result.stderr
@@ -37,7 +37,7 @@ def test_build_parser_imports_nothing_heavy():
 @pytest.mark.slow  # a child Python process
 def test_help_and_argument_errors_import_nothing_heavy(argv, tmp_path):
     """Neither the heavy libraries nor Rich (Rich only for the one-line errors of the checked options)."""
-    code = ("import sys\nfrom llama_index_mhop.cli import main\n"
+    code = ("import sys\nfrom llama_index_mhop.cli.commands import main\n"
             f"try:\n    code = main({argv!r})\nexcept SystemExit as exc:\n    code = exc.code\n"
             f"print(code, sorted({{m.split('.')[0] for m in sys.modules}} & set({sorted(HEAVY | {'rich'})!r})))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
@@ -52,7 +52,7 @@ def test_help_and_argument_errors_import_nothing_heavy(argv, tmp_path):
 
 @pytest.mark.slow  # a child Python process
 def test_help_exits_0():
-    result = subprocess.run([sys.executable, "-m", "llama_index_mhop.cli", "--help"], capture_output=True, text=True,
+    result = subprocess.run([sys.executable, "-m", "llama_index_mhop.cli.commands", "--help"], capture_output=True, text=True,
                             timeout=120, check=False)
     assert result.returncode == 0, result.stderr
     assert "usage: mhop" in result.stdout and "status" in result.stdout
@@ -63,7 +63,7 @@ def test_help_exits_0():
 
 def test_the_light_names_are_the_registry_s():
     """What --help offers is what the modules owning the names accept."""
-    from llama_index_mhop import cli_arguments
+    from llama_index_mhop.bench import arguments as cli_arguments
     from llama_index_mhop.bench import loaders, optimize
     from llama_index_mhop.bench.registry import registered_retrievers
 
@@ -91,7 +91,7 @@ def test_package_exports_are_lazy_and_complete():
         llama_index_mhop.no_such_name  # noqa: B018
     from llama_index_mhop import embed_dtype  # a submodule, not an export, still imports
 
-    assert embed_dtype.__name__ == "llama_index_mhop.embed_dtype"
+    assert embed_dtype.__name__ == "llama_index_mhop.stores.embed_dtype"
 
 
 # ---------------------------------------------------------------------------------------------- mhop status
@@ -119,9 +119,9 @@ def _status(store, capsys) -> dict:
 
 def _opened_counts(root: Path, embed_model) -> tuple[dict, dict]:
     """What the index reports once opened: the passage collection and the graph index's counts."""
-    from llama_index_mhop.defaults import default_chroma_client
+    from llama_index_mhop.stores.defaults import default_chroma_client
     from llama_index_mhop.graph import HippoGraphIndex
-    from llama_index_mhop.vector_index import describe_collection
+    from llama_index_mhop.stores.vector_index import describe_collection
 
     client = default_chroma_client(root / "chroma")
     graph = HippoGraphIndex.from_persist_dir(root / "graph", chroma_client=client, embed_model=embed_model)
@@ -129,7 +129,7 @@ def _opened_counts(root: Path, embed_model) -> tuple[dict, dict]:
 
 
 def test_status_reads_counts_without_the_embedder(indexed, capsys, monkeypatch, embed_model):
-    from llama_index_mhop import defaults
+    from llama_index_mhop.stores import defaults
 
     root, store = indexed
 
@@ -149,8 +149,8 @@ def test_status_reads_counts_without_the_embedder(indexed, capsys, monkeypatch, 
 
 
 def test_status_flags_a_graph_behind_its_passage_index(indexed, tmp_path, capsys, embed_model):
-    from llama_index_mhop.defaults import default_chroma_client
-    from llama_index_mhop.vector_index import delete_documents, load_vector_index
+    from llama_index_mhop.stores.defaults import default_chroma_client
+    from llama_index_mhop.stores.vector_index import delete_documents, load_vector_index
 
     root = tmp_path / "copy"
     shutil.copytree(indexed[0], root)
@@ -164,7 +164,7 @@ def test_status_flags_a_graph_behind_its_passage_index(indexed, tmp_path, capsys
 
 
 def stored_doc_ids(index) -> set[str]:
-    from llama_index_mhop.vector_index import passage_collection, stored_documents
+    from llama_index_mhop.stores.vector_index import passage_collection, stored_documents
 
     return set(stored_documents(passage_collection(index)))
 
@@ -172,7 +172,7 @@ def stored_doc_ids(index) -> set[str]:
 @pytest.mark.slow  # a child Python process
 def test_status_process_imports_no_model_library(indexed):
     _, store = indexed
-    code = ("import sys\nfrom llama_index_mhop.cli import main\n"
+    code = ("import sys\nfrom llama_index_mhop.cli.commands import main\n"
             f"code = main(['status', *{store!r}])\n"
             "print(code, sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'dspy', 'llama_index', "
             "'transformers', 'sentence_transformers', 'scipy', 'networkx'}))")
@@ -202,7 +202,7 @@ def test_status_of_an_unsaved_or_foreign_graph(indexed, tmp_path, capsys):
     shutil.copytree(root / "chroma", tmp_path / "chroma")
     assert "graph" not in _status(["--chroma-path", str(tmp_path / "chroma")], capsys)
     shutil.copytree(root, tmp_path / "other")
-    from llama_index_mhop.defaults import default_chroma_client
+    from llama_index_mhop.stores.defaults import default_chroma_client
 
     entities = json.loads((root / "graph" / "hippo_config.json").read_text())["collections"]["entities"]
     default_chroma_client(tmp_path / "other" / "chroma").delete_collection(entities)
@@ -293,10 +293,10 @@ def test_a_collection_name_from_the_config_file_is_checked(tmp_path, capsys, mon
 
 
 def test_the_sync_log_is_named_as_the_name_check_assumes(tmp_path, embed_model):
-    from llama_index_mhop.cli_arguments import SYNC_LOG_SUFFIX, collection_name_problem
-    from llama_index_mhop.defaults import default_chroma_client
-    from llama_index_mhop.stores import make_document
-    from llama_index_mhop.vector_index import sync_vector_index
+    from llama_index_mhop.cli.arguments import SYNC_LOG_SUFFIX, collection_name_problem
+    from llama_index_mhop.stores.defaults import default_chroma_client
+    from llama_index_mhop.stores.corpus import make_document
+    from llama_index_mhop.stores.vector_index import sync_vector_index
 
     client = default_chroma_client(tmp_path / "chroma")
     name = "n" * 507
@@ -307,9 +307,9 @@ def test_the_sync_log_is_named_as_the_name_check_assumes(tmp_path, embed_model):
 
 
 @pytest.mark.parametrize("error, message", [
-    (("llama_index_mhop.vector_index", "IndexingInterrupted", "indexing stopped after 3 of 9"),
+    (("llama_index_mhop.stores.vector_index", "IndexingInterrupted", "indexing stopped after 3 of 9"),
      "error: indexing stopped after 3 of 9"),
-    (("llama_index_mhop.sync", "UnknownDocumentError", "no document 'x'; close matches: y"),
+    (("llama_index_mhop.stores.sync", "UnknownDocumentError", "no document 'x'; close matches: y"),
      "error: no document 'x'; close matches: y"),
     (("httpx", "ConnectError", "connection reset"), "error: the Chroma server stopped answering: connection reset"),
 ])

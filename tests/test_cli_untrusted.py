@@ -8,8 +8,8 @@ import json
 import pytest
 from rich.console import Console
 
-from llama_index_mhop import cli
-from llama_index_mhop.cli import main as mhop
+from llama_index_mhop.cli import commands as cli
+from llama_index_mhop.cli.commands import main as mhop
 
 HOSTILE_TITLE = "[bold]Evil\x1b]0;pwned\x07 Title"
 HOSTILE_TEXT = (

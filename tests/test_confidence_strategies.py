@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from llama_index_mhop.confidence_strategies import (
+from llama_index_mhop.rules.confidence import (
     Gap,
     GapKind,
     analyze_query,
     assess_confidence,
     targeted_queries,
 )
-from llama_index_mhop.passage_views import PassageView
+from llama_index_mhop.rules.passage_views import PassageView
 from tests.leland_corpus import PASSAGES, QUERY
 
 

@@ -9,9 +9,9 @@ import logging
 import chromadb
 import pytest
 
-from llama_index_mhop.cli import main as mhop
-from llama_index_mhop.stores import CorpusError, chunk_documents, read_corpus
-from llama_index_mhop.vector_index import build_vector_index
+from llama_index_mhop.cli.commands import main as mhop
+from llama_index_mhop.stores.corpus import CorpusError, chunk_documents, read_corpus
+from llama_index_mhop.stores.vector_index import build_vector_index
 
 
 @pytest.fixture()
@@ -25,7 +25,7 @@ def folder(tmp_path):
 
 
 def test_unreadable_file_is_named_and_skipped(folder, caplog):
-    with caplog.at_level(logging.WARNING, logger="llama_index_mhop.stores"):
+    with caplog.at_level(logging.WARNING, logger="llama_index_mhop.stores.corpus"):
         documents, skipped = read_corpus(folder)
     assert sorted(d.metadata["title"] for d in documents) == ["good", "notes"]
     assert [s.path.name for s in skipped] == ["latin1.txt"]

@@ -11,9 +11,9 @@ import logging
 import chromadb
 import pytest
 
-from llama_index_mhop.cli import main as mhop
-from llama_index_mhop.stores import DEFAULT_MAX_FILE_BYTES, CorpusError, read_corpus
-from llama_index_mhop.vector_index import passage_collection, stored_documents, sync_vector_index
+from llama_index_mhop.cli.commands import main as mhop
+from llama_index_mhop.stores.corpus import DEFAULT_MAX_FILE_BYTES, CorpusError, read_corpus
+from llama_index_mhop.stores.vector_index import passage_collection, stored_documents, sync_vector_index
 
 CONTROLS = {chr(c) for c in [*range(0x20), 0x7F, *range(0x80, 0xA0)]}
 
@@ -36,7 +36,7 @@ def linked(tmp_path):
 
 
 def test_a_link_leading_outside_the_folder_is_named_and_skipped(linked, caplog):
-    with caplog.at_level(logging.WARNING, logger="llama_index_mhop.stores"):
+    with caplog.at_level(logging.WARNING, logger="llama_index_mhop.stores.corpus"):
         documents, skipped = read_corpus(linked)
     assert _titles(documents) == ["alias", "alice"]  # a link within the folder is read
     assert [s.path.name for s in skipped] == ["leak.txt"]
@@ -142,7 +142,7 @@ def test_a_skipped_file_name_reaches_the_log_escaped(tmp_path, caplog):
     (corpus / "good.txt").write_text("Alice Hart founded Hartwell Mills in 1901.", encoding="utf-8")
     hostile = "\x1b]0;owned\x07\x1b[2J\x1b]8;;https:evil\x1b\\x\x1b]8;;\x1b\\.txt"
     (corpus / hostile).write_bytes("Café".encode("latin-1"))
-    with caplog.at_level(logging.WARNING, logger="llama_index_mhop.stores"):
+    with caplog.at_level(logging.WARNING, logger="llama_index_mhop.stores.corpus"):
         _, skipped = read_corpus(corpus)
     assert [s.path.name for s in skipped] == [hostile]
     (record,) = caplog.records

@@ -16,8 +16,8 @@ from pathlib import Path
 import chromadb
 import pytest
 
-from llama_index_mhop.retrievers.rrf_fusion import RRFFusionRetriever
-from llama_index_mhop.vector_index import sync_vector_index
+from llama_index_mhop.components.rrf_fusion import RRFFusionRetriever
+from llama_index_mhop.stores.vector_index import sync_vector_index
 from tests.chroma_server import ChromaServer
 from tests.retrievers.test_one_version import FIRST, SECOND, docs
 from tests.word_bag import WordBagEmbedding
@@ -35,8 +35,8 @@ import json, sys, time
 from pathlib import Path
 sys.path.insert(0, {root!r})
 import chromadb
-from llama_index_mhop.retrievers.rrf_fusion import RRFFusionRetriever
-from llama_index_mhop.vector_index import load_vector_index
+from llama_index_mhop.components.rrf_fusion import RRFFusionRetriever
+from llama_index_mhop.stores.vector_index import load_vector_index
 from tests.word_bag import WordBagEmbedding
 
 where, stop, first, second, question = sys.argv[1:6]
@@ -145,7 +145,7 @@ import sys
 sys.path.insert(0, {root!r})
 import chromadb
 from llama_index_mhop.graph import HippoGraphIndex
-from llama_index_mhop.vector_index import sync_vector_index
+from llama_index_mhop.stores.vector_index import sync_vector_index
 from tests.retrievers.test_one_version import FIRST, SECOND, docs
 from tests.word_bag import WordBagEmbedding
 
@@ -218,8 +218,8 @@ def test_graph_readers_racing_20_syncs_through_a_server_raise_no_chroma_error(tm
 
 
 def test_a_graph_read_through_a_server_waits_for_a_sync_another_process_marked(tmp_path):
-    from llama_index_mhop.guarded_store import sync_log
-    from llama_index_mhop.version_marker import VersionMarker
+    from llama_index_mhop.stores.guarded_store import sync_log
+    from llama_index_mhop.stores.version_marker import VersionMarker
 
     server = ChromaServer(tmp_path / "server").start()
     try:

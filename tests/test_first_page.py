@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from llama_index_mhop.first_page import FIRST_PAGE_SIZE, first_page
-from llama_index_mhop.passage_views import PassageView
+from llama_index_mhop.rules.first_page import FIRST_PAGE_SIZE, first_page
+from llama_index_mhop.rules.passage_views import PassageView
 
 
 def view(title: str, text: str) -> PassageView:

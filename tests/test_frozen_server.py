@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from llama_index_mhop.defaults import default_chroma_client
+from llama_index_mhop.stores.defaults import default_chroma_client
 from tests.chroma_server import ChromaServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,7 +31,7 @@ def silent_server():
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
     try:
-        return subprocess.run([sys.executable, "-m", "llama_index_mhop.cli", *args], cwd=ROOT, capture_output=True,
+        return subprocess.run([sys.executable, "-m", "llama_index_mhop.cli.commands", *args], cwd=ROOT, capture_output=True,
                               text=True, timeout=HANG_GUARD_SECONDS, env={**os.environ, "COLUMNS": "300"})
     except subprocess.TimeoutExpired:
         pytest.fail(f"the CLI hung for {HANG_GUARD_SECONDS} s on a server that does not answer")
@@ -67,7 +67,7 @@ def test_new_cli_process_reports_a_stopped_chroma_server(tmp_path):
 
 
 def test_cli_refuses_a_nonpositive_timeout(tmp_path):
-    from llama_index_mhop.cli import main as mhop
+    from llama_index_mhop.cli.commands import main as mhop
 
     assert mhop(["query", "anything", "--chroma-host", "127.0.0.1", "--chroma-port", "9",
                  "--chroma-timeout", "-1"]) == 2

@@ -12,8 +12,8 @@ from llama_index.core.llms import MockLLM
 from llama_index.core.retrievers import QueryFusionRetriever
 
 from llama_index_mhop.graph import HippoGraphIndex
-from llama_index_mhop.stores import load_documents
-from llama_index_mhop.vector_index import sync_vector_index
+from llama_index_mhop.stores.corpus import load_documents
+from llama_index_mhop.stores.vector_index import sync_vector_index
 from tests.word_bag import WordBagEmbedding
 
 DATA = Path(__file__).parent / "graph" / "data"

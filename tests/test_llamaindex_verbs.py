@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from llama_index.core import Document
 
-from llama_index_mhop.stores import load_documents
-from llama_index_mhop.vector_index import PassageIndex, passage_collection, sync_vector_index
+from llama_index_mhop.stores.corpus import load_documents
+from llama_index_mhop.stores.vector_index import PassageIndex, passage_collection, sync_vector_index
 from tests.graph.test_reconcile import synced_folder
 from tests.graph.test_sync import EDITED, NOTES
 from tests.word_bag import WordBagEmbedding

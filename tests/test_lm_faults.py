@@ -12,9 +12,9 @@ import logging
 import pytest
 
 from llama_index_mhop.graph.extraction import EXTRACTION_STEP, OpenIEExtractor
-from llama_index_mhop.postprocessors import DSPyFactFilter, fact_node
-from llama_index_mhop.query_transforms import PerspectiveQueryTransform
-from llama_index_mhop.text import normalize
+from llama_index_mhop.components.postprocessors import DSPyFactFilter, fact_node
+from llama_index_mhop.components.query_transforms import PerspectiveQueryTransform
+from llama_index_mhop.rules.text import normalize
 from tests.lm_faults import FAULTS, faulty_lm
 
 TIMEOUT = 0.5
@@ -24,7 +24,7 @@ QUERY = "Are Imperial River and Amaradia both located in the same country?"
 def test_perspective_transform_survives_every_fault(caplog):
     lm = faulty_lm()
     transform = PerspectiveQueryTransform(lm=lm, timeout=TIMEOUT)
-    with caplog.at_level(logging.WARNING, logger="llama_index_mhop.lm"):
+    with caplog.at_level(logging.WARNING, logger="llama_index_mhop.lm.steps"):
         for _ in FAULTS:
             perspectives = transform.generate(QUERY)
             assert 4 <= len(perspectives) <= 5

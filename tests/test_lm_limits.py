@@ -11,10 +11,10 @@ import time
 import dspy
 import pytest
 
-from llama_index_mhop.lm import MAX_LM_CALLS, FallbackCounter, LMStep
-from llama_index_mhop.lm_clients import function_lm
-from llama_index_mhop.postprocessors import DSPyFactFilter, fact_node
-from llama_index_mhop.query_transforms import PerspectiveQueryTransform
+from llama_index_mhop.lm.steps import MAX_LM_CALLS, FallbackCounter, LMStep
+from llama_index_mhop.lm.clients import function_lm
+from llama_index_mhop.components.postprocessors import DSPyFactFilter, fact_node
+from llama_index_mhop.components.query_transforms import PerspectiveQueryTransform
 from tests.lm_faults import hung_lm, unbalanced_quotes_lm
 
 QUERY = "Are Imperial River and Amaradia both located in the same country?"
@@ -59,7 +59,7 @@ def test_a_hung_lm_holds_a_bounded_number_of_threads(thread_safe, caplog):
     bound = MAX_LM_CALLS if thread_safe else 1
     before = threading.active_count()
     try:
-        with caplog.at_level(logging.WARNING, logger="llama_index_mhop.lm"):
+        with caplog.at_level(logging.WARNING, logger="llama_index_mhop.lm.steps"):
             durations = []
             for _ in range(40):
                 started = time.monotonic()
@@ -102,7 +102,7 @@ def test_an_lm_raising_system_exit_has_failed(thread_safe, caplog):
 
     counter = FallbackCounter()
     step = _step(counter)
-    with caplog.at_level(logging.WARNING, logger="llama_index_mhop.lm"):
+    with caplog.at_level(logging.WARNING, logger="llama_index_mhop.lm.steps"):
         assert step.run({"question": "sky?"}, function_lm(chat, thread_safe=thread_safe)) == "fallback"
         assert asyncio.run(step.arun({"question": "sky?"}, function_lm(chat, thread_safe=thread_safe))) == "fallback"
         native = function_lm(chat, achat, thread_safe=thread_safe)
@@ -133,7 +133,7 @@ def test_an_lm_error_reaches_the_log_escaped(caplog):
     def chat(messages):
         raise RuntimeError("\x1b]0;owned\x07\x1b[2J\x1b]8;;http://evil\x1b\\click\x1b]8;;\x1b\\ \x9b31m done")
 
-    with caplog.at_level(logging.WARNING, logger="llama_index_mhop.lm"):
+    with caplog.at_level(logging.WARNING, logger="llama_index_mhop.lm.steps"):
         assert _step().run({"question": "sky?"}, function_lm(chat)) == "fallback"
     (record,) = [r for r in caplog.records if "LM step failed" in r.getMessage()]
     message = record.getMessage()

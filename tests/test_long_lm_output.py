@@ -12,15 +12,15 @@ import pytest
 from dspy.utils import DummyLM
 
 from llama_index_mhop.graph.extraction import MAX_ENTITY_CHARS, MAX_PREDICATE_CHARS, parse_extraction
-from llama_index_mhop.lm_answers import MAX_ANSWER_CHARS
-from llama_index_mhop.parsing import (
+from llama_index_mhop.lm.answers import MAX_ANSWER_CHARS
+from llama_index_mhop.rules.parsing import (
     MAX_LIST_ITEMS,
     LMOutputError,
     parse_confidence,
     parse_queries,
     parse_string_list,
 )
-from llama_index_mhop.postprocessors import DSPyFactFilter, fact_node
+from llama_index_mhop.components.postprocessors import DSPyFactFilter, fact_node
 from tests.fact_filter_lm import answer, texts
 
 MILLION = 1_000_000

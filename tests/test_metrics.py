@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from llama_index_mhop.metrics import (
+from llama_index_mhop.rules.metrics import (
     all_gold_at_k,
     answer_exact_match,
     answer_f1,
@@ -14,7 +14,7 @@ from llama_index_mhop.metrics import (
     precision_at_k,
     recall_at_k,
 )
-from llama_index_mhop.text import normalize_title
+from llama_index_mhop.rules.text import normalize_title
 
 METRICS = (precision_at_k, recall_at_k, f1_at_k, all_gold_at_k)
 

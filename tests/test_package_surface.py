@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_sync_and_delete_are_exported_at_the_top_level():
-    from llama_index_mhop import delete_documents, sync_vector_index, vector_index
+    from llama_index_mhop import delete_documents, sync_vector_index
+    from llama_index_mhop.stores import vector_index
 
     assert {"sync_vector_index", "delete_documents"} <= set(llama_index_mhop.__all__)
     assert sync_vector_index is vector_index.sync_vector_index
@@ -38,7 +39,7 @@ def test_the_package_is_marked_typed_and_ships_the_marker():
 @pytest.fixture(scope="module")
 def saved_graph(tmp_path_factory) -> str:
     from llama_index_mhop.graph.index import HippoGraphIndex
-    from llama_index_mhop.stores import make_document
+    from llama_index_mhop.stores.corpus import make_document
     from tests.word_bag import WordBagEmbedding
 
     folder = str(tmp_path_factory.mktemp("saved") / "hippo")

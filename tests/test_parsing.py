@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from llama_index_mhop.graph.extraction import Extraction, entity_key, parse_extraction
-from llama_index_mhop.parsing import (
+from llama_index_mhop.rules.parsing import (
     MAX_ITEM_CHARS,
     LMOutputError,
     parse_confidence,
@@ -24,14 +24,14 @@ from llama_index_mhop.parsing import (
     parse_ranking,
     parse_string_list,
 )
-from llama_index_mhop.perspectives import (
+from llama_index_mhop.rules.perspectives import (
     MAX_PERSPECTIVES,
     MIN_PERSPECTIVES,
     ContextPassage,
     heuristic_perspectives,
     repair_perspectives,
 )
-from llama_index_mhop.text import normalize
+from llama_index_mhop.rules.text import normalize
 
 
 @pytest.mark.parametrize(

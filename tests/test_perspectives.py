@@ -1,10 +1,10 @@
-from llama_index_mhop.perspectives import (
+from llama_index_mhop.rules.perspectives import (
     ContextPassage,
     bridge_entities,
     heuristic_perspectives,
     repair_perspectives,
 )
-from llama_index_mhop.text import normalize
+from llama_index_mhop.rules.text import normalize
 
 
 def _distinct(perspectives):

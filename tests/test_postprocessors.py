@@ -13,14 +13,14 @@ from dspy.utils import DummyLM
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
 
-from llama_index_mhop.postprocessors import (
+from llama_index_mhop.components.postprocessors import (
     DSPyFactFilter,
     FactFilterModule,
     FactSelection,
     fact_node,
     select_by_mentions,
 )
-from llama_index_mhop.signatures import Fact, FactFilterSignature
+from llama_index_mhop.lm.signatures import Fact, FactFilterSignature
 from tests.fact_filter_lm import BrokenLM, answer
 
 # seeds/003, example 1, with embedding scores falling in list order.
@@ -127,7 +127,7 @@ def test_non_json_answer_falls_back_to_top_scores(caplog):
     fact_filter = DSPyFactFilter(
         lm=DummyLM([{"fact_after_filter": "The first and fourth facts are relevant."}])
     )
-    with caplog.at_level(logging.WARNING, logger="llama_index_mhop.lm"):
+    with caplog.at_level(logging.WARNING, logger="llama_index_mhop.lm.steps"):
         result = fact_filter.postprocess_nodes(nodes, QueryBundle(RIVER_QUERY))
     assert result == nodes[:4]
     assert fact_filter.fallback_counts["fact_filter"] == 1
@@ -226,7 +226,7 @@ def test_duplicate_answers_are_kept_once():
 def test_lm_that_raises_falls_back_and_warns(caplog):
     nodes = river_nodes()
     fact_filter = DSPyFactFilter(lm=BrokenLM(), top_n=2)
-    with caplog.at_level(logging.WARNING, logger="llama_index_mhop.lm"):
+    with caplog.at_level(logging.WARNING, logger="llama_index_mhop.lm.steps"):
         result = fact_filter.postprocess_nodes(nodes, QueryBundle(RIVER_QUERY))
     assert result == [nodes[0], nodes[1]]
     assert fact_filter.fallback_counts["fact_filter"] == 1
@@ -237,7 +237,7 @@ def test_lm_that_raises_falls_back_and_warns(caplog):
 async def test_lm_that_raises_falls_back_on_the_async_path(caplog):
     nodes = river_nodes()
     fact_filter = DSPyFactFilter(lm=BrokenLM(), top_n=2)
-    with caplog.at_level(logging.WARNING, logger="llama_index_mhop.lm"):
+    with caplog.at_level(logging.WARNING, logger="llama_index_mhop.lm.steps"):
         result = await fact_filter.apostprocess_nodes(nodes, QueryBundle(RIVER_QUERY))
     assert result == [nodes[0], nodes[1]]
     assert fact_filter.fallback_counts["fact_filter"] == 1

@@ -6,10 +6,10 @@ import pytest
 from dspy.utils import DummyLM
 from llama_index.core.schema import QueryBundle
 
-from llama_index_mhop.lm_clients import function_lm
-from llama_index_mhop.perspectives import heuristic_perspectives
-from llama_index_mhop.query_transforms import PerspectiveQueryTransform
-from llama_index_mhop.text import normalize
+from llama_index_mhop.lm.clients import function_lm
+from llama_index_mhop.rules.perspectives import heuristic_perspectives
+from llama_index_mhop.components.query_transforms import PerspectiveQueryTransform
+from llama_index_mhop.rules.text import normalize
 
 QUERY = "Which magazine was started first, Arthur's Magazine or First for Women?"
 
@@ -49,7 +49,7 @@ def test_too_many_perspectives_are_cut_to_five():
 @pytest.mark.parametrize("bad", ["not json at all {", "", "[]", '{"a": 1}', "[1, 2, 3]"])
 def test_malformed_answers_fall_back(bad, caplog):
     transform = PerspectiveQueryTransform(lm=DummyLM([{"perspectives": bad}]))
-    with caplog.at_level(logging.WARNING, logger="llama_index_mhop.lm"):
+    with caplog.at_level(logging.WARNING, logger="llama_index_mhop.lm.steps"):
         perspectives = transform.generate(QUERY)
     assert _usable(perspectives)
     assert perspectives == heuristic_perspectives(QUERY)

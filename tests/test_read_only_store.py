@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from llama_index_mhop.cli import main as mhop
+from llama_index_mhop.cli.commands import main as mhop
 
 CORPUS = {
     "Maximum Overdrive.txt": "Maximum Overdrive is a 1986 film directed by Stephen King, shot in Leland.",
@@ -44,7 +44,7 @@ def run_read_only(folders: list[Path], argv: list[str], cwd: Path, python: str |
     code and output lines."""
     mounts = " && ".join(f"mount --bind -o ro {shlex.quote(str(f))} {shlex.quote(str(f))}" for f in folders)
     command = shlex.join([sys.executable, "-c", python] if python else
-                         [sys.executable, "-m", "llama_index_mhop.cli", *argv])
+                         [sys.executable, "-m", "llama_index_mhop.cli.commands", *argv])
     result = subprocess.run(["unshare", "-m", "sh", "-c", f"{mounts} && exec {command}"], capture_output=True,
                             text=True, timeout=300, check=False, cwd=cwd)
     return result.returncode, [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
@@ -68,7 +68,7 @@ def store(tmp_path_factory):
 
 
 def _passages(root: Path) -> list[str]:
-    from llama_index_mhop.defaults import default_chroma_client
+    from llama_index_mhop.stores.defaults import default_chroma_client
 
     client = default_chroma_client(root / "store" / "chroma")
     return sorted(client.get_collection("mhop_passages").get(include=["documents"])["documents"])
@@ -117,7 +117,7 @@ def test_an_index_opened_in_a_read_only_folder_answers_and_refuses_changes_in_on
 import chromadb
 from llama_index.core import Document
 from llama_index_mhop.graph import HippoGraphIndex
-from llama_index_mhop.store_lock import ReadOnlyStoreError
+from llama_index_mhop.stores.store_lock import ReadOnlyStoreError
 index = HippoGraphIndex.from_persist_dir({str(graph)!r}, chroma_client=chromadb.PersistentClient({str(root / "store" / "chroma")!r}))
 print("answer:", index.as_retriever(similarity_top_k=1).retrieve("Where was Stephen King born?")[0].node.get_content())
 try:

@@ -10,11 +10,11 @@ import pytest
 from llama_index.core import PromptTemplate
 
 from llama_index_mhop.graph import HippoGraphIndex
-from llama_index_mhop.lm_clients import function_lm
-from llama_index_mhop.postprocessors import DSPyFactFilter, fact_node
-from llama_index_mhop.query_transforms import PerspectiveQueryTransform
-from llama_index_mhop.retrievers import ConfidenceLoopRetriever, RRFFusionRetriever
-from llama_index_mhop.signatures import (
+from llama_index_mhop.lm.clients import function_lm
+from llama_index_mhop.components.postprocessors import DSPyFactFilter, fact_node
+from llama_index_mhop.components.query_transforms import PerspectiveQueryTransform
+from llama_index_mhop.components import ConfidenceLoopRetriever, RRFFusionRetriever
+from llama_index_mhop.lm.signatures import (
     ConfidenceEvaluator,
     EntityAndGapAnalyzer,
     FactFilterSignature,
@@ -22,7 +22,7 @@ from llama_index_mhop.signatures import (
     QueryPerspectiveGenerator,
     TargetedQueryGenerator,
 )
-from llama_index_mhop.stores import make_document
+from llama_index_mhop.stores.corpus import make_document
 from tests.recording_retriever import QUERY, RecordingRetriever
 from tests.word_bag import WordBagEmbedding
 

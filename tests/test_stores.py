@@ -4,15 +4,15 @@ import chromadb
 import pytest
 from llama_index.core import Document
 
-from llama_index_mhop.defaults import default_chroma_client
-from llama_index_mhop.stores import (
+from llama_index_mhop.stores.defaults import default_chroma_client
+from llama_index_mhop.stores.corpus import (
     CorpusError,
     chunk_documents,
     join_sentences,
     load_documents,
     make_document,
 )
-from llama_index_mhop.vector_index import build_vector_index, load_vector_index
+from llama_index_mhop.stores.vector_index import build_vector_index, load_vector_index
 
 
 def test_load_documents_from_json_shapes_and_folders(tmp_path):

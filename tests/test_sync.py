@@ -2,7 +2,7 @@
 
 import pytest
 
-from llama_index_mhop.sync import (
+from llama_index_mhop.stores.sync import (
     IncomingDocument,
     StoredDocument,
     UnknownDocumentError,

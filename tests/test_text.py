@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llama_index_mhop.text import (
+from llama_index_mhop.rules.text import (
     clean_name,
     drop_possessives,
     entity_key,

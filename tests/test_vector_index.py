@@ -14,10 +14,10 @@ import chromadb
 import pytest
 from llama_index.core import Settings
 
-from llama_index_mhop.defaults import default_chroma_client
-from llama_index_mhop.stores import make_document
-from llama_index_mhop.sync import UnknownDocumentError
-from llama_index_mhop.vector_index import (
+from llama_index_mhop.stores.defaults import default_chroma_client
+from llama_index_mhop.stores.corpus import make_document
+from llama_index_mhop.stores.sync import UnknownDocumentError
+from llama_index_mhop.stores.vector_index import (
     EmbeddingDimensionError,
     build_vector_index,
     delete_documents,
@@ -201,8 +201,8 @@ def test_a_query_racing_a_sync_sees_the_corpus_before_or_after(tmp_path):
 
 KILLED_SYNC = textwrap.dedent("""
     import os, signal, sys
-    from llama_index_mhop.defaults import default_chroma_client
-    from llama_index_mhop.vector_index import sync_vector_index
+    from llama_index_mhop.stores.defaults import default_chroma_client
+    from llama_index_mhop.stores.vector_index import sync_vector_index
     from tests.word_bag import WordBagEmbedding
 
     class DiesMidway(WordBagEmbedding):

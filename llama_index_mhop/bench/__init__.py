@@ -6,7 +6,7 @@ Benchmarker and its statistics.
 
 from __future__ import annotations
 
-from ..lazy_exports import lazy_exports
+from ..rules.lazy_exports import lazy_exports
 
 __all__ = [
     "DEFAULT_K_VALUES",

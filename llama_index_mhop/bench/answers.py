@@ -15,9 +15,9 @@ import dspy
 import numpy as np
 from llama_index.core.schema import MetadataMode, NodeWithScore
 
-from ..answer import ANSWER_STEP, answer_question
-from ..lm import FallbackCounter
-from ..metrics import answer_exact_match, answer_f1
+from ..lm.answer import ANSWER_STEP, answer_question
+from ..lm.steps import FallbackCounter
+from ..rules.metrics import answer_exact_match, answer_f1
 from .loaders import BenchQuestion
 
 __all__ = ["DEFAULT_ANSWER_PASSAGES", "AnswerEvaluator", "gold_answers"]

@@ -39,8 +39,8 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.schema import NodeWithScore
 
-from ..lm import current_lm
-from ..metrics import all_gold_at_k, dedupe, f1_at_k, precision_at_k, recall_at_k
+from ..lm.steps import current_lm
+from ..rules.metrics import all_gold_at_k, dedupe, f1_at_k, precision_at_k, recall_at_k
 from .answers import DEFAULT_ANSWER_PASSAGES, AnswerEvaluator, gold_answers
 from .context import BenchContext, passage_documents
 from .loaders import BenchDataset, BenchQuestion
@@ -257,7 +257,7 @@ class Benchmarker:
         return specs
 
     def _context(self) -> BenchContext:
-        from ..defaults import default_chroma_client, resolve_embed_model
+        from ..stores.defaults import default_chroma_client, resolve_embed_model
 
         embed_model = resolve_embed_model(self.embed_model)
         client = self.chroma_client if self.chroma_client is not None else default_chroma_client(
@@ -323,7 +323,7 @@ class Benchmarker:
                         "expected a LlamaIndex BaseRetriever or a Searcher")
 
     def _run_one(self, spec: RetrieverSpec, ctx: BenchContext, answer_lm: Any = None) -> dict[str, Any]:
-        from ..terminal import progress
+        from ..rules.terminal import progress
 
         searcher, own_seconds = self._build(spec, ctx)
         shared = (ctx.vector_index_seconds or 0.0) if spec.needs_index == "vector" else 0.0

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ..cli_arguments import add_bench_arguments, parse_k_values
+from .arguments import add_bench_arguments, parse_k_values
 from .loaders import DatasetFormatError, load_dataset
 
 __all__ = ["add_bench_arguments", "main", "parse_k_values", "run_bench"]
@@ -108,8 +108,8 @@ def _log_wandb(project: str, result: dict[str, Any]) -> None:
 
 def run_bench(args: argparse.Namespace) -> int:
     """Run ``mhop bench`` with parsed arguments; returns the process exit code (0 ok, 2 bad input)."""
-    from ..lm import current_lm
-    from ..lm_clients import lm_from_spec
+    from ..lm.steps import current_lm
+    from ..lm.clients import lm_from_spec
     from .benchmarker import Benchmarker, save_json
     from .plots import plot
 
@@ -128,11 +128,11 @@ def run_bench(args: argparse.Namespace) -> int:
         retrievers = [name.strip() for name in args.retrievers.split(",") if name.strip()]
     chroma_client = None
     if args.chroma_path:
-        from ..defaults import default_chroma_client
+        from ..stores.defaults import default_chroma_client
 
         chroma_client = default_chroma_client(args.chroma_path)
     try:
-        from ..defaults import load_embed_model
+        from ..stores.defaults import load_embed_model
 
         lm = lm_from_spec(args.lm)
         answer = args.answer and current_lm(lm) is not None

@@ -16,8 +16,8 @@ from llama_index.core import Document, VectorStoreIndex
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.schema import BaseNode, TextNode
 
-from ..stores import chunk_documents, make_document, stable_id
-from ..vector_index import all_passages, build_vector_index
+from ..stores.corpus import chunk_documents, make_document, stable_id
+from ..stores.vector_index import all_passages, build_vector_index
 from .loaders import Passage
 
 __all__ = ["BenchContext", "IndexContext", "passage_documents"]

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ..stores import join_sentences
+from ..stores.corpus import join_sentences
 
 __all__ = [
     "DatasetFormatError",

@@ -11,7 +11,7 @@ Registering a retriever::
 
     @register_retriever("my_retriever", "one line on what it does", needs_index="vector")
     def _my_retriever(ctx: RetrieverContext) -> BaseRetriever:
-        from ..retrievers.mine import MyRetriever  # import inside: a broken module fails only its own run
+        from ..components.mine import MyRetriever  # import inside: a broken module fails only its own run
 
         return MyRetriever.from_defaults(index=ctx.vector_index, similarity_top_k=ctx.top_k, lm=ctx.lm)
 """
@@ -189,7 +189,7 @@ def _query_fusion(ctx: RetrieverContext) -> BaseRetriever:
 @register_retriever("rrf_fusion", "3 rounds of 4-5 perspective queries, k=7 each, fused by RRF (seed 000)",
                     needs_index="vector")
 def _rrf_fusion(ctx: RetrieverContext) -> BaseRetriever:
-    from ..retrievers.rrf_fusion import RRFFusionRetriever
+    from ..components.rrf_fusion import RRFFusionRetriever
 
     return RRFFusionRetriever.from_defaults(ctx.vector_index, similarity_top_k=ctx.top_k, lm=ctx.lm,
                                             program=ctx.program)
@@ -198,7 +198,7 @@ def _rrf_fusion(ctx: RetrieverContext) -> BaseRetriever:
 @register_retriever("confidence_loop", "entity-chain queries (k=23), confidence check, gap queries (k=15), "
                     "listwise rerank (seed 001)", needs_index="vector")
 def _confidence_loop(ctx: RetrieverContext) -> BaseRetriever:
-    from ..retrievers.confidence_loop import ConfidenceLoopRetriever
+    from ..components.confidence_loop import ConfidenceLoopRetriever
 
     return ConfidenceLoopRetriever.from_defaults(ctx.vector_index, similarity_top_k=ctx.top_k, lm=ctx.lm,
                                                  program=ctx.program)
@@ -214,7 +214,7 @@ def _hippo_graph(ctx: RetrieverContext) -> BaseRetriever:
 @register_retriever("rrf_fusion+hippo", "rrf_fusion's flow with hippo_graph as the base retriever of every query "
                     "(the run's graph index, built once)", needs_index="vector")
 def _rrf_fusion_hippo(ctx: RetrieverContext) -> BaseRetriever:
-    from ..retrievers.rrf_fusion import RRFFusionConfig, RRFFusionRetriever
+    from ..components.rrf_fusion import RRFFusionConfig, RRFFusionRetriever
 
     config = RRFFusionConfig(similarity_top_k=ctx.top_k)
     base = ctx.graph_index.as_retriever(similarity_top_k=config.search_depth, lm=ctx.lm)
@@ -224,7 +224,7 @@ def _rrf_fusion_hippo(ctx: RetrieverContext) -> BaseRetriever:
 @register_retriever("confidence_loop+hippo", "confidence_loop's flow with hippo_graph as the base retriever of "
                     "every query (the run's graph index, built once)")
 def _confidence_loop_hippo(ctx: RetrieverContext) -> BaseRetriever:
-    from ..retrievers.confidence_loop import ConfidenceLoopRetriever
+    from ..components.confidence_loop import ConfidenceLoopRetriever
 
     return ConfidenceLoopRetriever.from_defaults(ctx.graph_index, similarity_top_k=ctx.top_k, lm=ctx.lm,
                                                  retriever_kwargs={"lm": ctx.lm})
@@ -233,7 +233,7 @@ def _confidence_loop_hippo(ctx: RetrieverContext) -> BaseRetriever:
 @register_retriever("vector_fact_filter", "vector, then DSPyFactFilter on its passages: those stating the facts "
                     "the query needs first (LLM-free without an LM)", needs_index="vector")
 def _vector_fact_filter(ctx: RetrieverContext) -> BaseRetriever:
-    from ..postprocessors import DSPyFactFilter
+    from ..components.postprocessors import DSPyFactFilter
     from .postprocessed import PostprocessedRetriever
 
     return PostprocessedRetriever(ctx.vector_index.as_retriever(similarity_top_k=ctx.top_k),

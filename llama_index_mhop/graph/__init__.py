@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..lazy_exports import lazy_exports
+from ..rules.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from .extraction import (

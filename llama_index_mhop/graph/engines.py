@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from llama_index.core.chat_engine.types import BaseChatEngine
     from llama_index.core.query_engine import RetrieverQueryEngine
 
-    from ..retrievers.hippo_graph import HippoGraphRetriever
+    from ..components.hippo_graph import HippoGraphRetriever
 
 __all__ = ["GraphEngines", "chat_engine", "query_engine"]
 
@@ -28,7 +28,7 @@ def query_engine(retriever: BaseRetriever, llm: Any = None, **kwargs: Any) -> Re
     """
     from llama_index.core.query_engine import RetrieverQueryEngine
 
-    from ..lm import app_llm
+    from ..lm.steps import app_llm
 
     if llm is None and app_llm() is None and "response_synthesizer" not in kwargs:
         from llama_index.core.llms import MockLLM
@@ -55,7 +55,7 @@ def chat_engine(retriever: BaseRetriever, chat_mode: Any = "condense_plus_contex
     """
     from llama_index.core.chat_engine import CondensePlusContextChatEngine, ContextChatEngine
 
-    from ..lm import app_llm
+    from ..lm.steps import app_llm
 
     if llm is None and app_llm() is None:
         raise ValueError("a chat engine answers with an LLM: pass llm= or set Settings.llm "
@@ -70,14 +70,14 @@ def chat_engine(retriever: BaseRetriever, chat_mode: Any = "condense_plus_contex
 
 
 class GraphEngines:
-    """The retriever and engines of a graph a :class:`~llama_index_mhop.retrievers.hippo_graph.HippoGraphRetriever`
+    """The retriever and engines of a graph a :class:`~llama_index_mhop.components.hippo_graph.HippoGraphRetriever`
     searches (a :class:`~.retrieval_source.RetrievalSource`: the index, or a reader of it)."""
 
     def as_retriever(self, **kwargs: Any) -> HippoGraphRetriever:
-        """A :class:`~llama_index_mhop.retrievers.hippo_graph.HippoGraphRetriever` over this graph; ``kwargs`` are
+        """A :class:`~llama_index_mhop.components.hippo_graph.HippoGraphRetriever` over this graph; ``kwargs`` are
         its arguments (``help(HippoGraphRetriever)``): ``similarity_top_k=5`` and the other
-        :class:`~llama_index_mhop.retrievers.hippo_config.HippoGraphConfig` settings, ``fact_filter``, ``lm``..."""
-        from ..retrievers.hippo_graph import HippoGraphRetriever
+        :class:`~llama_index_mhop.components.hippo_config.HippoGraphConfig` settings, ``fact_filter``, ``lm``..."""
+        from ..components.hippo_graph import HippoGraphRetriever
 
         return HippoGraphRetriever(index=self, **kwargs)
 
@@ -111,7 +111,7 @@ class GraphEngines:
     def _retriever_from(self, kwargs: dict[str, Any]) -> HippoGraphRetriever:
         """The retriever an engine answers from, built from the retriever arguments among an engine's ``kwargs``
         (taken out of them; the rest are the engine's)."""
-        from ..retrievers.hippo_graph import HippoGraphRetriever
+        from ..components.hippo_graph import HippoGraphRetriever
 
         return self.as_retriever(**{k: kwargs.pop(k) for k in list(kwargs) if k in HippoGraphRetriever.ARGUMENTS})
 

@@ -10,7 +10,7 @@ The LLM-free extractor is built for encyclopedic text, where a passage is about 
 * the title entity: the title without a parenthetical disambiguation ("Lover Come Back (1961 film)" gives
   "Lover Come Back"), plus the head of a comma title ("Laie, Hawaii" also gives "Laie"), so that any passage
   naming the title meets this passage at one entity node;
-* entity spans (:func:`llama_index_mhop.text.entity_spans`: capitalised spans, quoted titles, years) and full dates
+* entity spans (:func:`llama_index_mhop.rules.text.entity_spans`: capitalised spans, quoted titles, years) and full dates
   ("1 October 1943", "October 14, 1982");
 * triples linking the sentence's subject to each other entity of the sentence, with the words before the object as
   the predicate ("... released by Universal Pictures and directed by Delbert Mann" gives
@@ -35,10 +35,10 @@ from typing import Any, Protocol, runtime_checkable
 import dspy
 from tenacity import AsyncRetrying, RetryCallState, Retrying, stop_after_attempt, wait_exponential
 
-from ..lm import FallbackCounter, LMStep, current_lm, resolve_lm
-from ..parsing import LMOutputError
-from ..programs import ProgramSource, load_program, save_program
-from ..text import (
+from ..lm.steps import FallbackCounter, LMStep, current_lm, resolve_lm
+from ..rules.parsing import LMOutputError
+from ..lm.programs import ProgramSource, load_program, save_program
+from ..rules.text import (
     MONTHS,
     entity_key,
     entity_spans,
@@ -367,7 +367,7 @@ class Extractor(Protocol):
 class OpenIEExtractor:
     """Entities and triples of a passage: the DSPy module when an LM is configured, else the LLM-free rules.
 
-    Every LM call is a :class:`llama_index_mhop.lm.LMStep`; after ``max_attempts`` failed attempts
+    Every LM call is a :class:`llama_index_mhop.lm.steps.LMStep`; after ``max_attempts`` failed attempts
     (exception, timeout or malformed answer) the passage gets the LLM-free extraction and
     :attr:`fallback_counts` counts it. The title entities are always added, whichever path answered.
 

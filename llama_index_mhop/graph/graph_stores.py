@@ -28,11 +28,11 @@ from llama_index.core.schema import MetadataMode, TextNode
 from llama_index.core.vector_stores.utils import metadata_dict_to_node
 from llama_index.vector_stores.chroma import ChromaVectorStore
 
-from ..chroma_batches import CHROMA_BATCH, delete_ids, existing_ids, get_records, pages, upsert_vectors
-from ..dimension_check import check_embedding_dimension
-from ..embed_dtype import EmbedDType, check_embed_dtype, embedding_dtype
-from ..guarded_store import read_guarded, version_marker
-from ..version_marker import VersionMarker
+from ..stores.chroma_batches import CHROMA_BATCH, delete_ids, existing_ids, get_records, pages, upsert_vectors
+from ..stores.dimension_check import check_embedding_dimension
+from ..stores.embed_dtype import EmbedDType, check_embed_dtype, embedding_dtype
+from ..stores.guarded_store import read_guarded, version_marker
+from ..stores.version_marker import VersionMarker
 
 T = TypeVar("T")
 
@@ -162,7 +162,7 @@ def saved_client(chroma_client: Any, kind: str, root: Path) -> tuple[Any, str]:
         if not (root / CHROMA_DIR).is_dir():
             raise ValueError(f"{root / CHROMA_DIR}: no Chroma data beside the saved index: pass its chroma_client")
         return resolve_client(None, root)
-    from ..defaults import default_chroma_client
+    from ..stores.defaults import default_chroma_client
 
     return default_chroma_client(), "external"
 
@@ -181,7 +181,7 @@ class GraphStores:
         embed_model: the embedder of all three collections.
         short_text_batch_size: embedding batch size for entity names and facts (None: the embedder's own).
         short_text_dtype: what entity names and facts are embedded in: "bfloat16" where the CPU has it natively
-            (see :mod:`llama_index_mhop.embed_dtype`), or "float32". Passages and queries are always float32.
+            (see :mod:`llama_index_mhop.stores.embed_dtype`), or "float32". Passages and queries are always float32.
         mode: "ephemeral" (in-memory, copied out on persist), "local" (``persist_dir/chroma``) or "external".
         prefix: the collections' prefix (default: the name).
         owner: the index id of the index the collections belong to: recorded in the metadata of those it creates,
@@ -299,7 +299,7 @@ class GraphStores:
 
     def _read_source(self, read: Callable[[Any], T]) -> T:
         """``read(passage_source)`` at one whole version of it, as the vector index's own searches read it
-        (:func:`~llama_index_mhop.guarded_store.read_guarded`): never half of a sync, never a raw Chroma error of
+        (:func:`~llama_index_mhop.stores.guarded_store.read_guarded`): never half of a sync, never a raw Chroma error of
         a row a sync removed meanwhile, and on an embedded store another process changed, ``StaleStoreError``."""
         source = self._source
         return read_guarded(source, self._source_marker, lambda: read(source))

@@ -4,7 +4,7 @@ HippoRAG 2 (Gutiérrez et al., 2025, "From RAG to Memory", seeds 003/004) indexe
 stores and one graph: every passage is embedded, read once by OpenIE (:mod:`.extraction`) for its entities and
 (subject, predicate, object) facts, the entities and facts are embedded too, and the graph
 (:mod:`.knowledge_graph`) links entities to the passages that contain them, to each other by facts, and to their
-synonyms. :class:`~llama_index_mhop.retrievers.hippo_graph.HippoGraphRetriever` searches it.
+synonyms. :class:`~llama_index_mhop.components.hippo_graph.HippoGraphRetriever` searches it.
 
 This class is the facade over one module per job: its settings (:mod:`.index_config`), the three Chroma
 collections (:mod:`.graph_stores`), every change it makes (:mod:`.writer`: the sync rule, the batched indexing
@@ -33,10 +33,10 @@ from llama_index.core.storage.index_store import SimpleIndexStore
 from llama_index.core.vector_stores.simple import DEFAULT_VECTOR_STORE
 from llama_index.vector_stores.chroma import ChromaVectorStore
 
-from ..lm import FallbackCounter
-from ..store_lock import store_lock
-from ..stores import PassageChunker
-from ..sync import UnknownDocumentError
+from ..lm.steps import FallbackCounter
+from ..stores.store_lock import store_lock
+from ..stores.corpus import PassageChunker
+from ..stores.sync import UnknownDocumentError
 from .checkpoint import CHECKPOINT_FILE, resumed_index_id
 from .document_verbs import DocumentVerbs
 from .engines import GraphEngines
@@ -134,7 +134,7 @@ class HippoGraphIndex(IndexConstructors, DocumentVerbs, GraphEngines, BaseIndex[
             ValueError: a setting unknown or out of range, a saved index's struct without ``persist_dir``, or a store
                 without a saved index's collections.
         """
-        from ..defaults import resolve_embed_model  # the defaults layer, only once it is needed
+        from ..stores.defaults import resolve_embed_model  # the defaults layer, only once it is needed
 
         config = HippoGraphIndexConfig.of(config, settings)
         opened = None

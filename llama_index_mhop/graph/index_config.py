@@ -6,8 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..embed_dtype import EmbedDType
-from ..stores import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
+from ..stores.embed_dtype import EmbedDType
+from ..stores.corpus import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
 from .graph_stores import DEFAULT_SHORT_TEXT_BATCH_SIZE, DEFAULT_SHORT_TEXT_DTYPE
 from .indexing import DEFAULT_INSERT_BATCH_SIZE
 from .knowledge_graph import DEFAULT_SYNONYMY_THRESHOLD, DEFAULT_SYNONYMY_TOP_K, DEFAULT_TITLE_EDGE_WEIGHT
@@ -46,7 +46,7 @@ class HippoGraphIndexConfig(BaseModel):
         short_text_batch_size: embedding batch size for entity names and facts (None: the embedder's own).
         short_text_dtype: "bfloat16" (default) embeds entity names and facts in bfloat16 where the CPU multiplies
             it natively, about twice as fast (float32 elsewhere); "float32" always. Passages and queries are
-            float32 either way (see :mod:`llama_index_mhop.embed_dtype`).
+            float32 either way (see :mod:`llama_index_mhop.stores.embed_dtype`).
         exact_synonymy_max_entities: above this many entities, synonyms come from Chroma's HNSW index of the
             entity collection instead of exact all-pairs similarities.
         synonymy_threshold: cosine similarity for a synonymy edge (HippoRAG 2: 0.8).

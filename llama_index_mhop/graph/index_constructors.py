@@ -18,8 +18,8 @@ from llama_index.core import Document, StorageContext, VectorStoreIndex
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.callbacks import CallbackManager
 
-from ..dimension_check import check_embedding_dimension
-from ..stores import load_documents
+from ..stores.dimension_check import check_embedding_dimension
+from ..stores.corpus import load_documents
 from .extraction import Extractor, OpenIEExtractor
 from .graph_stores import resolve_client, vector_index_collection
 from .index_config import HippoGraphIndexConfig
@@ -98,7 +98,7 @@ class IndexConstructors:
             CorpusError: no text to index.
             ValueError: a bad name, or a setting unknown or out of range.
         """
-        from ..defaults import resolve_embed_model  # the defaults layer, only once it is needed
+        from ..stores.defaults import resolve_embed_model  # the defaults layer, only once it is needed
 
         config = HippoGraphIndexConfig.of(config, settings if show_progress is None
                                           else {**settings, "show_progress": show_progress})
@@ -179,7 +179,7 @@ class IndexConstructors:
         Args:
             persist_dir: the directory :meth:`persist` wrote (the graph's edge arrays are memory-mapped read-only).
             chroma_client: the Chroma client holding the collections; default ``persist_dir/chroma`` for an index
-                whose Chroma data lives there, else :func:`~llama_index_mhop.defaults.default_chroma_client`.
+                whose Chroma data lives there, else :func:`~llama_index_mhop.stores.defaults.default_chroma_client`.
             embed_model: the embedder (it must be the one the index was built with); default
                 ``Settings.embed_model`` if the app set one, else all-MiniLM-L6-v2.
             lm, llm: the LM for OpenIE of later inserts.

@@ -19,8 +19,8 @@ from typing import Any
 
 from llama_index.core.schema import MetadataMode, TextNode
 
-from ..stores import stable_id
-from ..terminal import progress
+from ..stores.corpus import stable_id
+from ..rules.terminal import progress
 from .checkpoint import GraphEntry, append_checkpoint, read_checkpoint
 from .extraction import Extraction, Extractor, entity_key, title_entities
 from .graph_stores import GraphStores

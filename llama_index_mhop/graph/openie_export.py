@@ -12,7 +12,7 @@ from typing import Any
 
 from llama_index.core.schema import BaseNode, MetadataMode
 
-from ..chroma_batches import CHROMA_BATCH
+from ..stores.chroma_batches import CHROMA_BATCH
 from .extraction import Extraction
 from .openie_file import write_openie
 

@@ -32,8 +32,8 @@ from llama_index.core.storage.docstore.types import DEFAULT_PERSIST_FNAME as DOC
 from llama_index.core.storage.index_store import SimpleIndexStore
 from llama_index.core.storage.index_store.types import DEFAULT_PERSIST_FNAME as INDEX_STORE_FNAME
 
-from ..embed_dtype import check_embed_dtype
-from ..stores import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
+from ..stores.embed_dtype import check_embed_dtype
+from ..stores.corpus import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
 from .checkpoint import CHECKPOINT_FILE
 from .graph_files import open_graph_files
 from .graph_stores import (
@@ -222,7 +222,7 @@ class SavedConfig:
 
     def _check_store(self, client: Any) -> None:
         """Refuse a Chroma store without this index's collections."""
-        from ..defaults import describe_client
+        from ..stores.defaults import describe_client
 
         name = self.config["name"]
         missing = missing_collections(client, self.collection_prefix or name)
@@ -348,7 +348,7 @@ def open_saved_index(folder: str | os.PathLike[str] | None, struct: HippoGraphSt
         ValueError: no folder given, the folder holds another index, an unreadable file, or a store without the
             index's collections.
     """
-    from ..defaults import resolve_embed_model
+    from ..stores.defaults import resolve_embed_model
 
     if folder is None and struct.persist_dir is None:
         raise ValueError(f"index {struct.index_id} was never saved: its struct names no folder; pass "
@@ -448,7 +448,7 @@ def discard_damaged_save(root: Path, error: DamagedFileError, chroma_client: Any
     """
     from chromadb.errors import ChromaError
 
-    from ..defaults import describe_client
+    from ..stores.defaults import describe_client
 
     where = str(root / CHROMA_DIR) if chroma_client is None else describe_client(chroma_client)
     try:
@@ -501,7 +501,7 @@ def _collection(client: Any, name: str, root: Path) -> Any:
     """The named collection of ``client``, or a clear error naming the saved index that expects it."""
     from chromadb.errors import NotFoundError
 
-    from ..defaults import describe_client
+    from ..stores.defaults import describe_client
 
     try:
         return client.get_collection(name)

@@ -11,7 +11,7 @@ When the current save has no snapshot yet, the reader opens the index once to fi
 the first worker that needs it), then opens the snapshot like any other worker. The reader never writes the graph
 or Chroma: inserts, deletes and a removal a killed writer left go through the one writer process's index. The
 passages it reads in place from a vector index are read as that index's searches read them
-(:func:`~llama_index_mhop.guarded_store.read_guarded`): on an embedded store another process changed, a query or
+(:func:`~llama_index_mhop.stores.guarded_store.read_guarded`): on an embedded store another process changed, a query or
 ``refresh`` raises ``StaleStoreError``.
 """
 
@@ -47,8 +47,8 @@ logger = logging.getLogger(__name__)
 
 #: What a reader's queries import on first use, besides this module's own imports: torch for the int8 products,
 #: the retriever and engines, Chroma's HTTP client.
-_READER_MODULES = ("torch", "chromadb", "llama_index_mhop.retrievers.hippo_graph", "llama_index.core.query_engine",
-                   "llama_index.core.chat_engine", "llama_index_mhop.defaults")
+_READER_MODULES = ("torch", "chromadb", "llama_index_mhop.components.hippo_graph", "llama_index.core.query_engine",
+                   "llama_index.core.chat_engine", "llama_index_mhop.stores.defaults")
 
 
 class HippoGraphReader(GraphEngines):
@@ -85,7 +85,7 @@ class HippoGraphReader(GraphEngines):
             FileNotFoundError: no saved index in ``persist_dir``.
             ValueError: an unreadable file, a graph saved in format 1, or a store without the index's collections.
         """
-        from ..defaults import resolve_embed_model
+        from ..stores.defaults import resolve_embed_model
 
         root = Path(persist_dir)
         saved = read_saved_config(root)

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..chroma_batches import all_ids, existing_ids
+from ..stores.chroma_batches import all_ids, existing_ids
 
 __all__ = ["Drift", "collection_ids", "find_drift"]
 

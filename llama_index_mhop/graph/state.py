@@ -24,7 +24,7 @@ import numpy as np
 from llama_index.core.schema import BaseNode
 from llama_index.core.vector_stores.utils import metadata_dict_to_node
 
-from ..chroma_batches import CHROMA_BATCH, get_records
+from ..stores.chroma_batches import CHROMA_BATCH, get_records
 from .graph_stores import GraphStores
 from .knowledge_graph import KnowledgeGraph
 from .state_columns import FactTriples, NameLookup, StateColumns

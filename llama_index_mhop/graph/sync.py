@@ -25,7 +25,7 @@ from llama_index.core import Document
 from llama_index.core.schema import TextNode
 from llama_index.core.storage.docstore import SimpleDocumentStore
 
-from ..stores import load_documents
+from ..stores.corpus import load_documents
 from .graph_stores import GraphStores
 from .json_files import check_field, check_value, read_json_object, write_json
 from .knowledge_graph import KnowledgeGraph

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ..chroma_batches import get_records
+from ..stores.chroma_batches import get_records
 from .graph_stores import GraphStores
 from .knowledge_graph import KnowledgeGraph
 

@@ -1,6 +1,6 @@
 """The writing side of a graph index: every change it makes, each one unit, in the order that keeps it crash-safe.
 
-A change holds the store's writer lock across processes (a persisted index, :mod:`llama_index_mhop.store_lock`)
+A change holds the store's writer lock across processes (a persisted index, :mod:`llama_index_mhop.stores.store_lock`)
 and the state's lock in this process (:class:`~.state.VersionedState`), so queries meanwhile answer from the
 graph as the last finished change left it. Inside it, documents follow the sync rule (:mod:`.sync`), passages go
 through the batched pipeline (:mod:`.indexing`), synonymy edges are brought up to date (:mod:`.synonymy`), and
@@ -21,9 +21,9 @@ from llama_index.core.schema import TextNode
 from llama_index.core.storage.docstore import SimpleDocumentStore
 from llama_index.core.storage.docstore.types import BaseDocumentStore
 
-from ..passage_rows import passage_nodes
-from ..store_lock import DEFAULT_LOCK_TIMEOUT, StoreLockedError, store_lock
-from ..sync import resolve_doc_id
+from ..stores.passage_rows import passage_nodes
+from ..stores.store_lock import DEFAULT_LOCK_TIMEOUT, StoreLockedError, store_lock
+from ..stores.sync import resolve_doc_id
 from .checkpoint import CHECKPOINT_FILE
 from .extraction import Extractor
 from .graph_stores import GraphStores, collection_passages

@@ -13,7 +13,7 @@ from llama_index_mhop.bench.answers import gold_answers
 from llama_index_mhop.bench.benchmarker import validate_result
 from llama_index_mhop.bench.cli import main
 from llama_index_mhop.bench.loaders import BenchQuestion, load_dataset
-from llama_index_mhop.lm_clients import function_lm, render_fields
+from llama_index_mhop.lm.clients import function_lm, render_fields
 
 # Three questions, six passages; the gold answers are ["the Ostra", "Ostra"], ["the Pell Hills"] and ["beech"].
 MINI = Path(__file__).parent / "data" / "hipporag"

@@ -10,7 +10,7 @@ import pytest
 
 from llama_index_mhop.bench.benchmarker import validate_result
 from llama_index_mhop.bench.cli import add_bench_arguments, main, parse_k_values
-from llama_index_mhop.lm_clients import lm_from_spec
+from llama_index_mhop.lm.clients import lm_from_spec
 
 
 def test_parse_k_values():

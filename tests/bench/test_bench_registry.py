@@ -14,7 +14,7 @@ from llama_index_mhop.bench.registry import (
     register_retriever,
     registered_retrievers,
 )
-from llama_index_mhop.vector_index import all_passages
+from llama_index_mhop.stores.vector_index import all_passages
 
 
 @pytest.fixture
@@ -87,8 +87,8 @@ def test_bm25_finds_a_title_named_in_the_question(slice_context, hotpotqa_slice)
 
 
 def test_composed_flows_run_over_the_run_graph_index(slice_context, hotpotqa_slice_index, monkeypatch):
-    from llama_index_mhop.retrievers.confidence_loop import ConfidenceLoopRetriever
-    from llama_index_mhop.retrievers.rrf_fusion import RRFFusionRetriever
+    from llama_index_mhop.components.confidence_loop import ConfidenceLoopRetriever
+    from llama_index_mhop.components.rrf_fusion import RRFFusionRetriever
 
     class GraphStandIn:
         """Stands in for the run's HippoGraphIndex: records the retrievers asked of it."""

@@ -20,7 +20,7 @@ from llama_index_mhop.bench.benchmarker import (
 from llama_index_mhop.bench.loaders import BenchDataset, BenchQuestion, Passage, load_dataset
 from llama_index_mhop.bench.plots import plot
 from llama_index_mhop.bench.registry import RetrieverSpec
-from llama_index_mhop.lm import FallbackCounter
+from llama_index_mhop.lm.steps import FallbackCounter
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -183,7 +183,7 @@ def _check_schema(result: dict) -> None:
 
 
 def test_real_run_on_a_hotpotqa_slice(hotpotqa_dir, embed_model, tmp_path):
-    from llama_index_mhop.defaults import default_chroma_client
+    from llama_index_mhop.stores.defaults import default_chroma_client
 
     dataset = load_dataset(hotpotqa_dir).head(10, context_only=True)
     assert len(dataset.questions) == 10 and 90 <= len(dataset.passages) <= 100

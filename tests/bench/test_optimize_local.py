@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from llama_index_mhop import cli
+from llama_index_mhop.cli import commands as cli
 from llama_index_mhop.bench import optimize
-from llama_index_mhop.query_transforms import PerspectiveQueryTransform
-from llama_index_mhop.retrievers.rrf_fusion import RRFFusionModule
+from llama_index_mhop.components.query_transforms import PerspectiveQueryTransform
+from llama_index_mhop.components.rrf_fusion import RRFFusionModule
 
 # Slow: the local model runs in a child process (tests/native_isolation.py).
 pytestmark = pytest.mark.slow

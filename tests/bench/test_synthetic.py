@@ -10,7 +10,7 @@ import pytest
 
 from llama_index_mhop.bench.loaders import load_dataset
 from llama_index_mhop.bench.synthetic import QUESTION_KINDS, generate_dataset, main, write_dataset
-from llama_index_mhop.stores import join_sentences
+from llama_index_mhop.stores.corpus import join_sentences
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,7 @@
 
 from llama_index.core import Document
 
-from llama_index_mhop.stores import make_document
+from llama_index_mhop.stores.corpus import make_document
 
 DOCS = [
     ("Lover Come Back (1961 film)", "Lover Come Back is a 1961 comedy film directed by Delbert Mann."),

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from llama_index_mhop import cli
+from llama_index_mhop.cli import commands as cli
 from llama_index_mhop.graph import HippoGraphIndex
 from llama_index_mhop.graph.reader import HippoGraphReader
 from tests.graph.test_kills import write

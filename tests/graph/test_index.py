@@ -16,7 +16,7 @@ from llama_index_mhop.graph.extraction import Extraction, extract_llm_free
 from llama_index_mhop.graph.graph_stores import index_prefix
 from llama_index_mhop.graph.index import CHECKPOINT_FILE, CONFIG_FILE, GRAPH_FILE, HippoGraphIndex, fact_text
 from llama_index_mhop.graph.json_files import read_json_object, write_json
-from llama_index_mhop.stores import make_document
+from llama_index_mhop.stores.corpus import make_document
 from tests.word_bag import WordBagEmbedding
 
 DATA = Path(__file__).parent / "data"

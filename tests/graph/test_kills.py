@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = r"""
 import json, os, signal, sys
 sys.path.insert(0, {root!r})
-from llama_index_mhop import cli
+from llama_index_mhop.cli import commands as cli
 from llama_index_mhop.graph import checkpoint, persistence, sync as graph_sync
 from tests.word_bag import WordBagEmbedding
 
@@ -46,10 +46,10 @@ def after(module, name, when=lambda *a, **k: True):
     setattr(module, name, wrapped)
 
 if kill_at == "after_passage_sync":
-    from llama_index_mhop import vector_index
+    from llama_index_mhop.stores import vector_index
     after(vector_index, "sync_vector_index")
 if kill_at == "after_passage_delete":
-    from llama_index_mhop import vector_index
+    from llama_index_mhop.stores import vector_index
     after(vector_index, "delete_documents")
 if kill_at == "between_deletes":  # the first document's passages deleted, the second's not yet
     from chromadb.api.models.Collection import Collection

@@ -14,7 +14,7 @@ import pytest
 from llama_index_mhop.graph.extraction import entity_key
 from llama_index_mhop.graph.index import HippoGraphIndex
 from llama_index_mhop.graph.knowledge_graph import KnowledgeGraph
-from llama_index_mhop.stores import make_document, stable_id
+from llama_index_mhop.stores.corpus import make_document, stable_id
 from tests.word_bag import WordBagEmbedding
 
 DATA = Path(__file__).parent / "data"

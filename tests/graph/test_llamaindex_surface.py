@@ -7,7 +7,7 @@ import pytest
 from llama_index.core.llms import MockLLM
 from llama_index.core.schema import TextNode
 
-from llama_index_mhop.vector_index import passage_nodes
+from llama_index_mhop.stores.vector_index import passage_nodes
 from tests.graph.test_sync import EDITED, NOTES, build, note, notes
 
 

@@ -12,8 +12,8 @@ import pytest
 from llama_index_mhop.graph import HippoGraphIndex, export_openie
 from llama_index_mhop.graph.extraction import OpenIEExtractor
 from llama_index_mhop.graph.openie_file import OpenIEFileError, StoredOpenIE, read_openie, write_openie
-from llama_index_mhop.lm_clients import function_lm
-from llama_index_mhop.stores import make_document
+from llama_index_mhop.lm.clients import function_lm
+from llama_index_mhop.stores.corpus import make_document
 
 FIXTURE = Path(__file__).resolve().parents[2] / "examples" / "data" / "openie_results_ner_gpt-4o-mini.json"
 EXTRA = ("Bread", "Bread is baked in Leland every morning.", ["Bread", "Leland"], [["Bread", "baked in", "Leland"]])

@@ -14,7 +14,7 @@ from llama_index_mhop.graph.graph_arrays import load_array
 from llama_index_mhop.graph.graph_files import load_graph_tables
 from llama_index_mhop.graph.index import CHECKPOINT_FILE, CONFIG_FILE, GRAPH_FILE, HippoGraphIndex
 from llama_index_mhop.graph.persistence import GRAPH_DIR, LEGACY_GRAPH_FILE
-from llama_index_mhop.stores import make_document
+from llama_index_mhop.stores.corpus import make_document
 from tests.graph.film_chain import documents
 from tests.word_bag import WordBagEmbedding
 

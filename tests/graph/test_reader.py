@@ -19,7 +19,7 @@ from llama_index_mhop.graph.reader import HippoGraphReader
 from llama_index_mhop.graph.state_columns import NameLookup, StringColumn
 from llama_index_mhop.graph.state_files import STATE_FOLDER
 from llama_index_mhop.graph.state_snapshot import snapshot_folder
-from llama_index_mhop.stores import make_document
+from llama_index_mhop.stores.corpus import make_document
 from tests.graph.film_chain import documents
 from tests.word_bag import WordBagEmbedding
 
@@ -228,7 +228,7 @@ SECOND_READER = textwrap.dedent("""
     from pathlib import Path
     import filelock
     from chromadb.api.models.Collection import Collection
-    from llama_index_mhop.defaults import default_chroma_client
+    from llama_index_mhop.stores.defaults import default_chroma_client
     from llama_index_mhop.graph import HippoGraphReader
     from tests.word_bag import WordBagEmbedding
 
@@ -257,9 +257,9 @@ SECOND_READER = textwrap.dedent("""
 def test_a_second_process_reader_of_an_embedded_store_is_refused_in_one_line_and_writes_nothing(tmp_path):
     import time
 
-    from llama_index_mhop.defaults import default_chroma_client
+    from llama_index_mhop.stores.defaults import default_chroma_client
     from llama_index_mhop.graph.sync import REMOVAL_FILE
-    from llama_index_mhop.vector_index import sync_vector_index
+    from llama_index_mhop.stores.vector_index import sync_vector_index
     from tests.graph.test_sync import NOTES
 
     corpus, chroma, root, go = tmp_path / "corpus", tmp_path / "chroma", tmp_path / "graph", tmp_path / "go"

@@ -16,7 +16,7 @@ from llama_index.core import Document, Settings, VectorStoreIndex
 
 from llama_index_mhop.graph.index import HippoGraphIndex, UnknownDocumentError
 from llama_index_mhop.graph.sync import known_doc_ids
-from llama_index_mhop.vector_index import build_vector_index
+from llama_index_mhop.stores.vector_index import build_vector_index
 from tests.word_bag import WordBagEmbedding
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -285,7 +285,7 @@ if kill_at == "mid_chroma_delete":
 server = os.environ.get("MHOP_TEST_CHROMA_SERVER")  # host:port: the stores on a server, the graph files local
 client, name = None, "notes"
 if server:
-    from llama_index_mhop.defaults import default_chroma_client
+    from llama_index_mhop.stores.defaults import default_chroma_client
     host, port = server.split(":")
     client, name = default_chroma_client(host=host, port=int(port)), "notes_" + os.path.basename(where)
 index = HippoGraphIndex.from_documents(docs, embed_model=WordBagEmbedding(), persist_dir=where, name=name,

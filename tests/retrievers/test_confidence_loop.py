@@ -17,12 +17,12 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.llms import MockLLM
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
-from llama_index_mhop.confidence_strategies import (
+from llama_index_mhop.rules.confidence import (
     analyze_query,
 )
-from llama_index_mhop.lm_clients import function_lm, render_fields
-from llama_index_mhop.retrievers.confidence_loop import ConfidenceLoopRetriever
-from llama_index_mhop.vector_index import build_vector_index
+from llama_index_mhop.lm.clients import function_lm, render_fields
+from llama_index_mhop.components.confidence_loop import ConfidenceLoopRetriever
+from llama_index_mhop.stores.vector_index import build_vector_index
 from tests.leland_corpus import PASSAGES as LELAND_PASSAGES
 from tests.leland_corpus import QUERY
 from tests.lm_faults import FAULTS, faulty_lm
@@ -201,13 +201,13 @@ def test_confidence_answers_in_text(answer, expected, round2):
 def test_unusable_confidence_falls_back_to_the_llm_free_assessment(bad, caplog):
     # Threshold 0: no round 2, so the script is analyzer, confidence, ranking whatever the fallback's value.
     retriever = make_retriever([], lm=DummyLM(lm_script(bad, RANKING)), confidence_threshold=0)
-    with caplog.at_level(logging.WARNING, logger="llama_index_mhop.lm"):
+    with caplog.at_level(logging.WARNING, logger="llama_index_mhop.lm.steps"):
         nodes = retriever.retrieve(QUERY)
     trace = retriever.last_trace
     assert retriever.fallback_counts.as_dict() == {"confidence_evaluator": 1}
     assert trace["steps"]["confidence_evaluator"] == "fallback"
     assert trace["fallbacks"] == ["confidence_evaluator"]
-    warnings = [r.getMessage() for r in caplog.records if r.name == "llama_index_mhop.lm"]
+    warnings = [r.getMessage() for r in caplog.records if r.name == "llama_index_mhop.lm.steps"]
     assert len(warnings) == 1 and warnings[0].startswith("confidence_evaluator: LM step failed")
     assert 0 <= trace["confidence"] <= 100 and nodes
 
@@ -301,7 +301,7 @@ def test_an_lm_that_raises_or_times_out_still_answers_llm_free(llm, caplog):
     calls: list[tuple[str, int]] = []
     retriever = make_retriever(calls, llm=llm, lm_timeout=0.2)
     baseline = make_retriever([])
-    with caplog.at_level(logging.WARNING, logger="llama_index_mhop.lm"):
+    with caplog.at_level(logging.WARNING, logger="llama_index_mhop.lm.steps"):
         nodes = retriever.retrieve(QUERY)
     expected = baseline.retrieve(QUERY)
     assert [n.node.node_id for n in nodes] == [n.node.node_id for n in expected]
@@ -313,7 +313,7 @@ def test_an_lm_that_raises_or_times_out_still_answers_llm_free(llm, caplog):
     ]
     counted = retriever.fallback_counts.as_dict()
     assert set(counted) <= set(steps) and counted["entity_and_gap_analyzer"] == 1
-    warnings = [r for r in caplog.records if r.name == "llama_index_mhop.lm" and r.levelno == logging.WARNING]
+    warnings = [r for r in caplog.records if r.name == "llama_index_mhop.lm.steps" and r.levelno == logging.WARNING]
     assert len(warnings) == retriever.fallback_counts.total
 
 
@@ -457,7 +457,7 @@ async def test_sync_and_async_agree_on_real_questions(hotpotqa_slice, hotpotqa_s
 
 
 def test_from_defaults_over_an_ephemeral_chroma_index(embed_model):
-    from llama_index_mhop.stores import make_document
+    from llama_index_mhop.stores.corpus import make_document
 
     docs = [make_document(title, text) for title, text in PASSAGES[:6]]
     index = build_vector_index(
@@ -483,7 +483,7 @@ FAULT_TIMEOUT = 0.5
 def test_confidence_loop_falls_back_to_the_llm_free_loop(fault, caplog):
     expected = [n.node.node_id for n in make_retriever([]).retrieve(QUERY)]
     retriever = make_retriever([], lm=faulty_lm([fault]), lm_timeout=FAULT_TIMEOUT)
-    with caplog.at_level(logging.WARNING, logger="llama_index_mhop.lm"):
+    with caplog.at_level(logging.WARNING, logger="llama_index_mhop.lm.steps"):
         assert [n.node.node_id for n in retriever.retrieve(QUERY)] == expected
     steps = retriever.last_trace["steps"]
     assert set(steps.values()) == {"fallback"}
@@ -541,7 +541,7 @@ def test_a_failed_step_says_why_in_one_short_line(caplog):
     answer = "not a number " + "x" * 2000
     lm = DummyLM(lm_script({"confidence": answer, "missing_information": "none"}, RANKING, RANKING))
     retriever = make_retriever([], lm=lm)
-    with caplog.at_level(logging.WARNING, logger="llama_index_mhop.lm"):
+    with caplog.at_level(logging.WARNING, logger="llama_index_mhop.lm.steps"):
         retriever.retrieve(QUERY)
     reason = retriever.last_trace["step_reasons"]["confidence_evaluator"]
     assert retriever.last_trace["steps"]["confidence_evaluator"] == "fallback"

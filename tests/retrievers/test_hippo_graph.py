@@ -20,10 +20,10 @@ from llama_index_mhop.graph.index import EmptyIndexError, HippoGraphIndex
 from llama_index_mhop.graph.state import load_retrieval_state
 from llama_index_mhop.graph.walk import ppr
 from llama_index_mhop.graph.walk.row_products import best_first
-from llama_index_mhop.lm_clients import function_lm, render_fields
-from llama_index_mhop.postprocessors import DSPyFactFilter
-from llama_index_mhop.retrievers.hippo_graph import HippoGraphRetriever
-from llama_index_mhop.stores import make_document, stable_id
+from llama_index_mhop.lm.clients import function_lm, render_fields
+from llama_index_mhop.components.postprocessors import DSPyFactFilter
+from llama_index_mhop.components.hippo_graph import HippoGraphRetriever
+from llama_index_mhop.stores.corpus import make_document, stable_id
 from tests.word_bag import WordBagEmbedding
 
 DATA = Path(__file__).parents[1] / "graph" / "data"

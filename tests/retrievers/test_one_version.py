@@ -9,9 +9,9 @@ import chromadb
 from llama_index.core import Document
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from llama_index_mhop.retrievers.base import CheckedQueryRetriever
-from llama_index_mhop.retrievers.rrf_fusion import RRFFusionRetriever
-from llama_index_mhop.vector_index import sync_vector_index
+from llama_index_mhop.components.base import CheckedQueryRetriever
+from llama_index_mhop.components.rrf_fusion import RRFFusionRetriever
+from llama_index_mhop.stores.vector_index import sync_vector_index
 from tests.word_bag import WordBagEmbedding
 
 FIRST = "Pat Hingle was an American actor. He played Commissioner Gordon in Batman."

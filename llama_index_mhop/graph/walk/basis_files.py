@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...text import escape_controls
+from ...rules.text import escape_controls
 from ..graph_arrays import load_array
 from ..json_files import read_json_object, write_json
 from ..state_files import check_folder_digests, folder_digests, write_folder

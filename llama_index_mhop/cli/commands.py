@@ -1,0 +1,479 @@
+"""The ``mhop`` command: index a corpus, query it, run the demo, benchmark retrievers.
+
+Examples::
+
+    mhop index ./my_corpus/            # a folder of text files or a JSON corpus
+    mhop query "Who directed the film shot in Leland in 1986?" --retriever rrf_fusion --explain
+    mhop demo
+    mhop bench --dataset ../shared/datasets/hotpotqa-100
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..bench.arguments import RETRIEVER_NAMES, add_bench_arguments, add_optimize_arguments
+from ..rules.text import escape_controls
+from ..stores.sync import UnknownDocumentError
+from .arguments import collection_name_problem, timeout_problem
+from .config import CONFIG_FILE, ConfigError, find_config, load_config
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.text import Text
+
+# Only the standard library and light package modules are imported here, so that --help and argument errors are
+# answered at once: each command imports the stores, models and console it needs when it runs.
+
+__all__ = ["build_parser", "main"]
+
+DEFAULT_HOME = os.environ.get("MHOP_HOME", "./.mhop")
+
+
+def _add_store_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--chroma-path", default=os.path.join(DEFAULT_HOME, "chroma"),
+                        help="directory of the embedded Chroma store (default: %(default)s)")
+    parser.add_argument("--chroma-host", default=os.environ.get("MHOP_CHROMA_HOST"),
+                        help="a Chroma server's host instead of the embedded store (env MHOP_CHROMA_HOST)")
+    parser.add_argument("--chroma-port", type=int, default=os.environ.get("MHOP_CHROMA_PORT"),
+                        help="the Chroma server's port (env MHOP_CHROMA_PORT, default 8000)")
+    parser.add_argument("--chroma-timeout", type=float, default=os.environ.get("MHOP_CHROMA_TIMEOUT"),
+                        help="seconds a Chroma server may take to answer (env MHOP_CHROMA_TIMEOUT, default 30)")
+    parser.add_argument("--collection", default="mhop_passages", help="the passage collection (default: %(default)s)")
+    parser.add_argument("--embed-model", default=None,
+                        help="a local model directory or a sentence-transformers model already on disk "
+                             "(default: the packaged all-MiniLM-L6-v2)")
+
+
+def __getattr__(name: str) -> Any:
+    if name == "console":  # the Rich console, made on first use (see _console)
+        return _console()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _console() -> Console:
+    """The console every command prints through: ``console`` of this module (tests may replace it), made on first
+    use so that importing Rich is left to the commands that print."""
+    current = globals().get("console")
+    if current is None:
+        from rich.console import Console
+
+        current = globals()["console"] = Console()
+    return current
+
+
+def _plain(value: object, style: str = "") -> Text:
+    from ..rules.terminal import plain_text
+
+    return plain_text(value, style)
+
+
+def _labelled(label: str, style: str, message: object) -> Text:
+    """``label`` in ``style``, then ``message`` as plain text (never markup, control characters escaped)."""
+    from rich.text import Text
+
+    return Text.assemble((label, style), " ", _plain(message))
+
+
+def _client(args: argparse.Namespace, read_only: bool = False) -> Any:
+    """The Chroma client of the command's store; ``read_only`` for a command that only reads (an embedded store
+    that cannot be written is then read from a copy)."""
+    from ..stores.defaults import DEFAULT_CHROMA_TIMEOUT, default_chroma_client
+
+    problem = timeout_problem(args.chroma_timeout)
+    if problem:
+        raise ValueError(problem)
+    timeout = float(args.chroma_timeout or DEFAULT_CHROMA_TIMEOUT)
+    return default_chroma_client(args.chroma_path, host=args.chroma_host, port=args.chroma_port, timeout=timeout,
+                                 read_only=read_only)
+
+
+def _graph_dir(args: argparse.Namespace) -> str:
+    return args.graph_dir or os.path.join(os.path.dirname(os.path.abspath(args.chroma_path)), "graph")
+
+
+def _embed_model(args: argparse.Namespace) -> Any:
+    """The ``--embed-model`` embedder, loaded once per command however many steps of it embed."""
+    from ..stores.defaults import load_embed_model
+
+    if "loaded_embed_model" not in vars(args):
+        args.loaded_embed_model = load_embed_model(args.embed_model)
+    return args.loaded_embed_model
+
+
+@contextmanager
+def _writing(args: argparse.Namespace, graph: bool) -> Iterator[None]:
+    """The writer locks of the folders a command changes (the embedded Chroma folder, and the graph index's when
+    ``graph``), so two ``mhop`` writers on one store run one after the other; taken before anything is written, so
+    a folder that cannot be written is refused in one line with nothing changed."""
+    from ..stores.store_lock import store_lock
+
+    folders = [] if args.chroma_host else [args.chroma_path]
+    if graph or args.chroma_host:
+        folders.append(_graph_dir(args))
+    with ExitStack() as stack:
+        for folder in folders:
+            stack.enter_context(store_lock(folder))
+        yield
+
+
+def _graph_exists(args: argparse.Namespace) -> bool:
+    from ..graph.layout import saved_index_exists
+
+    return saved_index_exists(Path(_graph_dir(args)))
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from ..stores.corpus import SKIP_MARK
+
+    stores_log = logging.getLogger("llama_index_mhop.stores.corpus")
+
+    def not_listed(record: logging.LogRecord) -> bool:  # a skipped file is listed: its log line would say it twice
+        return not getattr(record, SKIP_MARK, False)
+
+    stores_log.addFilter(not_listed)
+    try:
+        return _index(args)
+    finally:
+        stores_log.removeFilter(not_listed)
+
+
+def _index(args: argparse.Namespace) -> int:
+    from ..stores.passage_index import passage_collection
+    from ..stores.vector_index import sync_vector_index
+
+    with _writing(args, graph=args.graph or _graph_exists(args)):
+        client = _client(args)
+        result = sync_vector_index(args.path, collection_name=args.collection, chroma_client=client,
+                                   embed_model=_embed_model(args), show_progress=not args.quiet,
+                                   delete_missing=not args.no_delete, strict=args.strict,
+                                   follow_symlinks=args.follow_symlinks)
+        console = _console()
+        for file in result.skipped:
+            console.print(_labelled("skipped", "yellow", file.reason), soft_wrap=True)
+        counts = ", ".join(f"{n} {what}" for what, n in result.plan.counts().items())
+        passages = passage_collection(result.index).count()
+        console.print(_labelled("indexed", "green",
+                                f"{args.path} -> collection {args.collection!r}: {counts} ({passages} passages)"))
+        if args.graph or _graph_exists(args):  # an existing graph is kept in step whether or not --graph is given
+            graph, drift = _sync_graph(args, client, result.index)
+            console.print(_labelled("graph", "green", f"-> {_graph_dir(args)}: {drift.counts()} passages "
+                                                      f"reconciled, {graph.counts()}"))
+    return 0
+
+
+def _sync_graph(args: argparse.Namespace, client: Any, vector_index: Any) -> tuple[Any, Any]:
+    """The graph index reconciled with the passage collection it reads in place: whatever the passage index
+    holds now (after this sync, or a sync or delete killed before the graph followed), the graph converges to it,
+    extracting only passages it lacks. A new graph starts from the passage index's passages and stored vectors."""
+    from ..graph import HippoGraphIndex
+    from ..graph.reconcile import Drift
+    from ..stores.passage_index import passage_collection
+
+    show_progress = not getattr(args, "quiet", False)
+    # A damaged save is removed (logged) and built again from the passage index, as a new one.
+    graph = (HippoGraphIndex.reopen_or_discard(_graph_dir(args), chroma_client=client, embed_model=_embed_model(args))
+             if _graph_exists(args) else None)
+    if graph is None:
+        graph = HippoGraphIndex.from_vector_index(vector_index, chroma_client=client, persist_dir=_graph_dir(args),
+                                                  embed_model=_embed_model(args), show_progress=show_progress)
+        return graph, Drift(new=tuple(graph.graph.passages))
+    if not graph.stores.read_passages_from(passage_collection(vector_index)):
+        raise ValueError(f"the graph index in {_graph_dir(args)} is not in the passage index's Chroma store")
+    return graph, graph.reconcile(show_progress=show_progress)
+
+
+def _answer(query: str, nodes: Sequence[Any], lm: Any) -> str | None:
+    if lm is None:
+        return None
+    from ..lm.answer import answer_question
+
+    return answer_question(query, [n.node.get_content() for n in nodes], lm)
+
+
+def _open_graph(args: argparse.Namespace, client: Any) -> Any:
+    from ..graph import HippoGraphIndex, HippoGraphIndexConfig
+
+    if not _graph_exists(args):
+        raise FileNotFoundError(f"no graph index at {_graph_dir(args)}; build it with: mhop index PATH --graph")
+    # A command reconciles the graph by itself when it changes the store (_sync_graph); a query never writes.
+    return HippoGraphIndex.from_persist_dir(_graph_dir(args), chroma_client=client, embed_model=_embed_model(args),
+                                            config=HippoGraphIndexConfig(auto_reconcile_max_passages=0))
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    from ..bench.context import IndexContext
+    from ..bench.registry import get_retriever_spec
+    from ..lm.clients import lm_from_spec
+    from ..rules.validation import check_query
+    from ..stores.vector_index import load_vector_index
+
+    args.query = check_query(args.query)  # an empty query is an error before any store is opened
+    client = _client(args, read_only=True)
+    lm = lm_from_spec(args.lm)
+    context = IndexContext(
+        args.top_k, lm,
+        vector_index=lambda: load_vector_index(args.collection, chroma_client=client, embed_model=_embed_model(args)),
+        graph_index=lambda: _open_graph(args, client), program=args.program,
+    )
+    retriever = get_retriever_spec(args.retriever).factory(context)
+    results = retriever.retrieve(args.query)
+    trace = (getattr(retriever, "last_trace", None) or {"note": f"{args.retriever} keeps no trace"}) \
+        if args.explain else None
+    answer = _answer(args.query, results, lm)
+    if args.json:
+        report: dict[str, Any] = {"query": args.query, "retriever": args.retriever, "results": [
+            {"rank": rank, "score": result.score, "id": result.node.node_id,
+             "title": result.node.metadata.get("title", ""), "text": result.node.get_content()}
+            for rank, result in enumerate(results, start=1)]}
+        if trace is not None:
+            report["trace"] = trace
+        if lm is not None:
+            report["answer"] = answer
+        _print_json(report)
+        return 0
+    console = _console()
+    if console.is_terminal:
+        _print_table(args, results)
+    else:  # piped: one line a passage, tab-separated, never wrapped
+        for rank, result in enumerate(results, start=1):
+            fields = (str(rank), f"{result.score or 0.0:.4f}", result.node.metadata.get("title", ""),
+                      result.node.get_content())
+            console.file.write("\t".join(escape_controls(" ".join(str(f).split())) for f in fields) + "\n")
+    if trace is not None:
+        _print_json(trace)
+    if answer is not None:
+        _console().print(_labelled("answer:", "bold", answer))
+    return 0
+
+
+def _print_json(value: Any) -> None:
+    """``value`` as JSON exactly as json.dumps writes it: no console wrapping or markup, so it parses; ensure_ascii
+    writes every control, format (bidi) and non-ASCII character as a \\uXXXX escape, so nothing the corpus holds
+    reaches the terminal as a control sequence."""
+    file = _console().file
+    file.write(json.dumps(value, indent=2, ensure_ascii=True, default=str) + "\n")
+    file.flush()
+
+
+def _print_table(args: argparse.Namespace, results: Sequence[Any]) -> None:
+    """The results as a table for a person at a terminal (passages, titles and the query are untrusted: plain
+    text, never markup; see terminal.plain_text)."""
+    from rich.table import Table
+
+    table = Table(title=_plain(f"{args.retriever}: {args.query}"))
+    for column in ("rank", "score", "title", "passage"):
+        table.add_column(column)
+    for rank, result in enumerate(results, start=1):
+        text = " ".join(result.node.get_content().split())
+        table.add_row(str(rank), f"{result.score or 0.0:.4f}", _plain(result.node.metadata.get("title", "")),
+                      _plain(text[:160] + ("…" if len(text) > 160 else "")))
+    _console().print(table)
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    from ..stores.vector_index import delete_documents, load_vector_index
+
+    gone: list[UnknownDocumentError] = []
+    with _writing(args, graph=_graph_exists(args)):
+        client = _client(args)
+        index = load_vector_index(args.collection, chroma_client=client, embed_model=_embed_model(args))
+        try:
+            # An id given twice, or a doc id and its file name, is one document: removed once. An id already
+            # gone (a delete killed between its documents, run again) is reported and the others removed.
+            removed = list(dict.fromkeys(delete_documents(index, list(dict.fromkeys(args.doc_ids)), gone)))
+            if gone and not removed:
+                raise gone[0]
+        finally:  # the graph follows the passage index, also after a delete killed before it followed
+            if _graph_exists(args):
+                _sync_graph(args, client, index)
+    console = _console()
+    for error in gone:
+        console.print(_labelled("not found", "yellow", error), soft_wrap=True)
+    console.print(_labelled("removed", "green",
+                            f"{len(removed)} document(s) from collection {args.collection!r}: {', '.join(removed)}"))
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """What is indexed, read from the stores as they are: Chroma's records and the graph index's saved files, with
+    no index opened and no embedder loaded (see store_status)."""
+    from ..rules.counters import process_counters
+    from ..stores.defaults import describe_client
+    from .status import graph_status, passage_status
+
+    client = _client(args, read_only=True)
+    report: dict[str, Any] = {"store": describe_client(client), "passages": passage_status(client, args.collection)}
+    graph_dir = _graph_dir(args)
+    if _graph_exists(args):
+        report["graph"] = {"dir": graph_dir, **graph_status(client, graph_dir)}
+    report["process_counters"] = process_counters()
+    _print_json(report)  # plain JSON: stored text is data, never console markup
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+    from ..lm.clients import lm_from_spec
+
+    return run_demo(chroma_path=args.chroma_path, retrievers=args.retrievers.split(","), top_k=args.top_k,
+                    lm=lm_from_spec(args.lm), console=_console())
+
+
+def cmd_optimize(args: argparse.Namespace) -> int:
+    from ..bench.optimize import run_optimize
+
+    return run_optimize(args)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from ..bench.cli import run_bench
+
+    return run_bench(args)
+
+
+def build_parser(defaults: dict[str, Any] | None = None) -> argparse.ArgumentParser:
+    """The ``mhop`` argument parser; ``defaults`` (from ``mhop.toml``, by argparse dest) replace built-in defaults."""
+    parser = argparse.ArgumentParser(prog="mhop", description="Multi-hop retrieval over Chroma for LlamaIndex.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO")
+    parser.add_argument("--config", help=f"a configuration file (default: ./{CONFIG_FILE} when present)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    index = sub.add_parser("index", help="build or update the Chroma index of a folder or JSON corpus")
+    index.add_argument("path", help="a folder of .txt/.md files or a JSON corpus")
+    index.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    index.add_argument("--strict", action="store_true",
+                       help="refuse the corpus when a file cannot be read (default: skip the file and name it)")
+    index.add_argument("--follow-symlinks", action="store_true",
+                       help="read symbolic links to files outside PATH (default: skip them and name them)")
+    index.add_argument("--graph", action="store_true", help="also build the HippoRAG 2 graph index (hippo_graph)")
+    index.add_argument("--graph-dir", help="where the graph index is kept (default: graph/ beside --chroma-path)")
+    index.add_argument("--no-delete", action="store_true",
+                       help="only add and update: keep documents indexed from PATH that are gone from it")
+    _add_store_arguments(index)
+    index.set_defaults(func=cmd_index)
+
+    delete = sub.add_parser("delete", help="remove documents by doc id (a file name alone when unambiguous)")
+    delete.add_argument("doc_ids", nargs="+", metavar="DOC_ID")
+    delete.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    delete.add_argument("--graph-dir", help="the graph index, if any (default: graph/ beside --chroma-path)")
+    _add_store_arguments(delete)
+    delete.set_defaults(func=cmd_delete)
+
+    query = sub.add_parser("query", help="retrieve passages for a question (and answer it when an LM is set)")
+    query.add_argument("query")
+    query.add_argument("--retriever", default="rrf_fusion", choices=RETRIEVER_NAMES)
+    query.add_argument("--top-k", type=int, default=5)
+    query.add_argument("--explain", action="store_true", help="print the retriever's trace")
+    query.add_argument("--json", action="store_true",
+                       help="print one JSON document (results, the trace with --explain, the answer with --lm)")
+    query.add_argument("--lm", default="none", help="none | local | a dspy model string")
+    query.add_argument("--program", help="a compiled program of the retriever (JSON from mhop optimize)")
+    query.add_argument("--graph-dir", help="the graph index of hippo_graph (default: graph/ beside --chroma-path)")
+    _add_store_arguments(query)
+    query.set_defaults(func=cmd_query)
+
+    status = sub.add_parser("status", help="what is indexed, where, when it was last synced")
+    status.add_argument("--graph-dir", help="the graph index (default: graph/ beside --chroma-path)")
+    _add_store_arguments(status)
+    status.set_defaults(func=cmd_status)
+
+    demo = sub.add_parser("demo", help="index the shipped multi-hop corpus and compare retrievers on it")
+    demo.add_argument("--chroma-path", default=os.path.join(DEFAULT_HOME, "demo"))
+    demo.add_argument("--retrievers", default="vector,rrf_fusion,confidence_loop,hippo_graph",
+                      help="comma-separated registered retrievers (default: %(default)s)")
+    demo.add_argument("--top-k", type=int, default=5)
+    demo.add_argument("--lm", default="none", help="none | local | a dspy model string")
+    demo.set_defaults(func=cmd_demo)
+
+    optimize = sub.add_parser("optimize", help="compile a retriever's DSPy program against a retrieval metric")
+    add_optimize_arguments(optimize)
+    optimize.set_defaults(func=cmd_optimize)
+
+    bench = sub.add_parser("bench", help="benchmark retrievers on a multi-hop dataset")
+    add_bench_arguments(bench)
+    bench.set_defaults(func=cmd_bench)
+    for command in (index, query, delete, status, demo, bench):
+        known = {action.dest for action in command._actions}
+        command.set_defaults(**{dest: value for dest, value in (defaults or {}).items() if dest in known})
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``mhop`` console script."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    first = argparse.ArgumentParser(add_help=False)
+    first.add_argument("--config")
+    try:
+        config = find_config(first.parse_known_args(argv)[0].config)
+        defaults = load_config(config) if config is not None else {}
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    args = build_parser(defaults).parse_args(argv)
+    problem = _store_options_problem(args)
+    if problem is not None:  # before any store is opened or model loaded
+        _print_error(problem)
+        return 2
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return int(args.func(args) or 0)
+    except Exception as exc:
+        message = _expected_error(exc)
+        if message is None:
+            raise
+        _print_error(message)
+        return 2
+
+
+def _store_options_problem(args: argparse.Namespace) -> str | None:
+    """A one-line message when ``--chroma-timeout`` or ``--collection`` (flag, environment or mhop.toml) cannot
+    be used, else None."""
+    if hasattr(args, "chroma_timeout") and (problem := timeout_problem(args.chroma_timeout)):
+        return problem
+    if isinstance(getattr(args, "collection", None), str):
+        return collection_name_problem(args.collection)
+    return None
+
+
+#: Errors a command reports as one line (exit status 2) rather than a traceback.
+_EXPECTED = (ValueError, TypeError, ConnectionError, FileNotFoundError, ImportError, UnknownDocumentError)
+#: The same for errors of modules only a command imports, named as (module, class): an instance can only exist once
+#: its module is loaded, so they are looked up in ``sys.modules`` after the fact and never imported here.
+_EXPECTED_ELSEWHERE = (("llama_index_mhop.stores.vector_index", "IndexingInterrupted"),
+                       ("llama_index_mhop.stores.store_lock", "StoreLockedError"),
+                       ("llama_index_mhop.stores.store_lock", "ReadOnlyStoreError"))
+
+
+def _loaded_class(module: str, name: str) -> type | None:
+    found = getattr(sys.modules.get(module), name, None)
+    return found if isinstance(found, type) else None
+
+
+def _expected_error(exc: Exception) -> str | None:
+    """The one-line message of an error a command reports to the user, or None for a bug (re-raised)."""
+    elsewhere = tuple(c for c in (_loaded_class(m, n) for m, n in _EXPECTED_ELSEWHERE) if c is not None)
+    if isinstance(exc, _EXPECTED + elsewhere):
+        return str(exc)
+    transport = _loaded_class("httpx", "TransportError")
+    if transport is not None and isinstance(exc, transport):  # a Chroma server that went away after connecting
+        return f"the Chroma server stopped answering: {exc}"
+    return None
+
+
+def _print_error(message: str) -> None:
+    # Messages quote queries, paths and file contents: untrusted, so plain text.
+    _console().print(_labelled("error:", "red", message), soft_wrap=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,158 @@
+"""What ``mhop status`` reports, read from the stores as they are: no index is opened and no embedder loaded.
+
+* The passage collection's counts come from Chroma directly: its rows' ``document_id`` and ``source`` metadata
+  (what :func:`~llama_index_mhop.stores.vector_index.describe_collection` reads) and the one-row sync log beside it.
+* The graph index's counts come from its saved files (``hippo_config.json``, ``hippo_graph/tables.json`` and the
+  edge array it names, or a format-1 ``hippo_graph.json``) and the record counts of its Chroma collections: what
+  :meth:`~llama_index_mhop.graph.HippoGraphIndex.counts` gives for the index once opened.
+
+Nothing here writes: a missing sync log is reported as no sync, not created. The file names, metadata keys and
+edge channels are those of the modules that write them; ``tests/test_cli_start.py`` checks that both readings
+agree.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..stores.chroma_batches import pages
+from .arguments import SYNC_LOG_SUFFIX
+from ..graph.json_files import read_json_object
+from ..graph.layout import CONFIG_FILE, GRAPH_DIR, LEGACY_GRAPH_FILE, TABLES_FILE
+
+__all__ = ["graph_status", "passage_status"]
+
+#: Row metadata of the passage index: LlamaIndex's document id, and the folder or file a document came from.
+DOCUMENT_ID_KEY = "document_id"
+SOURCE_KEY = "source"
+#: The edge table's channels (``graph.graph_arrays``): facts, synonymy in millionths, plain and title passage edges.
+FACTS, SYNONYMY, PLAIN, TITLE = range(4)
+SYNONYMY_SCALE = 1_000_000
+DEFAULT_TITLE_EDGE_WEIGHT = 10.0
+_PAGE = 5000
+
+
+def _has_collection(client: Any, name: str) -> bool:
+    return name in {getattr(c, "name", c) for c in client.list_collections()}
+
+
+def passage_status(client: Any, collection_name: str) -> dict[str, Any]:
+    """What a passage collection holds: documents, passages, sources, and the time and counts of the last sync.
+
+    Raises:
+        ValueError: no such collection.
+    """
+    if not _has_collection(client, collection_name):
+        raise ValueError(f"no Chroma collection {collection_name!r}; index a corpus first (mhop index PATH)")
+    collection = client.get_collection(collection_name)
+    passages = collection.count()
+    documents: set[str] = set()
+    sources: set[str] = set()
+    for page in pages(collection, ["metadatas"], _PAGE):
+        for meta in page["metadatas"] or []:
+            meta = meta or {}
+            documents.add(str(meta.get(DOCUMENT_ID_KEY, "")))
+            if meta.get(SOURCE_KEY):
+                sources.add(meta[SOURCE_KEY])
+    last = None
+    log_name = collection_name + SYNC_LOG_SUFFIX
+    if _has_collection(client, log_name):
+        rows = client.get_collection(log_name).get(ids=["last"], include=["metadatas"])["metadatas"]
+        last = dict(rows[0]) if rows else None
+    return {"collection": collection_name, "documents": len(documents), "passages": passages,
+            "sources": sorted(sources), "last_sync": last}
+
+
+def _sized(data: dict[str, Any], key: str, kind: type, where: Path) -> Any:
+    value = data.get(key)
+    if not isinstance(value, kind):
+        raise ValueError(f"{where}: {key}: expected a JSON {'object' if kind is dict else 'array'}")
+    return value
+
+
+def _edge_count(folder: Path, tables: dict[str, Any], where: Path) -> int:
+    """Edges of positive weight in the saved edge table (``KnowledgeGraph.num_edges``)."""
+    import numpy as np
+
+    from ..graph.graph_files import check_saved_array
+
+    name = (tables.get("arrays") or {}).get("edge_values") if isinstance(tables.get("arrays"), dict) else None
+    if not isinstance(name, str) or Path(name).name != name or not name.endswith(".npy"):
+        raise ValueError(f"{where}: arrays: expected the file name of edge_values")
+    check_saved_array(folder, name)
+    try:
+        values = np.load(folder / name, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{folder / name}: not a readable .npy array ({exc})") from None
+    if values.ndim != 2 or values.shape[1] != 4:
+        raise ValueError(f"{folder / name}: expected 4 edge channels, got shape {values.shape}")
+    config = tables.get("config") if isinstance(tables.get("config"), dict) else {}
+    title_weight = float(config.get("title_edge_weight", DEFAULT_TITLE_EDGE_WEIGHT))
+    weight = (values[:, FACTS].astype(np.float64) + values[:, SYNONYMY] / SYNONYMY_SCALE + values[:, PLAIN]
+              + values[:, TITLE] * title_weight)
+    return int((weight > 0).sum())
+
+
+def _graph_counts(root: Path) -> tuple[dict[str, Any], dict[str, int], list[str]]:
+    """The saved config, the graph's own counts and its passage ids, from the files alone."""
+    config_path, tables_path = root / CONFIG_FILE, root / GRAPH_DIR / TABLES_FILE
+    legacy_path = root / LEGACY_GRAPH_FILE
+    if not config_path.is_file() or not (tables_path.is_file() or legacy_path.is_file()):
+        raise FileNotFoundError(
+            f"no HippoGraphIndex saved in {root} (expected {CONFIG_FILE} and {GRAPH_DIR}/{TABLES_FILE})")
+    config = read_json_object(config_path)  # each checked against its recorded digest
+    path = tables_path if tables_path.is_file() else legacy_path
+    data = read_json_object(path)
+    counts = {key: len(_sized(data, key, dict, path)) for key in ("passages", "entities", "facts")}
+    if path == tables_path:
+        nodes = sum(key is not None for key in _sized(data, "node_keys", list, path))
+        edges = _edge_count(root / GRAPH_DIR, data, path)
+    else:  # format 1: node and edge lists (the edges of positive weight)
+        nodes, edges = len(_sized(data, "nodes", list, path)), len(_sized(data, "edges", list, path))
+    return config, {**counts, "graph_nodes": nodes, "graph_edges": edges}, list(data["passages"])
+
+
+def graph_status(client: Any, graph_dir: str | Path) -> dict[str, Any]:
+    """The counts of the graph index saved in ``graph_dir`` whose collections ``client`` holds, keyed as
+    ``HippoGraphIndex.counts()``: the graph's passages, entities and facts, the records of its Chroma
+    collections (passages: its own and those of the collection it reads in place), its nodes and edges.
+
+    Raises:
+        FileNotFoundError: no index saved in ``graph_dir``.
+        ValueError: an unreadable file, or a store without the index's collections.
+    """
+    from chromadb.errors import NotFoundError
+
+    from ..graph.reconcile import find_drift
+
+    root = Path(graph_dir)
+    config, counts, passage_ids = _graph_counts(root)
+    name = config.get("name")
+    collections = config.get("collections") if isinstance(config.get("collections"), dict) else {}
+    records: dict[str, int] = {}
+    opened: dict[str, Any] = {}
+    for kind in ("passages", "entities", "facts", "passage_source"):
+        collection = collections.get(kind) or (f"{name}_{kind}" if kind != "passage_source" else None)
+        if collection is None:
+            continue
+        try:
+            opened[kind] = client.get_collection(str(collection))
+            records[kind] = opened[kind].count()
+        except NotFoundError:
+            raise ValueError(f"{root / CONFIG_FILE}: the Chroma store has no collection {collection!r} of "
+                             f"graph index {name!r}: give the --chroma-path (or server) it was built with") from None
+    return {"passages": counts["passages"], "entities": counts["entities"], "facts": counts["facts"],
+            "chroma_passages": records["passages"] + records.get("passage_source", 0),
+            "chroma_entities": records["entities"], "chroma_facts": records["facts"],
+            "graph_nodes": counts["graph_nodes"], "graph_edges": counts["graph_edges"],
+            **_drift_report(find_drift(passage_ids, opened["passages"], opened.get("passage_source")))}
+
+
+def _drift_report(drift: Any) -> dict[str, Any]:
+    """The graph's drift from the passages it stands on, and when there is any, what brings it in step."""
+    report: dict[str, Any] = {"drift": drift.counts()}
+    if drift:
+        report["warning"] = (f"the graph is behind its passages ({len(drift.gone)} gone, {len(drift.new)} new): "
+                             "`mhop index PATH` (or HippoGraphIndex.reconcile()) brings it in step")
+    return report

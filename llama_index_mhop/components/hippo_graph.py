@@ -1,0 +1,325 @@
+"""``HippoGraphRetriever``: HippoRAG 2's query flow over a :class:`~llama_index_mhop.graph.index.HippoGraphIndex`.
+
+HippoRAG 2 (Gutiérrez et al., 2025, "From RAG to Memory", seeds 003/004), one query:
+
+1. The query embedding scores every fact (min-max normalised); the ``linking_top_k`` best facts are candidates.
+2. Recognition memory (:class:`~llama_index_mhop.components.postprocessors.DSPyFactFilter`) keeps at most ``fact_top_n``.
+   When it keeps none (and the query names no entity of the graph), the answer is dense passage retrieval.
+3. The reset vector of Personalized PageRank: each kept fact adds its score, divided by the number of passages
+   that contain the entity, to its subject and object entities (averaged over the facts naming the entity), and
+   only the ``linking_top_k`` best entities keep their weight; every passage node adds its min-max normalised
+   dense score times ``passage_node_weight``.
+4. PageRank with ``damping`` over the entity/passage graph; passages are ranked by their PageRank probability.
+
+The retriever builds the reset's seeds (step 3's entities, and the additions below); the graph's walk
+(:class:`~llama_index_mhop.graph.walk.graph_walk.GraphWalk`, one per graph version) adds every passage's dense
+share, runs step 4 and reports what the trace shows of it, on a large graph without a sweep of the whole graph
+per query.
+
+Three additions, all general, all settings of :class:`~llama_index_mhop.components.hippo_config.HippoGraphConfig`
+(0 turns each off):
+
+* ``query_entity_weight`` (default 1): entities the query names (its word n-grams matched against entity keys,
+  longest first) join the reset with that weight divided by their passage count, after the ``linking_top_k``
+  cut. A question names its first-hop entities; an LM filter would keep facts about them, but the LLM-free
+  mention rule over five embedded facts often misses them.
+* ``dense_seed_top_k`` / ``dense_seed_weight`` (default off): the best dense passages get an extra reset weight
+  in proportion to their normalised dense score.
+* ``first_page`` (default 5): the walk ranks passages by probability, not by how multi-hop evidence is linked; its
+  best ``first_page`` passages are put in first-page order (:mod:`~llama_index_mhop.rules.first_page`): the passages
+  about an entity the query names, then the passage the first of them leads to through its bridge entity.
+
+docs/BENCHMARKS.md gives their recall on HotpotQA-100 and the synthetic corpus.
+
+Everything a query needs (fact and passage embeddings, the graph's walk) is loaded once per graph version by
+:meth:`HippoGraphIndex.retrieval_state`, never per query. Steps 1 and 3 read the query's similarity to the facts
+and passages from :mod:`~llama_index_mhop.graph.walk.dense_search`: exact products on a small index; past a size,
+estimates with bounds multiplied exactly where they leave a doubt (the same results), then Chroma's HNSW index.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from typing import Any
+
+import numpy as np
+from llama_index.core.prompts.mixin import PromptMixin
+from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
+
+from ..stores.dimension_check import EmbeddingDimensionError, embedder_name
+from ..rules.first_page import first_page
+from ..graph.extraction import entity_key
+from ..graph.retrieval_source import RetrievalSource
+from ..graph.state import RetrievalState
+from ..graph.walk.dense_search import DenseScores
+from ..graph.walk.sparse_vector import SparseVector
+from ..rules.passage_views import PassageView
+from .postprocessors import STEP as FACT_FILTER_STEP
+from .postprocessors import DSPyFactFilter, fact_node
+from ..lm.programs import ProgramSource
+from ..rules.text import NON_ENTITY_CAPS, STOPWORDS
+from .base import ProgramRetriever
+from .hippo_config import HippoGraphConfig
+from .hippo_program import HippoGraphModule, HippoSteps
+
+__all__ = ["HippoGraphConfig", "HippoGraphModule", "HippoGraphRetriever"]
+
+logger = logging.getLogger(__name__)
+
+_TRACE_TOP = 10  # entities and reset entries in a trace
+_MAX_NGRAM = 8
+_QUERY_WORD = re.compile(r"[\w][\w'’.\-&]*")
+
+
+class HippoGraphRetriever(ProgramRetriever):
+    """HippoRAG 2 retrieval: facts, recognition memory, Personalized PageRank over the knowledge graph.
+
+    Args:
+        index: the :class:`~llama_index_mhop.graph.index.HippoGraphIndex` to search (any
+            :class:`~llama_index_mhop.graph.retrieval_source.RetrievalSource`).
+        fact_filter: the recognition-memory postprocessor (any node postprocessor); default
+            ``DSPyFactFilter(top_n=fact_top_n)`` with the LM, starting from the index's ``fact_filter_program``.
+        program: a compiled :class:`HippoGraphModule` (or the fact filter's program: the JSON files are alike), or
+            the path of one saved by :meth:`save_program`.
+        **kwargs: ``config`` or its settings one by one (:class:`HippoGraphConfig`: ``similarity_top_k=5``,
+            ``linking_top_k=5``, ``fact_top_n=4``, ``passage_node_weight=0.05``, ``damping=0.5``,
+            ``query_entity_weight=1``, ``dense_seed_top_k=0``, ``dense_seed_weight=0``, ``first_page=5``); ``lm``
+            or ``llm`` for the fact filter (neither: the LLM-free rule), ``callback_manager`` and ``verbose`` (log
+            each query's trace), as for every :class:`~llama_index_mhop.components.base.ProgramRetriever`.
+
+    Attributes:
+        last_trace: a JSON-serialisable dict of the last query: kept facts, the reset vector's top entries and the
+            top entities of the walk (for ``mhop query --explain``).
+    """
+
+    config_type = HippoGraphConfig
+    config: HippoGraphConfig
+    #: Every keyword argument besides ``index`` (``HippoGraphIndex.as_query_engine`` routes them here).
+    ARGUMENTS = frozenset(HippoGraphConfig.model_fields) | {
+        "config", "fact_filter", "lm", "llm", "program", "callback_manager", "verbose"
+    }
+
+    def __init__(
+        self, index: RetrievalSource, *, fact_filter: Any = None, program: ProgramSource | None = None, **kwargs: Any
+    ) -> None:
+        if program is not None and fact_filter is not None and not isinstance(fact_filter, DSPyFactFilter):
+            raise ValueError("program= is the fact filter's: it needs a DSPyFactFilter as fact_filter")
+        self.index = index
+        self.fact_filter = fact_filter
+        super().__init__(program=program, **kwargs)
+
+    @classmethod
+    def from_defaults(cls, index: RetrievalSource, **kwargs: Any) -> HippoGraphRetriever:
+        """The retriever with HippoRAG 2's defaults (override any argument by keyword)."""
+        return cls(index=index, **kwargs)
+
+    def _build_program(self) -> HippoGraphModule:
+        if self.fact_filter is None:
+            self.fact_filter = DSPyFactFilter(top_n=self.config.fact_top_n, lm=self.lm,
+                                              program=self.index.fact_filter_program)
+        return HippoGraphModule(HippoSteps(self.index, self.config.damping, self.fact_filter, self._query_vector,
+                                           self._candidates, self._rank))
+
+    def _step_predictors(self) -> dict[str, Any]:
+        predictor = self.program.filter
+        return {} if predictor is None else {FACT_FILTER_STEP: predictor}
+
+    def _get_prompt_modules(self) -> dict[str, Any]:
+        """A custom fact filter's own prompts (``fact_filter:<key>``); a DSPyFactFilter's step is this one's."""
+        custom = self.program.filter is None and isinstance(self.fact_filter, PromptMixin)
+        return {FACT_FILTER_STEP: self.fact_filter} if custom else {}
+
+    @property
+    def fallback_counts(self) -> Any:
+        """LM fallbacks of the fact filter."""
+        return self.fact_filter.fallback_counts
+
+    # ------------------------------------------------------------------ steps shared by sync and async
+
+    def _candidates(
+        self, state: RetrievalState, query_vector: np.ndarray
+    ) -> tuple[DenseScores, list[NodeWithScore], dict[str, int]]:
+        """Dense passage scores and the top facts as fact nodes (score: min-max normalised similarity)."""
+        # The walk says whether it reads every passage's similarity or only the best passages' and the extremes;
+        # the best include the dense seeds and the passages a trace may show.
+        dense = state.passage_vectors.search(
+            query_vector, max(self.config.similarity_top_k, self.config.dense_seed_top_k, _TRACE_TOP),
+            every=state.walk.needs_every_passage_score,
+        )
+        facts = state.fact_vectors.search(query_vector, self.config.linking_top_k, every=False)
+        fact_scores = facts.normalised(facts.top_scores)
+        nodes, by_id = [], {}
+        for i, score in zip(facts.top.tolist(), fact_scores.tolist(), strict=True):
+            s, p, o = state.fact_triples[i]
+            node = fact_node(s, p, o, score=score)
+            by_id[node.node.node_id] = i
+            nodes.append(node)
+        return dense, nodes, by_id
+
+    def _seeds(
+        self, state: RetrievalState, query_entities: list[int], kept: list[NodeWithScore], by_id: dict[str, int]
+    ) -> SparseVector:
+        """The reset's entity part: kept facts' entities (the ``linking_top_k`` best) and the query's entities."""
+        sums: dict[int, float] = {}
+        occurrences: dict[int, int] = {}
+        counts = state.passage_counts
+        for node in kept:
+            i = by_id.get(node.node.node_id)
+            if i is None:
+                continue
+            score = float(node.score or 0.0)
+            for j in state.fact_nodes[i].tolist():
+                # A fact's entity found in many passages says less about which passage is meant.
+                sums[j] = sums.get(j, 0.0) + (score / counts[j] if counts[j] > 0 else score)
+                occurrences[j] = occurrences.get(j, 0) + 1
+        weights = {j: total / occurrences[j] for j, total in sums.items() if total != 0}
+        if len(weights) > self.config.linking_top_k:
+            # HippoRAG 2 keeps only the linking_top_k best fact entities in the reset (equal ones by node).
+            best = sorted(weights, key=lambda j: (-weights[j], j))[: self.config.linking_top_k]
+            weights = {j: weights[j] for j in best}
+        if self.config.query_entity_weight > 0:
+            # Entities the query names are not cut by linking_top_k: the user asked about them.
+            for j in query_entities:
+                weight = self.config.query_entity_weight
+                weights[j] = weights.get(j, 0.0) + (weight / counts[j] if counts[j] > 0 else weight)
+        return SparseVector.from_mapping(weights)
+
+    def _add_dense_seeds(self, seeds: SparseVector, dense: DenseScores) -> SparseVector:
+        """The seeds with the optional dense seeds: the best passages' normalised similarity times
+        ``dense_seed_weight``."""
+        if self.config.dense_seed_top_k > 0 and self.config.dense_seed_weight > 0:
+            k = self.config.dense_seed_top_k
+            return seeds.plus(dense.top[:k], self.config.dense_seed_weight * dense.normalised(dense.top_scores[:k]))
+        return seeds
+
+    @staticmethod
+    def _query_entities(state: RetrievalState, query: str) -> list[int]:
+        """Entity nodes the query names: its word n-grams matched against entity keys, longest first.
+
+        An n-gram counts when it holds a capitalised content word or a number ("In Love and War", "Heinkel HD 23",
+        "1998"), so "Love" and "War" do not match once "In Love and War" has, and "The soundtrack" never does.
+        """
+        words = [(m.group(0), m.start(), m.end()) for m in _QUERY_WORD.finditer(query)]
+        taken = [False] * len(words)
+        found: list[int] = []
+        for length in range(min(_MAX_NGRAM, len(words)), 0, -1):
+            for start in range(len(words) - length + 1):
+                if any(taken[start : start + length]):
+                    continue
+                span = words[start : start + length]
+                # A name needs a capitalised content word or a number: "The" alone does not make
+                # "The soundtrack" a name.
+                if not any(
+                    (w[0][:1].isupper() and w[0] not in NON_ENTITY_CAPS and w[0].lower() not in STOPWORDS)
+                    or w[0][:1].isdigit()
+                    for w in span
+                ):
+                    continue
+                node = state.entity_key_node.get(entity_key(query[span[0][1] : span[-1][2]]))
+                if node is None:
+                    continue
+                for i in range(start, start + length):
+                    taken[i] = True
+                if node not in found:
+                    found.append(node)
+        return found
+
+    def _rank(
+        self, state: RetrievalState, query: str, query_vector: np.ndarray, dense: DenseScores,
+        candidates: list[NodeWithScore], kept: list[NodeWithScore], by_id: dict[str, int], started: float,
+    ) -> tuple[list[NodeWithScore], dict[str, Any]]:
+        query_entities = self._query_entities(state, query) if self.config.query_entity_weight > 0 else []
+        trace: dict[str, Any] = {
+            "query": query,
+            "candidate_facts": [self._fact_json(n) for n in candidates],
+            "kept_facts": [self._fact_json(n) for n in kept],
+            "query_entities": [state.entity_names[j - len(state.passage_ids)] for j in query_entities],
+        }
+        if not kept and not query_entities:
+            # HippoRAG 2: no fact survives recognition, so rank by dense retrieval alone.
+            trace.update(mode="dense", reset_top=[], top_entities=[])
+            k = min(self.config.similarity_top_k, len(state.passage_ids))
+            ranked = list(zip(dense.top[:k].tolist(), dense.top_scores[:k].tolist(), strict=True))
+            nodes = state.passage_nodes([i for i, _ in ranked])
+        else:
+            seeds = self._add_dense_seeds(self._seeds(state, query_entities, kept, by_id), dense)
+            ranking = state.walk.rank(seeds, dense, query_vector, self.config.passage_node_weight,
+                                      self.config.similarity_top_k, _TRACE_TOP)
+            ranked = list(zip(ranking.passages.tolist(), ranking.scores.tolist(), strict=True))
+            shown = [j for j, _ in ranking.reset_top + ranking.top_entities if j < len(state.passage_ids)]
+            nodes = state.passage_nodes([i for i, _ in ranked] + shown)  # one read for the results and the trace
+            trace.update(
+                mode="ppr",
+                reset_top=[self._node_json(state, nodes, j, value) for j, value in ranking.reset_top],
+                top_entities=[self._node_json(state, nodes, j, value) for j, value in ranking.top_entities],
+            )
+        results = [NodeWithScore(node=nodes[i], score=float(score)) for i, score in ranked]
+        results, trace["first_page"] = self._first_page(query, results)
+        trace["results"] = [
+            {"id": r.node.node_id, "title": str(r.node.metadata.get("title", "")), "score": float(r.score or 0.0)}
+            for r in results
+        ]
+        trace["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 3)
+        if self._verbose:
+            logger.info("HippoGraphRetriever trace: %s", trace)
+        return results, trace
+
+    def _first_page(self, query: str, results: list[NodeWithScore]) -> tuple[list[NodeWithScore], dict[str, Any]]:
+        """The ranking in first-page order (:mod:`~llama_index_mhop.rules.first_page`) and what decided it, for the
+        trace. Scores stay in descending order: a passage takes the score of the place it moves to."""
+        page = first_page(query, [PassageView.from_node(r.node) for r in results], self.config.first_page)
+        reordered = [NodeWithScore(node=results[i].node, score=results[place].score)
+                     for place, i in enumerate(page.order)]
+        return reordered, {"lead": [results[i].node.node_id for i in page.lead],
+                           "hops": [results[i].node.node_id for i in page.hops]}
+
+    @staticmethod
+    def _fact_json(node: NodeWithScore) -> dict[str, Any]:
+        meta = node.node.metadata
+        return {"subject": meta["subject"], "predicate": meta["predicate"], "object": meta["object"],
+                "score": None if node.score is None else float(node.score)}
+
+    @staticmethod
+    def _node_json(state: RetrievalState, nodes: dict[int, BaseNode], j: int, value: float) -> dict[str, Any]:
+        passages = len(state.passage_ids)
+        if j < passages:
+            return {"kind": "passage", "id": state.passage_ids[j],
+                    "title": str(nodes[j].metadata.get("title", "")), "weight": float(value)}
+        return {"kind": "entity", "id": state.entity_ids[j - passages], "name": state.entity_names[j - passages],
+                "weight": float(value)}
+
+    def _query_vector(self, state: RetrievalState, vector: list[float]) -> np.ndarray:
+        q = np.asarray(vector, dtype=np.float32)
+        stored = state.passage_vectors.dimension
+        if stored and q.shape != (stored,):
+            raise EmbeddingDimensionError(
+                f"the index {self.index.name!r} holds {stored}-dimensional passage vectors but the embedder "
+                f"{embedder_name(self.index.embed_model)} gives {q.size}; "
+                "use the embedder the index was built with (embed_model=; mhop: --embed-model)"
+            )
+        norm = float(np.linalg.norm(q))
+        return q / norm if norm > 0 else q
+
+    # ------------------------------------------------------------------ LlamaIndex entry points
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        # A vector index the graph reads in place can change under it (another verb, another process): a
+        # passage gone by the time the query ends is never served; the query runs once more on the graph without
+        # it, and what a sync racing even that one removed is left out.
+        results = super()._retrieve(query_bundle)
+        held = self.index.still_held(results)
+        if len(held) < len(results):
+            results = super()._retrieve(query_bundle)
+            held = self.index.still_held(results)
+        return held
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        results = await super()._aretrieve(query_bundle)
+        held = await asyncio.to_thread(self.index.still_held, results)
+        if len(held) < len(results):
+            results = await super()._aretrieve(query_bundle)
+            held = await asyncio.to_thread(self.index.still_held, results)
+        return held

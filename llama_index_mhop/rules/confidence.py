@@ -1,0 +1,256 @@
+"""LLM-free strategies of the confidence loop (seed 001): entity chains, confidence, gaps, targeted queries.
+
+Each function stands in for one DSPy step of :class:`~llama_index_mhop.components.confidence_loop.
+ConfidenceLoopRetriever` when no LM is configured, and is the fallback when the LM fails:
+
+* :func:`analyze_query` (``EntityAndGapAnalyzer``): the query's entities and relation words, and one query
+  per link of the chain (an entity joined with what the query asks about it).
+* :func:`assess_confidence` (``ConfidenceEvaluator``): how well the top passages cover the query's entities
+  and key terms, and the gaps: entities no passage is about, and *bridge entities* that the top passages
+  introduce in the sentence that answers the query's relation but that no query has followed yet.
+* :func:`targeted_queries` (``TargetedQueryGenerator``): one query per gap.
+
+They work on :class:`~llama_index_mhop.rules.passage_views.PassageView` (a passage's id, text and *subject*) and
+find bridges by the rules of :mod:`llama_index_mhop.rules.bridges`. The rules follow what is known to work LLM-free on
+HotpotQA (``DESIGN.md``): keep the original query, and follow the bridge entities the top passages introduce.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .bridges import bridge_sentence, relation_order
+from .passage_views import PassageView
+from .text import (
+    entity_spans,
+    is_modifier,
+    mentions,
+    query_entities,
+    relation_words,
+    stem,
+    stems,
+)
+
+__all__ = [
+    "DEFAULT_BRIDGE_PASSAGES",
+    "DEFAULT_BRIDGE_PENALTY",
+    "DEFAULT_CONFIDENCE_TOP_N",
+    "ConfidenceAssessment",
+    "Gap",
+    "GapKind",
+    "QueryAnalysis",
+    "analyze_query",
+    "assess_confidence",
+    "targeted_queries",
+]
+
+#: How many of the best-ranked passages the confidence judges.
+DEFAULT_CONFIDENCE_TOP_N = 5
+#: How many of the best-ranked passages are searched for bridge entities.
+DEFAULT_BRIDGE_PASSAGES = 2
+#: Confidence points taken off for each bridge entity that no retrieved passage is about yet.
+DEFAULT_BRIDGE_PENALTY = 10
+_RELATION_WORDS_PER_QUERY = 4
+
+
+@dataclass(frozen=True)
+class QueryAnalysis:
+    """The LLM-free ``EntityAndGapAnalyzer``: the query's entity chains and the round-1 search queries."""
+
+    entity_chains: list[str]
+    queries: list[str]
+    entities: list[str] = field(default_factory=list)
+    relation: list[str] = field(default_factory=list)
+
+
+def analyze_query(query: str, max_queries: int = 3) -> QueryAnalysis:
+    """Round-1 link queries without an LM: one query per link of the query's entity chain.
+
+    A link query is an entity of the query joined with the first relation words (what the query asks about
+    it), e.g. ``"Leland directed film shot around"``. Named entities come before one-word modifiers, so the
+    slots go to the most specific anchors. The retriever issues the query itself beside these.
+
+    Args:
+        query: the question or claim.
+        max_queries: the most link queries to write (at least 1).
+    """
+    if max_queries < 1:
+        raise ValueError(f"max_queries must be >= 1, got {max_queries}")
+    entities = query_entities(query)
+    relation = relation_words(query, entity_spans(query))
+    relation_text = " ".join(relation[:_RELATION_WORDS_PER_QUERY])
+    chains = [f"{entity} -> {relation_text}" if relation_text else entity for entity in entities]
+    queries: list[str] = []
+    seen = {query.strip().lower()}
+    for entity in entities:
+        if len(queries) >= max_queries:
+            break
+        candidate = f"{entity} {relation_text}".strip()
+        if candidate.lower() not in seen:
+            seen.add(candidate.lower())
+            queries.append(candidate)
+    return QueryAnalysis(entity_chains=chains, queries=queries, entities=entities, relation=relation)
+
+
+class GapKind:
+    """The kinds of missing information (plain strings, so a gap stays JSON-serialisable)."""
+
+    ENTITY = "entity"
+    BRIDGE = "bridge"
+    FACT = "fact"
+
+
+@dataclass(frozen=True)
+class Gap:
+    """A piece of missing information.
+
+    Attributes:
+        kind: ``"entity"`` (a query entity no top passage is about), ``"bridge"`` (an entity a top passage
+            introduces that no retrieved passage is about yet) or ``"fact"`` (free text, e.g. from an LM).
+        text: the gap in words, as shown to an LM.
+        query: the LLM-free search query that would fill it ("" when the gap came from an LM).
+        entities: the entities the gap names.
+        source: the subject of the passage that revealed the gap.
+    """
+
+    kind: str
+    text: str
+    query: str = ""
+    entities: tuple[str, ...] = ()
+    source: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "text": self.text,
+            "query": self.query,
+            "entities": list(self.entities),
+            "source": self.source,
+        }
+
+
+@dataclass(frozen=True)
+class ConfidenceAssessment:
+    """The LLM-free ``ConfidenceEvaluator``'s answer: a confidence from 0 to 100 and the gaps."""
+
+    confidence: int
+    gaps: list[Gap]
+    entity_coverage: float = 0.0
+    term_coverage: float = 0.0
+
+
+def assess_confidence(
+    query: str,
+    passages: Sequence[PassageView],
+    issued_queries: Sequence[str] = (),
+    top_n: int = DEFAULT_CONFIDENCE_TOP_N,
+    bridge_passages: int = DEFAULT_BRIDGE_PASSAGES,
+    bridge_penalty: float = DEFAULT_BRIDGE_PENALTY,
+) -> ConfidenceAssessment:
+    """Judge without an LM whether the passages suffice, and name what is missing.
+
+    With ``E`` the query's named entities (:func:`query_entities`), ``T`` the stems of its relation words and
+    ``O`` the top-n passages about an entity of ``E`` (the first passage when there are none)::
+
+        entity_coverage = mean over e in E of  1 if a top-n passage is about e,
+                                               0.5 if a top-n passage only mentions e, else 0
+        term_coverage   = |T found in the passages O| / |T|
+        confidence      = 100 * (0.5 * entity_coverage + 0.5 * term_coverage)
+                          - bridge_penalty * (number of open bridge gaps), clipped to 0..100
+
+    Term coverage looks only at the passages about the query's own entities: when what the query asks
+    ("directed", "founded") is answered there, the evidence is local (a comparison or a one-hop question);
+    when it is not, the answer sits one hop away and round 2 should follow a bridge.
+
+    Gaps, in this order: every query entity with coverage below 1 (query: the entity and the relation words);
+    then, for each of the top ``bridge_passages`` passages, a *bridge*: the entities its
+    :func:`bridge_sentence` names that are neither in the query nor followed by an issued query, in
+    :func:`relation_order` (query: the first of them, the entity the question's relation leads to). A bridge
+    is *open* when no retrieved passage is about any of its entities yet.
+
+    Args:
+        query: the question or claim.
+        passages: the retrieved passages, best first.
+        issued_queries: queries already issued; entities they name are not gaps.
+        top_n: how many passages the coverage looks at.
+        bridge_passages: how many top passages are searched for bridge entities.
+        bridge_penalty: confidence points taken off per open bridge.
+    """
+    entities = [e for e in query_entities(query) if not is_modifier(query, e)] or query_entities(query)
+    relation = relation_words(query, entity_spans(query))
+    term_stems = {stem(w) for w in relation}
+    top = list(passages[:top_n])
+    coverage: list[float] = []
+    gaps: list[Gap] = []
+    relation_text = " ".join(relation[:_RELATION_WORDS_PER_QUERY])
+    for entity in entities:
+        if any(p.is_about(entity) for p in top):
+            coverage.append(1.0)
+            continue
+        coverage.append(0.5 if any(mentions(p.text, entity) for p in top) else 0.0)
+        gaps.append(
+            Gap(
+                GapKind.ENTITY,
+                f"a passage about {entity}",
+                f"{entity} {relation_text}".strip(),
+                (entity,),
+                "",
+            )
+        )
+    own = [p for p in top if any(p.is_about(e) for e in entities)] or top[:1]
+    found_stems = set().union(*(p.stems for p in own)) if own else set()
+    term_coverage = len(term_stems & found_stems) / len(term_stems) if term_stems else 1.0
+    entity_coverage = sum(coverage) / len(coverage) if coverage else term_coverage
+
+    query_stems = stems(query)
+    skip = [*query_entities(query), *(e for q in issued_queries for e in query_entities(q))]
+    open_bridges = 0
+    for passage in top[:bridge_passages]:
+        sentence, new = bridge_sentence(query_stems, passage, skip)
+        if not new:
+            continue
+        new = relation_order(sentence, new, query_stems - stems(passage.subject))
+        followed = any(p.is_about(name) for p in passages for name in new)
+        open_bridges += not followed
+        text = f"{', '.join(new[:3])} (named by {passage.subject or 'a top passage'})"
+        # Search the entity the question's relation leads to: a search for the whole sentence finds its source.
+        gaps.append(Gap(GapKind.BRIDGE, text, new[0], tuple(new), passage.subject))
+        skip.extend(new)
+    confidence = 100.0 * (0.5 * entity_coverage + 0.5 * term_coverage) - bridge_penalty * open_bridges
+    return ConfidenceAssessment(
+        confidence=int(round(min(100.0, max(0.0, confidence)))),
+        gaps=gaps,
+        entity_coverage=entity_coverage,
+        term_coverage=term_coverage,
+    )
+
+
+def targeted_queries(
+    query: str, gaps: Sequence[Gap | str], issued_queries: Sequence[str] = (), max_queries: int = 2
+) -> list[str]:
+    """Round-2 queries without an LM: one per gap, in the gaps' order, skipping queries already issued.
+
+    A gap found by :func:`assess_confidence` carries its own query (the bridge entity, or an entity with the
+    relation words). A gap given as plain text (an LM's ``missing_information``) becomes that text joined with
+    the query's relation words.
+    """
+    if max_queries < 1:
+        raise ValueError(f"max_queries must be >= 1, got {max_queries}")
+    relation_text = " ".join(relation_words(query)[:_RELATION_WORDS_PER_QUERY])
+    issued = {q.strip().lower() for q in issued_queries}
+    out: list[str] = []
+    for gap in gaps:
+        if isinstance(gap, Gap):
+            candidate = gap.query or f"{gap.text} {relation_text}"
+        else:
+            candidate = f"{gap} {relation_text}"
+        candidate = re.sub(r"\s+", " ", candidate).strip()
+        if candidate and candidate.lower() not in issued:
+            issued.add(candidate.lower())
+            out.append(candidate)
+        if len(out) >= max_queries:
+            break
+    return out

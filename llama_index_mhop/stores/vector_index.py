@@ -1,0 +1,338 @@
+"""The Chroma passage index: kept in step with a corpus, guarded against half-done syncs, opened again later.
+
+Chroma owns its data: each passage row records its document's id, version and source (:mod:`llama_index_mhop.
+passage_rows`), so no registry is kept beside the store. The index these functions return is a
+:class:`~llama_index_mhop.stores.passage_index.PassageIndex` over the guarded store; an embedder is checked against the
+stored vectors first (:mod:`llama_index_mhop.stores.dimension_check`). Those modules' public names are importable from here
+too.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+from collections.abc import Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+from llama_index.core import Document, VectorStoreIndex
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.schema import BaseNode, TextNode
+
+from .chroma_batches import iter_all
+from ..rules.counters import count
+from .dimension_check import (
+    EmbeddingDimensionError,
+    check_embedding_dimension,
+    embedder_name,
+    embedding_dimension,
+)
+from .guarded_store import GuardedChromaVectorStore, sync_log
+from .passage_index import PassageIndex, passage_collection, writing
+from .passage_rows import (
+    SOURCE_KEY,
+    distinct_documents,
+    passage_nodes,
+    row_source,
+    stored_documents,
+    versioned_nodes,
+)
+from .rwlock import collection_lock
+from .corpus import (
+    DEFAULT_CHUNK_OVERLAP,
+    DEFAULT_CHUNK_SIZE,
+    DEFAULT_MAX_FILE_BYTES,
+    CorpusError,
+    PassageChunker,
+    SkippedFile,
+    content_hash,
+    no_text_error,
+    read_corpus,
+)
+from .sync import (
+    IncomingDocument,
+    StoredDocument,
+    SyncPlan,
+    UnknownDocumentError,
+    match_doc_ids,
+    plan_sync,
+    source_doc_ids,
+)
+from ..rules.terminal import progress
+
+__all__ = [
+    "DEFAULT_COLLECTION",
+    "EmbeddingDimensionError",
+    "GuardedChromaVectorStore",
+    "IndexingInterrupted",
+    "PassageIndex",
+    "SyncResult",
+    "all_passages",
+    "build_vector_index",
+    "check_embedding_dimension",
+    "delete_documents",
+    "describe_collection",
+    "embedder_name",
+    "embedding_dimension",
+    "load_vector_index",
+    "passage_collection",
+    "passage_nodes",
+    "stored_documents",
+    "sync_vector_index",
+]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_COLLECTION = "mhop_passages"
+
+
+class IndexingInterrupted(RuntimeError):
+    """The store failed part-way through indexing. What was written is kept; indexing again resumes."""
+
+
+def _chroma_collection(client: Any, name: str) -> Any:
+    return client.get_or_create_collection(name, metadata={"hnsw:space": "cosine"})
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    """What :func:`sync_vector_index` did: the index, the documents added, updated, removed and left alone, and
+    the files of a folder that could not be read (their indexed version, if any, stays)."""
+
+    index: VectorStoreIndex
+    plan: SyncPlan
+    skipped: tuple[SkippedFile, ...] = ()
+
+
+def sync_vector_index(
+    source: str | os.PathLike[str] | Sequence[Document],
+    collection_name: str = DEFAULT_COLLECTION,
+    chroma_client: Any = None,
+    persist_path: str | os.PathLike[str] | None = None,
+    embed_model: BaseEmbedding | None = None,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
+    show_progress: bool = True,
+    insert_batch_size: int = 256,
+    delete_missing: bool = False,
+    strict: bool = False,
+    follow_symlinks: bool = False,
+    max_file_bytes: int | None = DEFAULT_MAX_FILE_BYTES,
+) -> SyncResult:
+    """Bring the Chroma passage collection in step with a corpus (the rule of :mod:`llama_index_mhop.stores.sync`).
+
+    New documents are added, changed ones replaced (their old passages deleted), unchanged ones left alone: only
+    the passages of added and changed documents are embedded. With ``delete_missing``, documents previously
+    indexed from the same folder or file that are gone from it are removed; documents from other sources never
+    are. Every step is idempotent, so after a crash the same call resumes to the state of an uninterrupted sync.
+    In this process, queries through the returned index wait for the sync and never see half of it.
+
+    Args:
+        source: documents, a folder of text files, or a JSON corpus (see :func:`load_documents`).
+        collection_name: the Chroma collection of passages.
+        chroma_client: a Chroma client; default :func:`~llama_index_mhop.stores.defaults.default_chroma_client`.
+        persist_path: the embedded store's directory when no client is given.
+        embed_model: the embedder; default :func:`~llama_index_mhop.stores.defaults.resolve_embed_model`.
+        chunk_size: passage size in tokens; longer documents are split, never truncated.
+        chunk_overlap: tokens shared by neighbouring chunks of one document.
+        show_progress: show a progress bar while embedding.
+        insert_batch_size: passages embedded and written per batch.
+        delete_missing: mirror a folder or file source (remove what is gone from it).
+        strict: refuse a corpus folder with a file that is not read (default: skip it with a WARNING; a
+            skipped file's passages stay as they were).
+        follow_symlinks: read a folder's symbolic links to files outside it (default: skip them).
+        max_file_bytes: the largest file of a folder that is read (None: no limit).
+
+    Raises:
+        CorpusError: the corpus is empty (a folder with ``delete_missing`` may be) or unreadable.
+        IndexingInterrupted: the store or the embedder failed part-way; syncing again resumes.
+    """
+    from .defaults import default_chroma_client, resolve_embed_model
+
+    # A mirrored folder whose files were all removed syncs to no documents: its indexed ones are removed.
+    documents, skipped = read_corpus(source, strict=strict, follow_symlinks=follow_symlinks,
+                                     max_file_bytes=max_file_bytes, allow_empty_folder=delete_missing)
+    documents = distinct_documents(documents)
+    source_key = row_source(source)
+    if delete_missing and source_key is None:
+        raise ValueError("delete_missing needs a folder or file source: a list of documents has no 'missing'")
+    client = chroma_client if chroma_client is not None else default_chroma_client(persist_path)
+    embed_model = resolve_embed_model(embed_model)
+    collection = _chroma_collection(client, collection_name)
+    store = GuardedChromaVectorStore.over(client, collection)
+    index = PassageIndex.from_vector_store(store, embed_model=embed_model,
+                                           transformations=[PassageChunker(chunk_size=chunk_size,
+                                                                           chunk_overlap=chunk_overlap)])
+    index.chunk_size, index.chunk_overlap = chunk_size, chunk_overlap
+    with collection_lock(collection).write():
+        held = stored_documents(collection)
+        if not documents and not any(doc.source == source_key for doc in held.values()):
+            raise no_text_error(source, skipped)  # an empty folder that was never indexed is a mistake, not a sync
+        if source_key is not None:  # a file name another folder already holds is stored under its full path
+            stored_as = source_doc_ids([d.id_ for d in documents], held, source_key)
+            for doc in documents:
+                doc.id_ = stored_as[doc.id_]
+        # A file that was not read this time is not gone: its indexed version stays.
+        unread = _unread_doc_ids(collection, skipped, source_key, held)
+        plan = plan_sync(
+            [IncomingDocument(d.id_, content_hash(str(d.metadata.get("title", "")), d.text)) for d in documents],
+            {doc_id: doc for doc_id, doc in held.items() if doc_id not in unread},
+            mirror_source=source_key if delete_missing else None,
+        )
+        logger.info("%s: %s", collection_name, plan.counts())
+        changed = set(plan.added) | set(plan.updated)
+        nodes = versioned_nodes([d for d in documents if d.id_ in changed], source_key, chunk_size, chunk_overlap)
+        # Before anything is written or deleted, even when nothing is to be embedded: a wrong embedder loses
+        # nothing, and an unchanged corpus synced with it is an error now rather than at the first query.
+        check_embedding_dimension(collection, embed_model)
+        with store.writing() if plan.changes else nullcontext():
+            for doc_id in (*plan.removed, *plan.updated):
+                collection.delete(where={"document_id": doc_id})
+            _insert(index, nodes, client, collection_name, insert_batch_size, show_progress)
+        _record_sync(client, collection_name, plan)
+    count("documents_indexed", len(changed))
+    count("documents_removed", len(plan.removed))
+    return SyncResult(index, plan, tuple(skipped))
+
+
+def _unread_doc_ids(collection: Any, skipped: Sequence[SkippedFile], source_key: str | None,
+                    held: dict[str, StoredDocument]) -> set[str]:
+    """The stored documents of the files a folder's sync skipped, which it must keep: a text file's own doc id
+    and, when a JSON file was skipped, every JSON record indexed from the folder. A row does not say which of the
+    folder's JSON files its record came from (only text files' rows carry a ``file_path``), so records gone from
+    the folder's other JSON files are removed by the next sync that reads every file."""
+    skipped = [f for f in skipped if not f.empty]  # an empty file was read: its indexed version goes
+    if not skipped or source_key is None:
+        return set()
+    unread = set(source_doc_ids([f.path.relative_to(source_key).as_posix() for f in skipped], held,
+                                source_key).values())
+    if any(f.path.suffix.lower() == ".json" for f in skipped):
+        for record in iter_all(collection, ["metadatas"]):
+            meta = record["metadatas"] or {}
+            if meta.get(SOURCE_KEY) == source_key and "file_path" not in meta:
+                unread.add(str(meta.get("document_id", "")))
+    return unread
+
+
+def _record_sync(client: Any, collection_name: str, plan: SyncPlan) -> None:
+    at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    sync_log(client, collection_name).upsert(ids=["last"], embeddings=[[0.0]],
+                                                metadatas=[{"at": at, **plan.counts()}])
+
+
+def describe_collection(client: Any, collection_name: str = DEFAULT_COLLECTION) -> dict[str, Any]:
+    """What a passage collection holds: documents, passages, sources, and the time and counts of the last sync.
+
+    Raises:
+        CorpusError: no such collection.
+    """
+    names = {getattr(c, "name", c) for c in client.list_collections()}
+    if collection_name not in names:
+        raise CorpusError(f"no Chroma collection {collection_name!r}; index a corpus first (mhop index PATH)")
+    collection = client.get_collection(collection_name)
+    held = stored_documents(collection)
+    last = sync_log(client, collection_name).get(ids=["last"], include=["metadatas"])["metadatas"]
+    return {
+        "collection": collection_name,
+        "documents": len(held),
+        "passages": collection.count(),
+        "sources": sorted({d.source for d in held.values() if d.source}),
+        "last_sync": dict(last[0]) if last else None,
+    }
+
+
+def _insert(index: VectorStoreIndex, nodes: list[TextNode], client: Any, name: str, batch_size: int,
+            show_progress: bool) -> None:
+    from .defaults import describe_client
+
+    batches = [nodes[i : i + batch_size] for i in range(0, len(nodes), batch_size)]
+    done = 0
+    for batch in progress(batches, show=show_progress, desc=f"indexing {name}", unit="batch"):
+        try:
+            index.insert_nodes(batch)
+        except Exception as exc:  # a store or embedder failure of any kind: say where it stopped
+            raise IndexingInterrupted(
+                f"indexing {name!r} stopped after {done} of {len(nodes)} new passages: "
+                f"{describe_client(client)} failed ({type(exc).__name__}: {exc}). The passages written are kept; "
+                "index again to resume."
+            ) from exc
+        done += len(batch)
+
+
+def build_vector_index(source: str | os.PathLike[str] | Sequence[Document], **kwargs: Any) -> VectorStoreIndex:
+    """Build or update the Chroma-backed passage index of a corpus and return it as a ``VectorStoreIndex``.
+
+    :func:`sync_vector_index`, returning just the index: new documents are added, changed ones replaced,
+    unchanged ones left alone, so indexing the same corpus twice adds nothing. ``kwargs`` are
+    :func:`sync_vector_index`'s (``collection_name``, ``chroma_client``, ``embed_model``, ``strict``...).
+    """
+    return sync_vector_index(source, **kwargs).index
+
+
+def delete_documents(index: VectorStoreIndex, doc_ids: Sequence[str],
+                     missing: list[UnknownDocumentError] | None = None) -> list[str]:
+    """Remove documents (by doc id, or by file name alone when unambiguous) from a Chroma passage index.
+
+    Args:
+        index: the passage index.
+        doc_ids: the documents to remove.
+        missing: when given, an id that names no document is left out and its error appended here, and the
+            others are removed: a delete killed between its documents finishes when run again.
+
+    Returns:
+        The doc ids removed.
+
+    Raises:
+        UnknownDocumentError: an id matches no indexed document (the message lists the closest ones), and no
+            ``missing`` list is given; or a file name names several documents.
+    """
+    collection = passage_collection(index)
+    with writing(index):
+        resolved = match_doc_ids(doc_ids, stored_documents(collection), missing)
+        for doc_id in resolved:
+            collection.delete(where={"document_id": doc_id})
+    return resolved
+
+
+def load_vector_index(
+    collection_name: str = DEFAULT_COLLECTION,
+    chroma_client: Any = None,
+    persist_path: str | os.PathLike[str] | None = None,
+    embed_model: BaseEmbedding | None = None,
+) -> PassageIndex:
+    """Open an existing Chroma passage collection as a ``VectorStoreIndex``.
+
+    The embedder is ``embed_model``, else the app's ``Settings.embed_model``, else the packaged default; one
+    whose dimension differs from the stored vectors' is refused here rather than at the first query.
+
+    Raises:
+        CorpusError: the collection does not exist or is empty.
+        EmbeddingDimensionError: the embedder does not fit the collection.
+    """
+    from .defaults import default_chroma_client, resolve_embed_model
+
+    client = chroma_client if chroma_client is not None else default_chroma_client(persist_path)
+    names = {getattr(c, "name", c) for c in client.list_collections()}
+    if collection_name not in names:
+        raise CorpusError(f"no Chroma collection {collection_name!r}; index a corpus first (mhop index PATH)")
+    collection = client.get_collection(collection_name)
+    if collection.count() == 0:
+        raise CorpusError(f"Chroma collection {collection_name!r} is empty; index a corpus first")
+    embed_model = resolve_embed_model(embed_model)
+    check_embedding_dimension(collection, embed_model)
+    return PassageIndex.from_vector_store(GuardedChromaVectorStore.over(client, collection), embed_model=embed_model,
+                                          transformations=[PassageChunker()])
+
+
+def all_passages(index: VectorStoreIndex, batch: int = 5000) -> list[BaseNode]:
+    """Every passage stored in a Chroma-backed index (text and metadata, no embeddings)."""
+    return [
+        TextNode(
+            id_=record["id"],
+            text=record["documents"] or "",
+            metadata={k: v for k, v in (record["metadatas"] or {}).items() if not k.startswith("_")},
+        )
+        for record in iter_all(passage_collection(index), ["documents", "metadatas"], batch)
+    ]
