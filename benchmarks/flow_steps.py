@@ -46,14 +46,14 @@ STEPS: dict[str, list[tuple[str, str]]] = {
     "chroma": [("llama_index.vector_stores.chroma.base", "ChromaVectorStore.query"),
                ("llama_index_mhop.stores.guarded_store", "GuardedChromaVectorStore._query_together"),
                ("llama_index_mhop.stores.version_marker", "VersionMarker.read_whole")],
-    "perspective rules": [("llama_index_mhop.components.query_transforms", "heuristic_perspectives")],
+    "perspective rules": [("llama_index_mhop.components.rrf_fusion", "heuristic_perspectives")],
     "bridge linking": [("llama_index_mhop.components.rrf_fusion", "link_passages")],
     "fusion": [("llama_index_mhop.components.rrf_fusion", "anchored_fusion"),
                ("llama_index_mhop.components.rrf_fusion", "reciprocal_rank_fusion")],
-    "confidence rules": [("llama_index_mhop.components.confidence_program", name) for name in
+    "confidence rules": [("llama_index_mhop.components.confidence_loop", name) for name in
                          ("analyze_query", "assess_confidence", "targeted_queries", "listwise_rerank")],
     "graph fact scoring": [("llama_index_mhop.components.hippo_graph", "HippoGraphRetriever._candidates")],
-    "graph fact filter": [("llama_index_mhop.components.hippo_program", "HippoGraphModule._recognition")],
+    "graph fact filter": [("llama_index_mhop.components.hippo_graph", "HippoGraphModule._recognition")],
     "graph walk": [("llama_index_mhop.components.hippo_graph", "HippoGraphRetriever._rank")],
 }
 

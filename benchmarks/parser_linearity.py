@@ -33,7 +33,7 @@ from llama_index_mhop.rules.parsing import (
     parse_ranking,
     parse_string_list,
 )
-from llama_index_mhop.components.postprocessors import DSPyFactFilter, fact_node
+from llama_index_mhop.components.fact_filter import DSPyFactFilter, fact_node
 from llama_index_mhop.rules.text import entity_spans, sentences
 
 

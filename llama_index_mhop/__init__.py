@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     from .rules.fusion import reciprocal_rank_fusion
     from .graph import HippoGraphIndex, HippoGraphReader
     from .stores.minilm import MiniLMEmbedding
-    from .components.postprocessors import DSPyFactFilter, fact_node
-    from .components.query_transforms import PerspectiveQueryTransform
+    from .components.fact_filter import DSPyFactFilter, fact_node
+    from .components.rrf_fusion import PerspectiveQueryTransform
     from .components import ConfidenceLoopRetriever, HippoGraphRetriever, RRFFusionRetriever
     from .stores.corpus import load_documents
     from .stores.vector_index import build_vector_index, delete_documents, load_vector_index, sync_vector_index
@@ -60,17 +60,17 @@ __version__ = "0.1.0"
 #: Where each exported name lives (the module, relative to this package).
 _EXPORTS = {
     "ConfidenceLoopRetriever": ".components",
-    "DSPyFactFilter": ".components.postprocessors",
+    "DSPyFactFilter": ".components.fact_filter",
     "HippoGraphIndex": ".graph",
     "HippoGraphReader": ".graph",
     "HippoGraphRetriever": ".components",
     "MiniLMEmbedding": ".stores.minilm",
-    "PerspectiveQueryTransform": ".components.query_transforms",
+    "PerspectiveQueryTransform": ".components.rrf_fusion",
     "RRFFusionRetriever": ".components",
     "build_vector_index": ".stores.vector_index",
     "default_embed_model": ".stores.defaults",
     "delete_documents": ".stores.vector_index",
-    "fact_node": ".components.postprocessors",
+    "fact_node": ".components.fact_filter",
     "load_documents": ".stores.corpus",
     "load_vector_index": ".stores.vector_index",
     "reciprocal_rank_fusion": ".rules.fusion",

@@ -3,7 +3,7 @@ import json
 import pytest
 
 from llama_index_mhop.cli.commands import main as mhop
-from llama_index_mhop.components.postprocessors import DSPyFactFilter
+from llama_index_mhop.components.fact_filter import DSPyFactFilter
 
 
 @pytest.fixture()

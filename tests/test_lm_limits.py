@@ -13,8 +13,8 @@ import pytest
 
 from llama_index_mhop.lm.steps import MAX_LM_CALLS, FallbackCounter, LMStep
 from llama_index_mhop.lm.clients import function_lm
-from llama_index_mhop.components.postprocessors import DSPyFactFilter, fact_node
-from llama_index_mhop.components.query_transforms import PerspectiveQueryTransform
+from llama_index_mhop.components.fact_filter import DSPyFactFilter, fact_node
+from llama_index_mhop.components.rrf_fusion import PerspectiveQueryTransform
 from tests.lm_faults import hung_lm, unbalanced_quotes_lm
 
 QUERY = "Are Imperial River and Amaradia both located in the same country?"

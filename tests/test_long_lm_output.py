@@ -20,7 +20,7 @@ from llama_index_mhop.rules.parsing import (
     parse_queries,
     parse_string_list,
 )
-from llama_index_mhop.components.postprocessors import DSPyFactFilter, fact_node
+from llama_index_mhop.components.fact_filter import DSPyFactFilter, fact_node
 from tests.fact_filter_lm import answer, texts
 
 MILLION = 1_000_000

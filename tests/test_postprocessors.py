@@ -13,7 +13,7 @@ from dspy.utils import DummyLM
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
 
-from llama_index_mhop.components.postprocessors import (
+from llama_index_mhop.components.fact_filter import (
     DSPyFactFilter,
     FactFilterModule,
     FactSelection,

@@ -14,7 +14,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from llama_index.core.vector_stores.types import VectorStoreQuery
 
 from llama_index_mhop import ConfidenceLoopRetriever, RRFFusionRetriever
-from llama_index_mhop.components.flow import Search, StepRecord, StepRunner, arun_flow, run_flow
+from llama_index_mhop.components.base import Search, StepRecord, StepRunner, arun_flow, run_flow
 from llama_index_mhop.stores.guarded_store import GuardedChromaVectorStore
 from llama_index_mhop.lm.steps import FallbackCounter
 from llama_index_mhop.stores.query_batch import BatchSearcher, QueryVectors, embed_queries

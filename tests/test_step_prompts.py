@@ -11,8 +11,8 @@ from llama_index.core import PromptTemplate
 
 from llama_index_mhop.graph import HippoGraphIndex
 from llama_index_mhop.lm.clients import function_lm
-from llama_index_mhop.components.postprocessors import DSPyFactFilter, fact_node
-from llama_index_mhop.components.query_transforms import PerspectiveQueryTransform
+from llama_index_mhop.components.fact_filter import DSPyFactFilter, fact_node
+from llama_index_mhop.components.rrf_fusion import PerspectiveQueryTransform
 from llama_index_mhop.components import ConfidenceLoopRetriever, RRFFusionRetriever
 from llama_index_mhop.lm.signatures import (
     ConfidenceEvaluator,

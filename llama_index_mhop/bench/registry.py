@@ -233,7 +233,7 @@ def _confidence_loop_hippo(ctx: RetrieverContext) -> BaseRetriever:
 @register_retriever("vector_fact_filter", "vector, then DSPyFactFilter on its passages: those stating the facts "
                     "the query needs first (LLM-free without an LM)", needs_index="vector")
 def _vector_fact_filter(ctx: RetrieverContext) -> BaseRetriever:
-    from ..components.postprocessors import DSPyFactFilter
+    from ..components.fact_filter import DSPyFactFilter
     from .postprocessed import PostprocessedRetriever
 
     return PostprocessedRetriever(ctx.vector_index.as_retriever(similarity_top_k=ctx.top_k),

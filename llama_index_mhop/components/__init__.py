@@ -1,19 +1,23 @@
-"""The project's LlamaIndex retrievers, one file each, their settings and their DSPy programs."""
+"""The package's LlamaIndex components, one file each with its settings and DSPy program: the RRF fusion
+retriever and its perspective transform, the confidence loop, the HippoRAG 2 graph retriever and the fact
+filter."""
 
 from .confidence_loop import ConfidenceLoopConfig, ConfidenceLoopModule, ConfidenceLoopRetriever
-from .hippo_config import HippoGraphConfig
-from .hippo_graph import HippoGraphModule, HippoGraphRetriever
-from .rrf_config import RRFFusionConfig
-from .rrf_fusion import RRFFusionModule, RRFFusionRetriever
+from .fact_filter import DSPyFactFilter, fact_node
+from .hippo_graph import HippoGraphConfig, HippoGraphModule, HippoGraphRetriever
+from .rrf_fusion import PerspectiveQueryTransform, RRFFusionConfig, RRFFusionModule, RRFFusionRetriever
 
 __all__ = [
     "ConfidenceLoopConfig",
     "ConfidenceLoopModule",
     "ConfidenceLoopRetriever",
+    "DSPyFactFilter",
     "HippoGraphConfig",
     "HippoGraphModule",
     "HippoGraphRetriever",
+    "PerspectiveQueryTransform",
     "RRFFusionConfig",
     "RRFFusionModule",
     "RRFFusionRetriever",
+    "fact_node",
 ]

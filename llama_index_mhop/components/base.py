@@ -1,15 +1,22 @@
-"""What the project's retrievers share: the query is checked before LlamaIndex's dispatch touches it, the LM
-steps of a retrieval report to the retriever's callback manager, and settings, LM and DSPy program are taken and
-checked in one place."""
+"""What the package's retrievers share: a flow written once and driven sync or async, the DSPy program it runs
+in, and the LlamaIndex retriever around it.
+
+A flow is a generator that reads top to bottom like its seed's pseudo-code. Where it needs the outside world it
+yields a request and receives the answer: an :class:`LMRequest` (an LM step, answered by the LM or by the step's
+LLM-free strategy), a :class:`Search` (a batch of queries at one depth; a query already searched at that depth in
+this run is answered from that search) or a :class:`Call` (any other call out, in blocking and awaitable form).
+:func:`run_flow` and :func:`arun_flow` drive it, so the sync and async paths cannot drift apart.
+"""
 
 from __future__ import annotations
 
 import inspect
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Generator
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import dspy
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -17,15 +24,219 @@ from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle, QueryType
 from pydantic import BaseModel
 
-from ..rules.counters import count
-from ..lm.steps import resolve_lm
 from ..lm.events import step_callbacks
 from ..lm.programs import ProgramSource, load_program, save_program, step_prompts, update_step_prompts
-from ..stores.rwlock import tracking_reads
+from ..lm.steps import DEFAULT_LM_TIMEOUT, FallbackCounter, LMStep, resolve_lm
+from ..rules.counters import count
 from ..rules.validation import check_query
+from ..stores.rwlock import tracking_reads
 from ..stores.version_marker import READER_WAIT, StoreBusyError
 
-__all__ = ["CheckedQueryRetriever", "ProgramRetriever"]
+__all__ = [
+    "Call",
+    "CheckedQueryRetriever",
+    "Flow",
+    "FlowModule",
+    "LMRequest",
+    "NodesAndTrace",
+    "ProgramRetriever",
+    "Search",
+    "StepRecord",
+    "StepRunner",
+    "arun_flow",
+    "query_text",
+    "run_flow",
+]
+
+T = TypeVar("T")
+R = TypeVar("R")
+#: What a flow generator yields, receives and returns.
+Flow = Generator["LMRequest[Any] | Search | Call[Any]", Any, R]
+#: What a retriever's flow returns: the ranked nodes and the trace of the run.
+NodesAndTrace = tuple[list[NodeWithScore], dict[str, Any]]
+#: ``(queries, k) -> one result list per query``, blocking or awaitable.
+SearchBatch = Callable[[list[str], int], list[list[Any]]]
+AsyncSearchBatch = Callable[[list[str], int], Awaitable[list[list[Any]]]]
+
+
+@dataclass(frozen=True)
+class LMRequest(Generic[T]):
+    """Run ``step`` on ``inputs``; the driver gives the step its component's counter, timeout and trace."""
+
+    step: LMStep[T]
+    inputs: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Search:
+    """Search every query for its top ``k`` results."""
+
+    queries: list[str]
+    k: int
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    """A call out that is neither an LM step nor a search (an embedding, a custom postprocessor)."""
+
+    run: Callable[[], T]
+    arun: Callable[[], Awaitable[T]]
+
+
+@dataclass
+class StepRecord:
+    """How each LM step of one run was answered: ``"lm"``, ``"llm_free"`` (no LM) or ``"fallback"`` (the LM
+    failed), with the one-line reason; ``fallbacks`` lists the steps that fell back, in order."""
+
+    steps: dict[str, str] = field(default_factory=dict)
+    reasons: dict[str, str] = field(default_factory=dict)
+    fallbacks: list[str] = field(default_factory=list)
+
+    def __call__(self, step: str, outcome: str, reason: str) -> None:
+        self.steps[step] = outcome
+        self.reasons[step] = reason
+        if outcome == "fallback":
+            self.fallbacks.append(step)
+
+
+@dataclass
+class StepRunner:
+    """Runs the LM steps of one component: its LM (None: ``dspy.settings.lm`` at call time, else LLM-free), its
+    fallback counter and its timeout."""
+
+    lm: Any
+    counter: FallbackCounter
+    timeout: float = DEFAULT_LM_TIMEOUT
+
+    def _step(self, request: LMRequest[T], record: StepRecord) -> LMStep[T]:
+        return replace(request.step, counter=self.counter, timeout=self.timeout, listener=record)
+
+    def run(self, request: LMRequest[T], record: StepRecord) -> T:
+        return self._step(request, record).run(request.inputs, self.lm)
+
+    async def arun(self, request: LMRequest[T], record: StepRecord) -> T:
+        return await self._step(request, record).arun(request.inputs, self.lm)
+
+
+def _send(flow: Flow[R], answer: Any) -> tuple[bool, Any]:
+    """``(False, next request)`` or, once the flow has returned, ``(True, its result)``."""
+    try:
+        return False, flow.send(answer)
+    except StopIteration as stop:
+        return True, stop.value
+
+
+class _Searched:
+    """One run's searches by query and depth: what a :class:`Search` still has to ask, and its answer."""
+
+    def __init__(self) -> None:
+        self._results: dict[tuple[str, int], list[Any]] = {}
+
+    def missing(self, request: Search) -> list[str]:
+        return [q for q in dict.fromkeys(request.queries) if (q, request.k) not in self._results]
+
+    def answer(self, request: Search, asked: list[str], found: list[list[Any]]) -> list[list[Any]]:
+        self._results.update({(q, request.k): r for q, r in zip(asked, found, strict=True)})
+        return [list(self._results[q, request.k]) for q in request.queries]
+
+
+def run_flow(flow: Flow[R], runner: StepRunner, record: StepRecord, search: SearchBatch | None = None) -> R:
+    """Drive ``flow`` to its result with blocking LM steps, searches and calls."""
+    searched = _Searched()
+    done, item = _send(flow, None)
+    while not done:
+        if isinstance(item, Search):
+            if search is None:
+                raise RuntimeError("this flow searches but was built without a search: build it through its retriever")
+            asked = searched.missing(item)
+            answer: Any = searched.answer(item, asked, search(asked, item.k) if asked else [])
+        elif isinstance(item, Call):
+            answer = item.run()
+        else:
+            answer = runner.run(item, record)
+        done, item = _send(flow, answer)
+    return item
+
+
+async def arun_flow(flow: Flow[R], runner: StepRunner, record: StepRecord,
+                    asearch: AsyncSearchBatch | None = None) -> R:
+    """Drive ``flow`` to its result with awaited LM steps, searches and calls."""
+    searched = _Searched()
+    done, item = _send(flow, None)
+    while not done:
+        if isinstance(item, Search):
+            if asearch is None:
+                raise RuntimeError("this flow searches but was built without a search: build it through its retriever")
+            asked = searched.missing(item)
+            answer: Any = searched.answer(item, asked, await asearch(asked, item.k) if asked else [])
+        elif isinstance(item, Call):
+            answer = await item.arun()
+        else:
+            answer = await runner.arun(item, record)
+        done, item = _send(flow, answer)
+    return item
+
+
+def query_text(query: QueryType) -> str:
+    """The checked text of a query string or ``QueryBundle``."""
+    return check_query(query.query_str if isinstance(query, QueryBundle) else query)
+
+
+class FlowModule(dspy.Module):
+    """A DSPy program whose forward is a flow: ``forward(query)`` (``acall``: ``aforward``) drives :meth:`flow`
+    and returns a ``dspy.Prediction`` with ``nodes``, ``node_ids`` and ``trace``.
+
+    What the flow uses but does not own (an LM runner, searches, an index: ``source``) is held in ``_parts``, which DSPy's
+    copies share: an optimizer works on copies, and a copy must not copy a vector store, a graph or an LM client.
+    """
+
+    def __init__(self, runner: StepRunner, search: SearchBatch | None = None,
+                 asearch: AsyncSearchBatch | None = None, source: Any = None) -> None:
+        super().__init__()
+        self._parts = _Parts(runner, search, asearch, source)
+
+    def flow(self, query: Any, record: StepRecord) -> Flow[NodesAndTrace]:
+        """The flow on ``query`` (as :meth:`_flow_for` gives it), recording its LM steps' outcomes in ``record``."""
+        raise NotImplementedError
+
+    def _flow_for(self, query: QueryType, record: StepRecord) -> Flow[NodesAndTrace]:
+        return self.flow(query_text(query), record)
+
+    def _runner(self) -> StepRunner:
+        """The runner of this query's LM steps (read at each query)."""
+        return self._parts.runner
+
+    def forward(self, query: QueryType) -> dspy.Prediction:
+        record = StepRecord()
+        return self._prediction(run_flow(self._flow_for(query, record), self._runner(), record, self._parts.search))
+
+    async def aforward(self, query: QueryType) -> dspy.Prediction:
+        record = StepRecord()
+        flow = self._flow_for(query, record)
+        return self._prediction(await arun_flow(flow, self._runner(), record, self._parts.asearch))
+
+    def _node_fields(self, nodes: list[NodeWithScore]) -> dict[str, Any]:
+        """The prediction's fields besides ``nodes``, ``node_ids`` and ``trace``."""
+        return {}
+
+    def _prediction(self, result: NodesAndTrace) -> dspy.Prediction:
+        nodes, trace = result
+        return dspy.Prediction(nodes=nodes, node_ids=[n.node.node_id for n in nodes], **self._node_fields(nodes),
+                               trace=trace)
+
+
+@dataclass(frozen=True, eq=False)
+class _Parts:
+    """A flow module's runner, searches and what else it reads (an index), shared (never copied) by DSPy's deep
+    copies of the module."""
+
+    runner: StepRunner
+    search: SearchBatch | None = None
+    asearch: AsyncSearchBatch | None = None
+    source: Any = None
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _Parts:
+        return self
 
 
 def _checked(query: QueryType) -> QueryBundle:
@@ -154,7 +365,7 @@ class ProgramRetriever(CheckedQueryRetriever):
                             f"got {type(config).__name__}")
         return config if config is not None else cls.config_type(**settings)
 
-    def _build_program(self) -> dspy.Module:
+    def _build_program(self) -> FlowModule:
         """The subclass's DSPy program, built from ``self.config`` and ``self.lm``."""
         raise NotImplementedError
 

@@ -3,7 +3,7 @@
 HippoRAG 2 (Gutiérrez et al., 2025, "From RAG to Memory", seeds 003/004), one query:
 
 1. The query embedding scores every fact (min-max normalised); the ``linking_top_k`` best facts are candidates.
-2. Recognition memory (:class:`~llama_index_mhop.components.postprocessors.DSPyFactFilter`) keeps at most ``fact_top_n``.
+2. Recognition memory (:class:`~llama_index_mhop.components.fact_filter.DSPyFactFilter`) keeps at most ``fact_top_n``.
    When it keeps none (and the query names no entity of the graph), the answer is dense passage retrieval.
 3. The reset vector of Personalized PageRank: each kept fact adds its score, divided by the number of passages
    that contain the entity, to its subject and object entities (averaged over the facts naming the entity), and
@@ -11,12 +11,10 @@ HippoRAG 2 (Gutiérrez et al., 2025, "From RAG to Memory", seeds 003/004), one q
    dense score times ``passage_node_weight``.
 4. PageRank with ``damping`` over the entity/passage graph; passages are ranked by their PageRank probability.
 
-The retriever builds the reset's seeds (step 3's entities, and the additions below); the graph's walk
-(:class:`~llama_index_mhop.graph.walk.graph_walk.GraphWalk`, one per graph version) adds every passage's dense
-share, runs step 4 and reports what the trace shows of it, on a large graph without a sweep of the whole graph
-per query.
+:class:`HippoGraphModule` runs these steps top to bottom over the graph's public query surface (its retrieval
+state: fact and passage vectors, the walk); :class:`HippoGraphRetriever` is the LlamaIndex retriever around it.
 
-Three additions, all general, all settings of :class:`~llama_index_mhop.components.hippo_config.HippoGraphConfig`
+Three additions, all general, all settings of :class:`HippoGraphConfig`
 (0 turns each off):
 
 * ``query_entity_weight`` (default 1): entities the query names (its word n-grams matched against entity keys,
@@ -43,27 +41,31 @@ import asyncio
 import logging
 import re
 import time
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
 from llama_index.core.prompts.mixin import PromptMixin
-from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
+from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle, QueryType
+from pydantic import BaseModel, ConfigDict, Field
 
-from ..stores.dimension_check import EmbeddingDimensionError, embedder_name
-from ..rules.first_page import first_page
 from ..graph.extraction import entity_key
 from ..graph.retrieval_source import RetrievalSource
 from ..graph.state import RetrievalState
 from ..graph.walk.dense_search import DenseScores
+from ..graph.walk.ppr import DEFAULT_DAMPING
 from ..graph.walk.sparse_vector import SparseVector
-from ..rules.passage_views import PassageView
-from .postprocessors import STEP as FACT_FILTER_STEP
-from .postprocessors import DSPyFactFilter, fact_node
 from ..lm.programs import ProgramSource
+from ..lm.signatures import FactFilterModule
+from ..lm.steps import FallbackCounter
+from ..rules.first_page import FIRST_PAGE_SIZE, first_page
+from ..rules.passage_views import PassageView
 from ..rules.text import NON_ENTITY_CAPS, STOPWORDS
-from .base import ProgramRetriever
-from .hippo_config import HippoGraphConfig
-from .hippo_program import HippoGraphModule, HippoSteps
+from ..stores.dimension_check import EmbeddingDimensionError, embedder_name
+from .base import Call, Flow, FlowModule, NodesAndTrace, ProgramRetriever, StepRecord, StepRunner, query_text
+from .fact_filter import DEFAULT_FACT_TOP_N, DSPyFactFilter, fact_node
+from .fact_filter import STEP as FACT_FILTER_STEP
 
 __all__ = ["HippoGraphConfig", "HippoGraphModule", "HippoGraphRetriever"]
 
@@ -74,70 +76,101 @@ _MAX_NGRAM = 8
 _QUERY_WORD = re.compile(r"[\w][\w'’.\-&]*")
 
 
-class HippoGraphRetriever(ProgramRetriever):
-    """HippoRAG 2 retrieval: facts, recognition memory, Personalized PageRank over the knowledge graph.
+class HippoGraphConfig(BaseModel):
+    """Every setting of :class:`HippoGraphRetriever`.
 
-    Args:
-        index: the :class:`~llama_index_mhop.graph.index.HippoGraphIndex` to search (any
-            :class:`~llama_index_mhop.graph.retrieval_source.RetrievalSource`).
-        fact_filter: the recognition-memory postprocessor (any node postprocessor); default
-            ``DSPyFactFilter(top_n=fact_top_n)`` with the LM, starting from the index's ``fact_filter_program``.
-        program: a compiled :class:`HippoGraphModule` (or the fact filter's program: the JSON files are alike), or
-            the path of one saved by :meth:`save_program`.
-        **kwargs: ``config`` or its settings one by one (:class:`HippoGraphConfig`: ``similarity_top_k=5``,
-            ``linking_top_k=5``, ``fact_top_n=4``, ``passage_node_weight=0.05``, ``damping=0.5``,
-            ``query_entity_weight=1``, ``dense_seed_top_k=0``, ``dense_seed_weight=0``, ``first_page=5``); ``lm``
-            or ``llm`` for the fact filter (neither: the LLM-free rule), ``callback_manager`` and ``verbose`` (log
-            each query's trace), as for every :class:`~llama_index_mhop.components.base.ProgramRetriever`.
+    A count out of range, a damping outside [0, 1) or a weight that is negative or not finite raises pydantic's
+    ``ValidationError`` (a ``ValueError``) naming the field.
 
     Attributes:
-        last_trace: a JSON-serialisable dict of the last query: kept facts, the reset vector's top entries and the
-            top entities of the walk (for ``mhop query --explain``).
+        similarity_top_k: passages returned (5).
+        linking_top_k: candidate facts sent to the filter, and entities kept in the reset vector (HippoRAG 2: 5).
+        fact_top_n: most facts the filter keeps (HippoRAG 2: 4).
+        passage_node_weight: weight of the dense passage scores in the reset vector (HippoRAG 2: 0.05).
+        damping: probability that the walk follows an edge (HippoRAG 2: 0.5).
+        query_entity_weight: reset weight of entities the query names (1; 0 turns it off).
+        dense_seed_top_k: how many best dense passages get an extra reset weight (0 turns it off).
+        dense_seed_weight: that extra weight, times the passage's normalised dense score (0).
+        first_page: how many of the best passages are put in first-page order: those about what the query names
+            first, then the passage they lead to (:mod:`~llama_index_mhop.rules.first_page`; 5, 0 keeps the walk's
+            order).
     """
 
-    config_type = HippoGraphConfig
-    config: HippoGraphConfig
-    #: Every keyword argument besides ``index`` (``HippoGraphIndex.as_query_engine`` routes them here).
-    ARGUMENTS = frozenset(HippoGraphConfig.model_fields) | {
-        "config", "fact_filter", "lm", "llm", "program", "callback_manager", "verbose"
-    }
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
-    def __init__(
-        self, index: RetrievalSource, *, fact_filter: Any = None, program: ProgramSource | None = None, **kwargs: Any
-    ) -> None:
-        if program is not None and fact_filter is not None and not isinstance(fact_filter, DSPyFactFilter):
-            raise ValueError("program= is the fact filter's: it needs a DSPyFactFilter as fact_filter")
-        self.index = index
-        self.fact_filter = fact_filter
-        super().__init__(program=program, **kwargs)
+    similarity_top_k: int = Field(5, ge=1)
+    linking_top_k: int = Field(5, ge=1)
+    fact_top_n: int = Field(DEFAULT_FACT_TOP_N, ge=1)
+    passage_node_weight: float = Field(0.05, ge=0, allow_inf_nan=False, strict=False)
+    damping: float = Field(DEFAULT_DAMPING, ge=0, lt=1, allow_inf_nan=False, strict=False)
+    query_entity_weight: float = Field(1.0, ge=0, allow_inf_nan=False, strict=False)
+    dense_seed_top_k: int = Field(0, ge=0)
+    dense_seed_weight: float = Field(0.0, ge=0, allow_inf_nan=False, strict=False)
+    first_page: int = Field(FIRST_PAGE_SIZE, ge=0)
 
-    @classmethod
-    def from_defaults(cls, index: RetrievalSource, **kwargs: Any) -> HippoGraphRetriever:
-        """The retriever with HippoRAG 2's defaults (override any argument by keyword)."""
-        return cls(index=index, **kwargs)
 
-    def _build_program(self) -> HippoGraphModule:
-        if self.fact_filter is None:
-            self.fact_filter = DSPyFactFilter(top_n=self.config.fact_top_n, lm=self.lm,
-                                              program=self.index.fact_filter_program)
-        return HippoGraphModule(HippoSteps(self.index, self.config.damping, self.fact_filter, self._query_vector,
-                                           self._candidates, self._rank))
+@dataclass(frozen=True)
+class GraphParts:
+    """What HippoRAG 2's flow reads but does not own: the graph searched and the recognition-memory filter (a
+    :class:`~llama_index_mhop.components.fact_filter.DSPyFactFilter`, or any LlamaIndex node postprocessor)."""
 
-    def _step_predictors(self) -> dict[str, Any]:
-        predictor = self.program.filter
-        return {} if predictor is None else {FACT_FILTER_STEP: predictor}
+    index: RetrievalSource
+    fact_filter: Any
 
-    def _get_prompt_modules(self) -> dict[str, Any]:
-        """A custom fact filter's own prompts (``fact_filter:<key>``); a DSPyFactFilter's step is this one's."""
-        custom = self.program.filter is None and isinstance(self.fact_filter, PromptMixin)
-        return {FACT_FILTER_STEP: self.fact_filter} if custom else {}
 
-    @property
-    def fallback_counts(self) -> Any:
-        """LM fallbacks of the fact filter."""
-        return self.fact_filter.fallback_counts
+class HippoGraphModule(FlowModule):
+    """HippoRAG 2's query flow as a DSPy program: its one predictor is the fact filter's (``filter``, the step
+    that runs per query), so a compiled program's JSON loads into a :class:`DSPyFactFilter` too.
 
-    # ------------------------------------------------------------------ steps shared by sync and async
+    ``forward(query)`` (a string, or a ``QueryBundle`` whose ``embedding`` is used when given and kept when
+    computed) returns a ``dspy.Prediction`` with ``nodes``, ``node_ids`` and ``trace``.
+    """
+
+    def __init__(self, index: RetrievalSource, fact_filter: Any, config: HippoGraphConfig | None = None,
+                 verbose: bool = False) -> None:
+        # A custom postprocessor as the filter has no LM step of the flow's: the shared runner is LLM-free.
+        super().__init__(StepRunner(lm=None, counter=FallbackCounter()), source=GraphParts(index, fact_filter))
+        program = getattr(fact_filter, "program", None)
+        self.filter = program.filter if isinstance(program, FactFilterModule) else None
+        self.config = config or HippoGraphConfig()
+        self.verbose = verbose
+
+    def _runner(self) -> StepRunner:
+        """A DSPyFactFilter's runner, read at each query so a later change of its LM or timeout is used."""
+        fact_filter = self._parts.source.fact_filter
+        return fact_filter.runner if isinstance(fact_filter, DSPyFactFilter) else self._parts.runner
+
+    def _flow_for(self, query: QueryType, record: StepRecord) -> Flow[NodesAndTrace]:
+        text = query_text(query)
+        bundle = query if isinstance(query, QueryBundle) and query.query_str == text else QueryBundle(text)
+        return self.flow(bundle, record)
+
+    def flow(self, query: QueryBundle, record: StepRecord) -> Flow[NodesAndTrace]:
+        """One query, top to bottom: the query's vector, the candidate facts, recognition memory, the walk."""
+        index, fact_filter = self._parts.source.index, self._parts.source.fact_filter
+        text = query.query_str
+        started = time.perf_counter()
+        state = index.retrieval_state(damping=self.config.damping)
+        if query.embedding is None:
+            embed_model = index.embed_model
+            query.embedding = yield Call(partial(embed_model.get_query_embedding, text),
+                                         partial(embed_model.aget_query_embedding, text))
+        query_vector = self._query_vector(state, query.embedding)
+        dense, candidates, by_id = self._candidates(state, query_vector)
+        kept = (yield from self._recognition(fact_filter, candidates, text)) if candidates else []
+        results, trace = self._rank(state, text, query_vector, dense, candidates, kept, by_id, started)
+        # How the fact filter's LM step was answered (empty: no step ran); each query keeps its own trace.
+        trace.update(steps=dict(record.steps), step_reasons=dict(record.reasons))
+        return results, trace
+
+    def _recognition(self, fact_filter: Any, candidates: list[NodeWithScore], query: str) -> Flow[list[NodeWithScore]]:
+        """The candidate facts the filter keeps: a DSPyFactFilter's step calls this module's predictor; any other
+        postprocessor is called as it is."""
+        if isinstance(fact_filter, DSPyFactFilter):
+            return (yield from fact_filter.recognition(list(candidates), query, self.filter))
+        bundle = QueryBundle(query)
+        return (yield Call(partial(fact_filter.postprocess_nodes, list(candidates), query_bundle=bundle),
+                           partial(fact_filter.apostprocess_nodes, list(candidates), query_bundle=bundle)))
 
     def _candidates(
         self, state: RetrievalState, query_vector: np.ndarray
@@ -263,7 +296,7 @@ class HippoGraphRetriever(ProgramRetriever):
             for r in results
         ]
         trace["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 3)
-        if self._verbose:
+        if self.verbose:
             logger.info("HippoGraphRetriever trace: %s", trace)
         return results, trace
 
@@ -296,12 +329,75 @@ class HippoGraphRetriever(ProgramRetriever):
         stored = state.passage_vectors.dimension
         if stored and q.shape != (stored,):
             raise EmbeddingDimensionError(
-                f"the index {self.index.name!r} holds {stored}-dimensional passage vectors but the embedder "
-                f"{embedder_name(self.index.embed_model)} gives {q.size}; "
+                f"the index {self._parts.source.index.name!r} holds {stored}-dimensional passage vectors but the embedder "
+                f"{embedder_name(self._parts.source.index.embed_model)} gives {q.size}; "
                 "use the embedder the index was built with (embed_model=; mhop: --embed-model)"
             )
         norm = float(np.linalg.norm(q))
         return q / norm if norm > 0 else q
+
+
+class HippoGraphRetriever(ProgramRetriever):
+    """HippoRAG 2 retrieval: facts, recognition memory, Personalized PageRank over the knowledge graph.
+
+    Args:
+        index: the :class:`~llama_index_mhop.graph.index.HippoGraphIndex` to search (any
+            :class:`~llama_index_mhop.graph.retrieval_source.RetrievalSource`).
+        fact_filter: the recognition-memory postprocessor (any node postprocessor); default
+            ``DSPyFactFilter(top_n=fact_top_n)`` with the LM, starting from the index's ``fact_filter_program``.
+        program: a compiled :class:`HippoGraphModule` (or the fact filter's program: the JSON files are alike), or
+            the path of one saved by :meth:`save_program`.
+        **kwargs: ``config`` or its settings one by one (:class:`HippoGraphConfig`: ``similarity_top_k=5``,
+            ``linking_top_k=5``, ``fact_top_n=4``, ``passage_node_weight=0.05``, ``damping=0.5``,
+            ``query_entity_weight=1``, ``dense_seed_top_k=0``, ``dense_seed_weight=0``, ``first_page=5``); ``lm``
+            or ``llm`` for the fact filter (neither: the LLM-free rule), ``callback_manager`` and ``verbose`` (log
+            each query's trace), as for every :class:`~llama_index_mhop.components.base.ProgramRetriever`.
+
+    Attributes:
+        last_trace: a JSON-serialisable dict of the last query: kept facts, the reset vector's top entries and the
+            top entities of the walk (for ``mhop query --explain``).
+    """
+
+    config_type = HippoGraphConfig
+    config: HippoGraphConfig
+    #: Every keyword argument besides ``index`` (``HippoGraphIndex.as_query_engine`` routes them here).
+    ARGUMENTS = frozenset(HippoGraphConfig.model_fields) | {
+        "config", "fact_filter", "lm", "llm", "program", "callback_manager", "verbose"
+    }
+
+    def __init__(
+        self, index: RetrievalSource, *, fact_filter: Any = None, program: ProgramSource | None = None, **kwargs: Any
+    ) -> None:
+        if program is not None and fact_filter is not None and not isinstance(fact_filter, DSPyFactFilter):
+            raise ValueError("program= is the fact filter's: it needs a DSPyFactFilter as fact_filter")
+        self.index = index
+        self.fact_filter = fact_filter
+        super().__init__(program=program, **kwargs)
+
+    @classmethod
+    def from_defaults(cls, index: RetrievalSource, **kwargs: Any) -> HippoGraphRetriever:
+        """The retriever with HippoRAG 2's defaults (override any argument by keyword)."""
+        return cls(index=index, **kwargs)
+
+    def _build_program(self) -> HippoGraphModule:
+        if self.fact_filter is None:
+            self.fact_filter = DSPyFactFilter(top_n=self.config.fact_top_n, lm=self.lm,
+                                              program=self.index.fact_filter_program)
+        return HippoGraphModule(self.index, self.fact_filter, self.config, self._verbose)
+
+    def _step_predictors(self) -> dict[str, Any]:
+        predictor = self.program.filter
+        return {} if predictor is None else {FACT_FILTER_STEP: predictor}
+
+    def _get_prompt_modules(self) -> dict[str, Any]:
+        """A custom fact filter's own prompts (``fact_filter:<key>``); a DSPyFactFilter's step is this one's."""
+        custom = self.program.filter is None and isinstance(self.fact_filter, PromptMixin)
+        return {FACT_FILTER_STEP: self.fact_filter} if custom else {}
+
+    @property
+    def fallback_counts(self) -> Any:
+        """LM fallbacks of the fact filter."""
+        return self.fact_filter.fallback_counts
 
     # ------------------------------------------------------------------ LlamaIndex entry points
 

@@ -1,46 +1,236 @@
-"""``RRFFusionRetriever``: iterative perspective retrieval fused by Reciprocal Rank Fusion (seed 000).
+"""Seed 000: ``PerspectiveQueryTransform`` writes 4-5 perspectives of a query; ``RRFFusionRetriever`` searches them
+iteratively and fuses the rankings by Reciprocal Rank Fusion.
 
 For each of 3 iterations: write 4-5 perspectives of the query (informed by the previous iteration's top
 passages), retrieve k=7 passages per perspective, fuse every list accumulated so far, keep the top 30, and hand
 the top 10 to the next iteration as context. After the last iteration the same fusion returns the top 21. Every
-number is a setting (:class:`~llama_index_mhop.components.rrf_config.RRFFusionConfig`) with the seed's value as
-default.
+number is a setting (:class:`RRFFusionConfig`) with the seed's value as default.
 
-The fusion never dilutes the query's own ranking (:func:`~llama_index_mhop.rules.fusion.anchored_fusion`): the query's
-ranking (searched once, ``similarity_top_k`` deep) is the anchor; the passage its top hit leads to through a
-bridge entity (:func:`~llama_index_mhop.rules.bridges.link_passages`, chosen among the perspectives' passages in RRF
-order) comes right after it, hop after hop; the other perspective passages follow the anchor in RRF order.
+The fusion never dilutes the query's own ranking (:func:`~llama_index_mhop.rules.fusion.anchored_fusion`): the
+query's ranking (searched once, ``similarity_top_k`` deep) is the anchor; the passage its top hit leads to through
+a bridge entity (chosen among the perspectives' passages in RRF order) comes right after it, hop after hop; the
+other perspective passages follow the anchor in RRF order.
+
+Perspectives come from a DSPy ``QueryPerspectiveGenerator`` with an LM; without one (the default), or when the LM
+fails, :func:`~llama_index_mhop.rules.perspectives.heuristic_perspectives` builds them from the query and the
+context passages.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
+import dspy
 from llama_index.core import VectorStoreIndex
 from llama_index.core.base.base_retriever import BaseRetriever
-from llama_index.core.schema import NodeWithScore
+from llama_index.core.indices.query.query_transform.base import BaseQueryTransform
+from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ..lm.programs import ProgramSource, load_program, save_program, step_prompts, update_step_prompts
+from ..lm.signatures import QueryPerspectiveGenerator
+from ..lm.steps import DEFAULT_LM_TIMEOUT, FallbackCounter, LMStep, resolve_lm
 from ..rules.bridges import link_passages
-from .flow import AsyncSearchBatch, Flow, Search, SearchBatch, StepRecord
-from .flow_module import FlowModule, NodesAndTrace, Shared
-from ..rules.fusion import anchored_fusion, reciprocal_rank_fusion
+from ..rules.fusion import DEFAULT_RRF_K, anchored_fusion, reciprocal_rank_fusion
+from ..rules.parsing import LMOutputError
 from ..rules.passage_views import PassageView
+from ..rules.perspectives import ContextPassage, heuristic_perspectives, repair_perspectives
+from ..rules.validation import check_query
 from ..stores.query_batch import BatchSearcher
-from .query_transforms import PERSPECTIVES_STEP, PerspectiveQueryTransform
-from .base import ProgramRetriever
-from .rrf_config import RRFFusionConfig
+from .base import (
+    AsyncSearchBatch,
+    Flow,
+    FlowModule,
+    LMRequest,
+    NodesAndTrace,
+    ProgramRetriever,
+    Search,
+    SearchBatch,
+    StepRecord,
+    StepRunner,
+)
 
-__all__ = ["RRFFusionConfig", "RRFFusionModule", "RRFFusionRetriever"]
+__all__ = [
+    "PERSPECTIVES_STEP",
+    "PerspectiveModule",
+    "PerspectiveQueryTransform",
+    "RRFFusionConfig",
+    "RRFFusionModule",
+    "RRFFusionRetriever",
+    "to_context",
+]
 
 logger = logging.getLogger(__name__)
 
+class RRFFusionConfig(BaseModel):
+    """Every number of :class:`~llama_index_mhop.components.rrf_fusion.RRFFusionRetriever`, with seed 000's value
+    as default; pydantic's ``ValidationError`` (a ``ValueError``) names a field out of range.
 
-class RRFFusionModule(FlowModule[PerspectiveQueryTransform]):
+    Attributes:
+        num_iterations: rounds of perspective retrieval (3).
+        perspective_top_k: passages kept per perspective (k=7).
+        carry_over_top_n: passages kept by RRF after each iteration (30).
+        context_top_n: top passages given to the next iteration's perspectives (10; at most ``carry_over_top_n``).
+        similarity_top_k: passages returned after the final fusion (21), and the depth of the query's own ranking.
+        rrf_k: the RRF constant of the perspective lists (60).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    num_iterations: int = Field(3, ge=1)
+    perspective_top_k: int = Field(7, ge=1)
+    carry_over_top_n: int = Field(30, ge=1)
+    context_top_n: int = Field(10, ge=0)
+    similarity_top_k: int = Field(21, ge=1)
+    rrf_k: int = Field(DEFAULT_RRF_K, ge=0)
+
+    @model_validator(mode="after")
+    def _context_within_pool(self) -> RRFFusionConfig:
+        if self.context_top_n > self.carry_over_top_n:
+            raise ValueError(
+                f"context_top_n must be at most carry_over_top_n ({self.carry_over_top_n}), got {self.context_top_n}"
+            )
+        return self
+
+    @property
+    def search_depth(self) -> int:
+        """How many results each search must return: the deeper of a perspective's list and the query's own."""
+        return max(self.perspective_top_k, self.similarity_top_k)
+
+
+ContextLike = str | BaseNode | NodeWithScore | ContextPassage
+PERSPECTIVES_STEP = "perspectives"
+_CONTEXT_CHARS = 600  # per passage shown to the LM: enough for the first sentences, where bridges are named
+
+
+def to_context(passages: Sequence[ContextLike]) -> list[ContextPassage]:
+    """Normalise context passages (strings, nodes, scored nodes) to :class:`ContextPassage`."""
+    out = []
+    for passage in passages:
+        if isinstance(passage, ContextPassage):
+            out.append(passage)
+        elif isinstance(passage, str):
+            out.append(ContextPassage("", passage))
+        else:
+            node = passage.node if isinstance(passage, NodeWithScore) else passage
+            out.append(ContextPassage(str(node.metadata.get("title", "")), node.get_content()))
+    return out
+
+
+class PerspectiveModule(dspy.Module):
+    """The DSPy program behind the transform: one ``QueryPerspectiveGenerator`` predictor."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.generate = dspy.Predict(QueryPerspectiveGenerator)
+
+    def forward(self, query: str, context: str = "") -> dspy.Prediction:
+        return self.generate(query=query, context=context)
+
+    async def aforward(self, query: str, context: str = "") -> dspy.Prediction:
+        return await self.generate.acall(query=query, context=context)
+
+
+def perspectives_request(program: PerspectiveModule, query: str,
+                         context: Sequence[ContextLike] = ()) -> LMRequest[list[str]]:
+    """The perspective step of ``program`` on a checked ``query`` and the context passages found so far."""
+    passages = to_context(context)
+
+    def parse(prediction: dspy.Prediction) -> list[str]:
+        try:
+            return repair_perspectives(prediction.perspectives, query, passages)
+        except ValueError as exc:
+            raise LMOutputError(str(exc)) from exc
+
+    shown = [{"title": p.title, "text": p.text[:_CONTEXT_CHARS]} for p in passages]
+    inputs = {"query": query, "context": json.dumps(shown, ensure_ascii=False) if shown else ""}
+    return LMRequest(LMStep(PERSPECTIVES_STEP, program, parse, lambda: heuristic_perspectives(query, passages)), inputs)
+
+
+class PerspectiveQueryTransform(BaseQueryTransform):
+    """Rewrite a query into 4-5 perspectives: entity, relationship, temporal, comparison and context focused.
+
+    The transformed ``QueryBundle`` keeps the original ``query_str`` and carries the perspectives in
+    ``custom_embedding_strs``, so it works inside LlamaIndex's ``TransformQueryEngine`` (a vector retriever then
+    searches with the mean embedding of the perspectives). Context passages found so far can be passed in
+    ``metadata={"context": [...]}`` or to :meth:`generate`; they supply the bridge entities of the next hop.
+
+    Args:
+        lm: a DSPy LM for the perspectives; ``llm``: any LlamaIndex LLM instead. Neither: ``dspy.settings.lm``
+            when a query runs, and the LLM-free strategy when that is unset too.
+        include_original: also keep the original query in ``custom_embedding_strs`` (when not already there).
+        timeout: seconds an LM call may take before it is abandoned for the LLM-free strategy.
+        program: a compiled :class:`PerspectiveModule`, or the path of one saved by :meth:`save_program`.
+    """
+
+    def __init__(
+        self,
+        lm: dspy.BaseLM | None = None,
+        llm: Any = None,
+        include_original: bool = True,
+        timeout: float = DEFAULT_LM_TIMEOUT,
+        program: ProgramSource | None = None,
+    ) -> None:
+        self._include_original = include_original
+        self.fallback_counts = FallbackCounter()
+        self.runner = StepRunner(resolve_lm(lm, llm), self.fallback_counts, timeout)
+        self.program = PerspectiveModule()
+        if program is not None:
+            load_program(self.program, program)
+
+    def save_program(self, path: str | os.PathLike[str]) -> Path:
+        """Save the transform's DSPy program (its predictor's instructions and demos) as DSPy's JSON."""
+        return save_program(self.program, path)
+
+    def _get_prompts(self) -> dict[str, Any]:
+        """The perspective step's instructions (its DSPy signature's, as the predictor holds them)."""
+        return step_prompts({PERSPECTIVES_STEP: self.program.generate})
+
+    def _update_prompts(self, prompts_dict: dict[str, Any]) -> None:
+        update_step_prompts({PERSPECTIVES_STEP: self.program.generate}, prompts_dict)
+
+    def _get_prompt_modules(self) -> dict[str, Any]:
+        return {}
+
+    def step(self, query: str, context: Sequence[ContextLike] = ()) -> LMRequest[list[str]]:
+        """The LM step that writes the perspectives of ``query`` given the ``context`` passages found so far."""
+        return perspectives_request(self.program, check_query(query), context)
+
+    def generate(self, query: str, context: Sequence[ContextLike] = ()) -> list[str]:
+        """4-5 distinct perspective queries for ``query`` given the ``context`` passages found so far."""
+        return self.runner.run(self.step(query, context), StepRecord())
+
+    async def agenerate(self, query: str, context: Sequence[ContextLike] = ()) -> list[str]:
+        """The async twin of :meth:`generate`."""
+        return await self.runner.arun(self.step(query, context), StepRecord())
+
+    def _bundle(self, query_bundle: QueryBundle, perspectives: list[str]) -> QueryBundle:
+        strs = list(perspectives)
+        if self._include_original and query_bundle.query_str not in strs:
+            strs.append(query_bundle.query_str)
+        return QueryBundle(query_str=query_bundle.query_str, custom_embedding_strs=strs)
+
+    def _run(self, query_bundle: QueryBundle, metadata: dict) -> QueryBundle:
+        perspectives = self.generate(query_bundle.query_str, metadata.get("context", ()))
+        return self._bundle(query_bundle, perspectives)
+
+    async def arun(self, query_bundle_or_str: QueryBundle | str, metadata: dict | None = None) -> QueryBundle:
+        """The async twin of ``run``."""
+        bundle = QueryBundle(query_bundle_or_str) if isinstance(query_bundle_or_str, str) else query_bundle_or_str
+        perspectives = await self.agenerate(bundle.query_str, (metadata or {}).get("context", ()))
+        return self._bundle(bundle, perspectives)
+
+
+class RRFFusionModule(FlowModule):
     """Seed 000's flow as a DSPy program: its predictor is the perspective transform's (``perspectives``).
 
     ``forward(query)`` returns a ``dspy.Prediction`` with ``nodes``, ``node_ids`` and ``trace``. The numbers are
-    the retriever's settings (:class:`~llama_index_mhop.components.rrf_config.RRFFusionConfig`).
+    the retriever's settings (:class:`RRFFusionConfig`).
     """
 
     searched_by = "RRFFusionRetriever"
@@ -52,12 +242,12 @@ class RRFFusionModule(FlowModule[PerspectiveQueryTransform]):
         asearch: AsyncSearchBatch | None = None,
         config: RRFFusionConfig | None = None,
     ) -> None:
-        super().__init__(Shared(transform, transform.runner, search, asearch))
+        super().__init__(transform.runner, search, asearch)
         self.perspectives = transform.program
         self.config = config or RRFFusionConfig()
 
     def flow(self, query: str, record: StepRecord) -> Flow[NodesAndTrace]:
-        """The seed's loop, top to bottom; yields LM steps and searches (see :mod:`llama_index_mhop.components.flow`)."""
+        """The seed's loop, top to bottom; yields LM steps and searches (see :mod:`~llama_index_mhop.components.base`)."""
         nodes: dict[str, NodeWithScore] = {}
         views: dict[str, PassageView] = {}  # each passage read once a query, whichever lists it is in
         lists: list[list[str]] = []
@@ -67,7 +257,7 @@ class RRFFusionModule(FlowModule[PerspectiveQueryTransform]):
         anchor: list[str] = []
         for iteration in range(settings.num_iterations):
             # Perspectives informed by the previous iteration's top passages, k passages for each.
-            perspectives = yield self._shared.parts.step(query, context, program=self.perspectives)
+            perspectives = yield perspectives_request(self.perspectives, query, context)
             if iteration == 0:
                 # The query's own ranking, the anchor no perspective may dilute: one batch with the first
                 # perspectives (which see no passage yet).

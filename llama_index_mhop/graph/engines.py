@@ -76,7 +76,7 @@ class GraphEngines:
     def as_retriever(self, **kwargs: Any) -> HippoGraphRetriever:
         """A :class:`~llama_index_mhop.components.hippo_graph.HippoGraphRetriever` over this graph; ``kwargs`` are
         its arguments (``help(HippoGraphRetriever)``): ``similarity_top_k=5`` and the other
-        :class:`~llama_index_mhop.components.hippo_config.HippoGraphConfig` settings, ``fact_filter``, ``lm``..."""
+        :class:`~llama_index_mhop.components.hippo_graph.HippoGraphConfig` settings, ``fact_filter``, ``lm``..."""
         from ..components.hippo_graph import HippoGraphRetriever
 
         return HippoGraphRetriever(index=self, **kwargs)

@@ -15,7 +15,7 @@ from rich.console import Console
 
 from llama_index_mhop.cli import commands as cli
 from llama_index_mhop.bench import optimize
-from llama_index_mhop.components.query_transforms import PerspectiveQueryTransform
+from llama_index_mhop.components.rrf_fusion import PerspectiveQueryTransform
 from llama_index_mhop.components.rrf_fusion import RRFFusionModule
 
 # Slow: the local model runs in a child process (tests/native_isolation.py).

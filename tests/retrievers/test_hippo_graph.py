@@ -21,7 +21,7 @@ from llama_index_mhop.graph.state import load_retrieval_state
 from llama_index_mhop.graph.walk import ppr
 from llama_index_mhop.graph.walk.row_products import best_first
 from llama_index_mhop.lm.clients import function_lm, render_fields
-from llama_index_mhop.components.postprocessors import DSPyFactFilter
+from llama_index_mhop.components.fact_filter import DSPyFactFilter
 from llama_index_mhop.components.hippo_graph import HippoGraphRetriever
 from llama_index_mhop.stores.corpus import make_document, stable_id
 from tests.word_bag import WordBagEmbedding
@@ -281,7 +281,7 @@ def test_the_program_is_the_query_and_its_copies_share_the_graph(mini_index):
     retriever = mini_index.as_retriever(similarity_top_k=5, fact_filter=KeepOnly(texts=["marty directed by delbert mann"]))
     expected = [(n.node.node_id, n.score) for n in retriever.retrieve(query)]
     copied = retriever.program.deepcopy()
-    assert copied is not retriever.program and copied._shared is retriever.program._shared
+    assert copied is not retriever.program and copied._parts is retriever.program._parts
     prediction = copied(query=query)
     assert [(n.node.node_id, n.score) for n in prediction.nodes] == expected
     assert prediction.trace["kept_facts"] == retriever.last_trace["kept_facts"] != []

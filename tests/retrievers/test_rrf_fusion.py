@@ -9,7 +9,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from llama_index_mhop.rules.fusion import anchored_fusion, reciprocal_rank_fusion
 from llama_index_mhop.lm.clients import function_lm, render_fields
-from llama_index_mhop.components.query_transforms import PerspectiveQueryTransform
+from llama_index_mhop.components.rrf_fusion import PerspectiveQueryTransform
 from llama_index_mhop.components import HippoGraphConfig, RRFFusionConfig, RRFFusionRetriever
 from tests.lm_faults import faulty_lm
 from tests.recording_retriever import QUERY, RecordingRetriever

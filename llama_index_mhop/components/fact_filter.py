@@ -3,15 +3,11 @@
 HippoRAG 2 (Gutiérrez et al., 2025, "From RAG to Memory: Non-Parametric Continual Learning for Large Language
 Models") retrieves (subject, predicate, object) facts by embedding similarity, then lets an LM *recognise* the
 few that matter for the query (seeds/003). The entities of the kept facts seed the Personalized PageRank walk.
-Here that step works on fact nodes (see :func:`~llama_index_mhop.components.fact_nodes.fact_node`), inside a graph
+Here that step works on fact nodes (:func:`fact_node`), inside a graph
 retriever, and on the passage nodes of any standard query engine (``node_postprocessors=[DSPyFactFilter()]``):
-with an LM it reads the passages' facts (:mod:`llama_index_mhop.components.passage_facts`), recognises the ones the query
+with an LM it reads the passages' facts (:mod:`~llama_index_mhop.components.passage_facts`), recognises the ones the query
 needs, and puts the passages that state them first; without one it puts the passages about what the query names
-first, then the passage they lead to (:mod:`llama_index_mhop.rules.first_page`).
-
-The jobs live apart: fact nodes (:mod:`~llama_index_mhop.components.fact_nodes`), the LLM-free selections
-(:mod:`~llama_index_mhop.components.fact_selection`), matching an LM's facts back to the candidates
-(:mod:`~llama_index_mhop.components.fact_matching`); this module holds the DSPy module and the postprocessor.
+first, then the passage they lead to (:mod:`~llama_index_mhop.rules.first_page`).
 
 Three ways to select, all returning input nodes only, at most ``top_n``:
 
@@ -39,6 +35,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -46,34 +43,148 @@ import dspy
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.prompts.mixin import PromptMixin
-from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
-from .fact_matching import DEFAULT_FACT_MATCH_CUTOFF, MAX_FUZZY_FACT_CHARS, CandidateMatcher
-from .fact_nodes import fact_node, fact_triple, is_fact_node
-from .fact_selection import FactSelection, node_score, select_by_mentions, select_by_score
-from ..rules.first_page import FIRST_PAGE_SIZE, first_page
-from .flow import Flow, LMRequest, StepRecord, StepRunner, arun_flow, run_flow
-from ..lm.steps import DEFAULT_LM_TIMEOUT, FallbackCounter, LMStep, current_lm, resolve_lm
-from ..rules.parsing import LMOutputError
-from .passage_facts import PassageFacts
-from ..rules.passage_views import PassageView
 from ..lm.programs import ProgramSource, load_program, save_program, step_prompts, update_step_prompts
 from ..lm.signatures import Fact, FactFilterModule
+from ..lm.steps import DEFAULT_LM_TIMEOUT, FallbackCounter, LMStep, current_lm, resolve_lm
+from ..rules.first_page import FIRST_PAGE_SIZE, first_page
+from ..rules.parsing import LMOutputError
+from ..rules.passage_views import PassageView
+from ..rules.text import content_terms, drop_possessives, entity_spans, normalize
+from ..stores.corpus import stable_id
+from .base import Flow, LMRequest, StepRecord, StepRunner, arun_flow, run_flow
+from .passage_facts import DEFAULT_FACT_MATCH_CUTOFF, MAX_FUZZY_FACT_CHARS, CandidateMatcher, PassageFacts
 
 __all__ = [
     "DEFAULT_FACT_MATCH_CUTOFF",
     "DEFAULT_FACT_TOP_N",
+    "FACT_KEYS",
     "DSPyFactFilter",
     "FactFilterModule",
     "FactSelection",
     "MAX_FUZZY_FACT_CHARS",
     "fact_node",
+    "fact_triple",
+    "is_fact_node",
     "select_by_mentions",
     "select_by_score",
 ]
 
 DEFAULT_FACT_TOP_N = 4  # the signature asks for "up to 4" facts, as HippoRAG 2 does
 STEP = "fact_filter"
+FACT_KEYS = ("subject", "predicate", "object")
+
+
+def is_fact_node(node: NodeWithScore) -> bool:
+    """Whether the node carries a (subject, predicate, object) triple in its metadata."""
+    return all(key in node.node.metadata for key in FACT_KEYS)
+
+
+def fact_node(
+    subject: str, predicate: str, obj: str, score: float | None = None, **metadata: Any
+) -> NodeWithScore:
+    """A fact as a scored node: text ``"subject predicate object"``, the triple in the metadata (kept out of the
+    embedding and LLM views), ``score`` its similarity to the query, ``metadata`` more (e.g. source passage ids).
+    The node id is derived from the triple, so the same fact always has the same id.
+
+    Raises:
+        ValueError: a part that is not a non-empty string, or metadata that redefines a triple key.
+    """
+    parts = {"subject": subject, "predicate": predicate, "object": obj}
+    for key, value in parts.items():
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError(f"fact {key} must be a non-empty string, got {value!r}")
+    clash = set(FACT_KEYS) & set(metadata)
+    if clash:
+        raise ValueError(f"metadata must not redefine the triple keys {sorted(clash)}")
+    node = TextNode(
+        id_=stable_id("fact", subject, predicate, obj),
+        text=f"{subject} {predicate} {obj}",
+        metadata={**parts, **metadata},
+        excluded_embed_metadata_keys=list(FACT_KEYS),
+        excluded_llm_metadata_keys=list(FACT_KEYS),
+    )
+    return NodeWithScore(node=node, score=None if score is None else float(score))
+
+
+def fact_triple(node: NodeWithScore) -> tuple[str, str, str]:
+    metadata = node.node.metadata
+    try:
+        triple = tuple(metadata[key] for key in FACT_KEYS)
+    except KeyError as missing:
+        raise ValueError(
+            f"node {node.node.node_id!r} is not a fact node: its metadata lacks {missing}; build fact nodes "
+            "with fact_node(subject, predicate, obj, score)"
+        ) from None
+    if not all(isinstance(part, str) for part in triple):
+        raise ValueError(f"node {node.node.node_id!r}: subject, predicate and object must be strings")
+    return triple  # type: ignore[return-value]
+
+
+class FactSelection(str, Enum):
+    """LLM-free ways to select facts (the no-LM default and the LM-failure fallback)."""
+
+    MENTIONS = "mentions"
+    """Keep facts whose subject or object the query mentions; drop the rest."""
+    TOP_SCORE = "top_score"
+    """Keep the facts with the best embedding scores."""
+
+
+def check_top_n(top_n: int) -> None:
+    if isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 1:
+        raise ValueError(f"top_n must be an integer >= 1, got {top_n!r}")
+
+
+def node_score(node: NodeWithScore) -> float:
+    return float("-inf") if node.score is None else float(node.score)
+
+
+def _contains_words(longer: str, shorter: str) -> bool:
+    """Whether normalised ``shorter`` occurs in normalised ``longer`` on word boundaries."""
+    return f" {shorter} " in f" {longer} "
+
+
+def _mention_strength(argument: str, query_entities: list[str], query_terms: set[str]) -> int:
+    """2 when the argument names an entity of the query, 1 when it shares a content word with it, else 0."""
+    argument = drop_possessives(argument)
+    key = normalize(argument)
+    if not key:
+        return 0
+    terms = set(content_terms(argument))
+    for entity in query_entities:
+        # The argument names the query's entity, possibly qualified ("dolj county" for "Dolj"). The other
+        # direction is too loose: "river" is inside "Imperial River" but names any river; it only counts as a
+        # shared word below.
+        if key == entity or (_contains_words(key, entity) and content_terms(entity)):
+            return 2
+    return 1 if terms & query_terms else 0
+
+
+def select_by_mentions(query: str, nodes: list[NodeWithScore], top_n: int) -> list[NodeWithScore]:
+    """The LLM-free recognition rule (see the module docstring): mentioned facts, strongest then best scored."""
+    check_top_n(top_n)
+    query = drop_possessives(query)
+    query_entities = [key for key in (normalize(span) for span in entity_spans(query)) if key]
+    query_terms = set(content_terms(query))
+    ranked = []
+    for position, node in enumerate(nodes):
+        subject, _, obj = fact_triple(node)
+        strength = max(
+            _mention_strength(subject, query_entities, query_terms),
+            _mention_strength(obj, query_entities, query_terms),
+        )
+        if strength:
+            ranked.append((-strength, -node_score(node), position, node))
+    ranked.sort(key=lambda item: item[:3])
+    return [item[3] for item in ranked[:top_n]]
+
+
+def select_by_score(nodes: list[NodeWithScore], top_n: int) -> list[NodeWithScore]:
+    """The ``top_n`` nodes by embedding score (ties keep the input order)."""
+    check_top_n(top_n)
+    order = sorted(range(len(nodes)), key=lambda i: (-node_score(nodes[i]), i))
+    return [nodes[i] for i in order[:top_n]]
 
 
 class DSPyFactFilter(BaseNodePostprocessor, PromptMixin):
@@ -314,7 +425,7 @@ class DSPyFactFilter(BaseNodePostprocessor, PromptMixin):
     def recognition(
         self, nodes: list[NodeWithScore], query: str, predictor: Any = None
     ) -> Flow[list[NodeWithScore]]:
-        """``postprocess_nodes`` for a query string as a flow (:mod:`llama_index_mhop.components.flow`): it yields the LM step
+        """``postprocess_nodes`` for a query string as a flow (:mod:`llama_index_mhop.components.base`): it yields the LM step
         (none when there is nothing to recognise), which :attr:`runner` runs, and returns the nodes kept.
 
         ``predictor`` is the one to call (default :attr:`program`): a program holding this filter's predictor
