@@ -19,10 +19,10 @@ from pydantic import BaseModel
 
 from ..rules.counters import count
 from ..lm.steps import resolve_lm
-from ..lm.events import step_callbacks
+from ..lm.steps import step_callbacks
 from ..lm.programs import ProgramSource, load_program, save_program, step_prompts, update_step_prompts
 from ..stores.rwlock import tracking_reads
-from ..rules.validation import check_query
+from ..rules.text import check_query
 from ..stores.version_marker import READER_WAIT, StoreBusyError
 
 __all__ = ["CheckedQueryRetriever", "ProgramRetriever"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..rules.confidence import DEFAULT_BRIDGE_PASSAGES, DEFAULT_BRIDGE_PENALTY, DEFAULT_CONFIDENCE_TOP_N
-from ..rules.listwise_rerank import DEFAULT_RERANK_RRF_K
+from ..rules.confidence import DEFAULT_RERANK_RRF_K
 from ..lm.steps import DEFAULT_LM_TIMEOUT
 
 __all__ = [

@@ -27,11 +27,11 @@ from ..rules.confidence import (
 )
 from .flow import AsyncSearchBatch, Flow, LMRequest, Search, SearchBatch, StepRecord, StepRunner
 from .flow_module import FlowModule, NodesAndTrace, Shared
-from ..rules.fusion import reciprocal_rank_fusion
-from ..rules.listwise_rerank import RankedPassage, listwise_rerank
+from ..rules.ranking import reciprocal_rank_fusion
+from ..rules.confidence import RankedPassage, listwise_rerank
 from ..lm.steps import FallbackCounter, LMStep
 from ..rules.parsing import parse_confidence, parse_queries, parse_ranking, parse_string_list
-from ..rules.passage_views import PassageView
+from ..rules.ranking import PassageView
 from ..lm.signatures import (
     ConfidenceEvaluator,
     EntityAndGapAnalyzer,

@@ -15,7 +15,7 @@ import dspy
 from llama_index.core.schema import NodeWithScore, QueryBundle, QueryType
 
 from .flow import AsyncSearchBatch, Flow, SearchBatch, StepRecord, StepRunner, arun_flow, run_flow
-from ..rules.validation import check_query
+from ..rules.text import check_query
 
 __all__ = ["FlowModule", "NodesAndTrace", "Shared", "query_text"]
 

@@ -50,13 +50,13 @@ from llama_index.core.prompts.mixin import PromptMixin
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 
 from ..stores.dimension_check import EmbeddingDimensionError, embedder_name
-from ..rules.first_page import first_page
+from ..rules.ranking import first_page
 from ..graph.extraction import entity_key
 from ..graph.retrieval_source import RetrievalSource
 from ..graph.state import RetrievalState
 from ..graph.walk.dense_search import DenseScores
 from ..graph.walk.sparse_vector import SparseVector
-from ..rules.passage_views import PassageView
+from ..rules.ranking import PassageView
 from .postprocessors import STEP as FACT_FILTER_STEP
 from .postprocessors import DSPyFactFilter, fact_node
 from ..lm.programs import ProgramSource

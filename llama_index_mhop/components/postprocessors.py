@@ -51,12 +51,12 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from .fact_matching import DEFAULT_FACT_MATCH_CUTOFF, MAX_FUZZY_FACT_CHARS, CandidateMatcher
 from .fact_nodes import fact_node, fact_triple, is_fact_node
 from .fact_selection import FactSelection, node_score, select_by_mentions, select_by_score
-from ..rules.first_page import FIRST_PAGE_SIZE, first_page
+from ..rules.ranking import FIRST_PAGE_SIZE, first_page
 from .flow import Flow, LMRequest, StepRecord, StepRunner, arun_flow, run_flow
 from ..lm.steps import DEFAULT_LM_TIMEOUT, FallbackCounter, LMStep, current_lm, resolve_lm
 from ..rules.parsing import LMOutputError
 from .passage_facts import PassageFacts
-from ..rules.passage_views import PassageView
+from ..rules.ranking import PassageView
 from ..lm.programs import ProgramSource, load_program, save_program, step_prompts, update_step_prompts
 from ..lm.signatures import Fact, FactFilterModule
 

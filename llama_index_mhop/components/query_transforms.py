@@ -24,7 +24,7 @@ from ..rules.parsing import LMOutputError
 from ..rules.perspectives import ContextPassage, heuristic_perspectives, repair_perspectives
 from ..lm.programs import ProgramSource, load_program, save_program, step_prompts, update_step_prompts
 from ..lm.signatures import QueryPerspectiveGenerator
-from ..rules.validation import check_query
+from ..rules.text import check_query
 
 __all__ = ["PERSPECTIVES_STEP", "ContextLike", "PerspectiveModule", "PerspectiveQueryTransform", "to_context"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..rules.fusion import DEFAULT_RRF_K
+from ..rules.ranking import DEFAULT_RRF_K
 
 __all__ = ["RRFFusionConfig"]
 

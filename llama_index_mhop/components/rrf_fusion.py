@@ -21,11 +21,11 @@ from llama_index.core import VectorStoreIndex
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.schema import NodeWithScore
 
-from ..rules.bridges import link_passages
+from ..rules.ranking import link_passages
 from .flow import AsyncSearchBatch, Flow, Search, SearchBatch, StepRecord
 from .flow_module import FlowModule, NodesAndTrace, Shared
-from ..rules.fusion import anchored_fusion, reciprocal_rank_fusion
-from ..rules.passage_views import PassageView
+from ..rules.ranking import anchored_fusion, reciprocal_rank_fusion
+from ..rules.ranking import PassageView
 from ..stores.query_batch import BatchSearcher
 from .query_transforms import PERSPECTIVES_STEP, PerspectiveQueryTransform
 from .base import ProgramRetriever

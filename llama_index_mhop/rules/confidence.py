@@ -10,9 +10,12 @@ ConfidenceLoopRetriever` when no LM is configured, and is the fallback when the 
   introduce in the sentence that answers the query's relation but that no query has followed yet.
 * :func:`targeted_queries` (``TargetedQueryGenerator``): one query per gap.
 
-They work on :class:`~llama_index_mhop.rules.passage_views.PassageView` (a passage's id, text and *subject*) and
-find bridges by the rules of :mod:`llama_index_mhop.rules.bridges`. The rules follow what is known to work LLM-free on
-HotpotQA (``DESIGN.md``): keep the original query, and follow the bridge entities the top passages introduce.
+* :func:`listwise_rerank` (``ListwiseDocumentReranker``): the query's own ranking kept at the top, each hop
+  placed right after the passage that leads to it, then every other passage by weighted RRF.
+
+They read passages as :class:`~llama_index_mhop.rules.ranking.PassageView` and find bridges by the rules of
+:mod:`llama_index_mhop.rules.ranking`: keep the original query, and follow the bridge entities the top passages
+introduce (what is known to work LLM-free on HotpotQA, ``DESIGN.md``).
 """
 
 from __future__ import annotations
@@ -22,8 +25,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .bridges import bridge_sentence, relation_order
-from .passage_views import PassageView
+from .ranking import (
+    PassageView,
+    anchored_fusion,
+    bridge_sentence,
+    link_passages,
+    reciprocal_rank_fusion,
+    relation_order,
+)
 from .text import (
     entity_spans,
     is_modifier,
@@ -38,12 +47,15 @@ __all__ = [
     "DEFAULT_BRIDGE_PASSAGES",
     "DEFAULT_BRIDGE_PENALTY",
     "DEFAULT_CONFIDENCE_TOP_N",
+    "DEFAULT_RERANK_RRF_K",
     "ConfidenceAssessment",
     "Gap",
     "GapKind",
     "QueryAnalysis",
+    "RankedPassage",
     "analyze_query",
     "assess_confidence",
+    "listwise_rerank",
     "targeted_queries",
 ]
 
@@ -53,6 +65,7 @@ DEFAULT_CONFIDENCE_TOP_N = 5
 DEFAULT_BRIDGE_PASSAGES = 2
 #: Confidence points taken off for each bridge entity that no retrieved passage is about yet.
 DEFAULT_BRIDGE_PENALTY = 10
+DEFAULT_RERANK_RRF_K = 60
 _RELATION_WORDS_PER_QUERY = 4
 
 
@@ -254,3 +267,58 @@ def targeted_queries(
         if len(out) >= max_queries:
             break
     return out
+
+
+@dataclass(frozen=True)
+class RankedPassage:
+    """One position of the listwise ranking: the passage's index in the input, its relevance, and the index
+    of the passage that led to it by a bridge link (None when it holds its place by relevance)."""
+
+    index: int
+    relevance: float
+    linked_from: int | None = None
+
+
+def listwise_rerank(
+    query: str,
+    passages: Sequence[PassageView],
+    rankings: Sequence[tuple[Sequence[int], float]],
+    rrf_k: int = DEFAULT_RERANK_RRF_K,
+) -> list[RankedPassage]:
+    """Every passage once, best first: an LLM-free listwise ranking that never dilutes the query's own.
+
+    ``rankings`` are ``(ranking, weight)`` pairs, each ranking indices into ``passages``, best first; the first is
+    the anchor (the original query's) and keeps its order. A passage's relevance is its weighted Reciprocal Rank
+    Fusion score (``rrf_k``) divided by the best one. The anchor's top passage leads, through its bridge entity
+    (:func:`~llama_index_mhop.rules.ranking.link_passages`), to the best-ranked passage about it, placed right
+    after it, and so on hop after hop; then every other passage by relevance
+    (:func:`~llama_index_mhop.rules.ranking.anchored_fusion`). Ties follow RRF's (best rank, then first seen).
+
+    Raises:
+        ValueError: a ranking names an index outside ``passages``, or a weight or ``rrf_k`` is negative.
+    """
+    n = len(passages)
+    if rrf_k < 0:
+        raise ValueError(f"rrf_k must be >= 0, got {rrf_k}")
+    for ranking, _ in rankings:
+        for index in ranking:
+            if not 0 <= index < n:
+                raise ValueError(f"ranking index {index} is outside 0..{n - 1}")
+    fused = reciprocal_rank_fusion([r for r, _ in rankings], k=rrf_k, weights=[w for _, w in rankings])
+    relevance = [0.0] * n
+    for index, score in fused:
+        relevance[index] = score
+    top = max(relevance, default=0.0)
+    if top > 0:
+        relevance = [r / top for r in relevance]
+    # The fused order (ties by best rank, then first seen), then passages no ranking holds.
+    by_relevance = list(dict.fromkeys([*(index for index, _ in fused), *range(n)]))
+    anchor = list(dict.fromkeys(rankings[0][0])) if rankings else []
+    links: dict[int, list[int]] = {}
+    if anchor:
+        position = {passage.id: i for i, passage in enumerate(passages)}
+        found = link_passages(query, [passages[anchor[0]]], [passages[i] for i in by_relevance])
+        links = {position[source]: [position[t] for t in targets] for source, targets in found.items()}
+    linked_from = {target: source for source, targets in links.items() for target in targets}
+    order = anchored_fusion(anchor, links, by_relevance)
+    return [RankedPassage(i, relevance[i], linked_from.get(i)) for i in order]

@@ -16,8 +16,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .bridges import bridge_targets
-from .passage_views import PassageView
+from .ranking import PassageView, bridge_targets
 from .text import (
     content_terms,
     entity_spans,

@@ -22,20 +22,24 @@ LM answers and errors, file names, corpus titles.
 from __future__ import annotations
 
 import html
+import logging
 import re
 import string
 import threading
 import unicodedata
 from collections.abc import Callable, Iterable
 from functools import lru_cache
+from typing import Any
 
 import Stemmer
 
 __all__ = [
+    "MAX_QUERY_CHARS",
     "MIN_NAME_CHARS",
     "MONTHS",
     "NON_ENTITY_CAPS",
     "STOPWORDS",
+    "check_query",
     "clean_name",
     "content_terms",
     "drop_possessives",
@@ -62,7 +66,9 @@ __all__ = [
     "years",
 ]
 
-# -- word lists ------------------------------------------------------------------------------------------------
+logger = logging.getLogger(__name__)
+
+# -- word lists ------------------------------------------------------------------------------------------------------
 
 STOPWORDS = frozenset(
     """a about above after again against all also am an and any are as at be because been before being below
@@ -84,6 +90,8 @@ MONTHS = (
     "january", "february", "march", "april", "may", "june",
     "july", "august", "september", "october", "november", "december",
 )  # fmt: skip
+#: Longer queries are cut here (a query is a question, not a document); the cut is logged.
+MAX_QUERY_CHARS = 4000
 #: Names shorter than this (normalised) never match: they are initials or noise.
 MIN_NAME_CHARS = 3
 
@@ -111,7 +119,25 @@ _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = frozenset(string.punctuation)
 _TITLE_SEPARATOR = " | "
 
-# -- shown text ------------------------------------------------------------------------------------------------
+# -- queries and shown text ------------------------------------------------------------------------------------------
+
+
+def check_query(query: Any) -> str:
+    """The query as a clean string: control characters replaced by spaces, cut at :data:`MAX_QUERY_CHARS`
+    (logged at WARNING). The one check of every entry point that takes a query.
+
+    Raises:
+        TypeError: the query is not a string.
+        ValueError: the query is empty or only white space.
+    """
+    if not isinstance(query, str):
+        raise TypeError(f"a query must be a string, got {type(query).__name__}")
+    cleaned = "".join(ch if ch.isprintable() or ch in "\n\t" else " " for ch in query).strip()
+    if not cleaned:
+        raise ValueError("the query is empty: ask a question or state a claim")
+    if len(cleaned) > MAX_QUERY_CHARS:
+        logger.warning("the query has %d characters: only its first %d are used", len(cleaned), MAX_QUERY_CHARS)
+    return cleaned[:MAX_QUERY_CHARS]
 
 
 def _visible(char: str) -> str:
@@ -131,7 +157,7 @@ def escape_controls(text: object) -> str:
     return "".join(_visible(char) for char in text)
 
 
-# -- keys and names ----------------------------------------------------------------------------------------------
+# -- keys and names --------------------------------------------------------------------------------------------------
 
 
 def normalize(text: str) -> str:
@@ -244,7 +270,7 @@ def is_number_or_date(name: str) -> bool:
     return not key or key.replace(" ", "").isdigit() or key in _MONTH_SET
 
 
-# -- spans -------------------------------------------------------------------------------------------------------
+# -- spans -----------------------------------------------------------------------------------------------------------
 
 
 def _is_capitalised(token: str) -> bool:
@@ -354,7 +380,7 @@ def query_entities(query: str) -> list[str]:
     return named + [s for s in kept if s not in named]
 
 
-# -- stems and sentences -----------------------------------------------------------------------------------------
+# -- stems and sentences ---------------------------------------------------------------------------------------------
 
 # One stemmer for the process: Snowball's English (Porter2) rules in PyStemmer. An instance keeps state while it
 # stems and must not be called from two threads at once, so calls take the lock (only for words not cached).

@@ -21,8 +21,20 @@ from llama_index.core import Document, VectorStoreIndex
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.schema import BaseNode, TextNode
 
-from .chroma_batches import iter_all
 from ..rules.counters import count
+from ..rules.terminal import progress
+from .chroma_batches import iter_all
+from .corpus import (
+    DEFAULT_CHUNK_OVERLAP,
+    DEFAULT_CHUNK_SIZE,
+    DEFAULT_MAX_FILE_BYTES,
+    CorpusError,
+    PassageChunker,
+    SkippedFile,
+    content_hash,
+    no_text_error,
+    read_corpus,
+)
 from .dimension_check import (
     EmbeddingDimensionError,
     check_embedding_dimension,
@@ -40,17 +52,6 @@ from .passage_rows import (
     versioned_nodes,
 )
 from .rwlock import collection_lock
-from .corpus import (
-    DEFAULT_CHUNK_OVERLAP,
-    DEFAULT_CHUNK_SIZE,
-    DEFAULT_MAX_FILE_BYTES,
-    CorpusError,
-    PassageChunker,
-    SkippedFile,
-    content_hash,
-    no_text_error,
-    read_corpus,
-)
 from .sync import (
     IncomingDocument,
     StoredDocument,
@@ -60,7 +61,6 @@ from .sync import (
     plan_sync,
     source_doc_ids,
 )
-from ..rules.terminal import progress
 
 __all__ = [
     "DEFAULT_COLLECTION",
