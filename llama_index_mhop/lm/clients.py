@@ -15,14 +15,8 @@ import dspy
 from dspy.lm15 import Message, Response, TextPart, Usage
 
 __all__ = [
-    "AsyncChatFunctionEngine",
-    "ChatFunctionEngine",
-    "function_lm",
-    "llamaindex_lm",
-    "lm_from_spec",
-    "local_lm",
-    "output_schema",
-    "render_fields",
+    "AsyncChatFunctionEngine", "ChatFunctionEngine", "function_lm", "llamaindex_lm", "lm_from_spec", "local_lm",
+    "output_schema", "render_fields",
 ]
 
 #: llama-cpp-python releases seen to crash the process (SIGSEGV) on the first decode of the packaged SmolLM2 model;

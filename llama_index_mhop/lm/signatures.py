@@ -12,15 +12,8 @@ import dspy
 from pydantic import BaseModel, Field
 
 __all__ = [
-    "AnswerFromPassages",
-    "ConfidenceEvaluator",
-    "EntityAndGapAnalyzer",
-    "Fact",
-    "FactFilterModule",
-    "FactFilterSignature",
-    "ListwiseDocumentReranker",
-    "QueryPerspectiveGenerator",
-    "TargetedQueryGenerator",
+    "AnswerFromPassages", "ConfidenceEvaluator", "EntityAndGapAnalyzer", "Fact", "FactFilterModule",
+    "FactFilterSignature", "ListwiseDocumentReranker", "QueryPerspectiveGenerator", "TargetedQueryGenerator",
 ]
 
 

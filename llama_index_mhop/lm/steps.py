@@ -44,19 +44,8 @@ from .answers import BoundedChatAdapter
 from .clients import llamaindex_lm
 
 __all__ = [
-    "DEFAULT_LM_TIMEOUT",
-    "MAX_LM_CALLS",
-    "MAX_LOGGED_CHARS",
-    "app_llm",
-    "FallbackCounter",
-    "LMCallEvents",
-    "LMStep",
-    "StepListener",
-    "current_lm",
-    "dispatcher",
-    "is_thread_safe",
-    "resolve_lm",
-    "step_callbacks",
+    "DEFAULT_LM_TIMEOUT", "MAX_LM_CALLS", "MAX_LOGGED_CHARS", "app_llm", "FallbackCounter", "LMCallEvents", "LMStep",
+    "StepListener", "current_lm", "dispatcher", "is_thread_safe", "resolve_lm", "step_callbacks",
 ]
 
 logger = logging.getLogger(__name__)

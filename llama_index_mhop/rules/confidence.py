@@ -33,30 +33,12 @@ from .ranking import (
     reciprocal_rank_fusion,
     relation_order,
 )
-from .text import (
-    entity_spans,
-    is_modifier,
-    mentions,
-    query_entities,
-    relation_words,
-    stem,
-    stems,
-)
+from .text import entity_spans, is_modifier, mentions, query_entities, relation_words, stem, stems
 
 __all__ = [
-    "DEFAULT_BRIDGE_PASSAGES",
-    "DEFAULT_BRIDGE_PENALTY",
-    "DEFAULT_CONFIDENCE_TOP_N",
-    "DEFAULT_RERANK_RRF_K",
-    "ConfidenceAssessment",
-    "Gap",
-    "GapKind",
-    "QueryAnalysis",
-    "RankedPassage",
-    "analyze_query",
-    "assess_confidence",
-    "listwise_rerank",
-    "targeted_queries",
+    "DEFAULT_BRIDGE_PASSAGES", "DEFAULT_BRIDGE_PENALTY", "DEFAULT_CONFIDENCE_TOP_N", "DEFAULT_RERANK_RRF_K",
+    "ConfidenceAssessment", "Gap", "GapKind", "QueryAnalysis", "RankedPassage", "analyze_query", "assess_confidence",
+    "listwise_rerank", "targeted_queries",
 ]
 
 #: How many of the best-ranked passages the confidence judges.

@@ -1,12 +1,9 @@
-"""Retrieval metrics on ranked lists of passage ids: precision, recall, F1 and all-gold at k (seed 002); answer
-metrics on a generated short answer: exact match and token F1 against the gold answer and its aliases (seed 004).
+"""Retrieval metrics on rankings of passage ids (precision, recall, F1 and all-gold at k; seed 002) and answer
+metrics on a short answer (exact match and token F1 against the gold answer and its aliases; seed 004).
 
-Pure functions: no I/O, no index, no LM. A ranking is a sequence of ids, best first; gold is the set of ids that
-answer the question. A ranking may name the same passage twice (two chunks of one passage, or two sub-queries
-finding it): duplicates count once, at their first position, before the ranking is cut at ``k``.
-
-``all_gold_at_k`` at ``k=21`` over normalised titles (:func:`~llama_index_mhop.rules.text.normalize_title`) is
-HoVer's ``discrete_retrieval_eval`` (Jiang et al., 2020, as used by the LangProBe HoVer programs): a question scores 1 only when every gold passage is in the top 21.
+A ranking is a sequence of ids, best first; a passage it names twice counts once, at its first position, before
+the ranking is cut at ``k``. ``all_gold_at_k`` at ``k=21`` over normalised titles
+(:func:`~llama_index_mhop.rules.text.normalize_title`) is HoVer's ``discrete_retrieval_eval`` (Jiang et al., 2020).
 """
 
 from __future__ import annotations
@@ -18,13 +15,7 @@ from collections.abc import Hashable, Iterable, Sequence
 from typing import TypeVar
 
 __all__ = [
-    "all_gold_at_k",
-    "answer_exact_match",
-    "answer_f1",
-    "dedupe",
-    "f1_at_k",
-    "normalize_answer",
-    "precision_at_k",
+    "all_gold_at_k", "answer_exact_match", "answer_f1", "dedupe", "f1_at_k", "normalize_answer", "precision_at_k",
     "recall_at_k",
 ]
 
@@ -33,13 +24,7 @@ H = TypeVar("H", bound=Hashable)
 
 def dedupe(items: Iterable[H]) -> list[H]:
     """The items in their first-seen order, each once."""
-    seen: set[H] = set()
-    out: list[H] = []
-    for item in items:
-        if item not in seen:
-            seen.add(item)
-            out.append(item)
-    return out
+    return list(dict.fromkeys(items))
 
 
 def _check(gold: Iterable[H], k: int) -> set[H]:
@@ -58,18 +43,7 @@ def _hits(retrieved: Sequence[H], gold: set[H], k: int) -> int:
 
 
 def precision_at_k(retrieved: Sequence[H], gold: Iterable[H], k: int) -> float:
-    """Share of the top ``k`` slots that hold a gold passage: ``hits / k``.
-
-    The denominator is always ``k``, even when the ranking is shorter than ``k`` (a retriever that returns
-    fewer passages is not rewarded for it), so with 2 gold passages precision@5 is at most 0.4.
-
-    Args:
-        retrieved: passage ids, best first; duplicates count once, at their first position.
-        gold: the question's gold passage ids (duplicates ignored).
-        k: the cut-off, >= 1.
-
-    Returns:
-        A value in [0, 1].
+    """Share of the top ``k`` slots that hold a gold passage: ``hits / k``, even for a ranking shorter than ``k``.
 
     Raises:
         ValueError: ``gold`` is empty or ``k`` < 1.
@@ -105,8 +79,6 @@ def f1_at_k(retrieved: Sequence[H], gold: Iterable[H], k: int) -> float:
 def all_gold_at_k(retrieved: Sequence[H], gold: Iterable[H], k: int) -> float:
     """1.0 when every gold passage is among the top ``k``, else 0.0.
 
-    With normalised titles and ``k=21`` this is HoVer's ``discrete_retrieval_eval``.
-
     Raises:
         ValueError: ``gold`` is empty or ``k`` < 1.
     """
@@ -121,8 +93,7 @@ _ARTICLES = re.compile(r"\b(a|an|the)\b")
 
 
 def normalize_answer(text: str) -> str:
-    """SQuAD's answer normalisation: lowercase, punctuation removed, the articles a/an/the removed, whitespace
-    collapsed. ``"The  Eiffel-Tower!"`` -> ``"eiffeltower"``."""
+    """SQuAD's answer normalisation: lowercase, no punctuation, no a/an/the, whitespace collapsed."""
     return " ".join(_ARTICLES.sub(" ", text.lower().translate(_PUNCTUATION)).split())
 
 

@@ -14,13 +14,7 @@ import threading
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = [
-    "MINILM_FILES",
-    "SMOLLM2_FILES",
-    "ModelIntegrityError",
-    "sha256_file",
-    "verify_model_files",
-]
+__all__ = ["MINILM_FILES", "SMOLLM2_FILES", "ModelIntegrityError", "sha256_file", "verify_model_files"]
 
 #: SHA-256 of every file of the official all-MiniLM-L6-v2 (sentence-transformers layout), by relative path.
 MINILM_FILES: Mapping[str, str] = {

@@ -28,13 +28,8 @@ from .text import (
 )
 
 __all__ = [
-    "MAX_PERSPECTIVES",
-    "MIN_PERSPECTIVES",
-    "ContextPassage",
-    "bridge_entities",
-    "comparison_sides",
-    "heuristic_perspectives",
-    "repair_perspectives",
+    "MAX_PERSPECTIVES", "MIN_PERSPECTIVES", "ContextPassage", "bridge_entities", "comparison_sides",
+    "heuristic_perspectives", "repair_perspectives",
 ]
 
 MIN_PERSPECTIVES = 4

@@ -41,17 +41,8 @@ from .text import (
 )
 
 __all__ = [
-    "DEFAULT_RRF_K",
-    "FIRST_PAGE_SIZE",
-    "FirstPage",
-    "PassageView",
-    "anchored_fusion",
-    "bridge_sentence",
-    "bridge_targets",
-    "first_page",
-    "link_passages",
-    "reciprocal_rank_fusion",
-    "relation_order",
+    "DEFAULT_RRF_K", "FIRST_PAGE_SIZE", "FirstPage", "PassageView", "anchored_fusion", "bridge_sentence",
+    "bridge_targets", "first_page", "link_passages", "reciprocal_rank_fusion", "relation_order",
 ]
 
 H = TypeVar("H", bound=Hashable)

@@ -24,15 +24,8 @@ if TYPE_CHECKING:
     from llama_index.core.base.embeddings.base import BaseEmbedding
 
 __all__ = [
-    "DEFAULT_CHROMA_PATH",
-    "DEFAULT_CHROMA_TIMEOUT",
-    "default_chroma_client",
-    "describe_client",
-    "default_embed_model",
-    "embedder_model_dir",
-    "load_embed_model",
-    "resolve_embed_model",
-    "verify_embedder_files",
+    "DEFAULT_CHROMA_PATH", "DEFAULT_CHROMA_TIMEOUT", "default_chroma_client", "describe_client",
+    "default_embed_model", "embedder_model_dir", "load_embed_model", "resolve_embed_model", "verify_embedder_files",
 ]
 
 logger = logging.getLogger(__name__)

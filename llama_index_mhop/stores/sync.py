@@ -23,14 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 __all__ = [
-    "IncomingDocument",
-    "StoredDocument",
-    "SyncPlan",
-    "UnknownDocumentError",
-    "match_doc_ids",
-    "plan_sync",
-    "resolve_doc_id",
-    "source_doc_ids",
+    "IncomingDocument", "StoredDocument", "SyncPlan", "UnknownDocumentError", "match_doc_ids", "plan_sync",
+    "resolve_doc_id", "source_doc_ids",
 ]
 
 

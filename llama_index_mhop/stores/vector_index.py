@@ -63,24 +63,10 @@ from .sync import (
 )
 
 __all__ = [
-    "DEFAULT_COLLECTION",
-    "EmbeddingDimensionError",
-    "GuardedChromaVectorStore",
-    "IndexingInterrupted",
-    "PassageIndex",
-    "SyncResult",
-    "all_passages",
-    "build_vector_index",
-    "check_embedding_dimension",
-    "delete_documents",
-    "describe_collection",
-    "embedder_name",
-    "embedding_dimension",
-    "load_vector_index",
-    "passage_collection",
-    "passage_nodes",
-    "stored_documents",
-    "sync_vector_index",
+    "DEFAULT_COLLECTION", "EmbeddingDimensionError", "GuardedChromaVectorStore", "IndexingInterrupted",
+    "PassageIndex", "SyncResult", "all_passages", "build_vector_index", "check_embedding_dimension",
+    "delete_documents", "describe_collection", "embedder_name", "embedding_dimension", "load_vector_index",
+    "passage_collection", "passage_nodes", "stored_documents", "sync_vector_index",
 ]
 
 logger = logging.getLogger(__name__)
