@@ -179,9 +179,7 @@ def output_schema(system: str, max_items: int | None = None) -> dict[str, Any] |
 
 def render_fields(values: dict[str, Any]) -> str:
     """Render field values in DSPy's ChatAdapter answer format (strings as they are, the rest as JSON)."""
-    parts = [
-        f"[[ ## {name} ## ]]\n{value if isinstance(value, str) else json.dumps(value)}" for name, value in values.items()
-    ]
+    parts = [f"[[ ## {name} ## ]]\n{v if isinstance(v, str) else json.dumps(v)}" for name, v in values.items()]
     return "\n\n".join([*parts, "[[ ## completed ## ]]"])
 
 

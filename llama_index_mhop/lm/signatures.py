@@ -1,9 +1,8 @@
 """The project's DSPy signatures: one class ``dspy.Signature`` per LM step, its docstring the instruction.
 
-Each signature is held by a ``dspy.Predict`` inside a ``dspy.Module`` of the component that runs the step, so
-DSPy optimizers and ``save``/``load`` find it. The fact filter's module is here too, since both the filter and the
-graph index (which saves the program its retrievers start from) hold one. Structured outputs are pydantic models that DSPy's adapter
-validates; nothing an LM returns is ever evaluated as code.
+Each is held by a ``dspy.Predict`` inside the ``dspy.Module`` of the component that runs the step, so DSPy
+optimizers and ``save``/``load`` find it; the fact filter's module is here too (the filter and the graph index
+both hold one). Nothing an LM returns is ever evaluated as code.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ metrics on a short answer (exact match and token F1 against the gold answer and 
 A ranking is a sequence of ids, best first; a passage it names twice counts once, at its first position, before
 the ranking is cut at ``k``. ``all_gold_at_k`` at ``k=21`` over normalised titles
 (:func:`~llama_index_mhop.rules.text.normalize_title`) is HoVer's ``discrete_retrieval_eval`` (Jiang et al., 2020).
+Every metric raises ValueError when ``gold`` is empty or ``k`` < 1, or there is no gold answer.
 """
 
 from __future__ import annotations
@@ -43,31 +44,19 @@ def _hits(retrieved: Sequence[H], gold: set[H], k: int) -> int:
 
 
 def precision_at_k(retrieved: Sequence[H], gold: Iterable[H], k: int) -> float:
-    """Share of the top ``k`` slots that hold a gold passage: ``hits / k``, even for a ranking shorter than ``k``.
-
-    Raises:
-        ValueError: ``gold`` is empty or ``k`` < 1.
-    """
+    """Share of the top ``k`` slots that hold a gold passage: ``hits / k``, even for a ranking shorter than ``k``."""
     gold_set = _check(gold, k)
     return _hits(retrieved, gold_set, k) / k
 
 
 def recall_at_k(retrieved: Sequence[H], gold: Iterable[H], k: int) -> float:
-    """Share of the gold passages found in the top ``k``: ``hits / len(set(gold))``.
-
-    Raises:
-        ValueError: ``gold`` is empty or ``k`` < 1.
-    """
+    """Share of the gold passages found in the top ``k``: ``hits / len(set(gold))``."""
     gold_set = _check(gold, k)
     return _hits(retrieved, gold_set, k) / len(gold_set)
 
 
 def f1_at_k(retrieved: Sequence[H], gold: Iterable[H], k: int) -> float:
-    """Harmonic mean of :func:`precision_at_k` and :func:`recall_at_k` (0.0 when both are 0).
-
-    Raises:
-        ValueError: ``gold`` is empty or ``k`` < 1.
-    """
+    """Harmonic mean of :func:`precision_at_k` and :func:`recall_at_k` (0.0 when both are 0)."""
     gold_set = _check(gold, k)
     hits = _hits(retrieved, gold_set, k)
     if hits == 0:
@@ -77,11 +66,7 @@ def f1_at_k(retrieved: Sequence[H], gold: Iterable[H], k: int) -> float:
 
 
 def all_gold_at_k(retrieved: Sequence[H], gold: Iterable[H], k: int) -> float:
-    """1.0 when every gold passage is among the top ``k``, else 0.0.
-
-    Raises:
-        ValueError: ``gold`` is empty or ``k`` < 1.
-    """
+    """1.0 when every gold passage is among the top ``k``, else 0.0; ValueError when ``gold`` is empty or ``k`` < 1."""
     gold_set = _check(gold, k)
     return 1.0 if _hits(retrieved, gold_set, k) == len(gold_set) else 0.0
 
@@ -105,11 +90,7 @@ def _golds(gold_answers: Iterable[str]) -> list[str]:
 
 
 def answer_exact_match(prediction: str, gold_answers: Iterable[str]) -> float:
-    """1.0 when the normalised prediction equals a normalised gold answer or alias, else 0.0.
-
-    Raises:
-        ValueError: ``gold_answers`` is empty.
-    """
+    """1.0 when the normalised prediction equals a normalised gold answer or alias, else 0.0."""
     answer = normalize_answer(prediction)
     return max(float(answer == normalize_answer(gold)) for gold in _golds(gold_answers))
 
@@ -126,9 +107,5 @@ def _token_f1(prediction: str, gold: str) -> float:
 
 
 def answer_f1(prediction: str, gold_answers: Iterable[str]) -> float:
-    """The best token F1 of the normalised prediction against each gold answer and alias (SQuAD's ``f1_score``).
-
-    Raises:
-        ValueError: ``gold_answers`` is empty.
-    """
+    """The best token F1 of the normalised prediction against each gold answer and alias (SQuAD's ``f1_score``)."""
     return max(_token_f1(prediction, gold) for gold in _golds(gold_answers))

@@ -35,7 +35,8 @@ MAX_LIST_ITEMS = 100
 _UNITS = {word: value for value, word in enumerate(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen "
     "eighteen nineteen".split())}
-_TENS = {word: 10 * value for value, word in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split(), 2)}
+_TENS = {word: 10 * value for value, word in enumerate(
+    "twenty thirty forty fifty sixty seventy eighty ninety".split(), 2)}
 _NUMBER = r"-?\d+(?:\.\d+)?|-?\.\d+"
 # A number and what may follow it (a ratio's denominator, a percent sign). The tails are optional, so a match
 # never fails after its number and never backtracks into it: one pass over the text (a pattern that *needs* a

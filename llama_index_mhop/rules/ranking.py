@@ -1,18 +1,13 @@
 """How found passages link and rank, without an LM: what a passage is about, the bridges between passages, the
 first page of a ranking, and Reciprocal Rank Fusion.
 
-* :class:`PassageView`: a passage as the LLM-free strategies see it; what it is about is its ``title`` metadata
-  when present, else the first entity of its first sentence (encyclopedic passages open with their subject).
+* :class:`PassageView`: a passage as the LLM-free strategies see it, and what it is about.
 * Bridge links: the next hop is a passage *about* an entity that a found passage *names* in the sentence that
-  answers the question's relation ("... founded by Rosa Chandvei ..." leads to the passage about Rosa Chandvei).
-  That sentence is the one sharing most words with the question (:func:`bridge_sentence`); in it the entity a
-  question word governs comes first (:func:`relation_order`: "founded by X", "born in X").
-  :func:`link_passages` follows such links hop after hop through a candidate pool.
-* :func:`first_page`: the head of a ranking reordered so that the passages about what the question names come
-  first, then the passages they lead to, then the rest; no passage leaves the first ``size``.
-* :func:`reciprocal_rank_fusion` (Cormack, Clarke and Buettcher, SIGIR 2009; seeds 000 and 001):
-  ``score(d) = sum over lists L containing d of w_L / (k + rank_L(d))``, the package's one RRF;
-  :func:`anchored_fusion` fuses around the query's own ranking without diluting it.
+  answers the question's relation ("... founded by Rosa Chandvei ..." leads to the passage about Rosa Chandvei);
+  :func:`link_passages` follows them hop after hop through a candidate pool.
+* :func:`first_page`: the passages about what the question names first, then those they lead to, then the rest.
+* :func:`reciprocal_rank_fusion` (Cormack, Clarke and Buettcher, SIGIR 2009), the package's one RRF:
+  ``score(d) = sum over lists L containing d of w_L / (k + rank_L(d))``; :func:`anchored_fusion`.
 """
 
 from __future__ import annotations
@@ -64,7 +59,7 @@ class PassageView:
 
     @cached_property
     def subject(self) -> str:
-        """What the passage is about: its title minus a trailing "(disambiguation)", else its first entity."""
+        """What the passage is about: its title minus a trailing "(...)", else its first entity."""
         if self.title.strip():
             return strip_parenthetical(clean_name(self.title)) or clean_name(self.title)
         spans = [s for s in entity_spans(first_sentence(self.text)) if not s.isdigit()]
@@ -110,12 +105,8 @@ def _new_entities(sentence: str, passage: PassageView, skip: list[str]) -> list[
 
 
 def bridge_sentence(query_stems: set[str], passage: PassageView, skip: Iterable[str]) -> tuple[str, list[str]]:
-    """The passage's sentence that best matches the query and names new entities, and those entities.
-
-    Sentences are tried by how many query stems they share (the passage's own name not counted). When none
-    that shares a stem names a new entity (the question may word the relation differently), the first
-    sentence is used: an encyclopedic passage names there what its subject is linked to.
-    """
+    """The passage's sentence that shares most query stems and names new entities (else its first sentence, where
+    an encyclopedic passage names what its subject is linked to), and those entities."""
     skip = list(skip)
     # The passage's own name is in most of its sentences: it cannot tell which sentence answers the query.
     query_stems = query_stems - stems(passage.subject)
@@ -135,12 +126,8 @@ _WORD_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’\-]*")
 
 
 def relation_order(sentence: str, entities: Sequence[str], relation_stems: set[str]) -> list[str]:
-    """``entities`` of ``sentence``, those closest after a word whose stem is in ``relation_stems`` first.
-
-    English puts a relation before its object ("founded by X", "born in X"), so the entity a question word
-    governs is the one with such a word closest before it. Entities with none before them follow, in sentence
-    order.
-    """
+    """``entities`` of ``sentence``, those closest after a word whose stem is in ``relation_stems`` first (English
+    puts a relation before its object: "founded by X"); the others follow in sentence order."""
     words = [(match.start(), stem(match.group(0))) for match in _WORD_TOKEN.finditer(sentence)]
 
     def distance(entity: str) -> tuple[int, int]:

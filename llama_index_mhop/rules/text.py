@@ -134,7 +134,7 @@ def fold_accents(text: str) -> str:
 
 
 def strip_possessive(name: str) -> str:
-    """A name without its trailing possessive: ``"Delbert Mann's"`` -> ``"Delbert Mann"``, ``"Jesus'"`` -> ``"Jesus"``."""
+    """A name without its trailing possessive: ``"Delbert Mann's"`` -> ``"Delbert Mann"``."""
     return _TRAILING_POSSESSIVE.sub("", name.strip()).strip()
 
 
