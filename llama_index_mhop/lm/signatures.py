@@ -76,9 +76,7 @@ class AnswerFromPassages(dspy.Signature):
     answer: str = dspy.OutputField(desc="a short answer")
 
 
-# -- the confidence loop (seed 001). Output fields are plain text on purpose: numbers and lists come back from
-# LMs in many shapes, and llama_index_mhop.rules.parsing reads them defensively instead of letting a typed field
-# reject an answer such as "85%" outright.
+# -- the confidence loop (seed 001): plain-text outputs, read defensively by rules.parsing ("85%" is an answer).
 
 
 class EntityAndGapAnalyzer(dspy.Signature):

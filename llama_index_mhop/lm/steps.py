@@ -1,19 +1,14 @@
 """How the package calls an LM: which LM a step uses, in whose context, for how long, what happens when it fails,
 and how the call shows in an app's LlamaIndex tracing.
 
-An LM is optional everywhere. A component keeps the LM it was given (``lm=`` a ``dspy.LM``, ``llm=`` any
-LlamaIndex ``LLM``); without one, a step uses ``dspy.settings.lm`` as it is when the step runs, else LlamaIndex's
-``Settings.llm`` when the app set one, else none (:func:`current_lm`). Every LM call is an :class:`LMStep`: run in
-the caller's DSPy context with a timeout, LMs that are not thread-safe taking turns, the answer parsed in bounded
-time (:mod:`llama_index_mhop.lm.answers`) and never evaluated, the step's LLM-free strategy used when the LM is
-absent, raises, times out or answers something unusable.
-
-Each LM call is one LLM event on both of LlamaIndex's channels (:class:`LMCallEvents`): a ``CBEventType.LLM``
-start/end pair on the callback manager (the component's own when it has handlers, else the enclosing retriever's,
-:func:`step_callbacks`, else ``Settings.callback_manager``), and ``LLMChatStartEvent``/``LLMChatEndEvent`` inside
-a span of this module's dispatcher. The prompt is the step's inputs as JSON; the response is the prediction's
-fields as JSON, its ``additional_kwargs`` naming the step and the ``outcome`` (``"lm"``, ``"fallback"`` with the
-``reason``, or ``"interrupted"``). A step with no LM makes no call and so no event.
+An LM is optional everywhere (:func:`current_lm` decides which one a step uses). Every LM call is an
+:class:`LMStep`, which falls back to the step's LLM-free strategy when the LM is absent, raises, times out or answers
+something unusable, and is one LLM event on both of LlamaIndex's channels (:class:`LMCallEvents`): a
+``CBEventType.LLM`` start/end pair on the callback manager (the component's own when it has handlers, else the
+enclosing retriever's, :func:`step_callbacks`, else ``Settings.callback_manager``), and
+``LLMChatStartEvent``/``LLMChatEndEvent`` in a span of this module's dispatcher; the response's
+``additional_kwargs`` name the step and the ``outcome`` (``"lm"``, ``"fallback"`` with its ``reason``,
+``"interrupted"``).
 """
 
 from __future__ import annotations
