@@ -25,16 +25,10 @@ class PassageIndex(VectorStoreIndex):
     """The package's Chroma passage index: a ``VectorStoreIndex`` whose document verbs keep one version of each
     document.
 
-    LlamaIndex's ``insert``, ``refresh_ref_docs`` and ``update_ref_doc`` decide from a docstore that a vector store
-    keeping its text (Chroma) leaves empty, so on a plain index an edited document's passages are added beside the
-    old ones. Here they read what is indexed where it is recorded, in the passage rows (each carries its document
-    version's content hash, :mod:`llama_index_mhop.stores.sync`): a changed document's passages replace the old ones, an
-    unchanged one is left alone and not embedded again, and the rows are those ``sync_vector_index`` writes, so the
-    next sync of the same folder finds the document unchanged. ``delete_ref_doc`` is LlamaIndex's own.
-
-    Attributes:
-        chunk_size: passage size in tokens of documents these verbs index (the sync's, or the default).
-        chunk_overlap: tokens shared by neighbouring chunks.
+    LlamaIndex's ``insert``, ``refresh_ref_docs`` and ``update_ref_doc`` read a docstore that Chroma leaves empty,
+    so an edited document's passages would be added beside the old ones. Here they read the passage rows (each
+    carries its document version's hash): a changed document's passages replace the old ones, an unchanged one is
+    not embedded again, and the rows are those a sync writes. ``chunk_size`` and ``chunk_overlap`` are the sync's.
     """
 
     chunk_size: int = DEFAULT_CHUNK_SIZE
