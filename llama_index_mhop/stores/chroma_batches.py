@@ -26,9 +26,8 @@ def existing_ids(collection: Any, ids: Sequence[str], batch: int = CHROMA_BATCH)
     return found
 
 
-def get_records(
-    collection: Any, ids: Sequence[str], include: list[str], batch: int = CHROMA_BATCH
-) -> dict[str, dict[str, Any]]:
+def get_records(collection: Any, ids: Sequence[str], include: list[str],
+                batch: int = CHROMA_BATCH) -> dict[str, dict[str, Any]]:
     """``{id: {field: value}}`` for the ids present in the collection (``include`` names the fields)."""
     out: dict[str, dict[str, Any]] = {}
     for chunk in _batches(ids, batch):

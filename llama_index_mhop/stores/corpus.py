@@ -34,8 +34,7 @@ SKIP_MARK = "corpus_file_skipped"
 DEFAULT_CHUNK_SIZE = 256
 DEFAULT_CHUNK_OVERLAP = 32
 _TEXT_SUFFIXES = {".txt", ".md", ".rst"}
-#: Largest file of a corpus folder that is read (a larger one is named and skipped): 5 MB of text is thousands of
-#: passages, more often a log or a dump that landed in the folder than a document.
+#: Largest file of a corpus folder that is read (5 MB of text is more often a log or a dump than a document).
 DEFAULT_MAX_FILE_BYTES = 5 * 1024 * 1024
 
 
@@ -114,30 +113,23 @@ def _from_json(path: Path) -> list[Document]:
         data = json.loads(_read_text(path))
     except (json.JSONDecodeError, RecursionError) as exc:  # deep nesting overflows the decoder
         raise CorpusError(f"{path}: not valid JSON ({exc})") from exc
-    titles: list[str] = []
-    texts: list[str] = []
-    given: list[str | None] = []
+    records: list[tuple[str, str, str | None]] = []  # title, text, the record's own id
     if isinstance(data, dict):  # {title: [sentences]} or {title: text}
-        for title, body in data.items():
-            titles.append(str(title))
-            texts.append(_record_text(body))
-            given.append(None)
+        records = [(str(title), _record_text(body), None) for title, body in data.items()]
     elif isinstance(data, list):
         for position, record in enumerate(data):
             if isinstance(record, str):
-                titles.append("")
-                texts.append(record)
-                given.append(None)
+                records.append(("", record, None))
             elif isinstance(record, dict) and ("text" in record or "paragraph_text" in record):
-                title = record.get("title")
-                titles.append("" if title is None else str(title))
-                texts.append(_record_text(record.get("text", record.get("paragraph_text"))))
+                title = "" if record.get("title") is None else str(record["title"])
+                text = _record_text(record.get("text", record.get("paragraph_text")))
                 record_id = next((record[f] for f in _RECORD_ID_FIELDS if record.get(f) is not None), None)
-                given.append(None if record_id is None else str(record_id))
+                records.append((title, text, None if record_id is None else str(record_id)))
             else:
                 raise CorpusError(f"{path}: record {position} has no 'text' field")
     else:
         raise CorpusError(f"{path}: expected a JSON list of {{title, text}} records or a {{title: text}} object")
+    titles, texts, given = [r[0] for r in records], [r[1] for r in records], [r[2] for r in records]
     ids = _record_ids(titles, texts, given)
     return [make_document(t, x, doc_id=d) for t, x, d in zip(titles, texts, ids, strict=True)]
 
@@ -234,11 +226,8 @@ def read_corpus(
     ``id``/``_id``/``idx``, else its title (with its content hash when titles repeat). A folder's file that cannot
     be read, is over ``max_file_bytes``, is JSON among text files, links outside the folder (unless
     ``follow_symlinks``) or holds no text is skipped with a WARNING (with ``strict``, an error). With
-    ``allow_empty_folder`` a folder without text gives no documents rather than an error.
-
-    Raises:
-        CorpusError: the path does not exist, a file given alone (or any file, with ``strict``) cannot be read,
-            or the corpus holds no text.
+    ``allow_empty_folder`` a folder without text gives no documents rather than an error. CorpusError when the
+    path does not exist, a file given alone (or any, with ``strict``) cannot be read, or there is no text.
     """
     skipped: list[SkippedFile] = []
     if isinstance(source, (str, os.PathLike)):

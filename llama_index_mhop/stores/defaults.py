@@ -96,20 +96,13 @@ def load_embed_model(spec: str | os.PathLike[str] | None) -> BaseEmbedding | Non
 
 
 def default_chroma_client(
-    path: str | os.PathLike[str] | None = None,
-    host: str | None = None,
-    port: int | None = None,
-    timeout: float = DEFAULT_CHROMA_TIMEOUT,
-    read_only: bool = False,
+    path: str | os.PathLike[str] | None = None, host: str | None = None, port: int | None = None,
+    timeout: float = DEFAULT_CHROMA_TIMEOUT, read_only: bool = False,
 ) -> chromadb.ClientAPI:
     """A Chroma client: ``HttpClient`` for ``host`` (default ``MHOP_CHROMA_HOST``; ``port``, ``MHOP_CHROMA_PORT`` or
     8000), whose requests fail after ``timeout`` seconds; else ``PersistentClient`` at ``path`` (``./.mhop/chroma``).
     With ``read_only``, an embedded store that cannot be written is read from a temporary copy, removed at exit.
-
-    Raises:
-        ConnectionError: the server named by host and port does not answer.
-        ValueError: the embedded store's database file is damaged (truncated, zeroed).
-        ReadOnlyStoreError: the embedded store cannot be written, and the caller writes (one line naming it).
+    Raises ConnectionError (no server answers), ValueError (a damaged database file) or ReadOnlyStoreError.
     """
     import chromadb
     from chromadb.config import Settings

@@ -1,5 +1,4 @@
-"""The package's Chroma passage index as a LlamaIndex ``VectorStoreIndex`` whose document verbs keep one version of
-each document."""
+"""The package's Chroma passage index as a LlamaIndex ``VectorStoreIndex``."""
 
 from __future__ import annotations
 
@@ -41,8 +40,7 @@ class PassageIndex(VectorStoreIndex):
         self._replace([document])
 
     def refresh_ref_docs(self, documents: Sequence[Document], **update_kwargs: Any) -> list[bool]:
-        """Index the documents that are new or changed (their passages replacing the old version's); one flag per
-        document, True where it was (re)indexed."""
+        """Index the new and changed documents; one flag per document, True where it was (re)indexed."""
         return self._replace(documents)
 
     async def ainsert(self, document: Document, **insert_kwargs: Any) -> None:

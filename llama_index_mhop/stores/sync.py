@@ -1,18 +1,9 @@
 """The sync rule every store of the package follows, as pure functions over document ids and content hashes.
 
-A document is known by its doc id (a folder's file: its path relative to the folder; a JSON corpus record: its
-id, else its title; in the API: ``Document.id_``; either prefixed by its folder or file when another source holds
-that id, :func:`source_doc_ids`) and the hash of its content. Indexing a set of documents
-
-* adds the documents the store does not hold,
-* replaces the ones whose stored content differs (or whose stored rows are incomplete: an interrupted write),
-* leaves the rest untouched (nothing is embedded again), and
-* when mirroring a source, removes the documents previously indexed from that source that are gone from it;
-  documents from other sources are never touched.
-
-A store describes what it holds as :class:`StoredDocument` records; :func:`plan_sync` turns them and the incoming
-documents into a :class:`SyncPlan`. Since every step of applying a plan is idempotent (content ids, deletes by doc
-id and hash), applying it again after a crash converges to the state of an uninterrupted sync.
+A document is known by its doc id (:func:`source_doc_ids`) and the hash of its content. Indexing adds the
+documents the store does not hold, replaces those whose stored content differs or is incomplete (an interrupted
+write), leaves the rest untouched, and, when mirroring a source, removes that source's documents gone from it.
+Every step of applying a :class:`SyncPlan` is idempotent, so applying it again after a crash converges.
 """
 
 from __future__ import annotations
@@ -72,11 +63,8 @@ class SyncPlan:
         return {name: len(ids) for name, ids in asdict(self).items()}
 
 
-def plan_sync(
-    incoming: Sequence[IncomingDocument],
-    stored: Mapping[str, StoredDocument],
-    mirror_source: str | None = None,
-) -> SyncPlan:
+def plan_sync(incoming: Sequence[IncomingDocument], stored: Mapping[str, StoredDocument],
+              mirror_source: str | None = None) -> SyncPlan:
     """The plan that brings a store holding ``stored`` (by doc id) to what ``incoming`` asks for; with
     ``mirror_source``, that source's stored documents not in ``incoming`` are removed.
 
@@ -156,8 +144,8 @@ def resolve_doc_id(doc_id: str, known: Iterable[str]) -> str:
     names = {_file_name(k): k for k in ids}
     by_file_name = difflib.get_close_matches(doc_id, list(names), n=_CLOSE_MATCHES)
     close += [names[n] for n in by_file_name if names[n] not in close]
-    hint = f"; close matches: {', '.join(close[:_CLOSE_MATCHES])}" if close else \
-        f"; the index holds {len(ids)} documents"
+    hint = (f"; close matches: {', '.join(close[:_CLOSE_MATCHES])}" if close
+            else f"; the index holds {len(ids)} documents")
     raise UnknownDocumentError(f"no passage or document with id {doc_id!r}{hint}")
 
 

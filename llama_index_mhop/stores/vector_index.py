@@ -32,12 +32,7 @@ from .corpus import (
     no_text_error,
     read_corpus,
 )
-from .dimension_check import (
-    EmbeddingDimensionError,
-    check_embedding_dimension,
-    embedder_name,
-    embedding_dimension,
-)
+from .dimension_check import EmbeddingDimensionError, check_embedding_dimension
 from .guarded_store import GuardedChromaVectorStore, sync_log
 from .passage_index import PassageIndex, passage_collection, writing
 from .passage_rows import (
@@ -60,9 +55,8 @@ from .sync import (
 )
 
 __all__ = [
-    "DEFAULT_COLLECTION", "EmbeddingDimensionError", "GuardedChromaVectorStore", "IndexingInterrupted",
-    "PassageIndex", "SyncResult", "all_passages", "build_vector_index", "check_embedding_dimension",
-    "delete_documents", "describe_collection", "embedder_name", "embedding_dimension", "load_vector_index",
+    "DEFAULT_COLLECTION", "EmbeddingDimensionError", "IndexingInterrupted", "PassageIndex", "SyncResult",
+    "all_passages", "build_vector_index", "delete_documents", "describe_collection", "load_vector_index",
     "passage_collection", "passage_nodes", "stored_documents", "sync_vector_index",
 ]
 
@@ -95,18 +89,11 @@ class SyncResult:
 
 
 def sync_vector_index(
-    source: str | os.PathLike[str] | Sequence[Document],
-    collection_name: str = DEFAULT_COLLECTION,
-    chroma_client: Any = None,
-    persist_path: str | os.PathLike[str] | None = None,
-    embed_model: BaseEmbedding | None = None,
-    chunk_size: int = DEFAULT_CHUNK_SIZE,
-    chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
-    show_progress: bool = True,
-    insert_batch_size: int = 256,
-    delete_missing: bool = False,
-    strict: bool = False,
-    follow_symlinks: bool = False,
+    source: str | os.PathLike[str] | Sequence[Document], collection_name: str = DEFAULT_COLLECTION,
+    chroma_client: Any = None, persist_path: str | os.PathLike[str] | None = None,
+    embed_model: BaseEmbedding | None = None, chunk_size: int = DEFAULT_CHUNK_SIZE,
+    chunk_overlap: int = DEFAULT_CHUNK_OVERLAP, show_progress: bool = True, insert_batch_size: int = 256,
+    delete_missing: bool = False, strict: bool = False, follow_symlinks: bool = False,
     max_file_bytes: int | None = DEFAULT_MAX_FILE_BYTES,
 ) -> SyncResult:
     """Bring the Chroma passage collection in step with a corpus (the rule of :mod:`llama_index_mhop.stores.sync`).
@@ -219,11 +206,9 @@ def _insert(index: VectorStoreIndex, nodes: list[TextNode], client: Any, name: s
         try:
             index.insert_nodes(batch)
         except Exception as exc:  # a store or embedder failure of any kind: say where it stopped
-            raise IndexingInterrupted(
-                f"indexing {name!r} stopped after {done} of {len(nodes)} new passages: "
-                f"{describe_client(client)} failed ({type(exc).__name__}: {exc}). The passages written are kept; "
-                "index again to resume."
-            ) from exc
+            raise IndexingInterrupted(f"indexing {name!r} stopped after {done} of {len(nodes)} new passages: "
+                                      f"{describe_client(client)} failed ({type(exc).__name__}: {exc}). The passages "
+                                      "written are kept; index again to resume.") from exc
         done += len(batch)
 
 
@@ -246,10 +231,8 @@ def delete_documents(index: VectorStoreIndex, doc_ids: Sequence[str],
 
 
 def load_vector_index(
-    collection_name: str = DEFAULT_COLLECTION,
-    chroma_client: Any = None,
-    persist_path: str | os.PathLike[str] | None = None,
-    embed_model: BaseEmbedding | None = None,
+    collection_name: str = DEFAULT_COLLECTION, chroma_client: Any = None,
+    persist_path: str | os.PathLike[str] | None = None, embed_model: BaseEmbedding | None = None,
 ) -> PassageIndex:
     """Open an existing Chroma passage collection as a ``VectorStoreIndex``; an embedder
     (:func:`~llama_index_mhop.stores.defaults.resolve_embed_model`) that does not fit it is refused here.
@@ -272,11 +255,7 @@ def load_vector_index(
 
 def all_passages(index: VectorStoreIndex, batch: int = 5000) -> list[BaseNode]:
     """Every passage stored in a Chroma-backed index (text and metadata, no embeddings)."""
-    return [
-        TextNode(
-            id_=record["id"],
-            text=record["documents"] or "",
-            metadata={k: v for k, v in (record["metadatas"] or {}).items() if not k.startswith("_")},
-        )
-        for record in iter_all(passage_collection(index), ["documents", "metadatas"], batch)
-    ]
+    records = iter_all(passage_collection(index), ["documents", "metadatas"], batch)
+    return [TextNode(id_=record["id"], text=record["documents"] or "",
+                     metadata={k: v for k, v in (record["metadatas"] or {}).items() if not k.startswith("_")})
+            for record in records]
