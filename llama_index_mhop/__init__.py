@@ -28,7 +28,7 @@ from .rules.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from .stores.defaults import default_embed_model
-    from .rules.fusion import reciprocal_rank_fusion
+    from .rules.ranking import reciprocal_rank_fusion
     from .graph import HippoGraphIndex, HippoGraphReader
     from .stores.minilm import MiniLMEmbedding
     from .components.fact_filter import DSPyFactFilter, fact_node
@@ -73,7 +73,7 @@ _EXPORTS = {
     "fact_node": ".components.fact_filter",
     "load_documents": ".stores.corpus",
     "load_vector_index": ".stores.vector_index",
-    "reciprocal_rank_fusion": ".rules.fusion",
+    "reciprocal_rank_fusion": ".rules.ranking",
     "sync_vector_index": ".stores.vector_index",
 }
 

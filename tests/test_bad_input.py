@@ -8,8 +8,8 @@ import chromadb
 import pytest
 
 from llama_index_mhop.components import ConfidenceLoopRetriever, RRFFusionRetriever
+from llama_index_mhop.rules.text import MAX_QUERY_CHARS
 from llama_index_mhop.stores.corpus import CorpusError, make_document
-from llama_index_mhop.rules.validation import MAX_QUERY_CHARS
 from llama_index_mhop.stores.vector_index import build_vector_index, load_vector_index, passage_collection
 
 DOCS = [

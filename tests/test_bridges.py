@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from llama_index_mhop.rules.bridges import bridge_targets, link_passages, relation_order
-from llama_index_mhop.rules.passage_views import PassageView
+from llama_index_mhop.rules.ranking import PassageView, bridge_targets, link_passages, relation_order
 from llama_index_mhop.rules.text import stems
 
 FIRM = PassageView(

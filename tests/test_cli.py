@@ -155,7 +155,7 @@ def test_no_progress_bar_when_piped_or_quiet(corpus, tmp_path, capsys):
 
 
 def test_a_long_query_is_cut_and_the_cut_is_logged(caplog):
-    from llama_index_mhop.rules.validation import MAX_QUERY_CHARS, check_query
+    from llama_index_mhop.rules.text import MAX_QUERY_CHARS, check_query
 
     with caplog.at_level("WARNING"):
         assert len(check_query("why " * 5000)) == MAX_QUERY_CHARS

@@ -11,7 +11,7 @@ from llama_index_mhop.rules.confidence import (
     assess_confidence,
     targeted_queries,
 )
-from llama_index_mhop.rules.passage_views import PassageView
+from llama_index_mhop.rules.ranking import PassageView
 from tests.leland_corpus import PASSAGES, QUERY
 
 

@@ -13,9 +13,8 @@ from llama_index.core.chat_engine import CondenseQuestionChatEngine
 from llama_index.core.llms import MockLLM
 from llama_index.core.query_engine import RetrieverQueryEngine
 
-from llama_index_mhop.rules.first_page import first_page
-from llama_index_mhop.rules.passage_views import PassageView
 from llama_index_mhop.components.fact_filter import DSPyFactFilter
+from llama_index_mhop.rules.ranking import PassageView, first_page
 from llama_index_mhop.stores.corpus import make_document
 from llama_index_mhop.stores.vector_index import build_vector_index
 from tests.fact_filter_lm import BrokenLM, answer

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from llama_index_mhop.rules.first_page import FIRST_PAGE_SIZE, first_page
-from llama_index_mhop.rules.passage_views import PassageView
+from llama_index_mhop.rules.ranking import FIRST_PAGE_SIZE, PassageView, first_page
 
 
 def view(title: str, text: str) -> PassageView:

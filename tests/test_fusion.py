@@ -1,6 +1,6 @@
 import pytest
 
-from llama_index_mhop.rules.fusion import anchored_fusion, reciprocal_rank_fusion
+from llama_index_mhop.rules.ranking import anchored_fusion, reciprocal_rank_fusion
 
 
 def test_scores_match_hand_computation():

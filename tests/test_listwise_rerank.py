@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from llama_index_mhop.rules.listwise_rerank import listwise_rerank
-from llama_index_mhop.rules.passage_views import PassageView
+from llama_index_mhop.rules.confidence import listwise_rerank
+from llama_index_mhop.rules.ranking import PassageView
 
 
 def test_listwise_rerank_keeps_the_anchor_and_puts_the_hop_after_its_source():

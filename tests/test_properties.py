@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from llama_index_mhop.rules.fusion import reciprocal_rank_fusion
+from llama_index_mhop.rules.ranking import reciprocal_rank_fusion
 
 PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -26,7 +26,7 @@ from llama_index.core.indices.query.query_transform.base import BaseQueryTransfo
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from ..rules.validation import check_query
+from ..rules.text import check_query
 
 __all__ = ["Searcher", "pool_rankings"]
 

@@ -213,7 +213,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     from ..bench.context import IndexContext
     from ..bench.registry import get_retriever_spec
     from ..lm.clients import lm_from_spec
-    from ..rules.validation import check_query
+    from ..rules.text import check_query
     from ..stores.vector_index import load_vector_index
 
     args.query = check_query(args.query)  # an empty query is an error before any store is opened

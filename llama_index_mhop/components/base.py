@@ -24,11 +24,10 @@ from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle, QueryType
 from pydantic import BaseModel
 
-from ..lm.events import step_callbacks
 from ..lm.programs import ProgramSource, load_program, save_program, step_prompts, update_step_prompts
-from ..lm.steps import DEFAULT_LM_TIMEOUT, FallbackCounter, LMStep, resolve_lm
+from ..lm.steps import DEFAULT_LM_TIMEOUT, FallbackCounter, LMStep, resolve_lm, step_callbacks
 from ..rules.counters import count
-from ..rules.validation import check_query
+from ..rules.text import check_query
 from ..stores.rwlock import tracking_reads
 from ..stores.version_marker import READER_WAIT, StoreBusyError
 
@@ -252,9 +251,9 @@ class CheckedQueryRetriever(BaseRetriever):
     """A ``BaseRetriever`` whose ``retrieve``/``aretrieve`` reject bad queries with a clear error.
 
     Non-strings raise ``TypeError``; empty or white-space queries raise ``ValueError``; control characters become
-    spaces and over-long queries are cut (:func:`~llama_index_mhop.rules.validation.check_query`). The LM steps of a
+    spaces and over-long queries are cut (:func:`~llama_index_mhop.rules.text.check_query`). The LM steps of a
     retrieval report their LLM events to the retriever's ``callback_manager`` (see
-    :mod:`~llama_index_mhop.lm.events`).
+    :mod:`~llama_index_mhop.lm.steps`).
     """
 
     def retrieve(self, str_or_query_bundle: QueryType) -> list[NodeWithScore]:

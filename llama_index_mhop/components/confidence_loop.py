@@ -13,7 +13,7 @@ LlamaIndex retriever:
 5. ``ListwiseDocumentReranker`` ranks all passages together; the top ``similarity_top_k`` (21) are returned.
 
 Every step is a DSPy predictor on a class signature (:mod:`llama_index_mhop.lm.signatures`) and has an
-LLM-free strategy (:mod:`llama_index_mhop.rules.confidence`, :mod:`llama_index_mhop.rules.listwise_rerank`)
+LLM-free strategy (:mod:`llama_index_mhop.rules.confidence`, :mod:`llama_index_mhop.rules.confidence`)
 that is the default when no LM is configured and the fallback when the LM raises, times out or answers
 something unusable (:mod:`llama_index_mhop.rules.parsing`).
 """
@@ -30,23 +30,29 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.schema import NodeWithScore
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..lm.signatures import ConfidenceEvaluator, EntityAndGapAnalyzer, ListwiseDocumentReranker, TargetedQueryGenerator
+from ..lm.signatures import (
+    ConfidenceEvaluator,
+    EntityAndGapAnalyzer,
+    ListwiseDocumentReranker,
+    TargetedQueryGenerator,
+)
 from ..lm.steps import DEFAULT_LM_TIMEOUT, FallbackCounter, LMStep
 from ..rules.confidence import (
     DEFAULT_BRIDGE_PASSAGES,
     DEFAULT_BRIDGE_PENALTY,
     DEFAULT_CONFIDENCE_TOP_N,
+    DEFAULT_RERANK_RRF_K,
     ConfidenceAssessment,
     Gap,
     GapKind,
+    RankedPassage,
     analyze_query,
     assess_confidence,
+    listwise_rerank,
     targeted_queries,
 )
-from ..rules.fusion import reciprocal_rank_fusion
-from ..rules.listwise_rerank import DEFAULT_RERANK_RRF_K, RankedPassage, listwise_rerank
 from ..rules.parsing import parse_confidence, parse_queries, parse_ranking, parse_string_list
-from ..rules.passage_views import PassageView
+from ..rules.ranking import PassageView, reciprocal_rank_fusion
 from ..rules.text import escape_controls
 from ..stores.query_batch import BatchSearcher
 from .base import (

@@ -7,7 +7,7 @@ Here that step works on fact nodes (:func:`fact_node`), inside a graph
 retriever, and on the passage nodes of any standard query engine (``node_postprocessors=[DSPyFactFilter()]``):
 with an LM it reads the passages' facts (:mod:`~llama_index_mhop.components.passage_facts`), recognises the ones the query
 needs, and puts the passages that state them first; without one it puts the passages about what the query names
-first, then the passage they lead to (:mod:`~llama_index_mhop.rules.first_page`).
+first, then the passage they lead to (:mod:`~llama_index_mhop.rules.ranking`).
 
 Three ways to select, all returning input nodes only, at most ``top_n``:
 
@@ -48,9 +48,8 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from ..lm.programs import ProgramSource, load_program, save_program, step_prompts, update_step_prompts
 from ..lm.signatures import Fact, FactFilterModule
 from ..lm.steps import DEFAULT_LM_TIMEOUT, FallbackCounter, LMStep, current_lm, resolve_lm
-from ..rules.first_page import FIRST_PAGE_SIZE, first_page
 from ..rules.parsing import LMOutputError
-from ..rules.passage_views import PassageView
+from ..rules.ranking import FIRST_PAGE_SIZE, PassageView, first_page
 from ..rules.text import content_terms, drop_possessives, entity_spans, normalize
 from ..stores.corpus import stable_id
 from .base import Flow, LMRequest, StepRecord, StepRunner, arun_flow, run_flow
@@ -212,7 +211,7 @@ class DSPyFactFilter(BaseNodePostprocessor, PromptMixin):
     in their original order (or, with ``supporting_only``, only the supporting ones, with or without an LM);
     passages without facts are kept. Without an LM (and without ``supporting_only``) no fact is read: of the first
     ``first_page`` passages, those about an entity the query names come first, then the passage the first of them
-    leads to through its bridge entity, then the rest (:func:`~llama_index_mhop.rules.first_page.first_page`); the
+    leads to through its bridge entity, then the rest (:func:`~llama_index_mhop.rules.ranking.first_page`); the
     mention rule over the passages' facts picks a worse first page (docs/BENCHMARKS.md). Nodes keep their scores;
     only their order changes.
 

@@ -24,7 +24,7 @@ Three additions, all general, all settings of :class:`HippoGraphConfig`
 * ``dense_seed_top_k`` / ``dense_seed_weight`` (default off): the best dense passages get an extra reset weight
   in proportion to their normalised dense score.
 * ``first_page`` (default 5): the walk ranks passages by probability, not by how multi-hop evidence is linked; its
-  best ``first_page`` passages are put in first-page order (:mod:`~llama_index_mhop.rules.first_page`): the passages
+  best ``first_page`` passages are put in first-page order (:mod:`~llama_index_mhop.rules.ranking`): the passages
   about an entity the query names, then the passage the first of them leads to through its bridge entity.
 
 docs/BENCHMARKS.md gives their recall on HotpotQA-100 and the synthetic corpus.
@@ -59,8 +59,7 @@ from ..graph.walk.sparse_vector import SparseVector
 from ..lm.programs import ProgramSource
 from ..lm.signatures import FactFilterModule
 from ..lm.steps import FallbackCounter
-from ..rules.first_page import FIRST_PAGE_SIZE, first_page
-from ..rules.passage_views import PassageView
+from ..rules.ranking import FIRST_PAGE_SIZE, PassageView, first_page
 from ..rules.text import NON_ENTITY_CAPS, STOPWORDS
 from ..stores.dimension_check import EmbeddingDimensionError, embedder_name
 from .base import Call, Flow, FlowModule, NodesAndTrace, ProgramRetriever, StepRecord, StepRunner, query_text
@@ -92,7 +91,7 @@ class HippoGraphConfig(BaseModel):
         dense_seed_top_k: how many best dense passages get an extra reset weight (0 turns it off).
         dense_seed_weight: that extra weight, times the passage's normalised dense score (0).
         first_page: how many of the best passages are put in first-page order: those about what the query names
-            first, then the passage they lead to (:mod:`~llama_index_mhop.rules.first_page`; 5, 0 keeps the walk's
+            first, then the passage they lead to (:mod:`~llama_index_mhop.rules.ranking`; 5, 0 keeps the walk's
             order).
     """
 
@@ -301,7 +300,7 @@ class HippoGraphModule(FlowModule):
         return results, trace
 
     def _first_page(self, query: str, results: list[NodeWithScore]) -> tuple[list[NodeWithScore], dict[str, Any]]:
-        """The ranking in first-page order (:mod:`~llama_index_mhop.rules.first_page`) and what decided it, for the
+        """The ranking in first-page order (:mod:`~llama_index_mhop.rules.ranking`) and what decided it, for the
         trace. Scores stay in descending order: a passage takes the score of the place it moves to."""
         page = first_page(query, [PassageView.from_node(r.node) for r in results], self.config.first_page)
         reordered = [NodeWithScore(node=results[i].node, score=results[place].score)

@@ -6,7 +6,7 @@ passages), retrieve k=7 passages per perspective, fuse every list accumulated so
 the top 10 to the next iteration as context. After the last iteration the same fusion returns the top 21. Every
 number is a setting (:class:`RRFFusionConfig`) with the seed's value as default.
 
-The fusion never dilutes the query's own ranking (:func:`~llama_index_mhop.rules.fusion.anchored_fusion`): the
+The fusion never dilutes the query's own ranking (:func:`~llama_index_mhop.rules.ranking.anchored_fusion`): the
 query's ranking (searched once, ``similarity_top_k`` deep) is the anchor; the passage its top hit leads to through
 a bridge entity (chosen among the perspectives' passages in RRF order) comes right after it, hop after hop; the
 other perspective passages follow the anchor in RRF order.
@@ -35,12 +35,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from ..lm.programs import ProgramSource, load_program, save_program, step_prompts, update_step_prompts
 from ..lm.signatures import QueryPerspectiveGenerator
 from ..lm.steps import DEFAULT_LM_TIMEOUT, FallbackCounter, LMStep, resolve_lm
-from ..rules.bridges import link_passages
-from ..rules.fusion import DEFAULT_RRF_K, anchored_fusion, reciprocal_rank_fusion
 from ..rules.parsing import LMOutputError
-from ..rules.passage_views import PassageView
 from ..rules.perspectives import ContextPassage, heuristic_perspectives, repair_perspectives
-from ..rules.validation import check_query
+from ..rules.ranking import DEFAULT_RRF_K, PassageView, anchored_fusion, link_passages, reciprocal_rank_fusion
+from ..rules.text import check_query
 from ..stores.query_batch import BatchSearcher
 from .base import (
     AsyncSearchBatch,

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 import dspy
 
-from .steps import FallbackCounter, LMStep
 from ..rules.parsing import LMOutputError
 from .signatures import AnswerFromPassages
+from .steps import FallbackCounter, LMStep
 
 __all__ = ["ANSWER_STEP", "NO_ANSWER", "answer_question"]
 

@@ -1,11 +1,8 @@
 """How an LM's raw answer reaches a parser: cut to a bounded length, and repaired only while repairing is cheap.
 
-DSPy's ``ChatAdapter`` reads every output field that is not plain text with ``json_repair``, whose repair of some
-broken JSON is quadratic in its length (a list of strings with unbalanced quotes, ``["a"b"b"b...``; its cost is in
-docs/BENCHMARKS.md), in a thread whose caller stopped waiting long before. :class:`BoundedChatAdapter`, the adapter
-of every LM step, reads at most :data:`MAX_ANSWER_CHARS` of an answer, and a field value longer than
-:data:`MAX_REPAIRED_CHARS` only when it is valid JSON already (``json.loads``, and ``json_repair`` on valid JSON,
-are linear), so whatever an LM answers, its parse takes a bounded time.
+DSPy's ``ChatAdapter`` reads non-text output fields with ``json_repair``, quadratic in the length of some broken
+JSON (``["a"b"b"b...``; docs/BENCHMARKS.md). :class:`BoundedChatAdapter` reads at most :data:`MAX_ANSWER_CHARS`,
+and a field longer than :data:`MAX_REPAIRED_CHARS` only when it is valid JSON already, so a parse is bounded.
 """
 
 from __future__ import annotations
@@ -53,13 +50,8 @@ def _is_json(text: str) -> bool:
 
 
 class BoundedChatAdapter(dspy.ChatAdapter):
-    """DSPy's ``ChatAdapter`` (without its JSON-adapter retry: one LM call per step) whose parse is bounded.
-
-    Args:
-        max_answer_chars: characters of an answer that are parsed.
-        max_repaired_chars: longest non-text field value handed to DSPy's repairing parser; a longer one must be
-            valid JSON, else the answer is unusable (``AdapterParseError``).
-    """
+    """DSPy's ``ChatAdapter`` (without its JSON-adapter retry: one LM call per step) whose parse is bounded: a
+    non-text field longer than ``max_repaired_chars`` that is not valid JSON is an ``AdapterParseError``."""
 
     def __init__(self, max_answer_chars: int = MAX_ANSWER_CHARS, max_repaired_chars: int = MAX_REPAIRED_CHARS):
         super().__init__(use_json_adapter_fallback=False)

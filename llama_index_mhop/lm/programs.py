@@ -1,13 +1,5 @@
-"""A component's compiled DSPy program: load it from a module or DSPy's JSON, save it as DSPy's JSON.
-
-Every component with LM steps holds its predictors in one ``dspy.Module`` at ``component.program``; ``program=``
-at construction loads a compiled one (a path to the JSON that ``save_program``/``dspy.Module.save`` wrote, or a
-module of the same class) and ``save_program(path)`` writes it. Only the predictors' state (instructions, demos)
-moves: the component's settings, LM and stores stay its own.
-
-The instructions of each predictor are also the component's LlamaIndex prompts (``PromptMixin``):
-:func:`step_prompts` shows them as ``PromptTemplate``s named by step, and :func:`update_step_prompts` writes new
-text into the predictors, so the next LM call of that step uses it.
+"""A component's compiled DSPy program (its predictors' instructions and demos, at ``component.program``): loaded
+from a module or DSPy's JSON, saved as DSPy's JSON; and its predictors' instructions as LlamaIndex prompts.
 """
 
 from __future__ import annotations
@@ -65,14 +57,13 @@ def save_program(program: dspy.Module, path: str | os.PathLike[str]) -> Path:
 
 
 def step_prompts(predictors: Mapping[str, Any]) -> dict[str, BasePromptTemplate]:
-    """``{step: PromptTemplate(instructions)}``: the instructions each step's predictor (a ``dspy.Predict``) holds,
-    as LlamaIndex prompts (a ``PromptMixin``'s ``_get_prompts``)."""
+    """``{step: PromptTemplate(instructions)}`` of each step's predictor (a ``PromptMixin``'s ``_get_prompts``)."""
     return {step: PromptTemplate(predictor.signature.instructions) for step, predictor in predictors.items()}
 
 
 def update_step_prompts(predictors: Mapping[str, Any], prompts: Mapping[str, Any]) -> None:
-    """Give each step named in ``prompts`` the prompt's text as its predictor's instructions (a ``PromptMixin``'s
-    ``_update_prompts``). Keys with a ``:`` are a sub-module's and are left to it.
+    """Each step named in ``prompts`` takes the prompt's text as its instructions (``_update_prompts``); keys with a
+    ``:`` are a sub-module's.
 
     Raises:
         KeyError: a key names no step of the component (the message lists its steps).

@@ -1,9 +1,8 @@
 """The project's DSPy signatures: one class ``dspy.Signature`` per LM step, its docstring the instruction.
 
-Each signature is held by a ``dspy.Predict`` inside a ``dspy.Module`` of the component that runs the step, so
-DSPy optimizers and ``save``/``load`` find it. The fact filter's module is here too, since both the filter and the
-graph index (which saves the program its retrievers start from) hold one. Structured outputs are pydantic models that DSPy's adapter
-validates; nothing an LM returns is ever evaluated as code.
+Each is held by a ``dspy.Predict`` inside the ``dspy.Module`` of the component that runs the step, so DSPy
+optimizers and ``save``/``load`` find it; the fact filter's module is here too (the filter and the graph index
+both hold one). Nothing an LM returns is ever evaluated as code.
 """
 
 from __future__ import annotations
@@ -12,15 +11,8 @@ import dspy
 from pydantic import BaseModel, Field
 
 __all__ = [
-    "AnswerFromPassages",
-    "ConfidenceEvaluator",
-    "EntityAndGapAnalyzer",
-    "Fact",
-    "FactFilterModule",
-    "FactFilterSignature",
-    "ListwiseDocumentReranker",
-    "QueryPerspectiveGenerator",
-    "TargetedQueryGenerator",
+    "AnswerFromPassages", "ConfidenceEvaluator", "EntityAndGapAnalyzer", "Fact", "FactFilterModule",
+    "FactFilterSignature", "ListwiseDocumentReranker", "QueryPerspectiveGenerator", "TargetedQueryGenerator",
 ]
 
 
@@ -84,9 +76,7 @@ class AnswerFromPassages(dspy.Signature):
     answer: str = dspy.OutputField(desc="a short answer")
 
 
-# -- the confidence loop (seed 001). Output fields are plain text on purpose: numbers and lists come back from
-# LMs in many shapes, and llama_index_mhop.rules.parsing reads them defensively instead of letting a typed field
-# reject an answer such as "85%" outright.
+# -- the confidence loop (seed 001): plain-text outputs, read defensively by rules.parsing ("85%" is an answer).
 
 
 class EntityAndGapAnalyzer(dspy.Signature):

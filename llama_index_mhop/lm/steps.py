@@ -1,48 +1,46 @@
-"""How the package calls an LM: which LM a step uses, in whose context, for how long, and what happens when it fails.
+"""How the package calls an LM: which LM a step uses, in whose context, for how long, what happens when it fails,
+and how the call shows in an app's LlamaIndex tracing.
 
-An LM is optional everywhere. A component keeps the LM it was given (``lm=`` a ``dspy.LM``, ``llm=`` any
-LlamaIndex ``LLM``); without one, a step uses ``dspy.settings.lm`` as it is when the step runs, else LlamaIndex's
-``Settings.llm`` when the app set one, else none (:func:`current_lm`). Every LM
-call is an :class:`LMStep`, which runs the predictor in the caller's DSPy context, gives it a timeout, lets LMs
-that are not thread-safe take turns, parses the answer defensively, falls back to the step's LLM-free strategy
-when the LM is absent, raises, times out or answers something unusable, and reports the call to LlamaIndex's
-callback manager and instrumentation.
-Nothing an LM returns is ever evaluated, and parsing it takes a bounded time
-(:mod:`llama_index_mhop.lm.answers`). The LM clients themselves are in :mod:`llama_index_mhop.lm.clients`.
+An LM is optional everywhere (:func:`current_lm` decides which one a step uses). Every LM call is an
+:class:`LMStep`, which falls back to the step's LLM-free strategy when the LM is absent, raises, times out or answers
+something unusable, and is one LLM event on both of LlamaIndex's channels (:class:`LMCallEvents`): a
+``CBEventType.LLM`` start/end pair on the callback manager (the component's own when it has handlers, else the
+enclosing retriever's, :func:`step_callbacks`, else ``Settings.callback_manager``), and
+``LLMChatStartEvent``/``LLMChatEndEvent`` in a span of this module's dispatcher; the response's
+``additional_kwargs`` name the step and the ``outcome`` (``"lm"``, ``"fallback"`` with its ``reason``,
+``"interrupted"``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import json
 import logging
 import threading
 import weakref
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import dspy
-from llama_index.core.callbacks import CallbackManager
+from llama_index.core.base.llms.types import ChatMessage, ChatResponse, MessageRole
+from llama_index.core.callbacks import CallbackManager, CBEventType, EventPayload
+from llama_index.core.instrumentation import get_dispatcher
+from llama_index.core.instrumentation.events.llm import LLMChatEndEvent, LLMChatStartEvent
+from llama_index.core.settings import Settings
 
 from ..rules.counters import count
+from ..rules.text import escape_controls
 from .answers import BoundedChatAdapter
 from .clients import llamaindex_lm
-from .events import LMCallEvents, dispatcher
-from ..rules.text import escape_controls
 
 __all__ = [
-    "DEFAULT_LM_TIMEOUT",
-    "MAX_LM_CALLS",
-    "MAX_LOGGED_CHARS",
-    "app_llm",
-    "FallbackCounter",
-    "LMStep",
-    "StepListener",
-    "current_lm",
-    "is_thread_safe",
-    "resolve_lm",
+    "DEFAULT_LM_TIMEOUT", "MAX_LM_CALLS", "MAX_LOGGED_CHARS", "app_llm", "FallbackCounter", "LMCallEvents", "LMStep",
+    "StepListener", "current_lm", "dispatcher", "is_thread_safe", "resolve_lm", "step_callbacks",
 ]
 
 logger = logging.getLogger(__name__)
@@ -64,6 +62,74 @@ _APP_LM_GUARD = threading.Lock()
 # The turns of each LM object: one at a time when it is not known to be thread-safe, else MAX_LM_CALLS.
 _TURNS: weakref.WeakKeyDictionary[Any, Turn] = weakref.WeakKeyDictionary()
 _TURNS_GUARD = threading.Lock()
+
+
+# -- events ----------------------------------------------------------------------------------------------------------
+
+dispatcher = get_dispatcher(__name__)
+
+# The callback manager of the component whose flow is running (set by the retrievers around their program).
+_ENCLOSING: ContextVar[CallbackManager | None] = ContextVar("mhop_step_callbacks", default=None)
+
+
+@contextmanager
+def step_callbacks(callback_manager: CallbackManager | None) -> Iterator[None]:
+    """Within this block, LM steps without a callback manager of their own report to ``callback_manager``."""
+    token = _ENCLOSING.set(callback_manager)
+    try:
+        yield
+    finally:
+        _ENCLOSING.reset(token)
+
+
+def _callbacks(own: CallbackManager | None) -> CallbackManager | None:
+    # A callback manager without handlers is no one listening: look further out.
+    for candidate in (own, _ENCLOSING.get(), Settings.callback_manager):
+        if candidate is not None and candidate.handlers:
+            return candidate
+    return None
+
+
+def _json(value: Any) -> str:
+    def plain(item: Any) -> Any:
+        return item.model_dump() if hasattr(item, "model_dump") else str(item)
+
+    return json.dumps(value, ensure_ascii=False, default=plain)
+
+
+class LMCallEvents:
+    """The LLM events of one LM call of ``step`` with ``inputs``: started when made, ended once by :meth:`end`."""
+
+    def __init__(self, step: str, inputs: dict[str, Any], lm: Any, callback_manager: CallbackManager | None) -> None:
+        self._step = step
+        self._messages = [ChatMessage(role=MessageRole.USER, content=_json(inputs))]
+        self._callbacks = _callbacks(callback_manager)
+        model = {"model": str(getattr(lm, "model", type(lm).__name__)), "lm_step": step}
+        dispatcher.event(LLMChatStartEvent(messages=self._messages, additional_kwargs={"lm_step": step},
+                                           model_dict=model))
+        self._event_id = "" if self._callbacks is None else self._callbacks.on_event_start(
+            CBEventType.LLM,
+            payload={EventPayload.MESSAGES: self._messages, EventPayload.ADDITIONAL_KWARGS: {"lm_step": step},
+                     EventPayload.SERIALIZED: model},
+        )
+
+    def end(self, prediction: Any, outcome: str, reason: str, error: BaseException | None = None) -> None:
+        """Report how the call ended (``"lm"``, ``"fallback"`` or ``"interrupted"``); ``prediction`` may be None."""
+        fields = {} if prediction is None else dict(prediction.items()) if hasattr(prediction, "items") else {
+            "output": prediction}
+        response = ChatResponse(
+            message=ChatMessage(role=MessageRole.ASSISTANT, content=_json(fields) if fields else ""),
+            additional_kwargs={"lm_step": self._step, "outcome": outcome, "reason": reason},
+        )
+        if self._callbacks is not None:
+            payload: dict[str, Any] = {EventPayload.MESSAGES: self._messages, EventPayload.RESPONSE: response}
+            if error is not None:
+                payload[EventPayload.EXCEPTION] = error
+            self._callbacks.on_event_end(CBEventType.LLM, payload=payload, event_id=self._event_id)
+        dispatcher.event(LLMChatEndEvent(messages=self._messages, response=response))
+
+
+# -- steps -----------------------------------------------------------------------------------------------------------
 
 
 class FallbackCounter:
@@ -96,12 +162,8 @@ class FallbackCounter:
 
 
 def resolve_lm(lm: Any = None, llm: Any = None) -> dspy.BaseLM | None:
-    """The LM a component was given: ``lm`` (a DSPy LM), else ``llm`` (a LlamaIndex LLM, wrapped), else None.
-
-    None means "whatever ``dspy.settings.lm`` (else LlamaIndex's ``Settings.llm``) is when a step runs"
-    (:func:`current_lm`), so ``dspy.configure``, ``dspy.context(lm=...)`` and ``Settings.llm = ...`` after the
-    component was built take effect.
-    """
+    """The LM a component was given: ``lm`` (a DSPy LM), else ``llm`` (a LlamaIndex LLM, wrapped), else None:
+    whatever :func:`current_lm` finds when a step runs, so later ``dspy.configure`` or ``Settings.llm`` take effect."""
     if lm is not None and llm is not None:
         raise ValueError("pass either lm= (a dspy.LM) or llm= (a LlamaIndex LLM), not both")
     if lm is not None:
@@ -115,12 +177,7 @@ def resolve_lm(lm: Any = None, llm: Any = None) -> dspy.BaseLM | None:
 
 def current_lm(lm: dspy.BaseLM | None = None) -> dspy.BaseLM | None:
     """The LM a step uses now, the one place it is decided: the component's own (``lm=``/``llm=``), else the
-    caller's ``dspy.settings.lm``, else LlamaIndex's ``Settings.llm`` when the app set one (wrapped by
-    :func:`~llama_index_mhop.lm.clients.llamaindex_lm`), else None (LLM-free). Which one is logged once at INFO.
-
-    ``Settings._llm`` is read, not ``Settings.llm``: the public property would build LlamaIndex's OpenAI default.
-    The ``MockLLM`` LlamaIndex puts there when an app disables its LLM (``Settings.llm = None``) counts as none.
-    """
+    caller's ``dspy.settings.lm``, else :func:`app_llm` (wrapped), else None (LLM-free); logged once at INFO."""
     if lm is not None:
         return _chosen(lm, "the component's lm=/llm=")
     if dspy.settings.lm is not None:
@@ -132,10 +189,8 @@ def current_lm(lm: dspy.BaseLM | None = None) -> dspy.BaseLM | None:
 
 
 def app_llm() -> Any:
-    """The LLM the app set in LlamaIndex's ``Settings.llm``, or None when it set none (or disabled it).
-
-    ``Settings._llm`` is read, not ``Settings.llm``: the public property would build LlamaIndex's OpenAI default.
-    """
+    """The LLM the app set in LlamaIndex's ``Settings.llm``, or None when it set none (or disabled it: the
+    ``MockLLM`` then put there counts as none). ``Settings._llm`` is read: ``Settings.llm`` would build OpenAI's."""
     from llama_index.core import Settings
     from llama_index.core.llms import MockLLM
 
@@ -161,24 +216,16 @@ def _chosen(lm: dspy.BaseLM, source: str) -> dspy.BaseLM:
 
 
 def is_thread_safe(lm: Any) -> bool:
-    """Whether ``lm`` may be called from two threads at once.
-
-    An explicit ``lm.thread_safe`` attribute decides (``function_lm`` sets it, False unless told otherwise);
-    otherwise only a plain ``dspy.LM``, which calls a remote API through LiteLLM, is known to be safe. Anything
-    else (a local model, a wrapped LlamaIndex LLM, a test LM) is called one at a time.
-    """
+    """Whether ``lm`` may be called from two threads at once: its ``thread_safe`` attribute when set (``function_lm``
+    sets it), else only a plain ``dspy.LM`` (a remote API through LiteLLM) is known to be."""
     flag = getattr(lm, "thread_safe", None)
     return bool(flag) if flag is not None else type(lm) is dspy.LM
 
 
 class Turn:
-    """The calls of one LM that may run at once, each in a thread of its own: ``size`` of them (1 for an LM that
-    is not thread-safe).
-
-    Waiting for a turn is not part of a call's timeout. A call abandoned after its timeout keeps its turn (and its
-    thread) until the LM returns, which may be never, so a hung LM holds at most ``size`` threads. Once every turn
-    is held by an abandoned call, a caller gives up at once (and falls back) instead of waiting behind them.
-    """
+    """The ``size`` calls of one LM that may run at once, each in a thread of its own. A call abandoned after its
+    timeout keeps its turn until the LM returns (a hung LM holds at most ``size`` threads); once abandoned calls
+    hold every turn, a caller gives up at once instead of waiting behind them."""
 
     def __init__(self, size: int = 1) -> None:
         self.size = size
@@ -219,7 +266,6 @@ class Turn:
 
 
 def _turn(lm: Any) -> Turn:
-    """The turns of ``lm`` (one object per LM): one at a time, or :data:`MAX_LM_CALLS` when it is thread-safe."""
     size = MAX_LM_CALLS if is_thread_safe(lm) else 1
     with _TURNS_GUARD:
         try:
@@ -238,9 +284,8 @@ def _one_line(text: object, limit: int = MAX_LOGGED_CHARS) -> str:
 
 
 def _call_in_worker(call: Callable[[], T], timeout: float, turn: Turn) -> T:
-    """``call()`` in a fresh worker thread that carries the caller's context (DSPy settings, trace), given at most
-    ``timeout`` seconds once it is this call's turn. A call that overruns is abandoned, not killed: its thread ends
-    when the LM returns, and only then is its turn free for the next call."""
+    """``call()`` in a worker thread carrying the caller's context, given ``timeout`` seconds once it is its turn;
+    a call that overruns is abandoned, not killed, and keeps its turn until the LM returns."""
     ticket = turn.acquire()  # the wait for a turn is not part of the timeout
     context = contextvars.copy_context()
     outcome: dict[str, Any] = {}
@@ -281,27 +326,16 @@ def _reason(error: BaseException, timeout: float) -> str:
 
 @dataclass(frozen=True)
 class LMStep(Generic[T]):
-    """One LM step: call ``predictor`` with some inputs, turn the prediction into a value with ``parse``, and use
-    the LLM-free ``fallback`` when there is no LM or the LM fails (raises, times out, or ``parse`` rejects it).
+    """One LM step: call ``predictor``, turn the prediction into a value with ``parse`` (which raises, e.g.
+    :class:`~llama_index_mhop.rules.parsing.LMOutputError`, when it is unusable), and use the LLM-free ``fallback``
+    when there is no LM or the LM fails (raises, even ``SystemExit``; times out; or ``parse`` rejects it).
 
-    :meth:`run` runs the predictor in the caller's DSPy context (a ``dspy.context(trace=[])`` records the call; an
-    LM set by ``dspy.context``/``dspy.configure`` is used when the step is given none), in a worker thread so that
-    a hung LM is abandoned after ``timeout``. LMs not known to be thread-safe (:func:`is_thread_safe`) are called
-    one at a time, others at most :data:`MAX_LM_CALLS` at once, and the wait for a turn is not counted against the
-    timeout. Each LM call is reported to LlamaIndex's callback manager and instrumentation as an LLM event
-    (:mod:`llama_index_mhop.lm.events`). An LM that raises ``SystemExit`` has failed (the step falls back); a
-    ``KeyboardInterrupt``, even one the LM raised, is the user's and stops the query.
-
-    Attributes:
-        name: a name for logs, traces, events and the fallback counter.
-        predictor: the DSPy module to call.
-        parse: turns the prediction into the step's value; raises (e.g.
-            :class:`~llama_index_mhop.rules.parsing.LMOutputError`) when unusable.
-        fallback: the LLM-free strategy.
-        counter: counts fallbacks, so callers can see how often the LM failed.
-        timeout: seconds an LM call may take once it is its turn.
-        listener: told ``(step, outcome, reason)`` with outcome ``"lm"``, ``"llm_free"`` or ``"fallback"``.
-        callback_manager: the component's LlamaIndex callbacks (None: see :mod:`llama_index_mhop.lm.events`).
+    The predictor runs in the caller's DSPy context (a ``dspy.context(trace=[])`` records the call), in a worker
+    thread abandoned after ``timeout`` seconds once it is its turn (:func:`is_thread_safe` LMs take at most
+    :data:`MAX_LM_CALLS` turns at once, others one). A ``KeyboardInterrupt``, even the LM's, stops the query.
+    ``name`` names the step in logs, events and ``counter`` (fallback counts); ``listener`` is told ``(step,
+    outcome, reason)`` with outcome ``"lm"``, ``"llm_free"`` or ``"fallback"``; ``callback_manager`` is the
+    component's LlamaIndex callbacks (None: :func:`step_callbacks`).
     """
 
     name: str

@@ -1,50 +1,33 @@
 """LLM-free strategies of the confidence loop (seed 001): entity chains, confidence, gaps, targeted queries.
 
-Each function stands in for one DSPy step of :class:`~llama_index_mhop.components.confidence_loop.
-ConfidenceLoopRetriever` when no LM is configured, and is the fallback when the LM fails:
-
-* :func:`analyze_query` (``EntityAndGapAnalyzer``): the query's entities and relation words, and one query
-  per link of the chain (an entity joined with what the query asks about it).
-* :func:`assess_confidence` (``ConfidenceEvaluator``): how well the top passages cover the query's entities
-  and key terms, and the gaps: entities no passage is about, and *bridge entities* that the top passages
-  introduce in the sentence that answers the query's relation but that no query has followed yet.
-* :func:`targeted_queries` (``TargetedQueryGenerator``): one query per gap.
-
-They work on :class:`~llama_index_mhop.rules.passage_views.PassageView` (a passage's id, text and *subject*) and
-find bridges by the rules of :mod:`llama_index_mhop.rules.bridges`. The rules follow what is known to work LLM-free on
-HotpotQA (``DESIGN.md``): keep the original query, and follow the bridge entities the top passages introduce.
+Each stands in for one DSPy step when no LM is configured, and is the fallback when the LM fails:
+:func:`analyze_query` (``EntityAndGapAnalyzer``), :func:`assess_confidence` (``ConfidenceEvaluator``),
+:func:`targeted_queries` (``TargetedQueryGenerator``) and :func:`listwise_rerank` (``ListwiseDocumentReranker``).
+They keep the original query and follow the bridge entities the top passages introduce
+(:mod:`llama_index_mhop.rules.ranking`), what is known to work LLM-free on HotpotQA (``DESIGN.md``).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .bridges import bridge_sentence, relation_order
-from .passage_views import PassageView
-from .text import (
-    entity_spans,
-    is_modifier,
-    mentions,
-    query_entities,
-    relation_words,
-    stem,
-    stems,
+from .ranking import (
+    PassageView,
+    anchored_fusion,
+    bridge_sentence,
+    link_passages,
+    reciprocal_rank_fusion,
+    relation_order,
 )
+from .text import entity_spans, is_modifier, mentions, query_entities, relation_words, stem, stems
 
 __all__ = [
-    "DEFAULT_BRIDGE_PASSAGES",
-    "DEFAULT_BRIDGE_PENALTY",
-    "DEFAULT_CONFIDENCE_TOP_N",
-    "ConfidenceAssessment",
-    "Gap",
-    "GapKind",
-    "QueryAnalysis",
-    "analyze_query",
-    "assess_confidence",
-    "targeted_queries",
+    "DEFAULT_BRIDGE_PASSAGES", "DEFAULT_BRIDGE_PENALTY", "DEFAULT_CONFIDENCE_TOP_N", "DEFAULT_RERANK_RRF_K",
+    "ConfidenceAssessment", "Gap", "GapKind", "QueryAnalysis", "RankedPassage", "analyze_query", "assess_confidence",
+    "listwise_rerank", "targeted_queries",
 ]
 
 #: How many of the best-ranked passages the confidence judges.
@@ -53,6 +36,7 @@ DEFAULT_CONFIDENCE_TOP_N = 5
 DEFAULT_BRIDGE_PASSAGES = 2
 #: Confidence points taken off for each bridge entity that no retrieved passage is about yet.
 DEFAULT_BRIDGE_PENALTY = 10
+DEFAULT_RERANK_RRF_K = 60
 _RELATION_WORDS_PER_QUERY = 4
 
 
@@ -67,16 +51,8 @@ class QueryAnalysis:
 
 
 def analyze_query(query: str, max_queries: int = 3) -> QueryAnalysis:
-    """Round-1 link queries without an LM: one query per link of the query's entity chain.
-
-    A link query is an entity of the query joined with the first relation words (what the query asks about
-    it), e.g. ``"Leland directed film shot around"``. Named entities come before one-word modifiers, so the
-    slots go to the most specific anchors. The retriever issues the query itself beside these.
-
-    Args:
-        query: the question or claim.
-        max_queries: the most link queries to write (at least 1).
-    """
+    """Round-1 link queries without an LM, at most ``max_queries``: each an entity of the query (named ones before
+    one-word modifiers) joined with the first relation words, e.g. ``"Leland directed film shot around"``."""
     if max_queries < 1:
         raise ValueError(f"max_queries must be >= 1, got {max_queries}")
     entities = query_entities(query)
@@ -105,16 +81,9 @@ class GapKind:
 
 @dataclass(frozen=True)
 class Gap:
-    """A piece of missing information.
-
-    Attributes:
-        kind: ``"entity"`` (a query entity no top passage is about), ``"bridge"`` (an entity a top passage
-            introduces that no retrieved passage is about yet) or ``"fact"`` (free text, e.g. from an LM).
-        text: the gap in words, as shown to an LM.
-        query: the LLM-free search query that would fill it ("" when the gap came from an LM).
-        entities: the entities the gap names.
-        source: the subject of the passage that revealed the gap.
-    """
+    """A piece of missing information: its ``kind`` (:class:`GapKind`), its ``text`` as shown to an LM, the
+    LLM-free search ``query`` that would fill it ("" from an LM), the ``entities`` it names, and the ``source``
+    passage's subject."""
 
     kind: str
     text: str
@@ -123,13 +92,7 @@ class Gap:
     source: str = ""
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "text": self.text,
-            "query": self.query,
-            "entities": list(self.entities),
-            "source": self.source,
-        }
+        return {**asdict(self), "entities": list(self.entities)}
 
 
 @dataclass(frozen=True)
@@ -171,13 +134,7 @@ def assess_confidence(
     :func:`relation_order` (query: the first of them, the entity the question's relation leads to). A bridge
     is *open* when no retrieved passage is about any of its entities yet.
 
-    Args:
-        query: the question or claim.
-        passages: the retrieved passages, best first.
-        issued_queries: queries already issued; entities they name are not gaps.
-        top_n: how many passages the coverage looks at.
-        bridge_passages: how many top passages are searched for bridge entities.
-        bridge_penalty: confidence points taken off per open bridge.
+    ``passages`` are best first; entities that ``issued_queries`` name are not gaps.
     """
     entities = [e for e in query_entities(query) if not is_modifier(query, e)] or query_entities(query)
     relation = relation_words(query, entity_spans(query))
@@ -191,15 +148,8 @@ def assess_confidence(
             coverage.append(1.0)
             continue
         coverage.append(0.5 if any(mentions(p.text, entity) for p in top) else 0.0)
-        gaps.append(
-            Gap(
-                GapKind.ENTITY,
-                f"a passage about {entity}",
-                f"{entity} {relation_text}".strip(),
-                (entity,),
-                "",
-            )
-        )
+        query_text = f"{entity} {relation_text}".strip()
+        gaps.append(Gap(GapKind.ENTITY, f"a passage about {entity}", query_text, (entity,), ""))
     own = [p for p in top if any(p.is_about(e) for e in entities)] or top[:1]
     found_stems = set().union(*(p.stems for p in own)) if own else set()
     term_coverage = len(term_stems & found_stems) / len(term_stems) if term_stems else 1.0
@@ -220,23 +170,14 @@ def assess_confidence(
         gaps.append(Gap(GapKind.BRIDGE, text, new[0], tuple(new), passage.subject))
         skip.extend(new)
     confidence = 100.0 * (0.5 * entity_coverage + 0.5 * term_coverage) - bridge_penalty * open_bridges
-    return ConfidenceAssessment(
-        confidence=int(round(min(100.0, max(0.0, confidence)))),
-        gaps=gaps,
-        entity_coverage=entity_coverage,
-        term_coverage=term_coverage,
-    )
+    return ConfidenceAssessment(int(round(min(100.0, max(0.0, confidence)))), gaps, entity_coverage, term_coverage)
 
 
 def targeted_queries(
     query: str, gaps: Sequence[Gap | str], issued_queries: Sequence[str] = (), max_queries: int = 2
 ) -> list[str]:
-    """Round-2 queries without an LM: one per gap, in the gaps' order, skipping queries already issued.
-
-    A gap found by :func:`assess_confidence` carries its own query (the bridge entity, or an entity with the
-    relation words). A gap given as plain text (an LM's ``missing_information``) becomes that text joined with
-    the query's relation words.
-    """
+    """Round-2 queries without an LM: one per gap, in order, skipping those issued. A :class:`Gap` carries its own
+    query; a gap given as text (an LM's ``missing_information``) is joined with the query's relation words."""
     if max_queries < 1:
         raise ValueError(f"max_queries must be >= 1, got {max_queries}")
     relation_text = " ".join(relation_words(query)[:_RELATION_WORDS_PER_QUERY])
@@ -254,3 +195,58 @@ def targeted_queries(
         if len(out) >= max_queries:
             break
     return out
+
+
+@dataclass(frozen=True)
+class RankedPassage:
+    """One position of the listwise ranking: the passage's index, its relevance, and the index of the passage that
+    led to it by a bridge link (None when it holds its place by relevance)."""
+
+    index: int
+    relevance: float
+    linked_from: int | None = None
+
+
+def listwise_rerank(
+    query: str,
+    passages: Sequence[PassageView],
+    rankings: Sequence[tuple[Sequence[int], float]],
+    rrf_k: int = DEFAULT_RERANK_RRF_K,
+) -> list[RankedPassage]:
+    """Every passage once, best first: an LLM-free listwise ranking that never dilutes the query's own.
+
+    ``rankings`` are ``(ranking, weight)`` pairs, each ranking indices into ``passages``, best first; the first is
+    the anchor (the original query's) and keeps its order. A passage's relevance is its weighted Reciprocal Rank
+    Fusion score (``rrf_k``) divided by the best one. The anchor's top passage leads, through its bridge entity
+    (:func:`~llama_index_mhop.rules.ranking.link_passages`), to the best-ranked passage about it, placed right
+    after it, and so on hop after hop; then every other passage by relevance
+    (:func:`~llama_index_mhop.rules.ranking.anchored_fusion`). Ties follow RRF's (best rank, then first seen).
+
+    Raises:
+        ValueError: a ranking names an index outside ``passages``, or a weight or ``rrf_k`` is negative.
+    """
+    n = len(passages)
+    if rrf_k < 0:
+        raise ValueError(f"rrf_k must be >= 0, got {rrf_k}")
+    for ranking, _ in rankings:
+        for index in ranking:
+            if not 0 <= index < n:
+                raise ValueError(f"ranking index {index} is outside 0..{n - 1}")
+    fused = reciprocal_rank_fusion([r for r, _ in rankings], k=rrf_k, weights=[w for _, w in rankings])
+    relevance = [0.0] * n
+    for index, score in fused:
+        relevance[index] = score
+    top = max(relevance, default=0.0)
+    if top > 0:
+        relevance = [r / top for r in relevance]
+    # The fused order (ties by best rank, then first seen), then passages no ranking holds.
+    by_relevance = list(dict.fromkeys([*(index for index, _ in fused), *range(n)]))
+    anchor = list(dict.fromkeys(rankings[0][0])) if rankings else []
+    links: dict[int, list[int]] = {}
+    if anchor:
+        position = {passage.id: i for i, passage in enumerate(passages)}
+        found = link_passages(query, [passages[anchor[0]]], [passages[i] for i in by_relevance])
+        links = {position[source]: [position[t] for t in targets] for source, targets in found.items()}
+    linked_from = {target: source for source, targets in links.items() for target in targets}
+    order = anchored_fusion(anchor, links, by_relevance)
+    return [RankedPassage(i, relevance[i], linked_from.get(i)) for i in order]

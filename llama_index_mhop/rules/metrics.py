@@ -1,12 +1,10 @@
-"""Retrieval metrics on ranked lists of passage ids: precision, recall, F1 and all-gold at k (seed 002); answer
-metrics on a generated short answer: exact match and token F1 against the gold answer and its aliases (seed 004).
+"""Retrieval metrics on rankings of passage ids (precision, recall, F1 and all-gold at k; seed 002) and answer
+metrics on a short answer (exact match and token F1 against the gold answer and its aliases; seed 004).
 
-Pure functions: no I/O, no index, no LM. A ranking is a sequence of ids, best first; gold is the set of ids that
-answer the question. A ranking may name the same passage twice (two chunks of one passage, or two sub-queries
-finding it): duplicates count once, at their first position, before the ranking is cut at ``k``.
-
-``all_gold_at_k`` at ``k=21`` over normalised titles (:func:`~llama_index_mhop.rules.text.normalize_title`) is
-HoVer's ``discrete_retrieval_eval`` (Jiang et al., 2020, as used by the LangProBe HoVer programs): a question scores 1 only when every gold passage is in the top 21.
+A ranking is a sequence of ids, best first; a passage it names twice counts once, at its first position, before
+the ranking is cut at ``k``. ``all_gold_at_k`` at ``k=21`` over normalised titles
+(:func:`~llama_index_mhop.rules.text.normalize_title`) is HoVer's ``discrete_retrieval_eval`` (Jiang et al., 2020).
+Every metric raises ValueError when ``gold`` is empty or ``k`` < 1, or there is no gold answer.
 """
 
 from __future__ import annotations
@@ -18,13 +16,7 @@ from collections.abc import Hashable, Iterable, Sequence
 from typing import TypeVar
 
 __all__ = [
-    "all_gold_at_k",
-    "answer_exact_match",
-    "answer_f1",
-    "dedupe",
-    "f1_at_k",
-    "normalize_answer",
-    "precision_at_k",
+    "all_gold_at_k", "answer_exact_match", "answer_f1", "dedupe", "f1_at_k", "normalize_answer", "precision_at_k",
     "recall_at_k",
 ]
 
@@ -33,13 +25,7 @@ H = TypeVar("H", bound=Hashable)
 
 def dedupe(items: Iterable[H]) -> list[H]:
     """The items in their first-seen order, each once."""
-    seen: set[H] = set()
-    out: list[H] = []
-    for item in items:
-        if item not in seen:
-            seen.add(item)
-            out.append(item)
-    return out
+    return list(dict.fromkeys(items))
 
 
 def _check(gold: Iterable[H], k: int) -> set[H]:
@@ -58,42 +44,19 @@ def _hits(retrieved: Sequence[H], gold: set[H], k: int) -> int:
 
 
 def precision_at_k(retrieved: Sequence[H], gold: Iterable[H], k: int) -> float:
-    """Share of the top ``k`` slots that hold a gold passage: ``hits / k``.
-
-    The denominator is always ``k``, even when the ranking is shorter than ``k`` (a retriever that returns
-    fewer passages is not rewarded for it), so with 2 gold passages precision@5 is at most 0.4.
-
-    Args:
-        retrieved: passage ids, best first; duplicates count once, at their first position.
-        gold: the question's gold passage ids (duplicates ignored).
-        k: the cut-off, >= 1.
-
-    Returns:
-        A value in [0, 1].
-
-    Raises:
-        ValueError: ``gold`` is empty or ``k`` < 1.
-    """
+    """Share of the top ``k`` slots that hold a gold passage: ``hits / k``, even for a ranking shorter than ``k``."""
     gold_set = _check(gold, k)
     return _hits(retrieved, gold_set, k) / k
 
 
 def recall_at_k(retrieved: Sequence[H], gold: Iterable[H], k: int) -> float:
-    """Share of the gold passages found in the top ``k``: ``hits / len(set(gold))``.
-
-    Raises:
-        ValueError: ``gold`` is empty or ``k`` < 1.
-    """
+    """Share of the gold passages found in the top ``k``: ``hits / len(set(gold))``."""
     gold_set = _check(gold, k)
     return _hits(retrieved, gold_set, k) / len(gold_set)
 
 
 def f1_at_k(retrieved: Sequence[H], gold: Iterable[H], k: int) -> float:
-    """Harmonic mean of :func:`precision_at_k` and :func:`recall_at_k` (0.0 when both are 0).
-
-    Raises:
-        ValueError: ``gold`` is empty or ``k`` < 1.
-    """
+    """Harmonic mean of :func:`precision_at_k` and :func:`recall_at_k` (0.0 when both are 0)."""
     gold_set = _check(gold, k)
     hits = _hits(retrieved, gold_set, k)
     if hits == 0:
@@ -103,13 +66,7 @@ def f1_at_k(retrieved: Sequence[H], gold: Iterable[H], k: int) -> float:
 
 
 def all_gold_at_k(retrieved: Sequence[H], gold: Iterable[H], k: int) -> float:
-    """1.0 when every gold passage is among the top ``k``, else 0.0.
-
-    With normalised titles and ``k=21`` this is HoVer's ``discrete_retrieval_eval``.
-
-    Raises:
-        ValueError: ``gold`` is empty or ``k`` < 1.
-    """
+    """1.0 when every gold passage is among the top ``k``, else 0.0; ValueError when ``gold`` is empty or ``k`` < 1."""
     gold_set = _check(gold, k)
     return 1.0 if _hits(retrieved, gold_set, k) == len(gold_set) else 0.0
 
@@ -121,8 +78,7 @@ _ARTICLES = re.compile(r"\b(a|an|the)\b")
 
 
 def normalize_answer(text: str) -> str:
-    """SQuAD's answer normalisation: lowercase, punctuation removed, the articles a/an/the removed, whitespace
-    collapsed. ``"The  Eiffel-Tower!"`` -> ``"eiffeltower"``."""
+    """SQuAD's answer normalisation: lowercase, no punctuation, no a/an/the, whitespace collapsed."""
     return " ".join(_ARTICLES.sub(" ", text.lower().translate(_PUNCTUATION)).split())
 
 
@@ -134,11 +90,7 @@ def _golds(gold_answers: Iterable[str]) -> list[str]:
 
 
 def answer_exact_match(prediction: str, gold_answers: Iterable[str]) -> float:
-    """1.0 when the normalised prediction equals a normalised gold answer or alias, else 0.0.
-
-    Raises:
-        ValueError: ``gold_answers`` is empty.
-    """
+    """1.0 when the normalised prediction equals a normalised gold answer or alias, else 0.0."""
     answer = normalize_answer(prediction)
     return max(float(answer == normalize_answer(gold)) for gold in _golds(gold_answers))
 
@@ -155,9 +107,5 @@ def _token_f1(prediction: str, gold: str) -> float:
 
 
 def answer_f1(prediction: str, gold_answers: Iterable[str]) -> float:
-    """The best token F1 of the normalised prediction against each gold answer and alias (SQuAD's ``f1_score``).
-
-    Raises:
-        ValueError: ``gold_answers`` is empty.
-    """
+    """The best token F1 of the normalised prediction against each gold answer and alias (SQuAD's ``f1_score``)."""
     return max(_token_f1(prediction, gold) for gold in _golds(gold_answers))

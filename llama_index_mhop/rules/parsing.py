@@ -1,10 +1,6 @@
-"""Defensive parsers of LM answers: any string in, a valid value out, or :class:`LMOutputError`.
-
-LMs answer in free text even when asked for a number or a list: ``"85%"``, ``"high"``, ``"eighty-five"``,
-``"[3, 1, 2]"``, a numbered list, a JSON array with a stray number in it. These pure functions turn such
-answers into the value a step needs, or raise :class:`LMOutputError` so that
-:class:`~llama_index_mhop.lm.steps.LMStep` logs a WARNING and uses the step's LLM-free strategy instead. Nothing
-here evaluates LM text: JSON is read with ``json.loads`` only, everything else with regular expressions.
+"""Defensive parsers of LM answers (``"85%"``, ``"high"``, ``"[3, 1, 2]"``, a numbered list): any string in, a
+valid value out, or :class:`LMOutputError`, on which :class:`~llama_index_mhop.lm.steps.LMStep` uses the step's
+LLM-free strategy. Nothing here evaluates LM text: JSON is read with ``json.loads`` only.
 """
 
 from __future__ import annotations
@@ -16,14 +12,8 @@ from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
-    "CONFIDENCE_WORDS",
-    "MAX_ITEM_CHARS",
-    "MAX_LIST_ITEMS",
-    "LMOutputError",
-    "parse_confidence",
-    "parse_ranking",
-    "parse_string_list",
-    "parse_queries",
+    "CONFIDENCE_WORDS", "MAX_ITEM_CHARS", "MAX_LIST_ITEMS", "LMOutputError", "parse_confidence", "parse_ranking",
+    "parse_string_list", "parse_queries",
 ]
 
 
@@ -33,59 +23,20 @@ class LMOutputError(ValueError):
 
 #: Verbal confidence levels and the score each stands for (checked longest phrase first).
 CONFIDENCE_WORDS: dict[str, int] = {
-    "very high": 95,
-    "very low": 10,
-    "certain": 100,
-    "complete": 100,
-    "full": 100,
-    "high": 85,
-    "fairly high": 75,
-    "moderate": 60,
-    "medium": 60,
-    "fair": 50,
-    "partial": 50,
-    "low": 30,
-    "none": 0,
-    "zero": 0,
+    "very high": 95, "very low": 10, "certain": 100, "complete": 100, "full": 100, "high": 85, "fairly high": 75,
+    "moderate": 60, "medium": 60, "fair": 50, "partial": 50, "low": 30, "none": 0, "zero": 0,
 }
 #: An item of an LM's list (a generated query, a gap) longer than this is cut: an LM that pastes a passage is
-#: not writing a search query. (A user's query is checked by :mod:`llama_index_mhop.rules.validation`.)
+#: not writing a search query. (A user's query is checked by :func:`llama_index_mhop.rules.text.check_query`.)
 MAX_ITEM_CHARS = 300
 #: Items of a list answer read at most: a step asks for a few queries or names, not thousands.
 MAX_LIST_ITEMS = 100
 
-_UNITS = {
-    "zero": 0,
-    "one": 1,
-    "two": 2,
-    "three": 3,
-    "four": 4,
-    "five": 5,
-    "six": 6,
-    "seven": 7,
-    "eight": 8,
-    "nine": 9,
-    "ten": 10,
-    "eleven": 11,
-    "twelve": 12,
-    "thirteen": 13,
-    "fourteen": 14,
-    "fifteen": 15,
-    "sixteen": 16,
-    "seventeen": 17,
-    "eighteen": 18,
-    "nineteen": 19,
-}
-_TENS = {
-    "twenty": 20,
-    "thirty": 30,
-    "forty": 40,
-    "fifty": 50,
-    "sixty": 60,
-    "seventy": 70,
-    "eighty": 80,
-    "ninety": 90,
-}
+_UNITS = {word: value for value, word in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen "
+    "eighteen nineteen".split())}
+_TENS = {word: 10 * value for value, word in enumerate(
+    "twenty thirty forty fifty sixty seventy eighty ninety".split(), 2)}
 _NUMBER = r"-?\d+(?:\.\d+)?|-?\.\d+"
 # A number and what may follow it (a ratio's denominator, a percent sign). The tails are optional, so a match
 # never fails after its number and never backtracks into it: one pass over the text (a pattern that *needs* a
@@ -120,7 +71,6 @@ def _as_text(value: Any) -> str:
 
 
 def _json_object(text: str) -> dict[str, Any]:
-    """An answer that starts with ``{``, decoded; one that does not decode is not an answer."""
     try:
         loaded = json.loads(text)
     except (json.JSONDecodeError, RecursionError) as exc:  # deep nesting overflows the decoder
@@ -131,9 +81,7 @@ def _json_object(text: str) -> dict[str, Any]:
 
 
 def _json_object_field(text: str, keys: Sequence[str]) -> str:
-    """An answer written as a JSON object gives the value under the first of ``keys`` it has, as text; any
-    other answer is returned unchanged. A JSON object that does not decode, or has none of the keys, is not an
-    answer (its numbers mean nothing)."""
+    # A JSON object answers with the value of the first of ``keys`` it has; one with none of them is no answer.
     if not text.lstrip().startswith("{"):
         return text
     loaded = _json_object(text)
@@ -156,7 +104,7 @@ def _words_to_number(text: str) -> float | None:
 
 
 def _numeric_confidence(text: str) -> float | None:
-    """The first ratio, else the first percentage, else the first plain number, as a 0-100 score; one pass."""
+    # The first ratio, else the first percentage, else the first plain number, as a 0-100 score; one pass.
     percent: float | None = None
     plain: str | None = None
     for match in _SCORE.finditer(text):
@@ -178,16 +126,10 @@ def _numeric_confidence(text: str) -> float | None:
 def parse_confidence(value: Any) -> int:
     """An LM's confidence answer as an integer from 0 to 100.
 
-    Accepted forms, first match wins: a ratio (``"8/10"``, ``"85 out of 100"``), a percentage (``"85%"``,
-    ``"85 percent"``), a plain number (``"85"``, ``"Confidence: 85."``), a number in words
-    (``"eighty-five"``), a verbal level (``"high"`` = 85, ``"very low"`` = 10, see :data:`CONFIDENCE_WORDS`).
-    A plain number from 0 to 1 written with a decimal point (``"0.85"``, ``"1.0"``) is read as a fraction, so
-    ``"0.85"`` is 85 and ``"1"`` is 1.
-
-    Out of range is rejected, not clamped: a score above 100 or below 0 (``"150"``, ``"-5"``) means the LM
-    misread the scale, so its number says nothing reliable and the LLM-free confidence is used instead.
-
-    An answer written as a JSON object is read from its ``"confidence"`` (or ``"score"``) value.
+    First match wins: a ratio (``"8/10"``), a percentage (``"85%"``), a plain number (``"85"``; ``"0.85"`` with a
+    decimal point is a fraction), a number in words (``"eighty-five"``), a verbal level (:data:`CONFIDENCE_WORDS`);
+    a JSON object is read from its ``"confidence"`` (or ``"score"``). Out of range is rejected, not clamped: the LM
+    misread the scale.
 
     Raises:
         LMOutputError: the answer is missing, empty, holds no confidence, or is out of range.
@@ -216,14 +158,10 @@ def parse_ranking(
 ) -> list[int]:
     """An LM's ranking of ``n`` passages (indices, best first) as a complete permutation of ``range(n)``.
 
-    Every integer in the answer is read in order (``"[3, 0, 2]"``, ``"3 > 0 > 2"``, ``"Passage 3, Passage
-    0"``). Out-of-range and repeated indices are dropped; the valid ones keep the LM's order, and the passages
-    the LM left out follow in their ``prior`` order (default ``0..n-1``), so nothing retrieved is lost.
-
-    Indices are 0-based as the prompt asks. When ``one_based`` is None the answer is read as 1-based only if
-    it cannot be 0-based: it names ``n`` and never names ``0`` (an LM that counted from 1).
-
-    An answer written as a JSON object is read from its ``"ranking"`` (or ``"order"``, ``"indices"``) value.
+    Every integer is read in order (``"[3, 0, 2]"``, ``"3 > 0 > 2"``); out-of-range and repeated ones are dropped,
+    and the passages left out follow in their ``prior`` order (default ``0..n-1``). Indices are 0-based; with
+    ``one_based`` None an answer that names ``n`` and never ``0`` is read as 1-based. A JSON object is read from
+    its ``"ranking"`` (or ``"order"``, ``"indices"``).
 
     Raises:
         LMOutputError: the answer names no valid index at all.
@@ -256,12 +194,10 @@ def parse_ranking(
 def parse_string_list(
     value: Any, max_items: int | None = None, max_chars: int = MAX_ITEM_CHARS
 ) -> list[str]:
-    """A list of short strings from an LM answer; empty answers and ``"none"`` give ``[]``.
-
-    Reads a JSON array (non-string items dropped), a JSON object (the strings among its values and in its list
-    values), else one item per line (bullets and numbering stripped), else items separated by semicolons. Items
-    are stripped of quotes, empty ones dropped, duplicates removed (case-insensitively), long ones cut to
-    ``max_chars``, and the list cut to ``max_items``. Only the first :data:`MAX_LIST_ITEMS` items are read.
+    """A list of short strings from an LM answer (``[]`` for an empty one or ``"none"``): a JSON array's strings,
+    a JSON object's strings, else one item per line (bullets stripped), else items split at semicolons. Quotes
+    and duplicates (case-insensitive) are dropped, items cut to ``max_chars``, the list to ``max_items``; only the
+    first :data:`MAX_LIST_ITEMS` are read.
 
     Raises:
         LMOutputError: the answer is not text, or is a JSON object that does not decode.
@@ -299,10 +235,8 @@ def parse_string_list(
 def parse_queries(
     value: Any, min_count: int = 1, max_count: int = 3, exclude: Sequence[str] = ()
 ) -> list[str]:
-    """Search queries from an LM answer (see :func:`parse_string_list`), at most ``max_count``.
-
-    Too many queries are cut to the first ``max_count``; queries equal (case-insensitively) to one in
-    ``exclude`` (already issued) are dropped.
+    """At most ``max_count`` search queries from an LM answer (:func:`parse_string_list`), those already issued
+    (``exclude``, case-insensitive) dropped.
 
     Raises:
         LMOutputError: fewer than ``min_count`` usable queries remain.

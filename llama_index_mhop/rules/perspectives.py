@@ -1,13 +1,7 @@
-"""LLM-free query perspectives (seed 000's five angles) built from the query and the passages found so far.
-
-Five angles, as in seed 000's ``QueryPerspectiveGenerator``:
-
-- entity-focused: the bridge entity the context passages introduce (the next hop), else the query's entities;
-- relationship-focused: the query's entities with the relation words between them;
-- temporal-focused: the years of the query, or the main entity with its time relation;
-- comparison-focused: the other side of a comparison, or a second bridge entity;
-- context-focused: the original query itself, so fusion always keeps its ranking (fusing only reformulations
-  dilutes a good first ranking).
+"""LLM-free query perspectives, seed 000's five angles, from the query and the passages found so far: entity
+(the bridge entity the passages introduce, else the query's entities), relationship (the entities with the
+relation words), temporal (the query's years or time relation), comparison (the other side, or a second bridge)
+and context (the query itself, so fusion always keeps its own ranking).
 """
 
 from __future__ import annotations
@@ -16,8 +10,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .bridges import bridge_targets
-from .passage_views import PassageView
+from .ranking import PassageView, bridge_targets
 from .text import (
     content_terms,
     entity_spans,
@@ -29,13 +22,8 @@ from .text import (
 )
 
 __all__ = [
-    "MAX_PERSPECTIVES",
-    "MIN_PERSPECTIVES",
-    "ContextPassage",
-    "bridge_entities",
-    "comparison_sides",
-    "heuristic_perspectives",
-    "repair_perspectives",
+    "MAX_PERSPECTIVES", "MIN_PERSPECTIVES", "ContextPassage", "bridge_entities", "comparison_sides",
+    "heuristic_perspectives", "repair_perspectives",
 ]
 
 MIN_PERSPECTIVES = 4
@@ -76,13 +64,9 @@ def _title_keys(title: str) -> set[str]:
 
 
 def bridge_entities(query: str, context: Sequence[ContextPassage], limit: int = 4) -> list[str]:
-    """Entities the context passages introduce that neither the query nor the passages' own titles name.
-
-    These point at passages not found yet: the next hop. First come the bridge entities of the top passage
-    that the query's relation leads to (:func:`~llama_index_mhop.rules.bridges.bridge_targets`); then passages are
-    visited in rank order, and within a passage its first two sentences come first (where encyclopedic text
-    names what its subject is linked to).
-    """
+    """Entities the context passages introduce that neither the query nor the passages' titles name (the next
+    hop): the top passage's :func:`~llama_index_mhop.rules.ranking.bridge_targets` first, then each passage's in
+    rank order."""
     known = {normalize(e) for e in entity_spans(query)}
     for passage in context:
         known |= _title_keys(passage.title)
@@ -156,10 +140,8 @@ def _dedupe_fill(candidates: Sequence[str], fillers: Sequence[str]) -> list[str]
 
 
 def repair_perspectives(raw: object, query: str, context: Sequence[ContextPassage] = ()) -> list[str]:
-    """Turn an LM's answer into 4-5 usable perspectives.
-
-    Non-string items, empty strings and duplicates are dropped, over-long items cut, and more than five items
-    cut to five; fewer than four are topped up with :func:`heuristic_perspectives`.
+    """An LM's answer as 4-5 usable perspectives: non-strings, empty items and duplicates dropped, long items cut,
+    at most five; fewer than four topped up with :func:`heuristic_perspectives`.
 
     Raises:
         ValueError: nothing usable remains (the caller then falls back to the LLM-free strategy).

@@ -1,11 +1,5 @@
-"""What the package shows on a terminal: untrusted text made safe to print, and progress bars.
-
-Untrusted text is shown as plain Rich ``Text`` with control characters shown as escapes.
-
-Passage text, titles, queries, LM answers and error messages that quote them are data. Printed as a Rich
-markup string, ``[/bold]`` in a passage crashes the print and ``[link=...]`` becomes a hyperlink; printed raw,
-ESC sequences reach the terminal (colours, cursor moves, window titles) and bidi overrides reorder what is shown.
-The escaping itself is :func:`llama_index_mhop.rules.text.escape_controls`, which log lines use too.
+"""What the package shows on a terminal: untrusted text (passages, titles, LM answers) as plain Rich ``Text``
+with control characters escaped, never as markup or raw escape sequences; and progress bars.
 """
 
 from __future__ import annotations

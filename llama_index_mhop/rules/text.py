@@ -1,68 +1,38 @@
-"""Names and text: the one place for how the package reads English text and matches names.
+"""Queries, names and text: the one place for how the package checks a query, reads English text and matches names.
 
-Every LLM-free strategy (perspectives, the confidence loop, the listwise reranker, the fact filter, OpenIE)
-reads text through this module, so a rule (what a possessive is, what a title names, which words carry no
-meaning) is written once. Tuned for encyclopedic English (Wikipedia-style passages and questions about them):
-entities are runs of capitalised words (allowing short connectors such as "of" or "the" inside a run), quoted
-titles, and years. Pure: the standard library and PyStemmer (the Snowball English stemmer) only.
-
-The keys, from loosest to most specific use:
-
-* :func:`normalize`: lowercase ASCII words joined by single spaces; how two strings are compared as names.
-* :func:`clean_name` then :func:`normalize`: a name as written by a passage or an LM, HTML entities decoded
-  and a trailing possessive dropped (:func:`names_match`, :func:`mentions`).
-* :func:`entity_key`: the key of an entity node of the graph: accents folded, possessive and a leading article
-  dropped.
-* :func:`normalize_title`: a title as HoVer's evaluation compares it (the benchmarks' passage ids).
-
-Text shown to a person (a log line, a terminal) goes through :func:`escape_controls` when it carries untrusted text:
-LM answers and errors, file names, corpus titles.
+Every LLM-free strategy reads text through this module, so a rule (what a possessive is, what a title names, which
+words carry no meaning) is written once. Tuned for encyclopedic English: entities are runs of capitalised words
+(allowing connectors such as "of" inside a run), quoted titles, and years. The name keys, loosest first:
+:func:`normalize` (how two strings are compared as names), :func:`clean_name` then :func:`normalize` (a name as a
+passage or an LM writes it), :func:`entity_key` (a graph entity node's key), :func:`normalize_title` (HoVer's
+title comparison). Untrusted text shown to a person goes through :func:`escape_controls`.
 """
 
 from __future__ import annotations
 
 import html
+import logging
 import re
 import string
 import threading
 import unicodedata
 from collections.abc import Callable, Iterable
 from functools import lru_cache
+from typing import Any
 
 import Stemmer
 
 __all__ = [
-    "MIN_NAME_CHARS",
-    "MONTHS",
-    "NON_ENTITY_CAPS",
-    "STOPWORDS",
-    "clean_name",
-    "content_terms",
-    "drop_possessives",
-    "entity_key",
-    "entity_spans",
-    "escape_controls",
-    "first_sentence",
-    "fold_accents",
-    "is_modifier",
-    "is_number_or_date",
-    "mentions",
-    "names_match",
-    "normalize",
-    "normalize_title",
-    "query_entities",
-    "relation_words",
-    "sentences",
-    "stem",
-    "stems",
-    "strip_parenthetical",
-    "strip_possessive",
-    "title_entities",
-    "unique_names",
-    "years",
+    "MAX_QUERY_CHARS", "MIN_NAME_CHARS", "MONTHS", "NON_ENTITY_CAPS", "STOPWORDS", "check_query", "clean_name",
+    "content_terms", "drop_possessives", "entity_key", "entity_spans", "escape_controls", "first_sentence",
+    "fold_accents", "is_modifier", "is_number_or_date", "mentions", "names_match", "normalize", "normalize_title",
+    "query_entities", "relation_words", "sentences", "stem", "stems", "strip_parenthetical", "strip_possessive",
+    "title_entities", "unique_names", "years",
 ]
 
-# -- word lists ------------------------------------------------------------------------------------------------
+logger = logging.getLogger(__name__)
+
+# -- word lists ------------------------------------------------------------------------------------------------------
 
 STOPWORDS = frozenset(
     """a about above after again against all also am an and any are as at be because been before being below
@@ -84,6 +54,8 @@ MONTHS = (
     "january", "february", "march", "april", "may", "june",
     "july", "august", "september", "october", "november", "december",
 )  # fmt: skip
+#: Longer queries are cut here (a query is a question, not a document); the cut is logged.
+MAX_QUERY_CHARS = 4000
 #: Names shorter than this (normalised) never match: they are initials or noise.
 MIN_NAME_CHARS = 3
 
@@ -111,7 +83,25 @@ _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = frozenset(string.punctuation)
 _TITLE_SEPARATOR = " | "
 
-# -- shown text ------------------------------------------------------------------------------------------------
+# -- queries and shown text ------------------------------------------------------------------------------------------
+
+
+def check_query(query: Any) -> str:
+    """The query as a clean string: control characters replaced by spaces, cut at :data:`MAX_QUERY_CHARS`
+    (logged at WARNING). The one check of every entry point that takes a query.
+
+    Raises:
+        TypeError: the query is not a string.
+        ValueError: the query is empty or only white space.
+    """
+    if not isinstance(query, str):
+        raise TypeError(f"a query must be a string, got {type(query).__name__}")
+    cleaned = "".join(ch if ch.isprintable() or ch in "\n\t" else " " for ch in query).strip()
+    if not cleaned:
+        raise ValueError("the query is empty: ask a question or state a claim")
+    if len(cleaned) > MAX_QUERY_CHARS:
+        logger.warning("the query has %d characters: only its first %d are used", len(cleaned), MAX_QUERY_CHARS)
+    return cleaned[:MAX_QUERY_CHARS]
 
 
 def _visible(char: str) -> str:
@@ -122,16 +112,15 @@ def _visible(char: str) -> str:
 
 
 def escape_controls(text: object) -> str:
-    """``text`` (as ``str``) with every control and format character written as its escape (``"\\x1b"``,
-    ``"\\u202e"``): untrusted text in a log line or on a terminal cannot move the cursor, retitle the window,
-    clear the screen, make a hyperlink or reorder what is shown."""
+    """``text`` (as ``str``) with every control and format character written as its escape (``"\\x1b"``): untrusted
+    text in a log line or on a terminal cannot move the cursor, retitle the window or reorder what is shown."""
     text = str(text)
     if text.isprintable():  # the common case, checked in C
         return text
     return "".join(_visible(char) for char in text)
 
 
-# -- keys and names ----------------------------------------------------------------------------------------------
+# -- keys and names --------------------------------------------------------------------------------------------------
 
 
 def normalize(text: str) -> str:
@@ -145,7 +134,7 @@ def fold_accents(text: str) -> str:
 
 
 def strip_possessive(name: str) -> str:
-    """A name without its trailing possessive: ``"Delbert Mann's"`` -> ``"Delbert Mann"``, ``"Jesus'"`` -> ``"Jesus"``."""
+    """A name without its trailing possessive: ``"Delbert Mann's"`` -> ``"Delbert Mann"``."""
     return _TRAILING_POSSESSIVE.sub("", name.strip()).strip()
 
 
@@ -166,20 +155,13 @@ def clean_name(name: str) -> str:
 
 
 def entity_key(name: str) -> str:
-    """The name an entity node is keyed by: accents folded, lowercase, words only, no article, no possessive.
-
-    >>> entity_key("The Hukilau Song"), entity_key("Delbert Mann's"), entity_key("Alû")
-    ('hukilau song', 'delbert mann', 'alu')
-    """
+    """The name an entity node is keyed by: accents folded, lowercase, words only, no article, no possessive."""
     return _LEADING_ARTICLE.sub("", normalize(strip_possessive(fold_accents(name))))
 
 
 def normalize_title(title: str) -> str:
-    """A title as HoVer's evaluation compares it.
-
-    A rendered passage ``"title | text"`` keeps its first segment; the title is then Unicode-NFD normalised,
-    lower-cased, stripped of ASCII punctuation and of the articles a/an/the, and its whitespace collapsed
-    (the SQuAD answer normalisation that HoVer's ``discrete_retrieval_eval`` applies to titles).
+    """A title as HoVer's ``discrete_retrieval_eval`` compares it: the first segment of ``"title | text"``, NFD,
+    lower-cased, without ASCII punctuation or a/an/the, whitespace collapsed.
 
     Raises:
         ValueError: ``title`` is not a string.
@@ -194,11 +176,8 @@ def normalize_title(title: str) -> str:
 
 
 def title_entities(title: str) -> list[str]:
-    """The entity names a passage's title stands for: the title without its parenthetical, and a comma title's head.
-
-    >>> title_entities("Lover Come Back (1961 film)"), title_entities("Laie, Hawaii")
-    (['Lover Come Back'], ['Laie, Hawaii', 'Laie'])
-    """
+    """The entity names a passage's title stands for: the title without its parenthetical, and a comma title's head
+    (``"Laie, Hawaii"`` also names ``"Laie"``)."""
     title = (title or "").strip()
     if not title:
         return []
@@ -216,11 +195,8 @@ def _padded(text: str) -> str:
 
 
 def names_match(a: str, b: str) -> bool:
-    """Whether two names refer to the same thing: equal, or one a whole-word part of the other, normalised.
-
-    ``"Leland"`` matches ``"Leland, North Carolina"``; ``"Grace Krilanovich's"`` matches ``"Grace
-    Krilanovich"``. Names shorter than :data:`MIN_NAME_CHARS` never match (they are initials or noise).
-    """
+    """Whether two names refer to the same thing: equal, or one a whole-word part of the other, normalised
+    (``"Leland"`` matches ``"Leland, North Carolina"``); names under :data:`MIN_NAME_CHARS` never match."""
     x, y = normalize(clean_name(a)), normalize(clean_name(b))
     if len(x) < MIN_NAME_CHARS or len(y) < MIN_NAME_CHARS:
         return False
@@ -244,7 +220,7 @@ def is_number_or_date(name: str) -> bool:
     return not key or key.replace(" ", "").isdigit() or key in _MONTH_SET
 
 
-# -- spans -------------------------------------------------------------------------------------------------------
+# -- spans -----------------------------------------------------------------------------------------------------------
 
 
 def _is_capitalised(token: str) -> bool:
@@ -253,12 +229,8 @@ def _is_capitalised(token: str) -> bool:
 
 @lru_cache(maxsize=4096)
 def entity_spans(text: str) -> tuple[str, ...]:
-    """Entity mentions in order of first appearance, without duplicates.
-
-    A span is a run of capitalised tokens, possibly joined by lowercase connectors ("Bank of America",
-    "Queen of the Night"), a quoted title, or a year. Lone question or function words ("What", "The") are not
-    entities; a leading "The" is kept only inside a longer span.
-    """
+    """Entity mentions in order of first appearance, without duplicates: runs of capitalised tokens, possibly
+    joined by connectors ("Bank of America"), quoted titles and years; lone question or function words are not."""
     found: list[str] = []
     for match in _QUOTED.finditer(text):
         found.append(match.group(1).strip())
@@ -330,11 +302,8 @@ def relation_words(text: str, entities: tuple[str, ...] | list[str] | None = Non
 
 
 def is_modifier(text: str, span: str) -> bool:
-    """A one-word nationality-like adjective before a noun ("Jamaican reggae singer", "British comedy").
-
-    Such a word is a weak search anchor. "Copenhagen released" is not one: the word must also end like an
-    adjective (-an, -ish, -ese, -ic).
-    """
+    """A one-word nationality-like adjective (ending -an, -ish, -ese, -ic) before a noun ("British comedy"): a
+    weak search anchor."""
     if " " in span.strip() or not span.lower().endswith(_ADJECTIVE_ENDINGS):
         return False
     match = re.search(rf"(?<!\w){re.escape(span)}\s+([a-z][\w-]*)", text)
@@ -342,11 +311,8 @@ def is_modifier(text: str, span: str) -> bool:
 
 
 def query_entities(query: str) -> list[str]:
-    """The query's entities, most specific first: named spans, then one-word modifiers; no years or numbers.
-
-    A span contained in a longer span of the query is dropped ("Flute Sonata" inside "Flute Sonata in C
-    major"), and a possessive "'s" is removed.
-    """
+    """The query's entities, most specific first: named spans, then one-word modifiers; no years or numbers, no
+    span inside a longer one, no possessive."""
     spans = [s for s in (clean_name(s) for s in entity_spans(query)) if not is_number_or_date(s)]
     kept = [s for s in spans if not any(s != t and f" {normalize(s)} " in f" {normalize(t)} " for t in spans)]
     kept = list(dict.fromkeys(kept))
@@ -354,7 +320,7 @@ def query_entities(query: str) -> list[str]:
     return named + [s for s in kept if s not in named]
 
 
-# -- stems and sentences -----------------------------------------------------------------------------------------
+# -- stems and sentences ---------------------------------------------------------------------------------------------
 
 # One stemmer for the process: Snowball's English (Porter2) rules in PyStemmer. An instance keeps state while it
 # stems and must not be called from two threads at once, so calls take the lock (only for words not cached).

@@ -1,15 +1,14 @@
-"""Chroma reads, vector writes and deletes by id, in batches under Chroma's maximum batch size.
-
-The passage index (:mod:`llama_index_mhop.stores.corpus`) and the graph index's stores both go through these, so the
-batch size and the shape of a batched read are decided once.
-"""
+"""Chroma reads, vector writes and deletes by id, in batches under Chroma's maximum batch size (decided once for
+the passage index and the graph index's stores)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-__all__ = ["CHROMA_BATCH", "all_ids", "delete_ids", "existing_ids", "get_records", "iter_all", "pages", "upsert_vectors"]
+__all__ = [
+    "CHROMA_BATCH", "all_ids", "delete_ids", "existing_ids", "get_records", "iter_all", "pages", "upsert_vectors",
+]
 
 #: Ids per Chroma call: well under Chroma's maximum batch size.
 CHROMA_BATCH = 2000
@@ -27,9 +26,8 @@ def existing_ids(collection: Any, ids: Sequence[str], batch: int = CHROMA_BATCH)
     return found
 
 
-def get_records(
-    collection: Any, ids: Sequence[str], include: list[str], batch: int = CHROMA_BATCH
-) -> dict[str, dict[str, Any]]:
+def get_records(collection: Any, ids: Sequence[str], include: list[str],
+                batch: int = CHROMA_BATCH) -> dict[str, dict[str, Any]]:
     """``{id: {field: value}}`` for the ids present in the collection (``include`` names the fields)."""
     out: dict[str, dict[str, Any]] = {}
     for chunk in _batches(ids, batch):
@@ -52,11 +50,8 @@ def delete_ids(collection: Any, ids: Sequence[str], batch: int = CHROMA_BATCH) -
 
 
 def all_ids(collection: Any) -> list[str]:
-    """Every record id of the collection, in one read.
-
-    Ids alone are small (about 100 bytes each), and paging by offset would make the store skip every earlier row
-    again for each page: at a million records, half an hour of pages where one read takes seconds.
-    """
+    """Every record id of the collection, in one read: ids are small, and paging by offset would make the store
+    skip every earlier row again for each page (half an hour at a million records, where one read takes seconds)."""
     return list(collection.get(include=[])["ids"])
 
 

@@ -1,7 +1,5 @@
-"""Corpora as LlamaIndex documents and passages: loading, doc ids, content hashes, chunking.
-
-A document's doc id is what it is known by across syncs (see :func:`read_corpus`); a passage's id is a hash of
-its document's id and its own content, so the same corpus always gives the same ids in every store and process.
+"""Corpora as LlamaIndex documents and passages: loading, doc ids, content hashes, chunking. A passage's id is a
+hash of its document's id and its own content: the same corpus gives the same ids in every store and process.
 """
 
 from __future__ import annotations
@@ -23,21 +21,9 @@ from llama_index.core.schema import BaseNode, TextNode, TransformComponent
 from ..rules.text import escape_controls
 
 __all__ = [
-    "SKIP_MARK",
-    "PassageChunker",
-    "no_text_error",
-    "DEFAULT_CHUNK_OVERLAP",
-    "DEFAULT_CHUNK_SIZE",
-    "DEFAULT_MAX_FILE_BYTES",
-    "CorpusError",
-    "SkippedFile",
-    "chunk_documents",
-    "content_hash",
-    "join_sentences",
-    "load_documents",
-    "make_document",
-    "read_corpus",
-    "stable_id",
+    "SKIP_MARK", "PassageChunker", "no_text_error", "DEFAULT_CHUNK_OVERLAP", "DEFAULT_CHUNK_SIZE",
+    "DEFAULT_MAX_FILE_BYTES", "CorpusError", "SkippedFile", "chunk_documents", "content_hash", "join_sentences",
+    "load_documents", "make_document", "read_corpus", "stable_id",
 ]
 
 logger = logging.getLogger(__name__)
@@ -48,8 +34,7 @@ SKIP_MARK = "corpus_file_skipped"
 DEFAULT_CHUNK_SIZE = 256
 DEFAULT_CHUNK_OVERLAP = 32
 _TEXT_SUFFIXES = {".txt", ".md", ".rst"}
-#: Largest file of a corpus folder that is read (a larger one is named and skipped): 5 MB of text is thousands of
-#: passages, more often a log or a dump that landed in the folder than a document.
+#: Largest file of a corpus folder that is read (5 MB of text is more often a log or a dump than a document).
 DEFAULT_MAX_FILE_BYTES = 5 * 1024 * 1024
 
 
@@ -77,15 +62,8 @@ def content_hash(title: str, text: str) -> str:
 
 
 def make_document(title: str, text: str, doc_id: str | None = None, **metadata: Any) -> Document:
-    """A LlamaIndex Document with the title in its metadata.
-
-    Args:
-        title: the document's title (embedded with its text).
-        text: the document's text.
-        doc_id: what the document is known by across syncs (a file's relative path, a record's id); default the
-            hash of its content, for corpora whose documents never change.
-        **metadata: more metadata, kept out of what is embedded and shown to an LLM.
-    """
+    """A LlamaIndex Document with the title in its metadata (embedded with its text); ``doc_id`` is what it is
+    known by across syncs (default: its content hash); other ``metadata`` is neither embedded nor shown to an LLM."""
     return Document(
         text=text,
         id_=doc_id or content_hash(title, text),
@@ -135,41 +113,32 @@ def _from_json(path: Path) -> list[Document]:
         data = json.loads(_read_text(path))
     except (json.JSONDecodeError, RecursionError) as exc:  # deep nesting overflows the decoder
         raise CorpusError(f"{path}: not valid JSON ({exc})") from exc
-    titles: list[str] = []
-    texts: list[str] = []
-    given: list[str | None] = []
+    records: list[tuple[str, str, str | None]] = []  # title, text, the record's own id
     if isinstance(data, dict):  # {title: [sentences]} or {title: text}
-        for title, body in data.items():
-            titles.append(str(title))
-            texts.append(_record_text(body))
-            given.append(None)
+        records = [(str(title), _record_text(body), None) for title, body in data.items()]
     elif isinstance(data, list):
         for position, record in enumerate(data):
             if isinstance(record, str):
-                titles.append("")
-                texts.append(record)
-                given.append(None)
+                records.append(("", record, None))
             elif isinstance(record, dict) and ("text" in record or "paragraph_text" in record):
-                title = record.get("title")
-                titles.append("" if title is None else str(title))
-                texts.append(_record_text(record.get("text", record.get("paragraph_text"))))
+                title = "" if record.get("title") is None else str(record["title"])
+                text = _record_text(record.get("text", record.get("paragraph_text")))
                 record_id = next((record[f] for f in _RECORD_ID_FIELDS if record.get(f) is not None), None)
-                given.append(None if record_id is None else str(record_id))
+                records.append((title, text, None if record_id is None else str(record_id)))
             else:
                 raise CorpusError(f"{path}: record {position} has no 'text' field")
     else:
         raise CorpusError(f"{path}: expected a JSON list of {{title, text}} records or a {{title: text}} object")
+    titles, texts, given = [r[0] for r in records], [r[1] for r in records], [r[2] for r in records]
     ids = _record_ids(titles, texts, given)
     return [make_document(t, x, doc_id=d) for t, x, d in zip(titles, texts, ids, strict=True)]
 
 
 @dataclass(frozen=True)
 class SkippedFile:
-    """A file of a corpus folder that was not indexed, and why. ``path`` is absolute: the folder resolved (as a
-    sync resolves its source) joined with the file's path within it, so ``path.relative_to(folder.resolve())`` is
-    the file's doc id whether the folder was given as a relative or an absolute path. ``empty``: the file was read
-    and holds no text, so a sync removes what was indexed of it (any other skipped file keeps its indexed version:
-    it was not read)."""
+    """A file of a corpus folder that was not indexed, and why. ``path`` is the resolved folder joined with the
+    file's path in it (``path.relative_to(folder.resolve())`` is its doc id); ``empty``: it was read and holds no
+    text, so a sync removes what was indexed of it (any other skipped file keeps its indexed version)."""
 
     path: Path
     reason: str
@@ -183,11 +152,8 @@ def _read_file(file: Path, doc_id: str) -> list[Document]:
 
 
 def _folder_files(path: Path) -> tuple[list[Path], set[Path]]:
-    """The files of a corpus folder, and those of them not read because of their kind.
-
-    A folder is a folder of text files (searched recursively) or, when it has none, of JSON corpus files (at its
-    top). JSON files among text files are named rather than ignored in silence.
-    """
+    # A folder of text files (recursively), else of JSON corpus files (at its top); JSON files among text files
+    # are returned as not read, to be named rather than ignored in silence.
     texts, jsons = [], []
     for file in path.rglob("*"):
         suffix = file.suffix.lower()
@@ -199,7 +165,6 @@ def _folder_files(path: Path) -> tuple[list[Path], set[Path]]:
 
 
 def _not_read(file: Path, root: Path, follow_symlinks: bool, max_file_bytes: int | None) -> str | None:
-    """Why a file of the folder ``root`` is skipped before it is read, or None."""
     if not follow_symlinks and not file.resolve().is_relative_to(root):
         return (f"{file}: a symbolic link to a file outside the corpus folder, not followed "
                 "(follow_symlinks=True, or mhop index --follow-symlinks, follows it)")
@@ -253,27 +218,16 @@ def read_corpus(
     source: str | os.PathLike[str] | Sequence[Document], strict: bool = False, follow_symlinks: bool = False,
     max_file_bytes: int | None = DEFAULT_MAX_FILE_BYTES, allow_empty_folder: bool = False,
 ) -> tuple[list[Document], list[SkippedFile]]:
-    """Documents from a list of LlamaIndex ``Document``, a folder of text files, or a JSON corpus file, and the
-    files of a folder that were skipped.
+    """Documents from a list of LlamaIndex ``Document``, a folder of text files, or a JSON corpus file (a list of
+    ``{"title", "text"}`` records or of strings, or ``{title: text}``; a text may be a list of sentences), and
+    the files of a folder that were skipped.
 
-    Each document's ``id_`` is its doc id for syncs: a file's path relative to the folder, a JSON record's
-    ``id``/``_id``/``idx`` field, else its title (title and content hash when several records share a title).
-
-    JSON corpora may be a list of ``{"title", "text"}`` records (``text`` a string or a list of sentences),
-    a list of strings, or an object mapping titles to text or sentences. A text file's title is its stem; in a
-    folder its doc id is its path relative to the folder, so an edited file keeps its id.
-
-    A file of a folder that is not read is skipped with a WARNING naming it and why, and returned among the
-    skipped files; the rest is indexed. With ``strict`` it is an error. A file is not read when it cannot be (not
-    UTF-8, not valid JSON, a record without text), when it is larger than ``max_file_bytes``, when it is a JSON
-    file among text files, or when it is a symbolic link to a file outside the folder (unless
-    ``follow_symlinks``), or when it holds no text (an empty file). A file given alone is read whatever its size.
-    With ``allow_empty_folder`` a folder without text gives no documents rather than an error (a sync that
-    mirrors a folder whose files were all removed; it refuses a folder that never held any).
-
-    Raises:
-        CorpusError: the path does not exist, a file given alone (or any file, with ``strict``) cannot be read,
-            or the corpus holds no text.
+    A doc id (``id_``) is a file's path relative to the folder (a text file's title is its stem), a JSON record's
+    ``id``/``_id``/``idx``, else its title (with its content hash when titles repeat). A folder's file that cannot
+    be read, is over ``max_file_bytes``, is JSON among text files, links outside the folder (unless
+    ``follow_symlinks``) or holds no text is skipped with a WARNING (with ``strict``, an error). With
+    ``allow_empty_folder`` a folder without text gives no documents rather than an error. CorpusError when the
+    path does not exist, a file given alone (or any, with ``strict``) cannot be read, or there is no text.
     """
     skipped: list[SkippedFile] = []
     if isinstance(source, (str, os.PathLike)):
@@ -307,19 +261,13 @@ def load_documents(
     source: str | os.PathLike[str] | Sequence[Document], strict: bool = False, follow_symlinks: bool = False,
     max_file_bytes: int | None = DEFAULT_MAX_FILE_BYTES,
 ) -> list[Document]:
-    """The documents of :func:`read_corpus` (a folder's files that are not read are skipped with a WARNING, or
-    refused with ``strict``).
-
-    Raises:
-        CorpusError: see :func:`read_corpus`.
-    """
+    """The documents of :func:`read_corpus` (CorpusError as it raises)."""
     return read_corpus(source, strict, follow_symlinks, max_file_bytes)[0]
 
 
 class PassageChunker(TransformComponent):
-    """:func:`chunk_documents` as a LlamaIndex transformation: the one an index of this package runs on the
-    documents it is given (its ``insert`` verbs call :func:`chunk_documents` themselves). Handed to ``BaseIndex``,
-    it also spares opening an index the build of LlamaIndex's default splitter and its tokenizer."""
+    """:func:`chunk_documents` as a LlamaIndex transformation, the one this package's indexes run (it also spares
+    opening an index the build of LlamaIndex's default splitter and its tokenizer)."""
 
     chunk_size: int = DEFAULT_CHUNK_SIZE
     chunk_overlap: int = DEFAULT_CHUNK_OVERLAP

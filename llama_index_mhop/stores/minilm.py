@@ -1,10 +1,5 @@
-"""The packaged all-MiniLM-L6-v2 sentence embedder, run in numpy.
-
-The model is a 6-layer BERT encoder followed by mean pooling and L2 normalisation (sentence-transformers'
-pipeline for this model). Running those few matrix products in numpy gives the vectors torch gives (cosine 1.0 to
-six decimals) without importing torch, transformers and sentence-transformers, which cost a command most of its
-start-up. The tokenizer is the model's own ``tokenizer.json`` read by Hugging Face ``tokenizers``; the weights are
-its ``model.safetensors`` read by ``safetensors``.
+"""The packaged all-MiniLM-L6-v2 sentence embedder (a 6-layer BERT encoder, mean pooling, L2 norm), run in numpy:
+torch's vectors (cosine 1.0 to six decimals) without the start-up of torch, transformers and sentence-transformers.
 """
 
 from __future__ import annotations
@@ -23,12 +18,8 @@ MAX_TOKENS = 256
 
 
 class MiniLMEmbedding(BaseEmbedding):
-    """A BERT-style sentence-transformers model (mean pooling, normalised) from a local folder, in numpy.
-
-    Args:
-        model_name: the model folder (``config.json``, ``tokenizer.json``, ``model.safetensors``).
-        embed_batch_size: texts embedded in one forward pass.
-    """
+    """A BERT-style sentence-transformers model (mean pooling, normalised) from a local folder
+    (``config.json``, ``tokenizer.json``, ``model.safetensors``), in numpy."""
 
     model_name: str = Field(description="the model folder")
     max_length: int = Field(default=MAX_TOKENS, description="tokens kept of each text")
@@ -53,9 +44,6 @@ class MiniLMEmbedding(BaseEmbedding):
 
     async def _aget_query_embedding(self, query: str) -> list[float]:
         return self._get_query_embedding(query)
-
-    async def _aget_text_embedding(self, text: str) -> list[float]:
-        return self._get_text_embedding(text)
 
     async def _aget_text_embeddings(self, texts: list[str]) -> list[list[float]]:
         return self._get_text_embeddings(texts)  # one batched pass, not a task a text

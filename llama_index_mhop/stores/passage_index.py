@@ -1,5 +1,4 @@
-"""The package's Chroma passage index as a LlamaIndex ``VectorStoreIndex`` whose document verbs keep one version of
-each document."""
+"""The package's Chroma passage index as a LlamaIndex ``VectorStoreIndex``."""
 
 from __future__ import annotations
 
@@ -12,10 +11,10 @@ from llama_index.core import Document, VectorStoreIndex
 from llama_index.vector_stores.chroma import ChromaVectorStore
 
 from ..rules.counters import count
+from .corpus import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, content_hash
 from .guarded_store import GuardedChromaVectorStore
 from .passage_rows import distinct_documents, documents_in_rows, versioned_nodes
 from .rwlock import collection_lock
-from .corpus import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, content_hash
 from .sync import IncomingDocument, plan_sync
 
 __all__ = ["PassageIndex", "passage_collection", "writing"]
@@ -25,16 +24,10 @@ class PassageIndex(VectorStoreIndex):
     """The package's Chroma passage index: a ``VectorStoreIndex`` whose document verbs keep one version of each
     document.
 
-    LlamaIndex's ``insert``, ``refresh_ref_docs`` and ``update_ref_doc`` decide from a docstore that a vector store
-    keeping its text (Chroma) leaves empty, so on a plain index an edited document's passages are added beside the
-    old ones. Here they read what is indexed where it is recorded, in the passage rows (each carries its document
-    version's content hash, :mod:`llama_index_mhop.stores.sync`): a changed document's passages replace the old ones, an
-    unchanged one is left alone and not embedded again, and the rows are those ``sync_vector_index`` writes, so the
-    next sync of the same folder finds the document unchanged. ``delete_ref_doc`` is LlamaIndex's own.
-
-    Attributes:
-        chunk_size: passage size in tokens of documents these verbs index (the sync's, or the default).
-        chunk_overlap: tokens shared by neighbouring chunks.
+    LlamaIndex's ``insert``, ``refresh_ref_docs`` and ``update_ref_doc`` read a docstore that Chroma leaves empty,
+    so an edited document's passages would be added beside the old ones. Here they read the passage rows (each
+    carries its document version's hash): a changed document's passages replace the old ones, an unchanged one is
+    not embedded again, and the rows are those a sync writes. ``chunk_size`` and ``chunk_overlap`` are the sync's.
     """
 
     chunk_size: int = DEFAULT_CHUNK_SIZE
@@ -47,8 +40,7 @@ class PassageIndex(VectorStoreIndex):
         self._replace([document])
 
     def refresh_ref_docs(self, documents: Sequence[Document], **update_kwargs: Any) -> list[bool]:
-        """Index the documents that are new or changed (their passages replacing the old version's); one flag per
-        document, True where it was (re)indexed."""
+        """Index the new and changed documents; one flag per document, True where it was (re)indexed."""
         return self._replace(documents)
 
     async def ainsert(self, document: Document, **insert_kwargs: Any) -> None:

@@ -1,8 +1,5 @@
-"""What a passage row of the Chroma index records about its document, written with each passage and read back.
-
-Every passage row carries its document's id (LlamaIndex's ``document_id``), the content hash of the document version
-it came from, how many passages that version has, and the folder or file it was indexed from; that is all a sync
-needs to know (:mod:`llama_index_mhop.stores.sync`), so no registry is kept beside the store.
+"""What a passage row of the Chroma index records about its document (its id, the content hash and passage count of
+its version, the folder or file it came from): all a sync needs to know, written with each passage and read back.
 """
 
 from __future__ import annotations
@@ -21,15 +18,8 @@ from .corpus import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, CorpusError, chun
 from .sync import StoredDocument
 
 __all__ = [
-    "DOC_HASH_KEY",
-    "DOC_PASSAGES_KEY",
-    "SOURCE_KEY",
-    "distinct_documents",
-    "documents_in_rows",
-    "passage_nodes",
-    "row_source",
-    "stored_documents",
-    "versioned_nodes",
+    "DOC_HASH_KEY", "DOC_PASSAGES_KEY", "SOURCE_KEY", "distinct_documents", "documents_in_rows", "passage_nodes",
+    "row_source", "stored_documents", "versioned_nodes",
 ]
 
 #: Row metadata a sync reads: the document version's content hash, its passage count, and its source.
@@ -79,18 +69,11 @@ def versioned_nodes(documents: Sequence[Document], source: str | None, chunk_siz
 
 
 def passage_nodes(
-    documents: Sequence[Document],
-    source: str | os.PathLike[str] | Sequence[Document] | None = None,
-    chunk_size: int = DEFAULT_CHUNK_SIZE,
-    chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
+    documents: Sequence[Document], source: str | os.PathLike[str] | Sequence[Document] | None = None,
+    chunk_size: int = DEFAULT_CHUNK_SIZE, chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
 ) -> list[TextNode]:
-    """The passages of ``documents`` exactly as this index stores them: the same ids and the same metadata (the
-    document version's hash, its passage count and, for a folder or file ``source``, that source).
-
-    The graph index chunks its documents through this too, so a passage it stores itself is the same node as the
-    passage index's: LlamaIndex's fusion (``QueryFusionRetriever``) tells nodes apart by ``node.hash``, which
-    covers the metadata, and merges the two only when it matches.
-    """
+    """The passages of ``documents`` exactly as this index stores them (ids and metadata), so the graph index's own
+    passages are the same nodes: LlamaIndex's fusion merges nodes only when their ``node.hash`` (metadata too) match."""
     return versioned_nodes(documents, row_source(source) if source is not None else None, chunk_size,
                            chunk_overlap)
 

@@ -1,36 +1,21 @@
 """The sync rule every store of the package follows, as pure functions over document ids and content hashes.
 
-A document is known by its doc id (a folder's file: its path relative to the folder; a JSON corpus record: its
-id, else its title; in the API: ``Document.id_``; either prefixed by its folder or file when another source holds
-that id, :func:`source_doc_ids`) and the hash of its content. Indexing a set of documents
-
-* adds the documents the store does not hold,
-* replaces the ones whose stored content differs (or whose stored rows are incomplete: an interrupted write),
-* leaves the rest untouched (nothing is embedded again), and
-* when mirroring a source, removes the documents previously indexed from that source that are gone from it;
-  documents from other sources are never touched.
-
-A store describes what it holds as :class:`StoredDocument` records; :func:`plan_sync` turns them and the incoming
-documents into a :class:`SyncPlan`. Since every step of applying a plan is idempotent (content ids, deletes by doc
-id and hash), applying it again after a crash converges to the state of an uninterrupted sync.
+A document is known by its doc id (:func:`source_doc_ids`) and the hash of its content. Indexing adds the
+documents the store does not hold, replaces those whose stored content differs or is incomplete (an interrupted
+write), leaves the rest untouched, and, when mirroring a source, removes that source's documents gone from it.
+Every step of applying a :class:`SyncPlan` is idempotent, so applying it again after a crash converges.
 """
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import PurePosixPath
 
 __all__ = [
-    "IncomingDocument",
-    "StoredDocument",
-    "SyncPlan",
-    "UnknownDocumentError",
-    "match_doc_ids",
-    "plan_sync",
-    "resolve_doc_id",
-    "source_doc_ids",
+    "IncomingDocument", "StoredDocument", "SyncPlan", "UnknownDocumentError", "match_doc_ids", "plan_sync",
+    "resolve_doc_id", "source_doc_ids",
 ]
 
 
@@ -44,14 +29,8 @@ class IncomingDocument:
 
 @dataclass
 class StoredDocument:
-    """What a store holds of one document.
-
-    Attributes:
-        passages_by_hash: how many passages of each content version are stored (two versions, or a count short
-            of ``expected_passages``, mean a write was interrupted).
-        expected_passages: how many passages the stored version was split into when it was written.
-        source: the folder or file the document was indexed from, if any.
-    """
+    """What a store holds of one document: its passages per content version (two versions, or fewer than
+    ``expected_passages``, mean an interrupted write) and the folder or file it was indexed from."""
 
     doc_id: str
     passages_by_hash: dict[str, int] = field(default_factory=dict)
@@ -81,25 +60,13 @@ class SyncPlan:
 
     def counts(self) -> dict[str, int]:
         """``{"added": n, "updated": n, "removed": n, "unchanged": n}``."""
-        return {
-            "added": len(self.added),
-            "updated": len(self.updated),
-            "removed": len(self.removed),
-            "unchanged": len(self.unchanged),
-        }
+        return {name: len(ids) for name, ids in asdict(self).items()}
 
 
-def plan_sync(
-    incoming: Sequence[IncomingDocument],
-    stored: Mapping[str, StoredDocument],
-    mirror_source: str | None = None,
-) -> SyncPlan:
-    """The plan that brings a store holding ``stored`` to the state ``incoming`` asks for.
-
-    Args:
-        incoming: the documents to index; doc ids must be unique.
-        stored: what the store holds, by doc id.
-        mirror_source: when given, stored documents of this source that are not in ``incoming`` are removed.
+def plan_sync(incoming: Sequence[IncomingDocument], stored: Mapping[str, StoredDocument],
+              mirror_source: str | None = None) -> SyncPlan:
+    """The plan that brings a store holding ``stored`` (by doc id) to what ``incoming`` asks for; with
+    ``mirror_source``, that source's stored documents not in ``incoming`` are removed.
 
     Raises:
         ValueError: two incoming documents share a doc id.
@@ -124,13 +91,8 @@ def plan_sync(
 
 
 def source_doc_ids(doc_ids: Iterable[str], stored: Mapping[str, StoredDocument], source: str) -> dict[str, str]:
-    """The doc id each document read from ``source`` (a folder or file) is stored under, by the id it was read
-    with (a file's path relative to the folder, a record's id or title).
-
-    A document keeps the id it was read with unless another source, or the API, holds a document of that id:
-    then its id is ``source/id`` (``/corpora/B/notes.txt`` beside ``notes.txt`` indexed from ``/corpora/A``), so
-    two folders with the same file names keep both documents. A document once stored under either id keeps it, so
-    a store indexed before this rule syncs with nothing embedded again, and ids never flip between syncs.
+    """The doc id each document read from ``source`` is stored under, by the id it was read with: that id, unless
+    another source (or the API) holds it, then ``source/id``; a document once stored under either keeps it.
 
     Raises:
         ValueError: ``source/id`` too is held by another source (nothing is written).
@@ -164,12 +126,10 @@ def _file_name(doc_id: str) -> str:
 
 
 def resolve_doc_id(doc_id: str, known: Iterable[str]) -> str:
-    """The known doc id ``doc_id`` names: itself, or the one document whose file name it is
-    (``"Pat Hingle.txt"`` for ``"people/Pat Hingle.txt"``).
+    """The known doc id ``doc_id`` names: itself, or the one document whose file name it is.
 
     Raises:
-        UnknownDocumentError: no document has this id or file name (the message lists close matches, by id and
-            by file name), or the file name is ambiguous (the message lists the documents it names).
+        UnknownDocumentError: no document has this id or file name (close matches listed), or several have.
     """
     ids = sorted(set(known))
     if doc_id in ids:
@@ -182,20 +142,17 @@ def resolve_doc_id(doc_id: str, known: Iterable[str]) -> str:
                                    "give the full doc id")
     close = difflib.get_close_matches(doc_id, ids, n=_CLOSE_MATCHES, cutoff=0.6)
     names = {_file_name(k): k for k in ids}
-    close += [names[n] for n in difflib.get_close_matches(doc_id, list(names), n=_CLOSE_MATCHES) if names[n] not in close]
-    hint = f"; close matches: {', '.join(close[:_CLOSE_MATCHES])}" if close else f"; the index holds {len(ids)} documents"
+    by_file_name = difflib.get_close_matches(doc_id, list(names), n=_CLOSE_MATCHES)
+    close += [names[n] for n in by_file_name if names[n] not in close]
+    hint = (f"; close matches: {', '.join(close[:_CLOSE_MATCHES])}" if close
+            else f"; the index holds {len(ids)} documents")
     raise UnknownDocumentError(f"no passage or document with id {doc_id!r}{hint}")
 
 
 def match_doc_ids(requested: Iterable[str], known: Iterable[str],
                   missing: list[UnknownDocumentError] | None = None) -> list[str]:
-    """:func:`resolve_doc_id` for each of ``requested``; nothing is resolved unless all are, or, given a
-    ``missing`` list, an id that names no document (one a delete killed part-way already removed) is left out and
-    its error appended there. A file name naming several documents is refused either way.
-
-    Raises:
-        UnknownDocumentError: see :func:`resolve_doc_id`.
-    """
+    """:func:`resolve_doc_id` for each of ``requested`` (raising as it does); given a ``missing`` list, an id that
+    names no document is left out and its error appended there instead."""
     known_ids = set(known)
     names = {_file_name(k) for k in known_ids}
     resolved = []

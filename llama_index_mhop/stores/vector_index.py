@@ -1,10 +1,7 @@
 """The Chroma passage index: kept in step with a corpus, guarded against half-done syncs, opened again later.
 
-Chroma owns its data: each passage row records its document's id, version and source (:mod:`llama_index_mhop.
-passage_rows`), so no registry is kept beside the store. The index these functions return is a
-:class:`~llama_index_mhop.stores.passage_index.PassageIndex` over the guarded store; an embedder is checked against the
-stored vectors first (:mod:`llama_index_mhop.stores.dimension_check`). Those modules' public names are importable from here
-too.
+Each passage row records its document's id, version and source (:mod:`~llama_index_mhop.stores.passage_rows`), so no
+registry is kept beside the store; an embedder is checked against the stored vectors first.
 """
 
 from __future__ import annotations
@@ -21,25 +18,9 @@ from llama_index.core import Document, VectorStoreIndex
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.schema import BaseNode, TextNode
 
-from .chroma_batches import iter_all
 from ..rules.counters import count
-from .dimension_check import (
-    EmbeddingDimensionError,
-    check_embedding_dimension,
-    embedder_name,
-    embedding_dimension,
-)
-from .guarded_store import GuardedChromaVectorStore, sync_log
-from .passage_index import PassageIndex, passage_collection, writing
-from .passage_rows import (
-    SOURCE_KEY,
-    distinct_documents,
-    passage_nodes,
-    row_source,
-    stored_documents,
-    versioned_nodes,
-)
-from .rwlock import collection_lock
+from ..rules.terminal import progress
+from .chroma_batches import iter_all
 from .corpus import (
     DEFAULT_CHUNK_OVERLAP,
     DEFAULT_CHUNK_SIZE,
@@ -51,6 +32,18 @@ from .corpus import (
     no_text_error,
     read_corpus,
 )
+from .dimension_check import EmbeddingDimensionError, check_embedding_dimension
+from .guarded_store import GuardedChromaVectorStore, sync_log
+from .passage_index import PassageIndex, passage_collection, writing
+from .passage_rows import (
+    SOURCE_KEY,
+    distinct_documents,
+    passage_nodes,
+    row_source,
+    stored_documents,
+    versioned_nodes,
+)
+from .rwlock import collection_lock
 from .sync import (
     IncomingDocument,
     StoredDocument,
@@ -60,27 +53,11 @@ from .sync import (
     plan_sync,
     source_doc_ids,
 )
-from ..rules.terminal import progress
 
 __all__ = [
-    "DEFAULT_COLLECTION",
-    "EmbeddingDimensionError",
-    "GuardedChromaVectorStore",
-    "IndexingInterrupted",
-    "PassageIndex",
-    "SyncResult",
-    "all_passages",
-    "build_vector_index",
-    "check_embedding_dimension",
-    "delete_documents",
-    "describe_collection",
-    "embedder_name",
-    "embedding_dimension",
-    "load_vector_index",
-    "passage_collection",
-    "passage_nodes",
-    "stored_documents",
-    "sync_vector_index",
+    "DEFAULT_COLLECTION", "EmbeddingDimensionError", "IndexingInterrupted", "PassageIndex", "SyncResult",
+    "all_passages", "build_vector_index", "delete_documents", "describe_collection", "load_vector_index",
+    "passage_collection", "passage_nodes", "stored_documents", "sync_vector_index",
 ]
 
 logger = logging.getLogger(__name__)
@@ -96,10 +73,15 @@ def _chroma_collection(client: Any, name: str) -> Any:
     return client.get_or_create_collection(name, metadata={"hnsw:space": "cosine"})
 
 
+def _existing_collection(client: Any, name: str) -> Any:
+    if name not in {getattr(c, "name", c) for c in client.list_collections()}:
+        raise CorpusError(f"no Chroma collection {name!r}; index a corpus first (mhop index PATH)")
+    return client.get_collection(name)
+
+
 @dataclass(frozen=True)
 class SyncResult:
-    """What :func:`sync_vector_index` did: the index, the documents added, updated, removed and left alone, and
-    the files of a folder that could not be read (their indexed version, if any, stays)."""
+    """What :func:`sync_vector_index` did: the index, its plan, and the folder's files that were skipped."""
 
     index: VectorStoreIndex
     plan: SyncPlan
@@ -107,43 +89,22 @@ class SyncResult:
 
 
 def sync_vector_index(
-    source: str | os.PathLike[str] | Sequence[Document],
-    collection_name: str = DEFAULT_COLLECTION,
-    chroma_client: Any = None,
-    persist_path: str | os.PathLike[str] | None = None,
-    embed_model: BaseEmbedding | None = None,
-    chunk_size: int = DEFAULT_CHUNK_SIZE,
-    chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
-    show_progress: bool = True,
-    insert_batch_size: int = 256,
-    delete_missing: bool = False,
-    strict: bool = False,
-    follow_symlinks: bool = False,
+    source: str | os.PathLike[str] | Sequence[Document], collection_name: str = DEFAULT_COLLECTION,
+    chroma_client: Any = None, persist_path: str | os.PathLike[str] | None = None,
+    embed_model: BaseEmbedding | None = None, chunk_size: int = DEFAULT_CHUNK_SIZE,
+    chunk_overlap: int = DEFAULT_CHUNK_OVERLAP, show_progress: bool = True, insert_batch_size: int = 256,
+    delete_missing: bool = False, strict: bool = False, follow_symlinks: bool = False,
     max_file_bytes: int | None = DEFAULT_MAX_FILE_BYTES,
 ) -> SyncResult:
     """Bring the Chroma passage collection in step with a corpus (the rule of :mod:`llama_index_mhop.stores.sync`).
 
-    New documents are added, changed ones replaced (their old passages deleted), unchanged ones left alone: only
-    the passages of added and changed documents are embedded. With ``delete_missing``, documents previously
-    indexed from the same folder or file that are gone from it are removed; documents from other sources never
-    are. Every step is idempotent, so after a crash the same call resumes to the state of an uninterrupted sync.
-    In this process, queries through the returned index wait for the sync and never see half of it.
-
-    Args:
-        source: documents, a folder of text files, or a JSON corpus (see :func:`load_documents`).
-        collection_name: the Chroma collection of passages.
-        chroma_client: a Chroma client; default :func:`~llama_index_mhop.stores.defaults.default_chroma_client`.
-        persist_path: the embedded store's directory when no client is given.
-        embed_model: the embedder; default :func:`~llama_index_mhop.stores.defaults.resolve_embed_model`.
-        chunk_size: passage size in tokens; longer documents are split, never truncated.
-        chunk_overlap: tokens shared by neighbouring chunks of one document.
-        show_progress: show a progress bar while embedding.
-        insert_batch_size: passages embedded and written per batch.
-        delete_missing: mirror a folder or file source (remove what is gone from it).
-        strict: refuse a corpus folder with a file that is not read (default: skip it with a WARNING; a
-            skipped file's passages stay as they were).
-        follow_symlinks: read a folder's symbolic links to files outside it (default: skip them).
-        max_file_bytes: the largest file of a folder that is read (None: no limit).
+    New documents are added, changed ones replaced, unchanged ones left alone (not embedded again); with
+    ``delete_missing``, documents gone from the same folder or file are removed. Every step is idempotent, so after
+    a crash the same call resumes; queries in this process never see half a sync. ``source``, ``strict``,
+    ``follow_symlinks`` and ``max_file_bytes`` are :func:`~llama_index_mhop.stores.corpus.read_corpus`'s; the client
+    defaults to :func:`~llama_index_mhop.stores.defaults.default_chroma_client` (at ``persist_path``), the embedder
+    to :func:`~llama_index_mhop.stores.defaults.resolve_embed_model`'s; ``insert_batch_size`` passages are embedded
+    and written at a time.
 
     Raises:
         CorpusError: the corpus is empty (a folder with ``delete_missing`` may be) or unreadable.
@@ -199,10 +160,8 @@ def sync_vector_index(
 
 def _unread_doc_ids(collection: Any, skipped: Sequence[SkippedFile], source_key: str | None,
                     held: dict[str, StoredDocument]) -> set[str]:
-    """The stored documents of the files a folder's sync skipped, which it must keep: a text file's own doc id
-    and, when a JSON file was skipped, every JSON record indexed from the folder. A row does not say which of the
-    folder's JSON files its record came from (only text files' rows carry a ``file_path``), so records gone from
-    the folder's other JSON files are removed by the next sync that reads every file."""
+    # What a sync must keep of the files it skipped: a text file's doc id and, when a JSON file was skipped, every
+    # JSON record of the folder (a row does not say which JSON file it came from; only text rows carry file_path).
     skipped = [f for f in skipped if not f.empty]  # an empty file was read: its indexed version goes
     if not skipped or source_key is None:
         return set()
@@ -223,15 +182,9 @@ def _record_sync(client: Any, collection_name: str, plan: SyncPlan) -> None:
 
 
 def describe_collection(client: Any, collection_name: str = DEFAULT_COLLECTION) -> dict[str, Any]:
-    """What a passage collection holds: documents, passages, sources, and the time and counts of the last sync.
-
-    Raises:
-        CorpusError: no such collection.
-    """
-    names = {getattr(c, "name", c) for c in client.list_collections()}
-    if collection_name not in names:
-        raise CorpusError(f"no Chroma collection {collection_name!r}; index a corpus first (mhop index PATH)")
-    collection = client.get_collection(collection_name)
+    """What a passage collection holds: documents, passages, sources, and the time and counts of the last sync
+    (CorpusError when there is no such collection)."""
+    collection = _existing_collection(client, collection_name)
     held = stored_documents(collection)
     last = sync_log(client, collection_name).get(ids=["last"], include=["metadatas"])["metadatas"]
     return {
@@ -253,41 +206,22 @@ def _insert(index: VectorStoreIndex, nodes: list[TextNode], client: Any, name: s
         try:
             index.insert_nodes(batch)
         except Exception as exc:  # a store or embedder failure of any kind: say where it stopped
-            raise IndexingInterrupted(
-                f"indexing {name!r} stopped after {done} of {len(nodes)} new passages: "
-                f"{describe_client(client)} failed ({type(exc).__name__}: {exc}). The passages written are kept; "
-                "index again to resume."
-            ) from exc
+            raise IndexingInterrupted(f"indexing {name!r} stopped after {done} of {len(nodes)} new passages: "
+                                      f"{describe_client(client)} failed ({type(exc).__name__}: {exc}). The passages "
+                                      "written are kept; index again to resume.") from exc
         done += len(batch)
 
 
 def build_vector_index(source: str | os.PathLike[str] | Sequence[Document], **kwargs: Any) -> VectorStoreIndex:
-    """Build or update the Chroma-backed passage index of a corpus and return it as a ``VectorStoreIndex``.
-
-    :func:`sync_vector_index`, returning just the index: new documents are added, changed ones replaced,
-    unchanged ones left alone, so indexing the same corpus twice adds nothing. ``kwargs`` are
-    :func:`sync_vector_index`'s (``collection_name``, ``chroma_client``, ``embed_model``, ``strict``...).
-    """
+    """:func:`sync_vector_index` (``kwargs`` are its own), returning just the index."""
     return sync_vector_index(source, **kwargs).index
 
 
 def delete_documents(index: VectorStoreIndex, doc_ids: Sequence[str],
                      missing: list[UnknownDocumentError] | None = None) -> list[str]:
-    """Remove documents (by doc id, or by file name alone when unambiguous) from a Chroma passage index.
-
-    Args:
-        index: the passage index.
-        doc_ids: the documents to remove.
-        missing: when given, an id that names no document is left out and its error appended here, and the
-            others are removed: a delete killed between its documents finishes when run again.
-
-    Returns:
-        The doc ids removed.
-
-    Raises:
-        UnknownDocumentError: an id matches no indexed document (the message lists the closest ones), and no
-            ``missing`` list is given; or a file name names several documents.
-    """
+    """Remove documents (by doc id, or by an unambiguous file name) from a Chroma passage index; the doc ids
+    removed. An unknown id raises UnknownDocumentError, or, given a ``missing`` list, is appended there (so a delete
+    killed part-way finishes when run again)."""
     collection = passage_collection(index)
     with writing(index):
         resolved = match_doc_ids(doc_ids, stored_documents(collection), missing)
@@ -297,15 +231,11 @@ def delete_documents(index: VectorStoreIndex, doc_ids: Sequence[str],
 
 
 def load_vector_index(
-    collection_name: str = DEFAULT_COLLECTION,
-    chroma_client: Any = None,
-    persist_path: str | os.PathLike[str] | None = None,
-    embed_model: BaseEmbedding | None = None,
+    collection_name: str = DEFAULT_COLLECTION, chroma_client: Any = None,
+    persist_path: str | os.PathLike[str] | None = None, embed_model: BaseEmbedding | None = None,
 ) -> PassageIndex:
-    """Open an existing Chroma passage collection as a ``VectorStoreIndex``.
-
-    The embedder is ``embed_model``, else the app's ``Settings.embed_model``, else the packaged default; one
-    whose dimension differs from the stored vectors' is refused here rather than at the first query.
+    """Open an existing Chroma passage collection as a ``VectorStoreIndex``; an embedder
+    (:func:`~llama_index_mhop.stores.defaults.resolve_embed_model`) that does not fit it is refused here.
 
     Raises:
         CorpusError: the collection does not exist or is empty.
@@ -314,10 +244,7 @@ def load_vector_index(
     from .defaults import default_chroma_client, resolve_embed_model
 
     client = chroma_client if chroma_client is not None else default_chroma_client(persist_path)
-    names = {getattr(c, "name", c) for c in client.list_collections()}
-    if collection_name not in names:
-        raise CorpusError(f"no Chroma collection {collection_name!r}; index a corpus first (mhop index PATH)")
-    collection = client.get_collection(collection_name)
+    collection = _existing_collection(client, collection_name)
     if collection.count() == 0:
         raise CorpusError(f"Chroma collection {collection_name!r} is empty; index a corpus first")
     embed_model = resolve_embed_model(embed_model)
@@ -328,11 +255,7 @@ def load_vector_index(
 
 def all_passages(index: VectorStoreIndex, batch: int = 5000) -> list[BaseNode]:
     """Every passage stored in a Chroma-backed index (text and metadata, no embeddings)."""
-    return [
-        TextNode(
-            id_=record["id"],
-            text=record["documents"] or "",
-            metadata={k: v for k, v in (record["metadatas"] or {}).items() if not k.startswith("_")},
-        )
-        for record in iter_all(passage_collection(index), ["documents", "metadatas"], batch)
-    ]
+    records = iter_all(passage_collection(index), ["documents", "metadatas"], batch)
+    return [TextNode(id_=record["id"], text=record["documents"] or "",
+                     metadata={k: v for k, v in (record["metadatas"] or {}).items() if not k.startswith("_")})
+            for record in records]
