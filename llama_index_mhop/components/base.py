@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import inspect
 import os
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
@@ -17,13 +16,12 @@ from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle, QueryType
 from pydantic import BaseModel
 
-from ..rules.counters import count
-from ..lm.steps import resolve_lm
 from ..lm.events import step_callbacks
 from ..lm.programs import ProgramSource, load_program, save_program, step_prompts, update_step_prompts
-from ..stores.rwlock import tracking_reads
+from ..lm.steps import resolve_lm
+from ..rules.counters import count
 from ..rules.validation import check_query
-from ..stores.version_marker import READER_WAIT, StoreBusyError
+from ..stores.consistency import aread_one_version, read_one_version
 
 __all__ = ["CheckedQueryRetriever", "ProgramRetriever"]
 
@@ -50,38 +48,13 @@ class CheckedQueryRetriever(BaseRetriever):
         bundle = _checked(str_or_query_bundle)
         count(f"queries_served.{type(self).__name__}")
         with step_callbacks(getattr(self, "callback_manager", None)):
-            deadline = time.monotonic() + READER_WAIT
-            while True:
-                with tracking_reads() as seen:
-                    results = super().retrieve(bundle)
-                if _one_version(seen, deadline):
-                    return results
+            return read_one_version(super().retrieve, bundle)
 
     async def aretrieve(self, str_or_query_bundle: QueryType) -> list[NodeWithScore]:
         bundle = _checked(str_or_query_bundle)
         count(f"queries_served.{type(self).__name__}")
         with step_callbacks(getattr(self, "callback_manager", None)):
-            deadline = time.monotonic() + READER_WAIT
-            while True:
-                with tracking_reads() as seen:
-                    results = await super().aretrieve(bundle)
-                if _one_version(seen, deadline):
-                    return results
-
-
-def _one_version(seen: dict[int, set[tuple[int, ...]]], deadline: float) -> bool:
-    """Whether every store a retrieval searched was read at one version (no sync finished between its searches:
-    see :mod:`~llama_index_mhop.stores.rwlock`); a retrieval that mixed two runs again, the LM steps included, for as long
-    as syncs keep landing between its searches, up to the deadline.
-
-    Raises:
-        StoreBusyError: syncs kept landing between its searches until the deadline.
-    """
-    if all(len(versions) == 1 for versions in seen.values()):
-        return True
-    if time.monotonic() > deadline:
-        raise StoreBusyError(f"syncs kept changing the index during this retrieval for over {READER_WAIT:g} s")
-    return False
+            return await aread_one_version(super().aretrieve, bundle)
 
 
 class ProgramRetriever(CheckedQueryRetriever):

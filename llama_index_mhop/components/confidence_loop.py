@@ -27,7 +27,7 @@ from llama_index.core.base.base_retriever import BaseRetriever
 
 from .flow import StepRunner
 from ..lm.steps import FallbackCounter
-from ..stores.query_batch import BatchSearcher
+from ..stores.search import BatchSearcher
 from .base import ProgramRetriever
 from .confidence_config import ConfidenceLoopConfig
 from .confidence_program import (

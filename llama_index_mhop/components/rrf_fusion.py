@@ -26,7 +26,7 @@ from .flow import AsyncSearchBatch, Flow, Search, SearchBatch, StepRecord
 from .flow_module import FlowModule, NodesAndTrace, Shared
 from ..rules.fusion import anchored_fusion, reciprocal_rank_fusion
 from ..rules.passage_views import PassageView
-from ..stores.query_batch import BatchSearcher
+from ..stores.search import BatchSearcher
 from .query_transforms import PERSPECTIVES_STEP, PerspectiveQueryTransform
 from .base import ProgramRetriever
 from .rrf_config import RRFFusionConfig

@@ -29,7 +29,7 @@ from .dimension_check import (
     embedder_name,
     embedding_dimension,
 )
-from .guarded_store import GuardedChromaVectorStore, sync_log
+from .search import GuardedChromaVectorStore
 from .passage_index import PassageIndex, passage_collection, writing
 from .passage_rows import (
     SOURCE_KEY,
@@ -39,7 +39,7 @@ from .passage_rows import (
     stored_documents,
     versioned_nodes,
 )
-from .rwlock import collection_lock
+from .consistency import collection_lock, sync_log
 from .corpus import (
     DEFAULT_CHUNK_OVERLAP,
     DEFAULT_CHUNK_SIZE,
