@@ -1,13 +1,7 @@
 """Every read of a passage collection sees one whole version of it, in this process and across processes.
 
-- In a process, a readers-writer lock per collection: queries share the read side, a sync holds the write side for
-  its whole change, and a waiting writer blocks new readers so queries cannot starve it.
-- Across processes, the collection's version row in its sync log (a seqlock kept in Chroma): a writer marks it
-  ``writing`` before its first change and sets the next ``generation`` after its last; a search that found it
-  unmarked and unchanged before and after read one whole version, else it waits and searches again. A mark whose
-  ``heartbeat`` went unrenewed for :data:`ABANDONED_AFTER` seconds is a killed writer's: searched through, with a
-  warning, until the next sync resumes it. An embedded store holds its vector index in each process's memory, so
-  a reader refuses (:class:`StaleStoreError`) a collection another process changed: processes share a server.
+- In a process, a readers-writer lock per collection: queries share the read side, a sync holds the write side.
+- Across processes, the collection's version row (a seqlock kept in Chroma, :class:`VersionMarker`).
 - One writer per store folder across processes: an OS file lock naming its holder (:func:`store_lock`).
 - A retrieval of several searches runs again while a sync landed between two of them (:func:`read_one_version`),
   rather than hold the read side, and stall every sync, across its LM calls.
@@ -21,17 +15,15 @@ import os
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from filelock import FileLock, Timeout
 
-__all__ = ["ABANDONED_AFTER", "DEFAULT_LOCK_TIMEOUT", "LOCK_FILE", "READER_WAIT", "ReadOnlyStoreError",
-           "ReadWriteLock", "StaleStoreError", "StoreBusyError", "StoreLockedError", "Version", "VersionMarker",
-           "aread_one_version", "collection_lock", "read_guarded", "read_one_version", "store_lock", "sync_log",
-           "version_marker"]
+__all__ = ["ReadOnlyStoreError", "StaleStoreError", "StoreBusyError", "StoreLockedError", "VersionMarker",
+           "aread_one_version", "collection_lock", "read_guarded", "read_one_version", "store_lock", "version_marker"]
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +68,7 @@ class ReadOnlyStoreError(OSError):
 
 
 class ReadWriteLock:
-    """Many readers or one writer; the writer is re-entrant in its own thread."""
+    """Many readers or one writer, re-entrant in its thread; a waiting writer blocks new readers (no starving)."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition(threading.Lock())
@@ -154,15 +146,19 @@ class Version:
 
 
 class VersionMarker:
-    """The version row of collection ``name``, in its sync log collection ``log``."""
+    """The version row of collection ``name`` in its sync log ``log``. A writer marks it ``writing`` before its first
+    change and sets the next ``generation`` after its last; a search that found it unmarked and unchanged before and
+    after read one whole version, else it waits and searches again. A mark whose ``heartbeat`` went unrenewed for
+    :data:`ABANDONED_AFTER` seconds is a killed writer's, searched through (with a warning) until the next sync.
+    An embedded store holds its vector index in each process's memory: a reader refuses one another process
+    changed (:class:`StaleStoreError`), as processes must share a Chroma server."""
 
     def __init__(self, log: Any, name: str, embedded: bool = False) -> None:
         self.log = log
         self.name = name
         self.embedded = embedded
         self._warned_abandoned = False
-        self._depth = 0  # writes nest (a sync's batches are LlamaIndex inserts): the outermost one marks
-        self._generation = 0  # the generation the outermost write started from
+        self._depth, self._generation = 0, 0  # writes nest (a sync's batches): the outermost marks, from this one
         self._key = str(getattr(log, "id", name))
         with _viewed_lock:
             if self._key not in _viewed:
@@ -170,16 +166,10 @@ class VersionMarker:
 
     def read(self) -> Version:
         rows = self.log.get(ids=[VERSION_ROW], include=["metadatas"])["metadatas"]
-        meta = rows[0] if rows else None
-        if not meta:
-            return Version()
-        return Version(int(meta.get("generation", 0)), bool(meta.get("writing", False)),
-                       float(meta.get("heartbeat", 0.0)), int(meta.get("writer", 0)))
+        return Version(**rows[0]) if rows and rows[0] else Version()
 
     def _write(self, version: Version) -> None:
-        self.log.upsert(ids=[VERSION_ROW], embeddings=[[0.0]],
-                        metadatas=[{"generation": version.generation, "writing": version.writing,
-                                    "heartbeat": version.heartbeat, "writer": version.writer}])
+        self.log.upsert(ids=[VERSION_ROW], embeddings=[[0.0]], metadatas=[asdict(version)])
 
     @contextmanager
     def writing(self) -> Iterator[None]:
@@ -197,20 +187,15 @@ class VersionMarker:
             raise
         finally:
             self._depth -= 1
-            if self._depth == 0:
-                self._finish(self._generation + 1, failed)
-
-    def _finish(self, generation: int, failed: bool) -> None:
-        """End a write, a failed one too: what was written is a version (a sync resumes from it)."""
-        with _viewed_lock:  # first: a reader of this process must never find a version it did not see
-            _viewed[self._key] = generation
-        try:
-            self._write(Version(generation, False, time.time(), os.getpid()))
-        except Exception:
-            if not failed:
-                raise
-            # The heartbeat then lets readers on, and the write's own error is the one to report.
-            logger.warning("collection %s: could not mark the end of a failed write", self.name)
+            if self._depth == 0:  # a failed write ends too: what it wrote is a version (a sync resumes from it)
+                with _viewed_lock:  # first: a reader of this process must never find a version it did not see
+                    _viewed[self._key] = self._generation + 1
+                try:
+                    self._write(Version(self._generation + 1, False, time.time(), os.getpid()))
+                except Exception:
+                    if not failed:
+                        raise  # else the heartbeat lets readers on, and the write's own error is the one to report
+                    logger.warning("collection %s: could not mark the end of a failed write", self.name)
 
     def read_whole(self, search: Callable[[], T], wait: float = READER_WAIT) -> tuple[T, Version]:
         """``search()`` run until it began and ended on one unmarked version (waiting while a write runs), and
@@ -292,8 +277,7 @@ _reads: contextvars.ContextVar[dict[int, set[tuple[int, ...]]] | None] = context
 
 def read_guarded(collection: Any, marker: VersionMarker | None, read: Callable[[], T]) -> T:
     """``read()`` of a collection under its read lock and at one whole version across processes (``marker``;
-    None: this process alone), noted for the running :func:`read_one_version`. Every read of a collection a sync
-    may change meanwhile goes through this.
+    None: this process alone), noted for the running :func:`read_one_version`.
 
     Raises:
         StaleStoreError: another process changed the collection of this embedded store.
@@ -317,14 +301,13 @@ def read_guarded(collection: Any, marker: VersionMarker | None, read: Callable[[
 
 
 @contextmanager
-def _tracking_reads() -> Iterator[dict[int, set[tuple[int, ...]]]]:
-    """The versions read in the block (threads it starts with a copy of the context included); a block inside
-    another passes them on to it."""
-    seen: dict[int, set[tuple[int, ...]]] = {}
+def _tracking(seen: dict[int, set[tuple[int, ...]]]) -> Iterator[None]:
+    """Note in ``seen`` the versions read in the block (threads it starts with a copy of the context included);
+    a block inside another passes them on to it."""
     outer = _reads.get()
     token = _reads.set(seen)
     try:
-        yield seen
+        yield
     finally:
         _reads.reset(token)
         if outer is not None:
@@ -332,12 +315,16 @@ def _tracking_reads() -> Iterator[dict[int, set[tuple[int, ...]]]]:
                 outer.setdefault(key, set()).update(versions)
 
 
-def _one_version(seen: dict[int, set[tuple[int, ...]]], deadline: float) -> bool:
-    if all(len(versions) == 1 for versions in seen.values()):
-        return True
-    if time.monotonic() > deadline:
-        raise StoreBusyError(f"syncs kept changing the index during this retrieval for over {READER_WAIT:g} s")
-    return False
+def _runs() -> Iterator[AbstractContextManager[None]]:
+    """A retrieval's runs: another while the last read two versions of a collection, until READER_WAIT."""
+    deadline = time.monotonic() + READER_WAIT
+    while True:
+        seen: dict[int, set[tuple[int, ...]]] = {}
+        yield _tracking(seen)
+        if all(len(versions) == 1 for versions in seen.values()):
+            return
+        if time.monotonic() > deadline:
+            raise StoreBusyError(f"syncs kept changing the index during this retrieval for over {READER_WAIT:g} s")
 
 
 def read_one_version(retrieve: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
@@ -347,36 +334,24 @@ def read_one_version(retrieve: Callable[P, T], *args: P.args, **kwargs: P.kwargs
     Raises:
         StoreBusyError: syncs kept landing between its reads for :data:`READER_WAIT` seconds.
     """
-    deadline = time.monotonic() + READER_WAIT
-    while True:
-        with _tracking_reads() as seen:
+    for run in _runs():
+        with run:
             result = retrieve(*args, **kwargs)
-        if _one_version(seen, deadline):
-            return result
+    return result
 
 
 async def aread_one_version(retrieve: Callable[P, Awaitable[T]], *args: P.args, **kwargs: P.kwargs) -> T:
     """:func:`read_one_version` of an awaited retrieval."""
-    deadline = time.monotonic() + READER_WAIT
-    while True:
-        with _tracking_reads() as seen:
+    for run in _runs():
+        with run:
             result = await retrieve(*args, **kwargs)
-        if _one_version(seen, deadline):
-            return result
-
-
-def _holder(folder: Path) -> str:
-    try:
-        return (folder / HOLDER_FILE).read_text(encoding="utf-8", errors="replace").strip()[:200] or "unknown"
-    except OSError:
-        return "unknown"
+    return result
 
 
 @contextmanager
 def store_lock(folder: str | os.PathLike[str], timeout: float = DEFAULT_LOCK_TIMEOUT) -> Iterator[None]:
     """Hold the writer lock of the store in ``folder`` (created if missing) for the ``with`` block: an OS file lock,
-    released when its holder dies, re-entrant in a thread; readers never take it. Taking it is a writer's first
-    write, so a folder that cannot be written is refused before anything else is written.
+    released when its holder dies; readers never take it. Taken first, it refuses an unwritable folder early.
 
     Raises:
         StoreLockedError: another writer held it for ``timeout`` seconds; the message names it.
@@ -391,7 +366,10 @@ def store_lock(folder: str | os.PathLike[str], timeout: float = DEFAULT_LOCK_TIM
         outermost = not lock.is_locked
         lock.acquire(timeout=0)
     except Timeout:  # an OSError too: told apart first
-        holder = _holder(folder)
+        try:
+            holder = (folder / HOLDER_FILE).read_text(encoding="utf-8", errors="replace").strip()[:200] or "unknown"
+        except OSError:
+            holder = "unknown"
         logger.warning("waiting for the writer lock of %s, held by %s", folder, holder)
         try:
             lock.acquire(timeout=timeout)

@@ -1,12 +1,7 @@
 """The package's Chroma vector store, whose every search reads one whole version of the collection, and a flow's
-rounds of searches: the round's queries embedded in one call, each distinct query once per embedder, and over that
-store answered from one Chroma query.
-
-On a CPU the query embedding is most of a search, and a transformer embeds a batch of short queries in little more
-time than one (docs/BENCHMARKS.md, "Query cost of the flows"). A retriever that takes its query vector from
-``QueryBundle.embedding`` (LlamaIndex's ``VectorIndexRetriever``, the graph's retriever) gets the batch; any other
-is searched one query at a time, as it would be alone.
-"""
+rounds of searches: the round's queries embedded in one call (a transformer embeds a batch of short queries in
+little more time than one), each distinct query once per embedder, and over that store answered from one Chroma
+query. A retriever that takes no query vector from ``QueryBundle.embedding`` is searched one query at a time."""
 
 from __future__ import annotations
 
@@ -16,8 +11,8 @@ import math
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, ExitStack
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -34,11 +29,7 @@ from pydantic import PrivateAttr
 
 from .consistency import VersionMarker, collection_lock, read_guarded, version_marker
 
-__all__ = ["DEFAULT_CACHED_QUERIES", "BatchSearcher", "GuardedChromaVectorStore", "QueryVectors", "embed_queries",
-           "query_embedder"]
-
-#: Query vectors a searcher keeps (a vector of 384 floats is about 3 KB as a list).
-DEFAULT_CACHED_QUERIES = 1024
+__all__ = ["BatchSearcher", "GuardedChromaVectorStore", "QueryVectors", "embed_queries", "query_embedder"]
 
 Answers = list[tuple[VectorStoreQuery, VectorStoreQueryResult]]
 
@@ -122,13 +113,11 @@ class GuardedChromaVectorStore(ChromaVectorStore):
                                                   similarities=[math.exp(-d) for d in distances], ids=list(ids)))
         return results
 
-    def writing(self) -> AbstractContextManager[None]:
+    @contextmanager
+    def writing(self) -> Iterator[None]:
         """The collection's write lock in this process, and its version row marked for the others."""
-        stack = ExitStack()
-        stack.enter_context(collection_lock(self._collection).write())
-        if self._marker is not None:
-            stack.enter_context(self._marker.writing())
-        return stack
+        with collection_lock(self._collection).write(), self._marker.writing() if self._marker else nullcontext():
+            yield
 
     def add(self, nodes: list[BaseNode], **kwargs: Any) -> list[str]:
         with self.writing():  # LlamaIndex's insert, and each batch of a sync
@@ -165,7 +154,7 @@ class QueryVectors:
     """Query embeddings of one embedder, each distinct query embedded once and kept (least recently used go first
     past ``max_queries``). Thread-safe: two threads may embed the same new query, never store a wrong one."""
 
-    def __init__(self, embed_model: BaseEmbedding, max_queries: int = DEFAULT_CACHED_QUERIES) -> None:
+    def __init__(self, embed_model: BaseEmbedding, max_queries: int = 1024) -> None:  # 384 floats: 3 KB each
         self.embed_model = embed_model
         self.max_queries = max_queries
         self._vectors: OrderedDict[str, list[float]] = OrderedDict()
