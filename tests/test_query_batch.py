@@ -87,7 +87,7 @@ def test_a_round_answered_together_equals_each_query_alone(guarded):
     calls = []
     real_query = collection.query
     store._collection.query = lambda **kw: calls.append(len(kw["query_embeddings"])) or real_query(**kw)
-    answered = store.answering(store.prefetch(queries))
+    answered = store.answering(queries)
     together = [answered.query(q) for q in queries]
     assert calls == [2, 1]  # one call per depth
     for a, t in zip(alone, together, strict=True):

@@ -22,8 +22,9 @@ from typing import Any, ParamSpec, TypeVar
 
 from filelock import FileLock, Timeout
 
-__all__ = ["ReadOnlyStoreError", "StaleStoreError", "StoreBusyError", "StoreLockedError", "VersionMarker",
-           "aread_one_version", "collection_lock", "read_guarded", "read_one_version", "store_lock", "version_marker"]
+__all__ = ["DEFAULT_LOCK_TIMEOUT", "LOCK_FILE", "ReadOnlyStoreError", "StaleStoreError", "StoreBusyError",
+           "StoreLockedError", "VersionMarker", "aread_one_version", "collection_lock", "read_guarded",
+           "read_one_version", "store_lock", "sync_log", "version_marker"]
 
 logger = logging.getLogger(__name__)
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.indices.vector_store.retrievers import VectorIndexRetriever
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle, TextNode
 from llama_index.core.vector_stores.types import (
     VectorStoreQuery,
@@ -30,9 +31,6 @@ from pydantic import PrivateAttr
 from .consistency import VersionMarker, collection_lock, read_guarded, version_marker
 
 __all__ = ["BatchSearcher", "GuardedChromaVectorStore", "QueryVectors", "embed_queries", "query_embedder"]
-
-Answers = list[tuple[VectorStoreQuery, VectorStoreQueryResult]]
-
 
 def _node(node_id: str, text: str | None, metadata: dict[str, Any]) -> BaseNode:
     """A result row as ``ChromaVectorStore`` reads it: from LlamaIndex's node metadata, else the legacy fields."""
@@ -57,7 +55,7 @@ class GuardedChromaVectorStore(ChromaVectorStore):
     mark the row."""
 
     _marker: VersionMarker | None = PrivateAttr(default=None)
-    _answers: Answers = PrivateAttr(default_factory=list)
+    _answers: list[tuple[VectorStoreQuery, VectorStoreQueryResult]] = PrivateAttr(default_factory=list)
 
     @classmethod
     def over(cls, client: Any, collection: Any) -> GuardedChromaVectorStore:
@@ -77,23 +75,20 @@ class GuardedChromaVectorStore(ChromaVectorStore):
         # Waiting for a sync must not block the event loop; the read itself is quick.
         return await asyncio.to_thread(self.query, query, **kwargs)
 
-    def prefetch(self, queries: Sequence[VectorStoreQuery]) -> Answers:
-        """The answers to ``queries`` (the plain dense top-k ones), from one Chroma call per depth under one
-        version check; none for fewer than two. Blocking: an event loop runs it in a worker thread."""
+    def answering(self, queries: Sequence[VectorStoreQuery]) -> GuardedChromaVectorStore:
+        """This store, its ``query`` of one of ``queries`` (the plain dense top-k ones, two or more) answered from
+        one Chroma call per depth made now under one version check. Blocking: an event loop runs it in a thread."""
         plain = [q for q in queries if _plain(q)]
         if len(plain) < 2:
-            return []
+            return self
         by_depth: dict[int, list[VectorStoreQuery]] = {}
         for query in plain:  # one depth a call: Chroma's HNSW search widens with the depth asked
             by_depth.setdefault(query.similarity_top_k, []).append(query)
         groups = list(by_depth.values())
         found = read_guarded(self._collection, self._marker, lambda: [self._query_together(g) for g in groups])
-        return [pair for group, results in zip(groups, found, strict=True) for pair in zip(group, results, strict=True)]
-
-    def answering(self, answers: Answers) -> GuardedChromaVectorStore:
-        """This store, but a ``query`` equal to one of ``answers`` (from :meth:`prefetch`) is answered from it."""
         store = self.model_copy()
-        store._answers = list(answers)
+        store._answers = [pair for group, results in zip(groups, found, strict=True)
+                          for pair in zip(group, results, strict=True)]
         return store
 
     def _query_together(self, queries: list[VectorStoreQuery]) -> list[VectorStoreQueryResult]:
@@ -131,8 +126,6 @@ class GuardedChromaVectorStore(ChromaVectorStore):
 def query_embedder(retriever: BaseRetriever) -> BaseEmbedding | None:
     """The embedder ``retriever`` embeds its queries with, if it takes a query vector from ``QueryBundle.embedding``;
     else None."""
-    from llama_index.core.indices.vector_store.retrievers import VectorIndexRetriever
-
     if isinstance(retriever, VectorIndexRetriever):
         return retriever._embed_model if retriever._vector_store.is_embedding_query else None
     index = getattr(retriever, "index", None)  # HippoGraphRetriever: its index's embedder
@@ -196,8 +189,6 @@ class BatchSearcher:
     def _round(self, retriever: BaseRetriever, queries: list[str]) -> tuple[BaseRetriever, list[QueryBundle | str]]:
         """The round's bundles (with their query vectors) and the retriever to search them: over the guarded store,
         a copy of ``retriever`` whose store answers the round's searches from one Chroma call."""
-        from llama_index.core.indices.vector_store.retrievers import VectorIndexRetriever
-
         embed_model = query_embedder(retriever)
         if embed_model is None:
             return retriever, list(queries)
@@ -206,10 +197,10 @@ class BatchSearcher:
         bundles = [QueryBundle(query_str=q, embedding=v) for q, v in zip(queries, vectors(queries), strict=True)]
         store = getattr(retriever, "_vector_store", None)
         if isinstance(retriever, VectorIndexRetriever) and isinstance(store, GuardedChromaVectorStore):
-            answers = store.prefetch([retriever._build_vector_store_query(b) for b in bundles])
-            if answers:
+            answered = store.answering([retriever._build_vector_store_query(b) for b in bundles])
+            if answered is not store:
                 retriever = copy.copy(retriever)
-                retriever._vector_store = store.answering(answers)
+                retriever._vector_store = answered
         return retriever, bundles
 
     def search(self, queries: list[str], k: int) -> list[list[NodeWithScore]]:
