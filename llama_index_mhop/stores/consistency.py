@@ -83,10 +83,8 @@ class ReadWriteLock:
     @contextmanager
     def read(self) -> Iterator[None]:
         me = threading.get_ident()
-        with self._cond:
-            if self._writer != me:  # a writer may read what it is writing
-                while self._writer is not None or self._writers_waiting:
-                    self._cond.wait()
+        with self._cond:  # a writer may read what it is writing
+            self._cond.wait_for(lambda: self._writer == me or (self._writer is None and not self._writers_waiting))
             self._readers += 1
         try:
             yield
@@ -99,14 +97,12 @@ class ReadWriteLock:
     def write(self) -> Iterator[None]:
         me = threading.get_ident()
         with self._cond:
-            if self._writer == me:
-                self._writer_depth += 1
-            else:
+            if self._writer != me:
                 self._writers_waiting += 1
-                while self._writer is not None or self._readers:
-                    self._cond.wait()
+                self._cond.wait_for(lambda: self._writer is None and not self._readers)
                 self._writers_waiting -= 1
-                self._writer, self._writer_depth = me, 1
+                self._writer = me
+            self._writer_depth += 1
         try:
             yield
         finally:
