@@ -194,17 +194,17 @@ class VersionMarker:
                         raise  # else the heartbeat lets readers on, and the write's own error is the one to report
                     logger.warning("collection %s: could not mark the end of a failed write", self.name)
 
-    def read_whole(self, search: Callable[[], T], wait: float = READER_WAIT) -> tuple[T, Version]:
+    def read_whole(self, search: Callable[[], T]) -> tuple[T, Version]:
         """``search()`` run until it began and ended on one unmarked version (waiting while a write runs), and
         that version.
 
         Raises:
-            StoreBusyError: another process kept writing for ``wait`` seconds.
+            StoreBusyError: another process kept writing for :data:`READER_WAIT` seconds.
             StaleStoreError: another process changed the collection of this embedded store.
         """
         from chromadb.errors import InternalError
 
-        deadline = time.monotonic() + wait
+        deadline = time.monotonic() + READER_WAIT
         while True:
             before = self.read()
             self._check_view(before)
@@ -215,7 +215,7 @@ class VersionMarker:
                 self._check_view(self.read())
                 return result, before
             if before.writing and not self._abandoned(before):
-                self._wait_or_give_up(deadline, wait)
+                self._wait_or_give_up(deadline)
                 continue
             try:
                 result, failure = search(), None
@@ -225,7 +225,7 @@ class VersionMarker:
                 if failure is not None:
                     raise failure
                 return result, before  # type: ignore[return-value]
-            self._wait_or_give_up(deadline, wait)
+            self._wait_or_give_up(deadline)
 
     def _check_view(self, version: Version) -> None:
         """Refuse an embedded store's collection another process writes or wrote since this process saw it."""
@@ -247,10 +247,10 @@ class VersionMarker:
                            "the next sync (mhop index, sync_vector_index) completes it", self.name, ABANDONED_AFTER)
         return True
 
-    def _wait_or_give_up(self, deadline: float, wait: float) -> None:
+    def _wait_or_give_up(self, deadline: float) -> None:
         if time.monotonic() > deadline:
             raise StoreBusyError(f"collection {self.name!r} has been written by another process for over "
-                                 f"{wait:g} s; try again when its sync has finished")
+                                 f"{READER_WAIT:g} s; try again when its sync has finished")
         time.sleep(_POLL)
 
 
