@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     from llama_index_mhop.bench.loaders import load_dataset
     from llama_index_mhop.stores.defaults import default_embed_model
     from llama_index_mhop.rules.perspectives import heuristic_perspectives
-    from llama_index_mhop.stores.query_batch import embed_queries
+    from llama_index_mhop.stores.search import embed_queries
 
     embed_model = default_embed_model()
     questions = [q.text for q in load_dataset(args.dataset).questions]

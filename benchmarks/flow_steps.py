@@ -42,19 +42,19 @@ from result_file import measured_on, write_result
 #: step: the places it is timed, as (module, attribute path).
 STEPS: dict[str, list[tuple[str, str]]] = {
     "query embedding": [("llama_index.core.base.embeddings.base", "BaseEmbedding.get_query_embedding"),
-                        ("llama_index_mhop.stores.query_batch", "embed_queries")],
+                        ("llama_index_mhop.stores.search", "embed_queries")],
     "chroma": [("llama_index.vector_stores.chroma.base", "ChromaVectorStore.query"),
-               ("llama_index_mhop.stores.guarded_store", "GuardedChromaVectorStore._query_together"),
-               ("llama_index_mhop.stores.version_marker", "VersionMarker.read_whole")],
+               ("llama_index_mhop.stores.search", "GuardedChromaVectorStore._query_together"),
+               ("llama_index_mhop.stores.consistency", "VersionMarker.read_whole")],
     "perspective rules": [("llama_index_mhop.components.rrf_fusion", "heuristic_perspectives")],
     "bridge linking": [("llama_index_mhop.components.rrf_fusion", "link_passages")],
     "fusion": [("llama_index_mhop.components.rrf_fusion", "anchored_fusion"),
                ("llama_index_mhop.components.rrf_fusion", "reciprocal_rank_fusion")],
     "confidence rules": [("llama_index_mhop.components.confidence_loop", name) for name in
                          ("analyze_query", "assess_confidence", "targeted_queries", "listwise_rerank")],
-    "graph fact scoring": [("llama_index_mhop.components.hippo_graph", "HippoGraphRetriever._candidates")],
+    "graph fact scoring": [("llama_index_mhop.components.hippo_graph", "HippoGraphModule._candidates")],
     "graph fact filter": [("llama_index_mhop.components.hippo_graph", "HippoGraphModule._recognition")],
-    "graph walk": [("llama_index_mhop.components.hippo_graph", "HippoGraphRetriever._rank")],
+    "graph walk": [("llama_index_mhop.components.hippo_graph", "HippoGraphModule._rank")],
 }
 
 

@@ -4,7 +4,6 @@ exactly as they do searching one query at a time."""
 from __future__ import annotations
 
 import asyncio
-import threading
 
 import chromadb
 import numpy as np
@@ -15,9 +14,13 @@ from llama_index.core.vector_stores.types import VectorStoreQuery
 
 from llama_index_mhop import ConfidenceLoopRetriever, RRFFusionRetriever
 from llama_index_mhop.components.base import Search, StepRecord, StepRunner, arun_flow, run_flow
-from llama_index_mhop.stores.guarded_store import GuardedChromaVectorStore
 from llama_index_mhop.lm.steps import FallbackCounter
-from llama_index_mhop.stores.query_batch import BatchSearcher, QueryVectors, embed_queries
+from llama_index_mhop.stores.search import (
+    BatchSearcher,
+    GuardedChromaVectorStore,
+    QueryVectors,
+    embed_queries,
+)
 from tests.word_bag import WordBagEmbedding
 
 
@@ -84,19 +87,14 @@ def test_a_round_answered_together_equals_each_query_alone(guarded):
     calls = []
     real_query = collection.query
     store._collection.query = lambda **kw: calls.append(len(kw["query_embeddings"])) or real_query(**kw)
-    answers = store.prefetch(queries)
-    with store.answering(answers):
-        other_thread: list = []
-        worker = threading.Thread(target=lambda: other_thread.append(store.query(queries[0])))
-        worker.start()
-        worker.join()
-        together = [store.query(q) for q in queries]
-    assert calls == [2, 1, 64]  # one call per depth; another thread's query went to Chroma itself
+    answered = store.answering(queries)
+    together = [answered.query(q) for q in queries]
+    assert calls == [2, 1]  # one call per depth
     for a, t in zip(alone, together, strict=True):
         assert t.ids == a.ids and t.similarities == pytest.approx(a.similarities, abs=1e-9)
         assert [n.get_content() for n in t.nodes] == [n.get_content() for n in a.nodes]
-    assert store.query(queries[0]).ids == alone[0].ids  # after the block, Chroma again
-    assert len(calls) == 4 and other_thread[0].ids == alone[0].ids
+    assert store.query(queries[0]).ids == alone[0].ids  # the store itself still asks Chroma
+    assert len(calls) == 3
 
 
 def fused(retriever: BaseRetriever, questions: list[str]) -> list[list[tuple[str, float]]]:
@@ -175,3 +173,22 @@ def test_awaited_runs_answer_repeated_searches_alike():
     answers = asyncio.run(arun_flow(_repeating_flow(), StepRunner(None, FallbackCounter()), StepRecord(), asearch))
     assert asked == [(("a", "b"), 3), (("c",), 3), (("a",), 5)]
     assert answers[1] == [["b@3#1"], ["c@3#2"], ["b@3#1"]]
+
+
+def test_a_round_over_the_guarded_store_is_one_chroma_query_and_leaves_the_retriever_as_it_was(guarded):
+    from llama_index.core import VectorStoreIndex
+
+    store, collection, embedder = guarded
+    retriever = VectorStoreIndex.from_vector_store(store, embed_model=embedder).as_retriever(similarity_top_k=3)
+    queries = ["films directors", "Kansas Yale", "Batman Miami"]
+    alone = [[(n.node.node_id, n.score) for n in retriever.retrieve(q)] for q in queries]
+    calls = []
+    real_query = collection.query
+    store._collection.query = lambda **kw: calls.append(len(kw["query_embeddings"])) or real_query(**kw)
+    searcher = BatchSearcher(lambda k: retriever)
+    together = [[(n.node.node_id, n.score) for n in r] for r in searcher.search(queries, 3)]
+    awaited = [[(n.node.node_id, n.score) for n in r] for r in asyncio.run(searcher.asearch(queries, 3))]
+    assert calls == [3, 3] and together == awaited == alone
+    assert retriever._vector_store is store and store.query(retriever._build_vector_store_query(
+        QueryBundle(query_str=queries[0], embedding=embedder._vector(queries[0])))).ids == [i for i, _ in alone[0]]
+    assert len(calls) == 3

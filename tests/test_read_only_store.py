@@ -117,7 +117,7 @@ def test_an_index_opened_in_a_read_only_folder_answers_and_refuses_changes_in_on
 import chromadb
 from llama_index.core import Document
 from llama_index_mhop.graph import HippoGraphIndex
-from llama_index_mhop.stores.store_lock import ReadOnlyStoreError
+from llama_index_mhop.stores.consistency import ReadOnlyStoreError
 index = HippoGraphIndex.from_persist_dir({str(graph)!r}, chroma_client=chromadb.PersistentClient({str(root / "store" / "chroma")!r}))
 print("answer:", index.as_retriever(similarity_top_k=1).retrieve("Where was Stephen King born?")[0].node.get_content())
 try:

@@ -114,7 +114,7 @@ def _writing(args: argparse.Namespace, graph: bool) -> Iterator[None]:
     """The writer locks of the folders a command changes (the embedded Chroma folder, and the graph index's when
     ``graph``), so two ``mhop`` writers on one store run one after the other; taken before anything is written, so
     a folder that cannot be written is refused in one line with nothing changed."""
-    from ..stores.store_lock import store_lock
+    from ..stores.consistency import store_lock
 
     folders = [] if args.chroma_host else [args.chroma_path]
     if graph or args.chroma_host:
@@ -450,8 +450,8 @@ _EXPECTED = (ValueError, TypeError, ConnectionError, FileNotFoundError, ImportEr
 #: The same for errors of modules only a command imports, named as (module, class): an instance can only exist once
 #: its module is loaded, so they are looked up in ``sys.modules`` after the fact and never imported here.
 _EXPECTED_ELSEWHERE = (("llama_index_mhop.stores.vector_index", "IndexingInterrupted"),
-                       ("llama_index_mhop.stores.store_lock", "StoreLockedError"),
-                       ("llama_index_mhop.stores.store_lock", "ReadOnlyStoreError"))
+                       ("llama_index_mhop.stores.consistency", "StoreLockedError"),
+                       ("llama_index_mhop.stores.consistency", "ReadOnlyStoreError"))
 
 
 def _loaded_class(module: str, name: str) -> type | None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import inspect
 import os
-import time
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -28,8 +27,10 @@ from ..lm.programs import ProgramSource, load_program, save_program, step_prompt
 from ..lm.steps import DEFAULT_LM_TIMEOUT, FallbackCounter, LMStep, resolve_lm, step_callbacks
 from ..rules.counters import count
 from ..rules.text import check_query
-from ..stores.rwlock import tracking_reads
-from ..stores.version_marker import READER_WAIT, StoreBusyError
+from ..stores.consistency import (
+    aread_one_version,
+    read_one_version,
+)
 
 __all__ = [
     "Call",
@@ -260,38 +261,13 @@ class CheckedQueryRetriever(BaseRetriever):
         bundle = _checked(str_or_query_bundle)
         count(f"queries_served.{type(self).__name__}")
         with step_callbacks(getattr(self, "callback_manager", None)):
-            deadline = time.monotonic() + READER_WAIT
-            while True:
-                with tracking_reads() as seen:
-                    results = super().retrieve(bundle)
-                if _one_version(seen, deadline):
-                    return results
+            return read_one_version(super().retrieve, bundle)
 
     async def aretrieve(self, str_or_query_bundle: QueryType) -> list[NodeWithScore]:
         bundle = _checked(str_or_query_bundle)
         count(f"queries_served.{type(self).__name__}")
         with step_callbacks(getattr(self, "callback_manager", None)):
-            deadline = time.monotonic() + READER_WAIT
-            while True:
-                with tracking_reads() as seen:
-                    results = await super().aretrieve(bundle)
-                if _one_version(seen, deadline):
-                    return results
-
-
-def _one_version(seen: dict[int, set[tuple[int, ...]]], deadline: float) -> bool:
-    """Whether every store a retrieval searched was read at one version (no sync finished between its searches:
-    see :mod:`~llama_index_mhop.stores.rwlock`); a retrieval that mixed two runs again, the LM steps included, for as long
-    as syncs keep landing between its searches, up to the deadline.
-
-    Raises:
-        StoreBusyError: syncs kept landing between its searches until the deadline.
-    """
-    if all(len(versions) == 1 for versions in seen.values()):
-        return True
-    if time.monotonic() > deadline:
-        raise StoreBusyError(f"syncs kept changing the index during this retrieval for over {READER_WAIT:g} s")
-    return False
+            return await aread_one_version(super().aretrieve, bundle)
 
 
 class ProgramRetriever(CheckedQueryRetriever):

@@ -54,7 +54,7 @@ from ..rules.confidence import (
 from ..rules.parsing import parse_confidence, parse_queries, parse_ranking, parse_string_list
 from ..rules.ranking import PassageView, reciprocal_rank_fusion
 from ..rules.text import escape_controls
-from ..stores.query_batch import BatchSearcher
+from ..stores.search import BatchSearcher
 from .base import (
     AsyncSearchBatch,
     Flow,
@@ -66,6 +66,17 @@ from .base import (
     SearchBatch,
     StepRecord,
     StepRunner,
+from .flow import StepRunner
+from ..lm.steps import FallbackCounter
+from ..stores.search import BatchSearcher
+from .base import ProgramRetriever
+from .confidence_config import ConfidenceLoopConfig
+from .confidence_program import (
+    STEP_ANALYZER,
+    STEP_CONFIDENCE,
+    STEP_RERANK,
+    STEP_TARGETED,
+    ConfidenceLoopModule,
 )
 
 __all__ = ["ConfidenceLoopConfig", "ConfidenceLoopModule", "ConfidenceLoopRetriever"]

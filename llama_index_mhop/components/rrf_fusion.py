@@ -39,7 +39,7 @@ from ..rules.parsing import LMOutputError
 from ..rules.perspectives import ContextPassage, heuristic_perspectives, repair_perspectives
 from ..rules.ranking import DEFAULT_RRF_K, PassageView, anchored_fusion, link_passages, reciprocal_rank_fusion
 from ..rules.text import check_query
-from ..stores.query_batch import BatchSearcher
+from ..stores.search import BatchSearcher
 from .base import (
     AsyncSearchBatch,
     Flow,
@@ -52,6 +52,10 @@ from .base import (
     StepRecord,
     StepRunner,
 )
+from .flow import AsyncSearchBatch, Flow, Search, SearchBatch, StepRecord
+from .flow_module import FlowModule, NodesAndTrace
+from .query_transforms import PERSPECTIVES_STEP, PerspectiveQueryTransform
+from .rrf_config import RRFFusionConfig
 
 __all__ = [
     "PERSPECTIVES_STEP",

@@ -31,8 +31,7 @@ from llama_index.vector_stores.chroma import ChromaVectorStore
 from ..stores.chroma_batches import CHROMA_BATCH, delete_ids, existing_ids, get_records, pages, upsert_vectors
 from ..stores.dimension_check import check_embedding_dimension
 from ..stores.embed_dtype import EmbedDType, check_embed_dtype, embedding_dtype
-from ..stores.guarded_store import read_guarded, version_marker
-from ..stores.version_marker import VersionMarker
+from ..stores.consistency import VersionMarker, read_guarded, version_marker
 
 T = TypeVar("T")
 

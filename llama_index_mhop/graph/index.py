@@ -34,7 +34,7 @@ from llama_index.core.vector_stores.simple import DEFAULT_VECTOR_STORE
 from llama_index.vector_stores.chroma import ChromaVectorStore
 
 from ..lm.steps import FallbackCounter
-from ..stores.store_lock import store_lock
+from ..stores.consistency import store_lock
 from ..stores.corpus import PassageChunker
 from ..stores.sync import UnknownDocumentError
 from .checkpoint import CHECKPOINT_FILE, resumed_index_id

@@ -22,7 +22,7 @@ from llama_index.core.storage.docstore import SimpleDocumentStore
 from llama_index.core.storage.docstore.types import BaseDocumentStore
 
 from ..stores.passage_rows import passage_nodes
-from ..stores.store_lock import DEFAULT_LOCK_TIMEOUT, StoreLockedError, store_lock
+from ..stores.consistency import DEFAULT_LOCK_TIMEOUT, StoreLockedError, store_lock
 from ..stores.sync import resolve_doc_id
 from .checkpoint import CHECKPOINT_FILE
 from .extraction import Extractor

@@ -1,8 +1,5 @@
-"""Counters of what this process's components have done: documents indexed, queries served, LM fallbacks.
-
-One registry per process, read by :func:`process_counters` (and printed by ``mhop status``), so an app can see
-what its retrievers and indexes did without wiring anything.
-"""
+"""Counters of what this process's components have done (documents indexed, queries served, LM fallbacks), which
+an app reads with :func:`process_counters` (``mhop status`` prints them) without wiring anything."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .store_lock import HOLDER_FILE, LOCK_FILE, ReadOnlyStoreError
+from .consistency import HOLDER_FILE, LOCK_FILE, ReadOnlyStoreError
 
 if TYPE_CHECKING:
     import chromadb

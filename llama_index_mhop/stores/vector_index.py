@@ -21,6 +21,7 @@ from llama_index.core.schema import BaseNode, TextNode
 from ..rules.counters import count
 from ..rules.terminal import progress
 from .chroma_batches import iter_all
+from .consistency import collection_lock, sync_log
 from .corpus import (
     DEFAULT_CHUNK_OVERLAP,
     DEFAULT_CHUNK_SIZE,
@@ -32,8 +33,10 @@ from .corpus import (
     no_text_error,
     read_corpus,
 )
-from .dimension_check import EmbeddingDimensionError, check_embedding_dimension
-from .guarded_store import GuardedChromaVectorStore, sync_log
+from .dimension_check import (
+    EmbeddingDimensionError,
+    check_embedding_dimension,
+)
 from .passage_index import PassageIndex, passage_collection, writing
 from .passage_rows import (
     SOURCE_KEY,
@@ -43,7 +46,7 @@ from .passage_rows import (
     stored_documents,
     versioned_nodes,
 )
-from .rwlock import collection_lock
+from .search import GuardedChromaVectorStore, sync_log
 from .sync import (
     IncomingDocument,
     StoredDocument,

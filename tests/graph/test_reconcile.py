@@ -19,7 +19,7 @@ from llama_index.vector_stores.chroma import ChromaVectorStore
 from llama_index_mhop.graph.graph_stores import GraphStores
 from llama_index_mhop.graph.index import HippoGraphIndex, HippoGraphIndexConfig
 from llama_index_mhop.graph.reconcile import find_drift
-from llama_index_mhop.stores.store_lock import StoreLockedError, store_lock
+from llama_index_mhop.stores.consistency import StoreLockedError, store_lock
 from llama_index_mhop.stores.vector_index import delete_documents, sync_vector_index
 from tests.graph.conftest import CountingExtractor
 from tests.graph.test_sync import EDITED, NOTES, QUERY, contents
