@@ -66,17 +66,6 @@ from .base import (
     SearchBatch,
     StepRecord,
     StepRunner,
-from .flow import StepRunner
-from ..lm.steps import FallbackCounter
-from ..stores.search import BatchSearcher
-from .base import ProgramRetriever
-from .confidence_config import ConfidenceLoopConfig
-from .confidence_program import (
-    STEP_ANALYZER,
-    STEP_CONFIDENCE,
-    STEP_RERANK,
-    STEP_TARGETED,
-    ConfidenceLoopModule,
 )
 
 __all__ = ["ConfidenceLoopConfig", "ConfidenceLoopModule", "ConfidenceLoopRetriever"]

@@ -52,10 +52,6 @@ from .base import (
     StepRecord,
     StepRunner,
 )
-from .flow import AsyncSearchBatch, Flow, Search, SearchBatch, StepRecord
-from .flow_module import FlowModule, NodesAndTrace
-from .query_transforms import PERSPECTIVES_STEP, PerspectiveQueryTransform
-from .rrf_config import RRFFusionConfig
 
 __all__ = [
     "PERSPECTIVES_STEP",

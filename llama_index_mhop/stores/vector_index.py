@@ -46,7 +46,7 @@ from .passage_rows import (
     stored_documents,
     versioned_nodes,
 )
-from .search import GuardedChromaVectorStore, sync_log
+from .search import GuardedChromaVectorStore
 from .sync import (
     IncomingDocument,
     StoredDocument,
