@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..rules.first_page import FIRST_PAGE_SIZE
-from ..graph.walk.ppr import DEFAULT_DAMPING
+from ..graph.walk.exact import DEFAULT_DAMPING
 from .postprocessors import DEFAULT_FACT_TOP_N
 
 __all__ = ["HippoGraphConfig"]

@@ -12,7 +12,7 @@ HippoRAG 2 (Gutiérrez et al., 2025, "From RAG to Memory", seeds 003/004), one q
 4. PageRank with ``damping`` over the entity/passage graph; passages are ranked by their PageRank probability.
 
 The retriever builds the reset's seeds (step 3's entities, and the additions below); the graph's walk
-(:class:`~llama_index_mhop.graph.walk.graph_walk.GraphWalk`, one per graph version) adds every passage's dense
+(:class:`~llama_index_mhop.graph.walk.walk.GraphWalk`, one per graph version) adds every passage's dense
 share, runs step 4 and reports what the trace shows of it, on a large graph without a sweep of the whole graph
 per query.
 
@@ -33,7 +33,7 @@ docs/BENCHMARKS.md gives their recall on HotpotQA-100 and the synthetic corpus.
 
 Everything a query needs (fact and passage embeddings, the graph's walk) is loaded once per graph version by
 :meth:`HippoGraphIndex.retrieval_state`, never per query. Steps 1 and 3 read the query's similarity to the facts
-and passages from :mod:`~llama_index_mhop.graph.walk.dense_search`: exact products on a small index; past a size,
+and passages from :mod:`~llama_index_mhop.graph.walk.walk`: exact products on a small index; past a size,
 estimates with bounds multiplied exactly where they leave a doubt (the same results), then Chroma's HNSW index.
 """
 
@@ -54,8 +54,7 @@ from ..rules.first_page import first_page
 from ..graph.extraction import entity_key
 from ..graph.retrieval_source import RetrievalSource
 from ..graph.state import RetrievalState
-from ..graph.walk.dense_search import DenseScores
-from ..graph.walk.sparse_vector import SparseVector
+from ..graph.walk.exact import DenseScores, SparseVector
 from ..rules.passage_views import PassageView
 from .postprocessors import STEP as FACT_FILTER_STEP
 from .postprocessors import DSPyFactFilter, fact_node

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
     from ..graph.retrieval_source import RetrievalSource
     from ..graph.state import RetrievalState
-    from ..graph.walk.dense_search import DenseScores
+    from ..graph.walk.exact import DenseScores
 
 __all__ = ["HippoGraphModule", "HippoSteps"]
 

@@ -1,35 +1,20 @@
 """Personalized PageRank of HippoRAG 2's reset, with the dense share on every passage solved once per graph.
 
-HippoRAG 2's reset (seeds/003, seeds/004) is a few seed nodes (the recognised facts' entities, the entities the
-query names) plus a dense share on **every** passage node: its min-max normalised similarity to the query times
-``passage_node_weight``. That share is why a power iteration, or a local push, sweeps the whole graph at every
-query: on a large graph it is nearly all of the reset's mass, spread over all of them.
+The reset is a few seed nodes plus, on **every** passage, its min-max normalised similarity to the query times
+``passage_node_weight``: that share makes a power iteration or a push sweep the whole graph at every query.
+PageRank is linear in its reset: with ``M`` the transition matrix and ``d`` the damping, the PageRank of ``r`` is
+``z(r) / (u . r)``, ``z(r) = (I - d M)^-1 r`` and ``u = (I - d M)^-T 1``. The dense share is affine in the query
+embedding ``q``, ``scale * E q + uniform`` (``E``: the passage embeddings), so
 
-PageRank is linear in its reset. With ``M`` the column-stochastic transition matrix and ``d`` the damping, the
-PageRank vector of a reset ``r`` (dangling nodes returning their mass to the reset) is ``z(r) / (u . r)`` where
-``z(r) = (I - d M)^-1 r`` and ``u = (I - d M)^-T 1``. The dense share is *affine in the query embedding* ``q``:
-``scale * E q + uniform`` on the passages (``E``: the normalised passage embeddings, one row each; ``scale`` and
-``uniform`` come from the min-max normalisation). So
+    z(r) = z(seeds) + scale * Z q + uniform * g,   Z = z of each column of E,   g = z of all passages at 1.
 
-    z(r) = z(seeds) + scale * Z q + uniform * g,   Z = z of each column of E,   g = z of all passages at 1,
+``Z``, ``g`` and ``u`` are solved once per graph version; a query pays a push from its seeds and ``Z q`` (passage
+rows only), exact where it can change the best ``top_k`` (an int8 estimate elsewhere, :mod:`.int8_rows`).
 
-and ``u . r`` splits the same way. ``Z``, ``g`` and the totals ``u`` needs are solved once per graph version
-(``D + 1`` right-hand sides, one sparse-times-dense product per iteration); a query then pays a local push from
-its seeds and one product of ``Z`` (passage rows only) with ``q``: no sweep of the graph. The result is the
-exact PageRank vector up to the seeds' push error, which :attr:`AffineResetScores.l1_bound` bounds.
-
-Asked for the best ``top_k`` passages, a query multiplies ``Z q`` exactly only where it can change them: the
-basis' :class:`~.row_products.RowProducts` may estimate every row within a bound (an int8 copy reads a quarter
-of the bytes), and only the rows whose upper bound reaches the ``top_k``-th best lower bound are multiplied in
-float32 (:attr:`AffineResetScores.exact_rows`).
-
-Without passage vectors (the passages are searched through Chroma's HNSW index past a size, see
-:mod:`.dense_search`), the caller (:class:`~.graph_walk.GraphWalk`) folds the dense share into the seeds and ``uniform`` (the far passages share
-one value), and only ``g`` is needed. Those seeds are a few hundred passages, and a push from them at the whole
-vector's accuracy reaches most of a large graph. Asked for its ``top_k``, the push then
-starts at a threshold ``8**4`` times coarser and stops at the first one where its bounds make the top ``k`` and
-their order certain: on an undirected graph a push stopped at ``t`` leaves each node at most
-``damping * t * degree`` (scaled) below its exact value, and never above it (:func:`_top_settled`).
+Without passage vectors (passages searched through Chroma's HNSW index) the dense share is folded into the seeds
+and ``uniform``, and only ``g`` is needed; asked for its ``top_k``, the push then starts ``8**4`` times coarser and
+stops at the first threshold where its per-node bounds make the top ``k`` and their order certain
+(:func:`_top_settled`).
 """
 
 from __future__ import annotations
@@ -43,10 +28,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .ppr import PageRankGraph
-from .push_ppr import SparsePush
-from .row_products import ExactRows, RowProducts, all_products, best_first, largest_magnitude, top_candidates
-from .sparse_vector import SparseVector
+from .exact import DenseScores, PageRankGraph, SparseVector, all_products, best_first
+from .int8_rows import ExactRows, RowProducts, largest_magnitude, top_candidates
+from .push import SparsePush
 
 __all__ = ["AffineResetPageRank", "AffineResetScores", "DEFAULT_BASIS_TOL", "SolvedBasis", "solve_basis"]
 
@@ -163,7 +147,7 @@ class AffineResetPageRank:
         passage_vectors: ``E``, one normalised embedding row per passage node (float32); ``None`` when the passages
             are searched by HNSW, and only ``uniform`` may then be non-zero.
         tol: the basis solve stops when every column's L1 change is below ``tol`` times the column's L1 norm.
-        row_products: makes the basis' :class:`~.row_products.RowProducts` (default exact products only).
+        row_products: makes the basis' :class:`~.int8_rows.RowProducts` (default exact products only).
         solved: the graph's :class:`SolvedBasis` when it is already known (read from disk): nothing is solved.
 
     Attributes:
@@ -261,6 +245,24 @@ class AffineResetPageRank:
         np.maximum(scores, 0.0, out=scores)
         return AffineResetScores(scores, SparseVector(walked_entities.nodes, walked_entities.values / total),
                                  bound / total, exact_rows)
+
+    def rank(self, seeds: SparseVector, dense: DenseScores, query: np.ndarray, passage_weight: float,
+             top_k: int) -> AffineResetScores:
+        """The PageRank of the reset ``seeds`` + ``passage_weight`` times each passage's normalised similarity
+        (``dense`` holding the extremes, and the near rows after an HNSW search), exact on its best ``top_k``."""
+        high, low = dense.high, dense.low
+        # normalised = (s - low) / (high - low) = scale * s + uniform; all ones when every score is the same
+        scale = passage_weight / (high - low) if high - low > 0 else 0.0
+        uniform = -scale * low if scale > 0 else passage_weight
+        q: np.ndarray | None = query
+        if dense.near is not None:
+            # HNSW search: the far passages share one similarity, the near ones differ from it by a few seeds.
+            seeds = seeds.plus(dense.near, np.maximum(scale * (dense.scores[dense.near] - dense.rest), 0.0))
+            uniform += scale * dense.rest
+            scale, q = 0.0, None
+        if not seeds.total() > 0 and not (scale > 0 or uniform > 0):
+            uniform = 1.0  # every passage equally distant from the query: start everywhere
+        return self.run(seeds, uniform, scale, q, top_k=top_k)
 
     def _add_similarity(self, scores: np.ndarray, scale: float, q: np.ndarray, total: float,
                         top_k: int | None) -> tuple[np.ndarray, np.ndarray | None]:
