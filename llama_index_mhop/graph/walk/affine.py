@@ -1,20 +1,14 @@
-"""Personalized PageRank of HippoRAG 2's reset, with the dense share on every passage solved once per graph.
+"""Personalized PageRank of HippoRAG 2's reset with its dense share on every passage solved once per graph.
 
-The reset is a few seed nodes plus, on **every** passage, its min-max normalised similarity to the query times
-``passage_node_weight``: that share makes a power iteration or a push sweep the whole graph at every query.
 PageRank is linear in its reset: with ``M`` the transition matrix and ``d`` the damping, the PageRank of ``r`` is
-``z(r) / (u . r)``, ``z(r) = (I - d M)^-1 r`` and ``u = (I - d M)^-T 1``. The dense share is affine in the query
+``z(r) / (u . r)``, ``z(r) = (I - d M)^-1 r``, ``u = (I - d M)^-T 1``. The dense share is affine in the query
 embedding ``q``, ``scale * E q + uniform`` (``E``: the passage embeddings), so
 
     z(r) = z(seeds) + scale * Z q + uniform * g,   Z = z of each column of E,   g = z of all passages at 1.
 
-``Z``, ``g`` and ``u`` are solved once per graph version; a query pays a push from its seeds and ``Z q`` (passage
-rows only), exact where it can change the best ``top_k`` (an int8 estimate elsewhere, :mod:`.int8_rows`).
-
-Without passage vectors (passages searched through Chroma's HNSW index) the dense share is folded into the seeds
-and ``uniform``, and only ``g`` is needed; asked for its ``top_k``, the push then starts ``8**4`` times coarser and
-stops at the first threshold where its per-node bounds make the top ``k`` and their order certain
-(:func:`_top_settled`).
+``Z``, ``g`` and ``u`` are solved once per graph version; a query pays a push from its seeds and ``Z q``, exact
+where it can change the best ``top_k`` (:mod:`.int8_rows`). Without passage vectors (an HNSW search) only ``g``
+is needed, and the push stops at the first of ever finer thresholds whose bounds settle the top ``k``.
 """
 
 from __future__ import annotations
@@ -47,18 +41,10 @@ _COARSE_STEP = 8.0
 
 @dataclass(frozen=True)
 class AffineResetScores:
-    """The PageRank vector of one reset, over the passages and (the seeds' walk alone) over the entities.
-
-    Attributes:
-        passages: the PageRank probability of each passage node (the passages' share of a vector summing to 1).
-        seed_entities: the entity nodes' probability from the seeds' part of the walk alone (for traces), at the
-            entities it reached (node numbers counted from the first entity).
-        l1_bound: a bound on the L1 error of ``passages`` from the seeds' push (0 when they are walked by power
-            iteration, whose tolerance is 1e-10); the float32 rounding of the basis (about 1e-6 relative) is
-            not in it.
-        exact_rows: when ``top_k`` was asked, the passages computed exactly (they hold the best ``top_k``); the
-            others hold an estimate that cannot reach them. None: every passage is exact.
-    """
+    """The PageRank vector of one reset: ``passages`` (their share of a vector summing to 1); ``seed_entities``, the
+    entities' probability from the seeds' walk alone (nodes counted from the first entity, for traces); ``l1_bound``
+    on the passages' L1 error from the seeds' push (0 by power iteration; the basis' float32 rounding not in it);
+    ``exact_rows``, the passages computed exactly when ``top_k`` was asked (None: all are)."""
 
     passages: np.ndarray
     seed_entities: SparseVector
@@ -68,16 +54,9 @@ class AffineResetScores:
 
 @dataclass(frozen=True)
 class SolvedBasis:
-    """What the solve of one graph version yields (see the module docstring).
-
-    Attributes:
-        basis: ``Z``, the passage rows of the PageRank of each embedding dimension (float32; None without passage
-            vectors).
-        uniform_response: ``g``'s passage rows, the PageRank of every passage at 1.
-        node_totals: ``u = (I - d M)^-T 1``, one total per node.
-        iterations: iterations of the longest solve.
-        seconds: the time the solve took.
-    """
+    """What the solve of one graph version yields: ``basis`` ``Z`` (float32 passage rows; None without passage
+    vectors), ``uniform_response`` (``g``'s passage rows), ``node_totals`` (``u``), the longest solve's
+    ``iterations`` and its ``seconds``."""
 
     basis: np.ndarray | None
     uniform_response: np.ndarray
@@ -88,11 +67,8 @@ class SolvedBasis:
 
 def solve_basis(pagerank: PageRankGraph, num_passages: int, passage_vectors: np.ndarray | None = None,
                 tol: float = DEFAULT_BASIS_TOL) -> SolvedBasis:
-    """Solve ``Z``, ``g`` and ``u`` for a graph: ``D + 2`` right-hand sides, one sparse product per iteration.
-
-    The right-hand sides are solved in column blocks that fit in memory, one block per CPU core at a time (scipy's
-    sparse products and numpy's array arithmetic release the GIL): the same floats as one block after another.
-    """
+    """Solve ``Z``, ``g`` and ``u`` for a graph: ``D + 2`` right-hand sides in column blocks that fit in memory, one
+    block per CPU core at a time (scipy and numpy release the GIL): the same floats as one block after another."""
     started = time.perf_counter()
     n, damping, m = pagerank.n_nodes, pagerank.damping, pagerank.transition
     dims = 0 if passage_vectors is None else passage_vectors.shape[1]
@@ -141,21 +117,16 @@ class AffineResetPageRank:
     """Personalized PageRank for resets ``seeds + (uniform + scale * E q)`` on the passage nodes.
 
     Args:
-        pagerank: the graph (its first ``num_passages`` nodes are the passages). Its :attr:`~.PageRankGraph.method`
-            decides how the seeds are walked: ``"push"`` (local) or ``"exact"`` (power iteration).
+        pagerank: the graph, passages first; its ``method`` walks the seeds by ``"push"`` or ``"exact"``.
         num_passages: how many of the first nodes are passages.
-        passage_vectors: ``E``, one normalised embedding row per passage node (float32); ``None`` when the passages
-            are searched by HNSW, and only ``uniform`` may then be non-zero.
-        tol: the basis solve stops when every column's L1 change is below ``tol`` times the column's L1 norm.
-        row_products: makes the basis' :class:`~.int8_rows.RowProducts` (default exact products only).
-        solved: the graph's :class:`SolvedBasis` when it is already known (read from disk): nothing is solved.
-
-    Attributes:
-        build_seconds: the time the basis took to solve (when it was solved here, else the time it once took).
-        iterations: iterations of the basis solve.
+        passage_vectors: ``E``, one normalised float32 row per passage; None when the passages are searched by
+            HNSW (only ``uniform`` may then be non-zero).
+        tol: the solve stops when every column's L1 change is below ``tol`` times its L1 norm.
+        row_products: makes the basis' :class:`~.int8_rows.RowProducts` (default exact products).
+        solved: the graph's :class:`SolvedBasis` when already known (read from disk): nothing is solved.
 
     Raises:
-        ValueError: ``num_passages`` outside the graph, or vectors or a given ``solved`` of other shapes.
+        ValueError: ``num_passages`` outside the graph, or vectors or ``solved`` of other shapes.
     """
 
     def __init__(self, pagerank: PageRankGraph, num_passages: int, passage_vectors: np.ndarray | None = None,
@@ -195,21 +166,13 @@ class AffineResetPageRank:
 
     def run(self, seeds: SparseVector, uniform: float = 0.0, scale: float = 0.0,
             query: np.ndarray | None = None, top_k: int | None = None) -> AffineResetScores:
-        """The PageRank vector of ``seeds`` plus ``uniform + scale * E q`` on every passage.
-
-        Args:
-            seeds: the sparse part of the reset: non-negative weights at a few nodes.
-            uniform: the weight every passage gets (may be negative where ``scale * E q`` makes up for it: the
-                caller keeps every passage's share non-negative).
-            scale: the factor of each passage's similarity ``E q`` (0 without ``query``).
-            query: ``q``, the normalised query embedding (needs ``passage_vectors``).
-            top_k: only the best ``top_k`` passages need be exact (see :attr:`AffineResetScores.exact_rows`); without
-                a query, the seeds' push may stop as soon as those passages and their order are certain (their
-                scores are then the stopped push's, each at most its bound below the exact one).
+        """The PageRank vector of ``seeds`` (non-negative) plus ``uniform + scale * E q`` on every passage (``uniform``
+        may be negative where ``scale * E q`` makes up for it). With ``top_k`` only the best ``top_k`` passages need
+        be exact (:attr:`AffineResetScores.exact_rows`); without a query the seeds' push may then stop once those and
+        their order are certain (each score at most its bound below the exact one).
 
         Raises:
-            ValueError: the reset would be all zero, seeds outside the graph or negative, or ``query`` has no
-                basis.
+            ValueError: an all-zero reset, seeds outside the graph or negative, or ``query`` without a basis.
         """
         n, passages = self.pagerank.n_nodes, self.num_passages
         if seeds.nodes.size and (seeds.nodes[0] < 0 or seeds.nodes[-1] >= n or seeds.values.min() < 0):
@@ -297,11 +260,8 @@ class AffineResetPageRank:
 
     def _walk_seeds(self, seeds: SparseVector, seed_mass: float, seed_total: float, reset_mass: float,
                     settle: tuple[float, int] | None = None) -> tuple[SparseVector, float]:
-        """``z(seeds)`` (unnormalised; ``seed_total`` is its sum ``u . seeds``) and a bound on its L1 error.
-
-        With ``settle`` (``uniform``, ``k``) on an undirected graph pushed, the push may stop early: once the best
-        ``k`` passages of ``z(seeds) + uniform * g`` and their order are certain from its per-node bounds.
-        """
+        """``z(seeds)`` (unnormalised, summing to ``seed_total``) and a bound on its L1 error; with ``settle``
+        (``uniform``, ``k``) on an undirected pushed graph, stopped once the best ``k`` passages are certain."""
         if seed_mass <= 0:
             return SparseVector.empty(), 0.0
         damping = self.pagerank.damping
@@ -331,12 +291,9 @@ class AffineResetPageRank:
 
 
 def _seed_walk(pushed: SparsePush, damping: float, factor: float) -> SparseVector:
-    """``z(seeds)`` from a push of the seeds scaled to mass 1 (``factor`` scales it back), at the nodes reached.
-
-    Push keeps y = p + (1 - d) * sum_k (d M)^k r: adding the first term of the remainder, (1 - d) r, leaves at most
-    d |r| out, and keeps a seed too light to push (a hub entity) where it is. Both are over the nodes the push
-    reached.
-    """
+    """``z(seeds)`` at the nodes reached from a push of the seeds scaled to mass 1 (``factor`` scales it back):
+    adding the remainder's first term, ``(1 - d) r``, leaves at most ``d |r|`` out and keeps a seed too light to
+    push where it is."""
     estimate = pushed.estimate.values + (1.0 - damping) * pushed.remainder.values
     return SparseVector(pushed.estimate.nodes, estimate * factor)
 
@@ -372,11 +329,8 @@ def _check_solved(solved: SolvedBasis, n: int, num_passages: int, dims: int | No
 
 
 def _solve(m, damping: float, rhs: np.ndarray, n: int, tol: float) -> tuple[np.ndarray, int]:
-    """``X = (I - damping * m)^-1 R`` by Jacobi iteration, ``R`` being ``rhs`` padded with zero rows to ``n``.
-
-    For the transition matrix (column sums at most 1) each iteration shrinks the error's L1 norm by ``damping``;
-    for its transpose (row sums at most 1) its largest entry.
-    """
+    """``X = (I - damping * m)^-1 R`` by Jacobi iteration (``R``: ``rhs`` padded with zero rows to ``n``); each
+    iteration shrinks the error by ``damping`` (in L1 for ``M``, in its largest entry for ``M.T``)."""
     rows = rhs.shape[0]
     x = np.zeros((n, rhs.shape[1]))
     x[:rows] = rhs

@@ -1,15 +1,9 @@
-"""The exact walk: Personalized PageRank by power iteration, a query's seeds, and its dense similarities' scores.
+"""The exact walk: Personalized PageRank by power iteration, a query's seeds, and its dense similarities.
 
-HippoRAG 2 (Gutiérrez et al., 2025) seeds a Personalized PageRank walk with the recognised facts' entities and the
-min-max normalised dense passage scores, runs it with ``damping=0.5`` over the weighted entity/passage graph, and
-ranks passages by the result (seeds/003, seeds/004). Conventions match ``networkx.pagerank`` and igraph's PRPACK:
-
-* ``adjacency[i, j]`` is the weight of the edge ``i -> j`` (symmetric when undirected); parallel edges are summed,
-  a self-loop counts once;
-* the walker follows an edge with probability ``damping`` (in proportion to its weight), else jumps to the reset;
-* a dangling node (no positive out-weight) returns its mass to the reset; unreachable nodes get exactly 0.
-
-The transition matrix ``M[j, i] = A[i, j] / sum_k A[i, k]`` is CSR, so that a walk step is ``M @ x``.
+HippoRAG 2 (Gutiérrez et al., 2025) walks with ``damping=0.5`` from a reset of the recognised facts' entities and
+every passage's min-max normalised dense score (seeds/003, seeds/004). As in ``networkx.pagerank`` and igraph,
+``adjacency[i, j]`` weighs the edge ``i -> j``, a dangling node returns its mass to the reset and an unreachable
+node gets exactly 0. ``M[j, i] = A[i, j] / sum_k A[i, k]`` is CSR, so that a walk step is ``M @ x``.
 """
 
 from __future__ import annotations
@@ -40,8 +34,8 @@ _METHODS = ("exact", "push")
 
 @dataclass(frozen=True)
 class SparseVector:
-    """The non-zero entries of a vector over nodes: ``nodes`` (int64, increasing, no repeats) and their ``values``
-    (float64). A query's few seeds among many nodes cost what they hold, not a graph-sized array.
+    """The non-zero entries of a vector over nodes: ``nodes`` (int64, increasing) and ``values`` (float64). A query's
+    few seeds among many nodes cost what they hold, not a graph-sized array.
 
     Raises:
         ValueError: ``nodes`` and ``values`` differ in length, or ``nodes`` is not increasing.
@@ -118,16 +112,10 @@ def best_first(values: np.ndarray, k: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class DenseScores:
-    """One query's similarities to a collection's records.
-
-    Attributes:
-        top: the rows of the ``top_k`` most similar records asked for, best first (equal ones by row).
-        top_scores: their similarities.
-        high: the highest similarity.
-        low: the lowest (exact, or the HNSW index's farthest record): the minimum of the min-max normalisation.
-        scores: one similarity per record; None when only the top and the extremes were asked for.
-        near: after an HNSW search, the rows scored exactly (every other row of ``scores`` holds ``rest``).
-    """
+    """One query's similarities to a collection's records: the ``top`` rows asked for (best first, ties by row) and
+    their ``top_scores``; the ``high`` and ``low`` extremes of the min-max normalisation (``low`` after an HNSW search:
+    the farthest record's); every record's ``scores`` (None when only the top was asked for); after an HNSW search
+    the ``near`` rows scored exactly, every other row holding ``rest``."""
 
     top: np.ndarray
     top_scores: np.ndarray
@@ -212,12 +200,9 @@ def _check_reset(reset: Any, n: int) -> np.ndarray:
 
 
 def _power_iteration(m: sparse.csr_matrix, r: np.ndarray, scale: float, tol: float, max_iter: int) -> np.ndarray:
-    """Iterate ``x <- scale * M x + (1 - sum(scale * M x)) * r`` from ``x = r`` until the L1 change is < tol.
-
-    The mass a step loses (``1 - damping`` and what dangling columns drop) returns to the reset in one term, which
-    also keeps the sum at 1 despite rounding. The L1 error after stopping is at most ``d / (1 - d)`` times the
-    last change.
-    """
+    """Iterate ``x <- scale * M x + (1 - sum(scale * M x)) * r`` from ``x = r`` until the L1 change is < tol: the
+    mass a step loses (``1 - d``, dangling columns) returns to the reset in one term, keeping the sum at 1. The L1
+    error after stopping is at most ``d / (1 - d)`` times the last change."""
     n = r.shape[0]
     support = np.flatnonzero(r)
     sparse_reset = len(support) * 8 < n  # a few seed nodes: touch only them when returning mass to the reset
@@ -252,17 +237,14 @@ class PageRankGraph:
     """One version of a graph, ready for many Personalized PageRank queries (build a new one when it changes).
 
     Args:
-        adjacency: ``n x n`` finite non-negative weights, ``adjacency[i, j]`` for the edge ``i -> j``; or the
-            :attr:`matrices` of a graph, as saved.
+        adjacency: ``n x n`` finite non-negative weights (``[i, j]``: the edge ``i -> j``), or another graph's
+            :attr:`matrices`.
         damping: probability of following an edge, in [0, 1); HippoRAG 2 uses 0.5.
-        tol: L1 change at which the power iteration stops.
-        max_iter: iteration cap.
-        nodes: optional node keys in index order.
-        version: optional label of the graph version.
-        method: how a query's walk runs: ``"exact"`` (power iteration of the whole reset) or ``"push"`` (a local
-            push from the seeds, :mod:`.push`, the reset's dense share solved once, :mod:`.affine`).
-        push_epsilon: the push's residual threshold per unit of out-weight; default :data:`PUSH_TOLERANCE` / n
-            (HippoRAG's reset puts mass on every passage, so scores shrink as 1 / n).
+        tol, max_iter: the power iteration's L1 change to stop at, and its cap.
+        nodes, version: optional labels of the rows and of the graph.
+        method: ``"exact"`` (power iteration of the whole reset) or ``"push"`` (a push from the seeds,
+            :mod:`.push`, the dense share solved once, :mod:`.affine`).
+        push_epsilon: the push's threshold per unit of out-weight; default :data:`PUSH_TOLERANCE` / n.
 
     Raises:
         ValueError: a bad adjacency, damping, tol, max_iter, push_epsilon or method; ``nodes`` of another length
@@ -352,8 +334,8 @@ class PageRankGraph:
         return None if self._nodes is None else list(self._nodes)
 
     def run(self, reset: Any) -> np.ndarray:
-        """Personalized PageRank of a whole reset (one non-negative weight per node, normalised here) by power
-        iteration: ``x = damping * M x + (damping * dangling_mass(x) + 1 - damping) * r``, 0 where unreachable.
+        """Personalized PageRank of a whole reset (non-negative, normalised here) by power iteration, 0 where
+        unreachable (the convention of ``networkx.pagerank`` and igraph/PRPACK).
 
         Raises:
             ValueError: a reset of the wrong length, negative, NaN/infinite or all zero.

@@ -1,15 +1,10 @@
-"""A query's product with every row of a matrix, estimated within a bound, exact where a ranking needs it.
+"""A query's product with every row of a matrix, estimated within a bound and exact where a ranking needs it.
 
-A query uses only a few of its products with every fact, passage or basis row exactly: the best ``k`` and the
-lowest (the minimum of a min-max normalisation). Reading float32 rows is what a product costs, so an estimate
-from an int8 copy (a quarter of the bytes, :class:`Int8Rows`) with a bound on each row's error tells which rows
-can matter: a row whose upper bound is below the ``k``-th best lower bound cannot be in the top ``k``. Only the
-rows that can are multiplied exactly, so every result is the one the exact product gives.
-
-The int8 bound of row ``i`` adds every error the estimate makes: the row's own rounding ``|x_i - s_i Q_i|``
-(measured once), the query's rounding to bfloat16 times the stored row's norm, the float32 sum of ``D`` products,
-and the bfloat16 rounding of the result. A self-check at construction holds the bound against the exact product;
-where torch's kernel is missing or the check fails, :func:`row_products` keeps the exact product.
+A query reads only the best ``k`` and the lowest of its products with every row exactly. An int8 copy of the
+rows (a quarter of float32's bytes, :class:`Int8Rows`) estimates every product within a bound on each row's error
+(the row's own rounding, the query's rounding to bfloat16, the float32 sum and the bfloat16 result), checked
+against the exact product at construction; only the rows whose bounds can reach the top are multiplied exactly,
+so every result is the exact product's. Without torch's kernel, or if its check fails, products stay exact.
 """
 
 from __future__ import annotations
@@ -80,11 +75,7 @@ class RowProducts(Protocol):
 
 
 class ExactRows:
-    """The exact product with every row.
-
-    Args:
-        matrix: the rows (float32), kept by reference.
-    """
+    """The exact product with every row of ``matrix`` (float32, kept by reference)."""
 
     method = "exact"
 
@@ -145,14 +136,9 @@ def _bfloat16_upward(values: np.ndarray) -> np.ndarray:
 
 
 class Int8Rows(ExactRows):
-    """Products with a float32 matrix, estimated from its int8 copy (see the module docstring) and exact as
-    :class:`ExactRows` computes them.
-
-    Args:
-        matrix: the rows (float32), kept by reference for the exact products.
-        codes_folder: where the int8 copy is shared with the other processes of a persisted index, as a file
-            named ``<codes_kind>-<hash>.npy`` (:class:`~..state_files.VectorMatrix`); None: held in the heap.
-        codes_kind: the file name's prefix.
+    """Products with a float32 matrix, estimated from its int8 copy (the module docstring) and exact as
+    :class:`ExactRows` computes them; the copy shared through ``codes_folder`` as ``<codes_kind>-<hash>.npy``
+    (:class:`~..state_files.VectorMatrix`; None: held in the heap).
 
     Raises:
         RuntimeError: torch's int8 kernel is missing, or its result broke the bound in the self-check.

@@ -1,13 +1,9 @@
 """Personalized PageRank by forward push (Andersen, Chung and Lang, 2006): work that follows the walk's mass.
 
-Push keeps an estimate ``p`` and a residual ``r`` (initially the seeds) and pushes every node whose residual is
-over ``epsilon * d(u)`` (``d``: weighted out-degree, 1 when dangling): ``p[u] += (1 - damping) * r[u]``, the rest
-spread over its out-edges. All such nodes are pushed at once per round: one sparse product when many are, only
-their out-edges when few are. Its cost follows the nodes it reaches, not the graph's size.
-
-**Error bounds.** With ``y = (1 - d) * sum_k (d M)^k r0`` the unnormalised PPR of the seeds, push keeps
-``y = p + (1 - d) * sum_k (d M)^k r``: so ``0 <= y - p``, ``|y - p|_1 <= |r|_1``, and at termination
-``|r|_1 <= epsilon * sum_u d(u)``; on an undirected graph also ``0 <= y[u] - p[u] <= epsilon * d(u)`` per node.
+Push keeps an estimate ``p`` and a residual ``r`` (initially the seeds) and, a round at a time, pushes every node
+whose residual is over ``epsilon * d(u)`` (``d``: out-weight, 1 when dangling): ``p[u] += (1 - damping) * r[u]``,
+the rest spread over its out-edges. With ``y`` the seeds' unnormalised PPR, ``0 <= y - p``, ``|y - p|_1 <= |r|_1
+<= epsilon * sum_u d(u)`` at the end, and on an undirected graph ``y[u] - p[u] <= epsilon * d(u)`` per node.
 """
 
 from __future__ import annotations

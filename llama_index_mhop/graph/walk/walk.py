@@ -1,14 +1,10 @@
 """A graph version's walk and dense searches, and the settings that choose their paths by size.
 
-Below every threshold of :class:`WalkSettings` a query runs the exact path (:mod:`.exact`): every passage's
-similarity, the whole reset walked by power iteration. Past them, the large-graph tier: from ``push_min_nodes``
-nodes the reset's dense share is solved once per graph version (:mod:`.affine`, kept on disk by
-:mod:`.basis_files`) and a query pushes from its seeds (:mod:`.push`); from ``int8_min_rows`` rows a product with
-every row is estimated from an int8 copy first (:mod:`.int8_rows`); from ``hnsw_min_facts`` facts and
-``hnsw_min_passages`` passages a collection is searched through Chroma's HNSW index: the ``hnsw_top_n`` nearest
-exactly, every other record at the exact mean of the rest, and the least similar as the nearest to ``-q``. The
-HNSW thresholds are high because sharing one value among the far passages costs recall (6.3 points of recall@21
-at 1M passages, docs/SCALING.md); facts lose none, as only their best few are read.
+Below every size of :class:`WalkSettings` a query takes the exact path (:mod:`.exact`). Past them: the dense
+share solved once and a push from the seeds (:mod:`.affine`, :mod:`.push`); products estimated from an int8 copy
+first (:mod:`.int8_rows`); a collection searched through Chroma's HNSW index, its ``hnsw_top_n`` nearest exact,
+every other record at the exact mean of the rest, the least similar the nearest to ``-q``. Sharing that mean
+lost 6.3 points of recall@21 at 1M passages (docs/SCALING.md), hence the high passage threshold.
 """
 
 from __future__ import annotations
@@ -39,18 +35,10 @@ _MODES = ("auto", "exact")
 
 @dataclass
 class WalkSettings:
-    """Which paths an index's walk and searches take: ``"exact"`` always the exact one, ``"auto"`` the large-graph
-    tier from the sizes below (each path it takes logged once at INFO).
-
-    Attributes:
-        walk: ``"auto"`` or ``"exact"``.
-        push_min_nodes: nodes from which the dense share is solved once and a query pushes from its seeds (push
-            took 0.8x the exact CPU time at 30k nodes, 0.6x at 90k, docs/SCALING.md).
-        int8_min_rows: rows from which a product with every row is estimated from an int8 copy first.
-        hnsw_min_facts: facts from which the fact collection is searched through its HNSW index.
-        hnsw_min_passages: the same for passages (where the shared page cache of the exact path would fill 24 GB).
-        hnsw_top_n: records an HNSW search scores exactly.
-        name: the index named in the log.
+    """Which paths an index's walk and searches take: ``walk="exact"`` always the exact one; ``"auto"`` the
+    large-graph tier from ``push_min_nodes`` nodes, ``int8_min_rows`` rows, ``hnsw_min_facts`` facts and
+    ``hnsw_min_passages`` passages (the module docstring), each path logged once at INFO for the index ``name``.
+    ``hnsw_top_n`` records of an HNSW search are exact.
 
     Raises:
         ValueError: an unknown ``walk``, or a size below 0.
@@ -90,15 +78,9 @@ class WalkSettings:
 
 @dataclass(frozen=True)
 class Ranking:
-    """The walk of one query's reset.
-
-    Attributes:
-        passages: the best passages (node numbers), best first; equal scores in increasing node order.
-        scores: their PageRank probabilities.
-        top_entities: the entities' largest scores as ``(node, score)``, best first (on the push path the seeds'
-            walk alone: the dense share's walk is solved over the passages only).
-        reset_top: the reset's largest entries as ``(node, weight)``, best first, zeros left out.
-    """
+    """The walk of one query's reset: the best ``passages`` (node numbers, best first, ties by node) and their
+    ``scores``; the ``top_entities`` as ``(node, score)`` (on the push path the seeds' walk alone); the reset's
+    largest entries ``reset_top`` as ``(node, weight)``, zeros left out."""
 
     passages: np.ndarray
     scores: np.ndarray
@@ -198,18 +180,12 @@ class DenseVectors:
 
     Args:
         ids: the records' ids, sorted, in the order of the scores returned.
-        vectors: their normalised embeddings (one row each); or their :class:`VectorSum`, searched by HNSW whatever
-            the number of records.
+        vectors: their normalised rows; or their :class:`VectorSum`, searched by HNSW whatever their number.
         collections: the Chroma collections holding them (records not in ``ids`` are skipped).
-        hnsw_min_records: from this many records, search the collections' HNSW index instead of all vectors.
-        top_n: records whose similarity an HNSW search returns exactly (unless a query asks for another number).
-        int8_min_records: from this many records, a search for the top alone estimates from an int8 copy first.
-        codes_folder: where that int8 copy is shared with the index's other processes, as
-            ``<codes_kind>-<hash>.npy`` (None: held in the heap).
-
-    Attributes:
-        matrix: the vectors, kept for exact search only (None when the HNSW index is searched).
-        products: how a search for the top alone multiplies them (None when the HNSW index is searched).
+        hnsw_min_records: from this many records, search the collections' HNSW index.
+        top_n: records an HNSW search returns exactly.
+        int8_min_records: from this many records, a search for the top alone estimates from an int8 copy first,
+            shared through ``codes_folder`` as ``<codes_kind>-<hash>.npy`` (None: held in the heap).
     """
 
     def __init__(self, ids: Sequence[str], vectors: np.ndarray | VectorSum, collections: list[Any],
