@@ -183,10 +183,10 @@ def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: fl
     """The retrieval state of the graph as it is now, its passage and fact embeddings read from Chroma (the paths
     its searches and walk take past a size are ``walk``'s, see :mod:`.walk.walk`). On a large graph the walk's
     solved dense share is read from ``basis_folder`` when saved there, else solved and saved there
-    (:meth:`GraphWalk.load`). With a ``state_folder`` the passage and fact matrices, their int8 copies (and the walk basis's) and the passages' text
-    are files there that every process of the index maps (:mod:`.state_files`), and with a ``snapshot_digest``
-    (the graph is the save whose ``tables.json`` has this digest) the state is filed there as that save's query
-    snapshot (:mod:`.state_snapshot`).
+    (:meth:`GraphWalk.load`). With a ``state_folder`` the passage and fact matrices, their int8 copies (and the
+    walk basis's) and the passages' text are files there that every process of the index maps
+    (:mod:`.state_files`), and with a ``snapshot_digest`` (the graph is the save whose ``tables.json`` has this
+    digest) the state is filed there as that save's query snapshot (:mod:`.state_snapshot`).
 
     Raises:
         EmptyIndexError: the graph holds no passage.

@@ -213,10 +213,7 @@ class AffineResetPageRank:
              top_k: int) -> AffineResetScores:
         """The PageRank of the reset ``seeds`` + ``passage_weight`` times each passage's normalised similarity
         (``dense`` holding the extremes, and the near rows after an HNSW search), exact on its best ``top_k``."""
-        high, low = dense.high, dense.low
-        # normalised = (s - low) / (high - low) = scale * s + uniform; all ones when every score is the same
-        scale = passage_weight / (high - low) if high - low > 0 else 0.0
-        uniform = -scale * low if scale > 0 else passage_weight
+        scale, uniform = dense.normalising(passage_weight)
         q: np.ndarray | None = query
         if dense.near is not None:
             # HNSW search: the far passages share one similarity, the near ones differ from it by a few seeds.

@@ -134,6 +134,11 @@ class DenseScores:
             return np.ones_like(scores)
         return (scores - self.low) / (self.high - self.low)
 
+    def normalising(self, weight: float) -> tuple[float, float]:
+        """``weight`` times :meth:`normalised` as ``scale * s + uniform``: affine in ``s``, for the solved walk."""
+        scale = weight / (self.high - self.low) if self.high - self.low > 0 else 0.0
+        return scale, (-scale * self.low if scale > 0 else weight)
+
 
 class WalkMatrices(NamedTuple):
     """What a walk reads of a graph: ``M`` (column-stochastic CSR), ``P = M.T`` (row-stochastic CSR) and each
