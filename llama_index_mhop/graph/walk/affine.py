@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .exact import DenseScores, PageRankGraph, SparseVector, all_products, best_first
-from .int8_rows import ExactRows, RowProducts, largest_magnitude, top_candidates
+from .int8_rows import ExactRows, largest_magnitude, top_candidates
 from .push import SparsePush
 
 __all__ = ["AffineResetPageRank", "AffineResetScores", "DEFAULT_BASIS_TOL", "SolvedBasis", "solve_basis"]
@@ -122,7 +122,7 @@ class AffineResetPageRank:
         passage_vectors: ``E``, one normalised float32 row per passage; None when the passages are searched by
             HNSW (only ``uniform`` may then be non-zero).
         tol: the solve stops when every column's L1 change is below ``tol`` times its L1 norm.
-        row_products: makes the basis' :class:`~.int8_rows.RowProducts` (default exact products).
+        row_products: makes the basis' :class:`~.int8_rows.ExactRows` (default exact products).
         solved: the graph's :class:`SolvedBasis` when already known (read from disk): nothing is solved.
 
     Raises:
@@ -131,7 +131,7 @@ class AffineResetPageRank:
 
     def __init__(self, pagerank: PageRankGraph, num_passages: int, passage_vectors: np.ndarray | None = None,
                  tol: float = DEFAULT_BASIS_TOL,
-                 row_products: Callable[[np.ndarray], RowProducts] = ExactRows,
+                 row_products: Callable[[np.ndarray], ExactRows] = ExactRows,
                  solved: SolvedBasis | None = None) -> None:
         n = pagerank.n_nodes
         if not 0 < num_passages <= n:

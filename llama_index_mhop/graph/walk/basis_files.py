@@ -23,7 +23,7 @@ from ..json_files import read_json_object, write_json
 from ..state_files import check_folder_digests, folder_digests, write_folder
 from .affine import DEFAULT_BASIS_TOL, AffineResetPageRank, SolvedBasis, solve_basis
 from .exact import PageRankGraph
-from .int8_rows import ExactRows, RowProducts
+from .int8_rows import ExactRows
 
 __all__ = ["BASIS_FOLDER", "basis_key", "load_basis", "save_basis", "solved_walk"]
 
@@ -91,7 +91,7 @@ def save_basis(folder: Path, key: str, solved: SolvedBasis) -> None:
 
 
 def solved_walk(pagerank: PageRankGraph, num_passages: int, passage_vectors: np.ndarray | None,
-                folder: Path | None, row_products: Callable[[np.ndarray], RowProducts] = ExactRows,
+                folder: Path | None, row_products: Callable[[np.ndarray], ExactRows] = ExactRows,
                 tol: float = DEFAULT_BASIS_TOL) -> AffineResetPageRank:
     """The graph's :class:`~.affine.AffineResetPageRank`, its basis read from ``folder`` when saved there, else
     solved (and saved there, when given)."""

@@ -14,7 +14,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
@@ -22,7 +22,7 @@ from ...adapters.torch import has_int8_matmul, int8_matmul
 from ..state_files import VectorMatrix
 from .exact import all_products
 
-__all__ = ["Estimate", "ExactRows", "Int8Rows", "RowProducts", "largest_magnitude", "lowest_candidates",
+__all__ = ["Estimate", "ExactRows", "Int8Rows", "largest_magnitude", "lowest_candidates",
            "row_products", "top_candidates"]
 
 logger = logging.getLogger(__name__)
@@ -57,25 +57,9 @@ class Estimate:
         return self.row_bounds(rows)
 
 
-class RowProducts(Protocol):
-    """Products of a query with the rows of one float32 matrix."""
-
-    #: ``"exact"`` or the name of the estimate (``"int8"``).
-    method: str
-    #: The float32 rows.
-    matrix: np.ndarray
-
-    def estimate(self, query: np.ndarray) -> Estimate:
-        """Every row's product with ``query`` within a bound."""
-        ...
-
-    def exact(self, query: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """The exact products of ``rows`` (indices) with ``query``: the same floats as the whole product gives."""
-        ...
-
-
 class ExactRows:
-    """The exact product with every row of ``matrix`` (float32, kept by reference)."""
+    """The exact product with every row of ``matrix`` (float32, kept by reference); :attr:`method` names the
+    estimate subclasses make (``"int8"``)."""
 
     method = "exact"
 
@@ -83,9 +67,11 @@ class ExactRows:
         self.matrix = matrix
 
     def estimate(self, query: np.ndarray) -> Estimate:
+        """Every row's product with ``query`` within a bound."""
         return Estimate(all_products(self.matrix, query))
 
     def exact(self, query: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """The exact products of ``rows`` with ``query``: the same floats as the whole product gives."""
         return all_products(self.matrix[rows], query)
 
 
@@ -224,7 +210,7 @@ class Int8Rows(ExactRows):
 
 
 def row_products(matrix: np.ndarray, int8_min_rows: int, codes_folder: Path | None = None,
-                 codes_kind: str = "int8") -> RowProducts:
+                 codes_kind: str = "int8") -> ExactRows:
     """The products for ``matrix``: :class:`Int8Rows` from ``int8_min_rows`` rows where torch's kernel holds its
     bound (its int8 copy shared through ``codes_folder`` when given), else :class:`ExactRows`."""
     if matrix.shape[0] >= max(1, int8_min_rows):

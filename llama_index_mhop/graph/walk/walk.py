@@ -23,7 +23,7 @@ import numpy as np
 from .affine import AffineResetPageRank
 from .basis_files import solved_walk
 from .exact import DenseScores, PageRankGraph, SparseVector, all_products, best_first
-from .int8_rows import RowProducts, lowest_candidates, row_products, top_candidates
+from .int8_rows import ExactRows, lowest_candidates, row_products, top_candidates
 
 __all__ = ["DenseVectors", "GraphWalk", "Ranking", "VectorSum", "WalkMode", "WalkSettings"]
 
@@ -200,7 +200,7 @@ class DenseVectors:
         self.top_n = top_n
         self.method = "hnsw" if summed or self.size >= max(1, hnsw_min_records) else "exact"
         self.matrix: np.ndarray | None = None
-        self.products: RowProducts | None = None
+        self.products: ExactRows | None = None
         if self.method == "exact":
             assert isinstance(vectors, np.ndarray)
             self.matrix = vectors
