@@ -1,6 +1,6 @@
 """HippoRAG 2's walk by graph size: the whole reset walked per query against its dense share solved once.
 
-``graph/walk/affine_ppr.py`` solves the PageRank of the reset's dense share (a min-max normalised similarity on every
+``graph/walk/affine.py`` solves the PageRank of the reset's dense share (a min-max normalised similarity on every
 passage) once per graph version, so that a query walks from its few seeds only. This script measures, on the
 HippoRAG-shaped synthetic graphs of ``benchmarks/ppr_scaling.py`` (seeded) with random unit passage vectors of
 ``--dims`` dimensions:
@@ -42,12 +42,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ppr_scaling import push_pagerank, synthetic_graph, timed  # noqa: E402  (a sibling script, not a package)
 
 from llama_index_mhop.graph.walk.basis_files import solved_walk  # noqa: E402
-from llama_index_mhop.graph.walk.dense_search import HNSW_MIN_PASSAGES, HNSW_TOP_N  # noqa: E402
-from llama_index_mhop.graph.walk.ppr import PageRankGraph  # noqa: E402
-from llama_index_mhop.graph.walk.sparse_vector import SparseVector  # noqa: E402
+from llama_index_mhop.graph.walk import PageRankGraph, SparseVector, WalkSettings  # noqa: E402
 
 WEIGHT = 0.05  # HippoRAG 2's passage_node_weight
 TOP = 21
+TOP_N = WalkSettings.hnsw_top_n
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "affine_ppr_scaling.json"
 
 
@@ -68,9 +67,9 @@ def query_parts(rng, graph, n_passages, vectors, hnsw: bool):
     q = rng.normal(size=vectors.shape[1]).astype(np.float32)
     q /= np.linalg.norm(q)
     similarity = np.einsum("ij,j->i", vectors, q).astype(np.float64)
-    if hnsw:  # the nearest keep their similarity, the rest share their mean (graph/walk/dense_search.py)
-        near = np.argpartition(-similarity, HNSW_TOP_N - 1)[:HNSW_TOP_N]
-        rest = (similarity.sum() - similarity[near].sum()) / (n_passages - HNSW_TOP_N)
+    if hnsw:  # the nearest keep their similarity, the rest share their mean (graph/walk/walk.py)
+        near = np.argpartition(-similarity, TOP_N - 1)[:TOP_N]
+        rest = (similarity.sum() - similarity[near].sum()) / (n_passages - TOP_N)
         folded = np.full(n_passages, rest)
         folded[near] = similarity[near]
         similarity = folded
@@ -161,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dims", type=int, default=384, help="passage vector dimensions (MiniLM: 384)")
     parser.add_argument("--queries", type=int, default=5, help="timed queries per size (after one warm-up)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--hnsw-min-passages", type=int, default=HNSW_MIN_PASSAGES)
+    parser.add_argument("--hnsw-min-passages", type=int, default=WalkSettings.hnsw_min_passages)
     parser.add_argument("--basis-folder", type=Path,
                         help="save each size's basis here and open it a second time, as a second worker would")
     parser.add_argument("--coarser-push", type=float, nargs="*", default=[],

@@ -27,9 +27,9 @@ Each step runs in its own subprocess, so a process's memory is that step's alone
 folder): Chroma's HNSW indexes, and the synonymy edges found through the entities' one, differ from build to build,
 so two versions of the query code are compared on one build. ``--compare FILE`` counts the questions whose top 21
 is the same as in another run's rankings file, in order and as a set. ``--walk-from-nodes N`` sets the node count
-from which the walk runs on its solved dense share (``PUSH_MIN_NODES`` of ``graph/walk/ppr.py``) in the query
+from which the walk runs on its solved dense share (the index setting ``push_min_nodes``) in the query
 process, to measure that walk at this size; ``--hnsw-min-records N`` the number of records from which facts and
-passages are searched through Chroma's HNSW indexes (``HNSW_MIN_FACTS``, ``HNSW_MIN_PASSAGES``), to run the paths
+passages are searched through Chroma's HNSW indexes (``hnsw_min_facts``, ``hnsw_min_passages``), to run the paths
 of a million passages on a smaller build and compare them with exact search (``--compare``), and
 ``--hnsw-top-n`` how many of the nearest records those searches score exactly (``HNSW_TOP_N``).
 ``--step graph --work-dir W`` builds the graph alone beside the vector index an earlier ``--chroma-server`` build
@@ -199,26 +199,19 @@ def query_step(work: Path, trace: bool, rounds: int, rankings: Path, walk_from_n
     from llama_index.vector_stores.chroma import ChromaVectorStore
 
     from llama_index_mhop.bench.benchmarker import passage_ids
-    from llama_index_mhop.graph import HippoGraphIndex
+    from llama_index_mhop.graph import HippoGraphIndex, HippoGraphIndexConfig
     from llama_index_mhop.rules.metrics import recall_at_k
 
     torch.set_num_threads(1)
+    walk: dict[str, int] = {}  # the index's walk settings this query process overrides
     if walk_from_nodes is not None:
-        from llama_index_mhop.graph.walk import ppr
-
-        ppr.PUSH_MIN_NODES = walk_from_nodes
+        walk["push_min_nodes"] = walk_from_nodes
     if hnsw_min_records is not None:
-        from llama_index_mhop.graph import state
-
-        state.HNSW_MIN_FACTS = state.HNSW_MIN_PASSAGES = hnsw_min_records
+        walk["hnsw_min_facts"] = walk["hnsw_min_passages"] = hnsw_min_records
     if hnsw_min_passages is not None:
-        from llama_index_mhop.graph import state
-
-        state.HNSW_MIN_PASSAGES = hnsw_min_passages
+        walk["hnsw_min_passages"] = hnsw_min_passages
     if hnsw_top_n is not None:
-        from llama_index_mhop.graph import state
-
-        state.HNSW_TOP_N = hnsw_top_n
+        walk["hnsw_top_n"] = hnsw_top_n
     dataset = load_corpus(work)
     embedder = probe_embedder()
     steps: dict[str, Any] = {"start": memory(False)}
@@ -230,7 +223,8 @@ def query_step(work: Path, trace: bool, rounds: int, rankings: Path, walk_from_n
         client = default_chroma_client(host="localhost", port=chroma_port)
     store = ChromaVectorStore(chroma_collection=client.get_collection(COLLECTION))
     vector_index = VectorStoreIndex.from_vector_store(store, embed_model=embedder)
-    graph = HippoGraphIndex.from_persist_dir(work / "graph", chroma_client=client, embed_model=embedder)
+    graph = HippoGraphIndex.from_persist_dir(work / "graph", chroma_client=client, embed_model=embedder,
+                                             config=HippoGraphIndexConfig(**walk))
     steps["indexes opened"] = memory(False)
     if trace:
         tracemalloc.start()
@@ -353,11 +347,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rankings", type=Path, help="where the top 21 of every question go")
     parser.add_argument("--reuse-build", action="store_true", help="query the store and graph of an earlier run")
     parser.add_argument("--compare", type=Path, help="another run's rankings file: count the same top 21")
-    parser.add_argument("--walk-from-nodes", type=int, help="PUSH_MIN_NODES in the query process")
+    parser.add_argument("--walk-from-nodes", type=int, help="push_min_nodes in the query process")
     parser.add_argument("--hnsw-min-records", type=int,
-                        help="HNSW_MIN_FACTS and HNSW_MIN_PASSAGES in the query process (the HNSW paths below their sizes)")
+                        help="hnsw_min_facts and hnsw_min_passages in the query process (the HNSW paths below their sizes)")
     parser.add_argument("--hnsw-min-passages", type=int,
-                        help="HNSW_MIN_PASSAGES alone in the query process (after --hnsw-min-records)")
+                        help="hnsw_min_passages alone in the query process (after --hnsw-min-records)")
     parser.add_argument("--hnsw-top-n", type=int, help="HNSW_TOP_N in the query process (records scored exactly)")
     parser.add_argument("--chroma-server", action="store_true",
                         help="build into a `chroma run` server (its memory recorded) instead of an embedded store")

@@ -402,7 +402,7 @@ def _walk_vs_exact(retriever: Any, questions: list[Any], k_values: list[int]) ->
 
     Each question is retrieved once more with the walk's reset recorded (questions answered by dense retrieval
     alone run no walk); the exact power iteration and a local push of the whole reset then rank the passages from
-    that reset. On a large graph the walk goes through the solved dense share (``graph.walk.affine_ppr``), on a
+    that reset. On a large graph the walk goes through the solved dense share (``graph.walk.affine``), on a
     small one by the exact iteration itself.
     """
     import numpy as np
@@ -486,11 +486,12 @@ def _exact_vs_hnsw(retriever: Any, questions: list[Any], k_values: list[int]) ->
     """Exact dense scoring of every fact and passage against Chroma's HNSW search, on the benchmark questions.
 
     The retriever answers every question twice, from a retrieval state that scores all vectors exactly and from
-    one that searches both collections' HNSW indexes (``graph.walk.dense_search``), whatever the index's size; the
+    one that searches both collections' HNSW indexes (``graph.walk.walk``), whatever the index's size; the
     top-``max(k)`` sets, recall and latency are compared.
     """
     from llama_index_mhop.bench.benchmarker import passage_ids
     from llama_index_mhop.graph.state import load_retrieval_state
+    from llama_index_mhop.graph.walk import WalkSettings
 
     index = retriever.index
     top = max(k_values)
@@ -498,7 +499,8 @@ def _exact_vs_hnsw(retriever: Any, questions: list[Any], k_values: list[int]) ->
     latency: dict[str, list[float]] = {}
     recall: dict[str, dict[int, list[float]]] = {}
     for method, threshold in (("exact", 2**62), ("hnsw", 1)):
-        state = load_retrieval_state(index.graph, index.stores, retriever.config.damping, hnsw_min_records=threshold)
+        walk = WalkSettings(hnsw_min_facts=threshold, hnsw_min_passages=threshold)
+        state = load_retrieval_state(index.graph, index.stores, retriever.config.damping, walk)
         index.retrieval_state = lambda damping, s=state: s  # an instance attribute: the class's method is untouched
         ranked[method], latency[method], recall[method] = [], [], {k: [] for k in k_values}
         try:

@@ -31,7 +31,7 @@ docs/BENCHMARKS.md gives their recall on HotpotQA-100 and the synthetic corpus.
 
 Everything a query needs (fact and passage embeddings, the graph's walk) is loaded once per graph version by
 :meth:`HippoGraphIndex.retrieval_state`, never per query. Steps 1 and 3 read the query's similarity to the facts
-and passages from :mod:`~llama_index_mhop.graph.walk.dense_search`: exact products on a small index; past a size,
+and passages from :mod:`~llama_index_mhop.graph.walk.walk`: exact products on a small index; past a size,
 estimates with bounds multiplied exactly where they leave a doubt (the same results), then Chroma's HNSW index.
 """
 
@@ -53,9 +53,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..graph.extraction import entity_key
 from ..graph.retrieval_source import RetrievalSource
 from ..graph.state import RetrievalState
-from ..graph.walk.dense_search import DenseScores
-from ..graph.walk.ppr import DEFAULT_DAMPING
-from ..graph.walk.sparse_vector import SparseVector
+from ..graph.walk.exact import DEFAULT_DAMPING, DenseScores, SparseVector
 from ..lm.programs import ProgramSource
 from ..lm.signatures import FactFilterModule
 from ..lm.steps import FallbackCounter

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from .openie_export import export_openie
     from .openie_file import OpenIEFileError, StoredOpenIE, read_openie, write_openie
     from .reader import HippoGraphReader
-    from .walk.ppr import DEFAULT_DAMPING, DEFAULT_MAX_ITER, DEFAULT_TOL, PageRankGraph
+    from .walk.exact import DEFAULT_DAMPING, DEFAULT_MAX_ITER, DEFAULT_TOL, PageRankGraph
 
 __all__ = [
     "DEFAULT_DAMPING",
@@ -67,10 +67,10 @@ _EXPORTS = {
     "read_openie": ".openie_file",
     "write_openie": ".openie_file",
     "HippoGraphReader": ".reader",
-    "DEFAULT_DAMPING": ".walk.ppr",
-    "DEFAULT_MAX_ITER": ".walk.ppr",
-    "DEFAULT_TOL": ".walk.ppr",
-    "PageRankGraph": ".walk.ppr",
+    "DEFAULT_DAMPING": ".walk.exact",
+    "DEFAULT_MAX_ITER": ".walk.exact",
+    "DEFAULT_TOL": ".walk.exact",
+    "PageRankGraph": ".walk.exact",
 }
 
 

@@ -24,7 +24,7 @@ from .graph_arrays import (
     PassageRecord,
     SynonymList,
 )
-from .walk.ppr import DEFAULT_DAMPING, PageRankGraph
+from .walk.exact import DEFAULT_DAMPING, PageRankGraph
 
 __all__ = ["ENTITY", "KIND_CODE", "PASSAGE", "EdgeWeights", "GraphEdges"]
 

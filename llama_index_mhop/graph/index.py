@@ -65,7 +65,7 @@ from .persistence import (
 )
 from .state import EmptyIndexError, RetrievalState
 from .synonymy import DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES
-from .walk.ppr import DEFAULT_DAMPING
+from .walk.exact import DEFAULT_DAMPING
 from .writer import IndexWriter
 
 __all__ = [

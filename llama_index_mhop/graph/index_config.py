@@ -1,4 +1,4 @@
-"""The graph index's settings, checked once: its name, chunking, batching, short-text embedding and synonymy."""
+"""The graph index's settings, checked once: its name, chunking, batching, short-text embedding, synonymy and walk."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from .graph_stores import DEFAULT_SHORT_TEXT_BATCH_SIZE, DEFAULT_SHORT_TEXT_DTYP
 from .indexing import DEFAULT_INSERT_BATCH_SIZE
 from .knowledge_graph import DEFAULT_SYNONYMY_THRESHOLD, DEFAULT_SYNONYMY_TOP_K, DEFAULT_TITLE_EDGE_WEIGHT
 from .synonymy import DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES
+from .walk import WalkMode, WalkSettings
 
 __all__ = ["DEFAULT_AUTO_RECONCILE_MAX_PASSAGES", "DEFAULT_INDEX_NAME", "GRAPH_SETTINGS", "HippoGraphIndexConfig"]
 
@@ -29,7 +30,7 @@ class HippoGraphIndexConfig(BaseModel):
     A value of the wrong type or out of range raises pydantic's ``ValidationError`` (a ``ValueError``) naming the
     field. A saved index keeps the settings it was built with (its name, chunking, batching, short-text embedding
     and its graph's synonymy); ``num_workers``, ``show_progress`` and ``auto_reconcile_max_passages`` are the
-    opener's.
+    opener's, and so are the walk's.
 
     Attributes:
         name: prefix of the Chroma collection names ("hippo").
@@ -52,6 +53,14 @@ class HippoGraphIndexConfig(BaseModel):
         synonymy_threshold: cosine similarity for a synonymy edge (HippoRAG 2: 0.8).
         synonymy_top_k: most synonyms per entity.
         title_edge_weight: weight of a passage's edge to its own title entity (see ``knowledge_graph``).
+        walk: ``"auto"`` (default) takes the large-graph paths from the sizes below, each logged once at INFO when
+            taken; ``"exact"`` never does (every similarity exact, every reset walked by power iteration).
+        push_min_nodes: graph nodes from which the reset's dense share is solved once and a query pushes from its
+            seeds (:mod:`.walk.affine`).
+        int8_min_rows: rows (facts, passages) from which a query's products are estimated from an int8 copy first.
+        hnsw_min_facts: facts from which the fact collection is searched through Chroma's HNSW index.
+        hnsw_min_passages: passages from which the passage collection is (costing recall, docs/SCALING.md).
+        hnsw_top_n: records an HNSW search scores exactly (the others share the mean of the rest).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
@@ -69,6 +78,12 @@ class HippoGraphIndexConfig(BaseModel):
     synonymy_threshold: float = Field(DEFAULT_SYNONYMY_THRESHOLD, ge=-1, le=1, allow_inf_nan=False, strict=False)
     synonymy_top_k: int = Field(DEFAULT_SYNONYMY_TOP_K, ge=0)
     title_edge_weight: float = Field(DEFAULT_TITLE_EDGE_WEIGHT, gt=0, allow_inf_nan=False, strict=False)
+    walk: WalkMode = "auto"
+    push_min_nodes: int = Field(WalkSettings.push_min_nodes, ge=0)
+    int8_min_rows: int = Field(WalkSettings.int8_min_rows, ge=0)
+    hnsw_min_facts: int = Field(WalkSettings.hnsw_min_facts, ge=0)
+    hnsw_min_passages: int = Field(WalkSettings.hnsw_min_passages, ge=0)
+    hnsw_top_n: int = Field(WalkSettings.hnsw_top_n, ge=1)
 
     @classmethod
     def of(cls, config: HippoGraphIndexConfig | None, settings: dict[str, Any]) -> HippoGraphIndexConfig:
@@ -87,6 +102,11 @@ class HippoGraphIndexConfig(BaseModel):
     def replaced(self, **settings: Any) -> HippoGraphIndexConfig:
         """These settings with ``settings`` in place, checked."""
         return self.of(self, settings)
+
+    def walk_settings(self) -> WalkSettings:
+        """The paths this index's walk and searches take (one object per index: it logs each path once)."""
+        return WalkSettings(self.walk, self.push_min_nodes, self.int8_min_rows, self.hnsw_min_facts,
+                            self.hnsw_min_passages, self.hnsw_top_n, self.name)
 
     def graph_settings(self) -> dict[str, Any]:
         """The settings a new index's knowledge graph is built with (``KnowledgeGraph(**settings)``)."""

@@ -72,7 +72,7 @@ from .graph_files import (
     save_graph,
 )
 from .synonym_lists import SynonymLists
-from .walk.ppr import PageRankGraph
+from .walk.exact import PageRankGraph
 
 __all__ = [
     "DEFAULT_SYNONYMY_BLOCK_SIZE",

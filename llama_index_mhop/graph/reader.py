@@ -35,8 +35,8 @@ from .lm_programs import load_lm_programs
 from .persistence import read_saved_config
 from .state import RetrievalState, open_saved_state
 from .state_files import STATE_FOLDER
-from .walk.basis_files import BASIS_FOLDER
-from .walk.ppr import DEFAULT_DAMPING
+from .walk import BASIS_FOLDER, WalkSettings
+from .walk.exact import DEFAULT_DAMPING
 
 if TYPE_CHECKING:
     from .graph_stores import GraphStores
@@ -69,6 +69,7 @@ class HippoGraphReader(GraphEngines):
         self.fact_filter_program = fact_filter_program
         self.digest = ""
         self._states: dict[float, RetrievalState] = {}
+        self.walk = WalkSettings(name=stores.name)  # the paths of a large graph: by size, as an index's defaults
 
     @classmethod
     def open(cls, persist_dir: str | os.PathLike[str], chroma_client: Any = None,
@@ -158,7 +159,7 @@ class HippoGraphReader(GraphEngines):
 
     def _saved_state(self, digest: str, damping: float) -> RetrievalState | None:
         return open_saved_state(self.persist_dir / STATE_FOLDER, digest, self.stores, damping,
-                                basis_folder=self.persist_dir / BASIS_FOLDER)
+                                basis_folder=self.persist_dir / BASIS_FOLDER, walk=self.walk)
 
     def _open_current(self, damping: float, chroma_client: Any) -> None:
         """Answer from the current save: its snapshot, filed first by opening the index when there is none."""

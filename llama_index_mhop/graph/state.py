@@ -1,8 +1,8 @@
 """What a query reads: one immutable :class:`RetrievalState` per graph version, and the rule for which version.
 
 A :class:`RetrievalState` holds the arrays a query needs (passage and fact embeddings, searched exactly or through
-Chroma's HNSW index by size (:mod:`.walk.dense_search`), node order, and the graph's walk
-(:class:`~.walk.graph_walk.GraphWalk`)), loaded from Chroma once per graph version, never per query. Beside a
+Chroma's HNSW index by size (:mod:`.walk.walk`), node order, and the graph's walk
+(:class:`~.walk.walk.GraphWalk`)), loaded from Chroma once per graph version, never per query. Beside a
 persisted index the vectors and the passages' text are files every process of the index maps
 (:mod:`.state_files`), and a query builds nodes only for the passages it returns.
 :class:`VersionedState` decides which one a query gets while writers change the graph: writers hold its lock for a
@@ -30,10 +30,7 @@ from .knowledge_graph import KnowledgeGraph
 from .state_columns import FactTriples, NameLookup, StateColumns
 from .state_files import PassageTexts, VectorMatrix, remove_files_of_kind
 from .state_snapshot import Snapshot, open_snapshot, write_snapshot
-from .walk.dense_search import HNSW_MIN_FACTS, HNSW_MIN_PASSAGES, HNSW_TOP_N, DenseVectors, VectorSum
-from .walk.graph_walk import GraphWalk
-from .walk.int8_rows import INT8_MIN_ROWS
-from .walk.ppr import PageRankGraph
+from .walk import DenseVectors, GraphWalk, PageRankGraph, VectorSum, WalkSettings
 
 __all__ = [
     "EmptyIndexError",
@@ -181,18 +178,15 @@ def _fact_rows(facts: Any, fact_ids: list[str], dimension: int, folder: Path | N
 
 
 def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: float,
-                         hnsw_min_records: int | None = None, hnsw_top_n: int | None = None,
-                         int8_min_records: int = INT8_MIN_ROWS, basis_folder: Path | None = None,
+                         walk: WalkSettings | None = None, basis_folder: Path | None = None,
                          state_folder: Path | None = None, snapshot_digest: str | None = None) -> RetrievalState:
-    """The retrieval state of the graph as it is now, its passage and fact embeddings read from Chroma (past a
-    size, or from ``hnsw_min_records`` records when given, a collection is searched through its HNSW index for the
-    ``hnsw_top_n`` nearest (default ``HNSW_TOP_N``), see :mod:`.walk.dense_search`; from ``int8_min_records`` rows
-    a matrix a query reads whole gets an int8 estimate, see :mod:`.walk.int8_rows`). On a large graph the walk's solved dense share is
-    read from ``basis_folder`` when saved there, else solved and saved there (:meth:`GraphWalk.load`). With a
-    ``state_folder`` the passage and fact matrices, their int8 copies (and the walk basis's) and the passages' text
-    are files there that every process of the index maps (:mod:`.state_files`), and with a ``snapshot_digest``
-    (the graph is the save whose ``tables.json`` has this digest) the state is filed there as that save's query
-    snapshot (:mod:`.state_snapshot`).
+    """The retrieval state of the graph as it is now, its passage and fact embeddings read from Chroma (the paths
+    its searches and walk take past a size are ``walk``'s, see :mod:`.walk.walk`). On a large graph the walk's
+    solved dense share is read from ``basis_folder`` when saved there, else solved and saved there
+    (:meth:`GraphWalk.load`). With a ``state_folder`` the passage and fact matrices, their int8 copies (and the
+    walk basis's) and the passages' text are files there that every process of the index maps
+    (:mod:`.state_files`), and with a ``snapshot_digest`` (the graph is the save whose ``tables.json`` has this
+    digest) the state is filed there as that save's query snapshot (:mod:`.state_snapshot`).
 
     Raises:
         EmptyIndexError: the graph holds no passage.
@@ -200,6 +194,7 @@ def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: fl
     """
     if graph.num_passages == 0:
         raise EmptyIndexError(f"index {stores.name!r} holds no passage: insert documents before retrieving")
+    walk = walk or WalkSettings(name=stores.name)
     nodes = graph.node_order()
     passage_ids = nodes[: graph.num_passages]
     entity_ids = nodes[graph.num_passages :]
@@ -209,7 +204,7 @@ def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: fl
     for e, i in entity_node.items():
         counts[i] = len(graph.entity_passages.get(e, ()))
     fact_ids, fact_matrix = _fact_rows(stores.facts, sorted(graph.facts), passage_matrix.shape[1], state_folder,
-                                       rows=graph.num_facts < (hnsw_min_records or HNSW_MIN_FACTS))
+                                       rows=graph.num_facts < walk.minimum("hnsw_min_facts"))
     fact_nodes = np.zeros((len(fact_ids), 2), dtype=np.int64)
     for i, f in enumerate(fact_ids):
         s_id, _, o_id = graph.facts[f]
@@ -219,8 +214,7 @@ def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: fl
     columns = StateColumns(passage_ids, entity_ids, entity_names, NameLookup.sorted_order(entity_names), counts,
                            fact_ids, predicates, fact_nodes)
     state = build_state(graph.version, columns, passage_matrix, fact_matrix, passage_texts,
-                        graph.pagerank_graph(damping=damping), stores, hnsw_min_records=hnsw_min_records,
-                        hnsw_top_n=hnsw_top_n, int8_min_records=int8_min_records, basis_folder=basis_folder,
+                        graph.pagerank_graph(damping=damping), stores, walk=walk, basis_folder=basis_folder,
                         state_folder=state_folder)
     if state_folder is not None and snapshot_digest is not None:
         write_snapshot(state_folder, snapshot_digest, Snapshot(graph.version, columns, passage_matrix, fact_matrix,
@@ -229,7 +223,7 @@ def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: fl
 
 
 def open_saved_state(state_folder: Path, digest: str, stores: GraphStores, damping: float,
-                     basis_folder: Path | None = None) -> RetrievalState | None:
+                     basis_folder: Path | None = None, walk: WalkSettings | None = None) -> RetrievalState | None:
     """The retrieval state of the save whose ``tables.json`` has ``digest``, from its query snapshot in
     ``state_folder`` (:mod:`.state_snapshot`): the same state :func:`load_retrieval_state` loaded for it, without
     the graph's tables or Chroma's records. None when no usable snapshot is filed."""
@@ -239,24 +233,27 @@ def open_saved_state(state_folder: Path, digest: str, stores: GraphStores, dampi
     columns = snapshot.columns
     pagerank = PageRankGraph(snapshot.walk, damping=damping, version=snapshot.version)
     return build_state(snapshot.version, columns, snapshot.passage_matrix, snapshot.fact_matrix,
-                       snapshot.passage_texts, pagerank, stores, basis_folder=basis_folder, state_folder=state_folder)
+                       snapshot.passage_texts, pagerank, stores, walk=walk, basis_folder=basis_folder,
+                       state_folder=state_folder)
 
 
 def build_state(version: int, columns: StateColumns, passage_matrix: np.ndarray,
                 fact_matrix: np.ndarray | VectorSum,
                 passage_texts: PassageTexts, pagerank: PageRankGraph, stores: GraphStores, *,
-                hnsw_min_records: int | None = None, hnsw_top_n: int | None = None,
-                int8_min_records: int = INT8_MIN_ROWS, basis_folder: Path | None = None,
+                walk: WalkSettings | None = None, basis_folder: Path | None = None,
                 state_folder: Path | None = None) -> RetrievalState:
     """The state of a graph version from its columns, matrices, texts and PageRank matrix: the searches of its
     vectors and its walk (the arguments are :func:`load_retrieval_state`'s)."""
     first_entity = len(columns.passage_ids)
-    hnsw_top_n = hnsw_top_n or HNSW_TOP_N
+    settings = walk or WalkSettings(name=stores.name)
+    int8_min_rows = settings.minimum("int8_min_rows")
     passage_vectors = DenseVectors(columns.passage_ids, passage_matrix, stores.passage_collections(),
-                                   hnsw_min_records or HNSW_MIN_PASSAGES, hnsw_top_n, int8_min_records,
+                                   settings.minimum("hnsw_min_passages"), settings.hnsw_top_n, int8_min_rows,
                                    state_folder, "passages-int8")
-    walk = GraphWalk.load(pagerank, first_entity, passage_vectors.matrix, basis_folder, int8_min_records,
-                          state_folder)
+    fact_vectors = DenseVectors(columns.fact_ids, fact_matrix, [stores.facts], settings.minimum("hnsw_min_facts"),
+                                settings.hnsw_top_n, int8_min_rows, state_folder, "facts-int8")
+    graph_walk = GraphWalk.load(pagerank, first_entity, passage_vectors.matrix, settings, basis_folder, state_folder)
+    settings.log_paths(passage_vectors, fact_vectors, graph_walk)
     return RetrievalState(
         version=version,
         passage_ids=columns.passage_ids,
@@ -268,9 +265,8 @@ def build_state(version: int, columns: StateColumns, passage_matrix: np.ndarray,
         fact_ids=columns.fact_ids,
         fact_triples=FactTriples(columns.entity_names, columns.predicates, columns.fact_nodes, first_entity),
         fact_nodes=columns.fact_nodes,
-        fact_vectors=DenseVectors(columns.fact_ids, fact_matrix, [stores.facts], hnsw_min_records or HNSW_MIN_FACTS,
-                                  hnsw_top_n, int8_min_records, state_folder, "facts-int8"),
-        walk=walk,
+        fact_vectors=fact_vectors,
+        walk=graph_walk,
         passage_texts=passage_texts,
     )
 
@@ -289,18 +285,20 @@ class VersionedState:
             its last save also files its query snapshot there (:mod:`.state_snapshot`).
         drop_gone: called under the lock with the passages a load found in no collection, to take them out of
             the graph in memory, so that no query serves them; the load then runs again.
+        walk: the paths the index's walk and searches take (default :class:`~.walk.WalkSettings`).
     """
 
     def __init__(self, graph: KnowledgeGraph, stores: GraphStores, before_load: Callable[[], None],
                  basis_folder: Callable[[], Path | None] = lambda: None,
                  state_folder: Callable[[], Path | None] = lambda: None,
-                 drop_gone: Callable[[list[str]], None] | None = None) -> None:
+                 drop_gone: Callable[[list[str]], None] | None = None, walk: WalkSettings | None = None) -> None:
         self.graph = graph
         self.stores = stores
         self._before_load = before_load
         self._basis_folder = basis_folder
         self._state_folder = state_folder
         self._drop_gone = drop_gone
+        self.walk = walk or WalkSettings(name=stores.name)
         self.lock = threading.RLock()
         self._state: RetrievalState | None = None
         self._finished_version = graph.version
@@ -352,7 +350,7 @@ class VersionedState:
             raise EmptyIndexError(f"index {self.stores.name!r} holds no passage: insert documents before retrieving")
         self._before_load()
         try:
-            state = load_retrieval_state(self.graph, self.stores, damping, basis_folder=self._basis_folder(),
+            state = load_retrieval_state(self.graph, self.stores, damping, self.walk, basis_folder=self._basis_folder(),
                                          state_folder=self._state_folder(),
                                          snapshot_digest=None if self._changes_running else self.graph.save_digest)
         except PassagesGoneError as gone:

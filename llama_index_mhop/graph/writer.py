@@ -72,7 +72,7 @@ class IndexWriter:
         self.timer = PhaseTimer()
         self.versions = VersionedState(graph, stores, before_load=self.refresh_synonymy,
                                        basis_folder=self.basis_folder, state_folder=self.state_folder,
-                                       drop_gone=self.drop_gone)
+                                       drop_gone=self.drop_gone, walk=config.walk_settings())
         self._save = save
         self._warned_drift = False
         #: A query found passages gone from the collections: the next query reconciles first (:meth:`catch_up`).

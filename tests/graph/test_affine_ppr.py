@@ -7,12 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llama_index_mhop.graph.walk import affine_ppr
-from llama_index_mhop.graph.walk.affine_ppr import AffineResetPageRank
+from llama_index_mhop.graph.walk import affine as affine_ppr
+from llama_index_mhop.graph.walk.affine import AffineResetPageRank
+from llama_index_mhop.graph.walk.exact import PageRankGraph, SparseVector, best_first
 from llama_index_mhop.graph.walk.int8_rows import Int8Rows
-from llama_index_mhop.graph.walk.ppr import PageRankGraph
-from llama_index_mhop.graph.walk.row_products import best_first
-from llama_index_mhop.graph.walk.sparse_vector import SparseVector
 from tests.graph.walk_reference import push_pagerank
 
 
@@ -141,7 +139,7 @@ def test_a_zero_or_negative_reset_is_refused():
 
 
 def test_column_blocks_solve_to_the_same_basis(monkeypatch):
-    from llama_index_mhop.graph.walk import affine_ppr
+    from llama_index_mhop.graph.walk import affine as affine_ppr
 
     graph, vectors, query = hippo_shaped(5, 50, 40, dims=8, method="exact")
     whole = AffineResetPageRank(graph, 50, vectors)
@@ -155,7 +153,7 @@ def test_column_blocks_solve_to_the_same_basis(monkeypatch):
 
 
 def test_blocks_solved_on_several_threads_are_the_one_thread_floats(monkeypatch):
-    from llama_index_mhop.graph.walk import affine_ppr
+    from llama_index_mhop.graph.walk import affine as affine_ppr
 
     graph, vectors, _ = hippo_shaped(7, 60, 50, dims=10, method="exact")
     monkeypatch.setattr(affine_ppr, "_SOLVE_BYTES", 8 * graph.n_nodes * 3)  # four blocks

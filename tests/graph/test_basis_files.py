@@ -7,10 +7,9 @@ import logging
 import numpy as np
 import pytest
 
-from llama_index_mhop.graph.walk import affine_ppr
+from llama_index_mhop.graph.walk import affine as affine_ppr
 from llama_index_mhop.graph.walk.basis_files import basis_key, load_basis, solved_walk
-from llama_index_mhop.graph.walk.ppr import PageRankGraph
-from llama_index_mhop.graph.walk.sparse_vector import SparseVector
+from llama_index_mhop.graph.walk.exact import PageRankGraph, SparseVector
 
 
 def small_graph(seed: int, damping: float = 0.5):
@@ -107,15 +106,15 @@ def test_a_reopened_index_reads_the_basis_its_first_query_solved(tmp_path, monke
     """Query workers of one persisted index: the first to load a graph version solves and saves the basis, the
     next reads it and ranks the same."""
     from llama_index_mhop.graph.index import HippoGraphIndex
-    from llama_index_mhop.graph.walk import ppr
+    from llama_index_mhop.graph.index_config import HippoGraphIndexConfig
     from llama_index_mhop.graph.walk.basis_files import BASIS_FOLDER
     from tests.graph.film_chain import documents
     from tests.word_bag import WordBagEmbedding
 
-    monkeypatch.setattr(ppr, "PUSH_MIN_NODES", 1)  # every graph walks by push, with its basis solved
+    push = HippoGraphIndexConfig(push_min_nodes=1)  # every graph walks by push, with its basis solved
     root = tmp_path / "index"
     HippoGraphIndex.from_documents(documents(), embed_model=WordBagEmbedding(), persist_dir=root, name="walks",
-                                   show_progress=False)
+                                   show_progress=False, config=push)
     question = "Who wrote the film that Delbert Mann directed in 1955?"
 
     def ranking(index):
@@ -124,7 +123,7 @@ def test_a_reopened_index_reads_the_basis_its_first_query_solved(tmp_path, monke
         assert retriever.last_trace["mode"] == "ppr" and nodes  # the walk, not the dense fallback
         return [(n.node.node_id, n.score) for n in nodes]
 
-    first = HippoGraphIndex.from_persist_dir(root, embed_model=WordBagEmbedding())
+    first = HippoGraphIndex.from_persist_dir(root, embed_model=WordBagEmbedding(), config=push)
     solved = ranking(first)
     assert first.retrieval_state(damping=0.5).walk.affine is not None
     assert len(list((root / BASIS_FOLDER).iterdir())) == 1
@@ -133,4 +132,4 @@ def test_a_reopened_index_reads_the_basis_its_first_query_solved(tmp_path, monke
         raise AssertionError("solved again")
 
     monkeypatch.setattr(affine_ppr, "_solve", no_solve)
-    assert ranking(HippoGraphIndex.from_persist_dir(root, embed_model=WordBagEmbedding())) == solved
+    assert ranking(HippoGraphIndex.from_persist_dir(root, embed_model=WordBagEmbedding(), config=push)) == solved

@@ -6,7 +6,7 @@ import chromadb
 import numpy as np
 import pytest
 
-from llama_index_mhop.graph.walk.dense_search import DenseVectors
+from llama_index_mhop.graph.walk.walk import DenseVectors
 
 
 @pytest.fixture(scope="module")

@@ -135,7 +135,7 @@ def test_invalid_parameters_raise():
 
 def test_non_convergence_logs_a_warning_and_still_returns_a_distribution(caplog):
     graph = PageRankGraph.from_edges(4, PATH_EDGES, PATH_WEIGHTS, max_iter=1)
-    with caplog.at_level(logging.WARNING, logger="llama_index_mhop.graph.walk.ppr"):
+    with caplog.at_level(logging.WARNING, logger="llama_index_mhop.graph.walk.exact"):
         scores = graph.run(np.eye(4)[0])
     assert "did not converge" in caplog.text
     assert scores.sum() == pytest.approx(1.0) and scores.min() >= 0

@@ -7,9 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llama_index_mhop.graph.walk import ppr
-from llama_index_mhop.graph.walk.ppr import PageRankGraph
-from llama_index_mhop.graph.walk.sparse_vector import SparseVector
+from llama_index_mhop.graph.walk import GraphWalk, PageRankGraph, SparseVector, WalkSettings
 from tests.graph.walk_reference import push_pagerank
 
 PATH = PageRankGraph.from_edges(4, [(0, 1), (1, 2), (2, 3)], [1.0, 2.0, 1.0], method="exact", tol=1e-14)
@@ -84,12 +82,13 @@ def test_top_k_agrees_with_exact_on_random_graphs(seed):
     assert np.abs(exact - pushed).max() <= push_pagerank(graph, reset).l1_bound
 
 
-def test_method_is_chosen_by_size(monkeypatch):
-    small = random_graph(0, 50, 120)
+def test_method_is_chosen_by_size():
+    graph = random_graph(0, 50, 120)
+    small = GraphWalk.load(graph, 10, None, WalkSettings()).pagerank
     assert small.method == "exact"
+    assert GraphWalk.load(graph, 10, None, WalkSettings("exact", push_min_nodes=50)).pagerank.method == "exact"
     reset = np.ones(50)
-    monkeypatch.setattr(ppr, "PUSH_MIN_NODES", 50)
-    large = random_graph(0, 50, 120)
+    large = GraphWalk.load(graph, 10, None, WalkSettings(push_min_nodes=50)).pagerank
     assert large.method == "push"
     assert np.array_equal(large.run(reset), small.run(reset))  # the power iteration, whatever the method
     pushed = push_pagerank(large, reset)

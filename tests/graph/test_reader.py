@@ -163,14 +163,15 @@ def test_a_name_lookup_finds_what_a_dict_filled_in_order_finds():
 
 def test_facts_past_the_hnsw_threshold_are_filed_as_their_sum_alone(saved, tmp_path):
     from llama_index_mhop.graph.state import load_retrieval_state, open_saved_state
+    from llama_index_mhop.graph.walk import WalkSettings
 
     root, index = saved
     folder, facts = tmp_path / "state", index.graph.num_facts
     assert facts > index.graph.num_passages  # so that only the facts cross the threshold below
     load_retrieval_state(index.graph, index.stores, 0.5, state_folder=folder)  # below it: the rows, as a file
     assert len(list(folder.glob("facts-*.npy"))) == 1
-    loaded = load_retrieval_state(index.graph, index.stores, 0.5, hnsw_min_records=facts, state_folder=folder,
-                                  snapshot_digest="d")
+    walk = WalkSettings(hnsw_min_facts=facts, hnsw_min_passages=facts)
+    loaded = load_retrieval_state(index.graph, index.stores, 0.5, walk, state_folder=folder, snapshot_digest="d")
     opened = open_saved_state(folder, "d", index.stores, 0.5)
     assert loaded.fact_vectors.method == opened.fact_vectors.method == "hnsw"
     assert loaded.fact_vectors.matrix is None and not list(folder.glob("facts-*.npy"))  # none written, the old gone
@@ -257,8 +258,8 @@ SECOND_READER = textwrap.dedent("""
 def test_a_second_process_reader_of_an_embedded_store_is_refused_in_one_line_and_writes_nothing(tmp_path):
     import time
 
-    from llama_index_mhop.stores.defaults import default_chroma_client
     from llama_index_mhop.graph.sync import REMOVAL_FILE
+    from llama_index_mhop.stores.defaults import default_chroma_client
     from llama_index_mhop.stores.vector_index import sync_vector_index
     from tests.graph.test_sync import NOTES
 

@@ -10,12 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llama_index_mhop.graph.walk import int8_rows
-from llama_index_mhop.graph.walk.int8_rows import Int8Rows, row_products
-from llama_index_mhop.graph.walk.row_products import (
+from llama_index_mhop.graph.walk.exact import all_products, best_first
+from llama_index_mhop.graph.walk.int8_rows import (
     ExactRows,
-    all_products,
-    best_first,
+    Int8Rows,
     lowest_candidates,
+    row_products,
     top_candidates,
 )
 

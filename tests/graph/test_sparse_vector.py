@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llama_index_mhop.graph.walk.sparse_vector import SparseVector
+from llama_index_mhop.graph.walk.exact import SparseVector
 
 
 @settings(max_examples=50, deadline=None)

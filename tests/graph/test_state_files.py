@@ -168,14 +168,14 @@ def test_a_damaged_passage_text_file_is_replaced(tmp_path, caplog):
 def test_int8_copies_are_shared_files_that_estimate_as_the_heap_copy(tmp_path, monkeypatch):
     from llama_index_mhop.graph.index import HippoGraphIndex
     from llama_index_mhop.graph.state import load_retrieval_state
-    from llama_index_mhop.graph.walk import ppr
+    from llama_index_mhop.graph.walk import WalkSettings
     from tests.graph.film_chain import documents
     from tests.word_bag import WordBagEmbedding
 
-    monkeypatch.setattr(ppr, "PUSH_MIN_NODES", 1)  # the walk's basis is solved, and gets its int8 copy too
+    walk = WalkSettings(push_min_nodes=1, int8_min_rows=1)  # the walk's basis is solved, and gets its int8 copy too
     index = HippoGraphIndex.from_documents(documents(), embed_model=WordBagEmbedding(), name="codes",
                                            show_progress=False)
-    loads = [load_retrieval_state(index.graph, index.stores, 0.5, int8_min_records=1, state_folder=folder)
+    loads = [load_retrieval_state(index.graph, index.stores, 0.5, walk, state_folder=folder)
              for folder in (tmp_path, tmp_path, None)]
     if loads[2].fact_vectors.products.method != "int8":
         pytest.skip("this torch has no int8 kernel that holds its bound")

@@ -17,19 +17,19 @@ from typing import Any
 import numpy as np
 from scipy import sparse
 
-from llama_index_mhop.graph.walk.ppr import (
+from llama_index_mhop.graph.walk.exact import (
     DEFAULT_DAMPING,
     DEFAULT_MAX_ITER,
     DEFAULT_TOL,
     PageRankGraph,
+    SparseVector,
     _check_damping,
     _check_params,
     _check_reset,
     _power_iteration,
     _walk,
 )
-from llama_index_mhop.graph.walk.push_ppr import push_sparse, threshold_weights
-from llama_index_mhop.graph.walk.sparse_vector import SparseVector
+from llama_index_mhop.graph.walk.push import push_sparse, threshold_weights
 
 
 def transition_matrix(adjacency: Any) -> sparse.csr_matrix:

@@ -15,18 +15,21 @@ import numpy as np
 import pytest
 from dspy.utils import DummyLM
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index_mhop.components.postprocessors import DSPyFactFilter
 
-from llama_index_mhop.graph.index import EmptyIndexError, HippoGraphIndex
-from llama_index_mhop.graph.state import load_retrieval_state
-from llama_index_mhop.graph.walk import ppr
-from llama_index_mhop.graph.walk.row_products import best_first
-from llama_index_mhop.lm.clients import function_lm, render_fields
 from llama_index_mhop.components.fact_filter import DSPyFactFilter
 from llama_index_mhop.components.hippo_graph import HippoGraphRetriever
+from llama_index_mhop.graph.index import EmptyIndexError, HippoGraphIndex
+from llama_index_mhop.graph.state import load_retrieval_state
+from llama_index_mhop.graph.walk import WalkSettings
+from llama_index_mhop.graph.walk.exact import best_first
+from llama_index_mhop.lm.clients import function_lm, render_fields
 from llama_index_mhop.stores.corpus import make_document, stable_id
 from tests.word_bag import WordBagEmbedding
 
 DATA = Path(__file__).parents[1] / "graph" / "data"
+# Facts and passages searched through Chroma's HNSW index whatever their number, its nearest 20 exact.
+HNSW_EVERYWHERE = WalkSettings(hnsw_min_facts=1, hnsw_min_passages=1, hnsw_top_n=20)
 
 
 class KeepOnly(BaseNodePostprocessor):
@@ -302,8 +305,7 @@ def test_hnsw_search_agrees_with_exact_scoring_on_the_top_21(slice_index, hotpot
     retriever = slice_index.as_retriever(similarity_top_k=21)
     exact = [[n.node.node_id for n in retriever.retrieve(q["question"])] for q in questions]
     exact_recall = recall_at(retriever, questions, 5, gold_titles)
-    state = load_retrieval_state(slice_index.graph, slice_index.stores, retriever.config.damping, hnsw_min_records=1,
-                                 hnsw_top_n=20)
+    state = load_retrieval_state(slice_index.graph, slice_index.stores, retriever.config.damping, HNSW_EVERYWHERE)
     assert state.passage_vectors.method == state.fact_vectors.method == "hnsw"
     monkeypatch.setattr(slice_index, "retrieval_state", lambda damping: state)
     approx = [[n.node.node_id for n in retriever.retrieve(q["question"])] for q in questions]
@@ -313,12 +315,9 @@ def test_hnsw_search_agrees_with_exact_scoring_on_the_top_21(slice_index, hotpot
     assert recall_at(retriever, questions, 5, gold_titles) >= exact_recall - 5.0
 
 
-def _large_graph_state(index, damping, monkeypatch, **kwargs):
-    """The retrieval state a graph past PUSH_MIN_NODES gets: PageRank by push, the dense share solved once."""
-    monkeypatch.setattr(ppr, "PUSH_MIN_NODES", 1)
-    monkeypatch.setattr(index.graph, "_pagerank", None)
-    state = load_retrieval_state(index.graph, index.stores, damping, **kwargs)
-    monkeypatch.setattr(index.graph, "_pagerank", None)  # the next state is built as the graph's size says
+def _large_graph_state(index, damping, **settings):
+    """The retrieval state a graph past ``push_min_nodes`` gets: PageRank by push, the dense share solved once."""
+    state = load_retrieval_state(index.graph, index.stores, damping, WalkSettings(push_min_nodes=1, **settings))
     assert state.walk.pagerank.method == "push" and state.walk.affine is not None
     return state
 
@@ -333,7 +332,7 @@ def test_the_solved_dense_share_ranks_as_the_exact_walk(slice_index, hotpotqa_sl
     retriever = slice_index.as_retriever(similarity_top_k=21, **settings)
     assert slice_index.retrieval_state(damping=retriever.config.damping).walk.affine is None  # small: exact walk
     exact = _rankings(retriever, questions)
-    state = _large_graph_state(slice_index, retriever.config.damping, monkeypatch)
+    state = _large_graph_state(slice_index, retriever.config.damping)
     monkeypatch.setattr(slice_index, "retrieval_state", lambda damping: state)
     solved = _rankings(retriever, questions)
     assert retriever.last_trace["mode"] == "ppr"
@@ -346,8 +345,8 @@ def test_int8_estimates_rank_and_trace_as_the_float32_products(slice_index, hotp
     """Facts, passages and the walk's basis read through int8 estimates: the same rankings, scores and traces."""
     questions, _ = hotpotqa_slice
     retriever = slice_index.as_retriever(similarity_top_k=21, dense_seed_top_k=3, dense_seed_weight=0.5)
-    float32 = _large_graph_state(slice_index, retriever.config.damping, monkeypatch, int8_min_records=10**9)
-    int8 = _large_graph_state(slice_index, retriever.config.damping, monkeypatch, int8_min_records=1)
+    float32 = _large_graph_state(slice_index, retriever.config.damping, int8_min_rows=10**9)
+    int8 = _large_graph_state(slice_index, retriever.config.damping, int8_min_rows=1)
     assert int8.fact_vectors.products.method == int8.walk.affine.basis_products.method == "int8"
     assert float32.fact_vectors.products.method == "exact"
     results = {}
@@ -385,14 +384,14 @@ def test_the_traced_reset_top_is_the_top_of_the_whole_reset(slice_index, hotpotq
 
 
 def test_the_solved_uniform_share_ranks_as_the_exact_walk_over_hnsw_scores(slice_index, hotpotqa_slice, monkeypatch):
-    """Past HNSW_MIN_PASSAGES the far passages share one dense score: seeds and one solved column replace the walk."""
+    """Past hnsw_min_passages the far passages share one dense score: seeds and one solved column replace the walk."""
     questions, _ = hotpotqa_slice
     retriever = slice_index.as_retriever(similarity_top_k=21)
-    hnsw = load_retrieval_state(slice_index.graph, slice_index.stores, retriever.config.damping,
-                                hnsw_min_records=1, hnsw_top_n=20)
+    hnsw = load_retrieval_state(slice_index.graph, slice_index.stores, retriever.config.damping, HNSW_EVERYWHERE)
     monkeypatch.setattr(slice_index, "retrieval_state", lambda damping: hnsw)
     exact = _rankings(retriever, questions)
-    state = _large_graph_state(slice_index, retriever.config.damping, monkeypatch, hnsw_min_records=1, hnsw_top_n=20)
+    state = _large_graph_state(slice_index, retriever.config.damping, hnsw_min_facts=1, hnsw_min_passages=1,
+                               hnsw_top_n=20)
     assert state.walk.affine.basis is None
     monkeypatch.setattr(slice_index, "retrieval_state", lambda damping: state)
     solved = _rankings(retriever, questions)

@@ -1,14 +1,10 @@
-"""The graph's Personalized PageRank walk: :class:`~.graph_walk.GraphWalk` ranks a query's passages, one per graph
-version, and the machinery it runs on a large graph.
+"""The graph's Personalized PageRank walk and dense searches: :class:`GraphWalk` ranks a query's passages, one
+per graph version, on the exact path (:mod:`.exact`) or, past the sizes of :class:`WalkSettings`, the large-graph
+tier (:mod:`.push`, :mod:`.affine`, :mod:`.basis_files`, :mod:`.int8_rows`)."""
 
-* :mod:`.graph_walk`: the walk of one graph version: a query reads its
-  :attr:`~.graph_walk.GraphWalk.needs_every_passage_score` for its dense search and calls its
-  :meth:`~.graph_walk.GraphWalk.rank` with the seeds as a :class:`~.sparse_vector.SparseVector` and the
-  similarities as :class:`~.dense_search.DenseScores`;
-* :mod:`.ppr`: the transition matrix and the power iteration; :mod:`.push_ppr`: the local push from a few seeds;
-  :mod:`.sparse_vector`: those seeds and what a push reaches;
-* :mod:`.affine_ppr`: the reset's dense share on every passage solved once per graph version, and
-  :mod:`.basis_files`: that solve on disk beside a persisted index;
-* :mod:`.dense_search`: a query's similarity to every passage and fact, exact or through Chroma's HNSW index;
-  :mod:`.row_products` and :mod:`.int8_rows`: a query's product with every row, estimated where bounds allow.
-"""
+from .basis_files import BASIS_FOLDER
+from .exact import DEFAULT_DAMPING, DEFAULT_MAX_ITER, DEFAULT_TOL, DenseScores, PageRankGraph, SparseVector
+from .walk import DenseVectors, GraphWalk, Ranking, VectorSum, WalkMode, WalkSettings
+
+__all__ = ["BASIS_FOLDER", "DEFAULT_DAMPING", "DEFAULT_MAX_ITER", "DEFAULT_TOL", "DenseScores", "DenseVectors",
+           "GraphWalk", "PageRankGraph", "Ranking", "SparseVector", "VectorSum", "WalkMode", "WalkSettings"]

@@ -1,16 +1,9 @@
 """The walk's solved dense share on disk: solved by the first process that needs it, read by every other.
 
-Solving the basis of :mod:`.affine_ppr` walks the whole graph once per embedding dimension (docs/SCALING.md gives
-its time), and every query worker of a persisted index would solve the same one when it first loads a graph
-version. Beside a persisted index the first solve is written to ``persist_dir/walk_basis/<key>/`` and the others
-memory-map it, so workers on one machine share its pages.
-
-The key is the content, never a name: a hash of the transition matrix, the damping, the solve's tolerance and the
-passage vectors. A changed graph, or other embeddings, cannot read a basis it does not own; a folder written for
-an older graph is removed when a newer one is written. Files on disk are data, checked against the digests
-``basis.json`` records of them: a missing, truncated or edited file is logged and the basis solved again, never
-trusted; a folder that cannot be written leaves each process
-its own solve.
+Beside a persisted index the first solve is written to ``persist_dir/walk_basis/<key>/`` and other workers
+memory-map it. The key hashes what the solve reads (the transition matrix, the damping, the tolerance and the
+passage vectors), so no other graph reads it; a newer key's folder replaces older ones. Files are checked against
+the digests ``basis.json`` records: a damaged one is logged and the basis solved again, never trusted.
 """
 
 from __future__ import annotations
@@ -28,9 +21,9 @@ from ...rules.text import escape_controls
 from ..graph_arrays import load_array
 from ..json_files import read_json_object, write_json
 from ..state_files import check_folder_digests, folder_digests, write_folder
-from .affine_ppr import DEFAULT_BASIS_TOL, AffineResetPageRank, SolvedBasis, solve_basis
-from .ppr import PageRankGraph
-from .row_products import ExactRows, RowProducts
+from .affine import DEFAULT_BASIS_TOL, AffineResetPageRank, SolvedBasis, solve_basis
+from .exact import PageRankGraph
+from .int8_rows import ExactRows
 
 __all__ = ["BASIS_FOLDER", "basis_key", "load_basis", "save_basis", "solved_walk"]
 
@@ -77,8 +70,7 @@ def load_basis(folder: Path, key: str) -> SolvedBasis | None:
 
 
 def save_basis(folder: Path, key: str, solved: SolvedBasis) -> None:
-    """Write ``solved`` under ``key`` whole or not at all (a folder renamed into place), and remove the folders
-    of other keys.
+    """Write ``solved`` under ``key`` whole or not at all, and remove the folders of other keys.
 
     Raises:
         OSError: the folder cannot be written.
@@ -99,9 +91,9 @@ def save_basis(folder: Path, key: str, solved: SolvedBasis) -> None:
 
 
 def solved_walk(pagerank: PageRankGraph, num_passages: int, passage_vectors: np.ndarray | None,
-                folder: Path | None, row_products: Callable[[np.ndarray], RowProducts] = ExactRows,
+                folder: Path | None, row_products: Callable[[np.ndarray], ExactRows] = ExactRows,
                 tol: float = DEFAULT_BASIS_TOL) -> AffineResetPageRank:
-    """The graph's :class:`~.affine_ppr.AffineResetPageRank`, its basis read from ``folder`` when saved there, else
+    """The graph's :class:`~.affine.AffineResetPageRank`, its basis read from ``folder`` when saved there, else
     solved (and saved there, when given)."""
     if folder is None:
         return AffineResetPageRank(pagerank, num_passages, passage_vectors, tol, row_products)

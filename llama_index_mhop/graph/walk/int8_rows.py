@@ -1,39 +1,117 @@
-"""Row products estimated from an int8 copy of the rows, with a bound on each row's error (:mod:`.row_products`).
+"""A query's product with every row of a matrix, estimated within a bound and exact where a ranking needs it.
 
-Each row is stored once more as int8 with one scale (a quarter of float32's bytes), and torch's int8-weight
-matrix product (``torch._weight_int8pack_mm``, the kernel of weight-only quantised linear layers) multiplies the
-query, rounded to bfloat16, with all of them (docs/SCALING.md times it against the float32 product).
-
-The bound of row ``i`` adds every error the estimate makes: the row's own rounding ``|x_i - s_i Q_i|`` (measured
-once), the query's rounding to bfloat16 times the stored row's norm, the float32 sum of ``D`` products, and the
-bfloat16 rounding of the result (half a unit in its last place, 2^-9 of it). A self-check at construction holds
-the bound against the exact product for a few queries; where the kernel is missing or the check fails, the exact
-product is used instead (:func:`row_products`), so the results never depend on the kernel.
+A query reads only the best ``k`` and the lowest of its products with every row exactly. An int8 copy of the
+rows (a quarter of float32's bytes, :class:`Int8Rows`) estimates every product within a bound on each row's error
+(the row's own rounding, the query's rounding to bfloat16, the float32 sum and the bfloat16 result), checked
+against the exact product at construction; only the rows whose bounds can reach the top are multiplied exactly,
+so every result is the exact product's. Without torch's kernel, or if its check fails, products stay exact.
 """
 
 from __future__ import annotations
 
 import logging
 import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ...adapters.torch import has_int8_matmul, int8_matmul
 from ..state_files import VectorMatrix
-from .row_products import Estimate, ExactRows, RowProducts, all_products, largest_magnitude
+from .exact import all_products
 
-__all__ = ["INT8_MIN_ROWS", "Int8Rows", "row_products"]
+__all__ = ["Estimate", "ExactRows", "Int8Rows", "largest_magnitude", "lowest_candidates",
+           "row_products", "top_candidates"]
 
 logger = logging.getLogger(__name__)
 
-#: From this many rows a matrix gets an int8 copy; below it the exact product takes a few milliseconds at most.
-INT8_MIN_ROWS = 50_000
 _BLOCK_ROWS = 1 << 13  # rows quantised at once: their temporaries (about 11 KB a row) stay near 90 MB
 _OUTPUT_ROUNDING = 2.0**-8  # a bfloat16 result is within 2^-9 of its value: 2^-8 of itself covers it
 _SUM_ROUNDING = 2.0**-23  # float32 sums: per product, twice the unit roundoff
 _CHECK_QUERIES = 4
 _KERNEL_COLUMNS = 16  # the kernel reads columns in blocks of 16: other widths give wrong results or crash it
+# Rows sampled per row of the top asked for: the sample's best k rank near 1/64 of the rows.
+_SAMPLE_PER_K = 64
+
+
+def largest_magnitude(values: np.ndarray) -> float:
+    """``max |values|`` (0 for none), without writing an array of absolute values."""
+    return max(float(values.max()), -float(values.min())) if values.size else 0.0
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Every row's product with one query, each within its bound: ``|exact_i - values_i| <= bounds(rows)_i
+    <= max_bound`` (``max_bound`` 0: the values are the exact products)."""
+
+    values: np.ndarray
+    max_bound: float = 0.0
+    row_bounds: Callable[[np.ndarray], np.ndarray] | None = None
+
+    def bounds(self, rows: np.ndarray) -> np.ndarray:
+        """The bounds of ``rows`` (indices)."""
+        if self.row_bounds is None:
+            return np.full(rows.shape[0], self.max_bound)
+        return self.row_bounds(rows)
+
+
+class ExactRows:
+    """The exact product with every row of ``matrix`` (float32, kept by reference); :attr:`method` names the
+    estimate subclasses make (``"int8"``)."""
+
+    method = "exact"
+
+    def __init__(self, matrix: np.ndarray) -> None:
+        self.matrix = matrix
+
+    def estimate(self, query: np.ndarray) -> Estimate:
+        """Every row's product with ``query`` within a bound."""
+        return Estimate(all_products(self.matrix, query))
+
+    def exact(self, query: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """The exact products of ``rows`` with ``query``: the same floats as the whole product gives."""
+        return all_products(self.matrix[rows], query)
+
+
+# Every selection below reads the whole array only in comparisons with one number; bounds are computed, and
+# partitions run, over the few rows near the top or the bottom.
+
+
+def top_candidates(center: np.ndarray, radius: Callable[[np.ndarray], np.ndarray], max_radius: float,
+                   k: int) -> tuple[np.ndarray, float]:
+    """The rows that can be among the ``k`` largest values, given each value within ``radius(rows)`` (at most
+    ``max_radius``) of ``center``: those whose upper bound reaches the ``k``-th largest lower bound (ties
+    included), in increasing order, and that ``k``-th largest lower bound."""
+    size = center.shape[0]
+    if k <= 0 or size == 0:
+        return np.zeros(0, dtype=np.int64), float("inf")
+    if k >= size:
+        return np.arange(size), float("-inf")
+    # Any k rows' lower bounds have their least below the k-th largest: take the best k of every stride-th row,
+    # so that only the rows whose center reaches that least can hold the k largest lower bounds.
+    stride = max(1, size // (_SAMPLE_PER_K * k))
+    sampled = np.argpartition(-center[::stride], k - 1)[:k] * stride
+    floor = float(np.min(center[sampled] - radius(sampled)))
+    near = np.flatnonzero(center >= floor)
+    lower = center[near] - radius(near)
+    threshold = float(np.partition(lower, lower.shape[0] - k)[lower.shape[0] - k])
+    reach = np.flatnonzero(center >= threshold - max_radius)
+    return reach[center[reach] + radius(reach) >= threshold], threshold
+
+
+def lowest_candidates(center: np.ndarray, radius: Callable[[np.ndarray], np.ndarray],
+                      max_radius: float) -> np.ndarray:
+    """The rows that can hold the smallest value, given each value within ``radius(rows)`` (at most
+    ``max_radius``) of ``center``, in increasing order."""
+    if center.shape[0] == 0:
+        return np.zeros(0, dtype=np.int64)
+    low = float(center.min())
+    near = np.flatnonzero(center <= low + max_radius)  # the least upper bound is among these
+    least_upper = float(np.min(center[near] + radius(near)))
+    reach = np.flatnonzero(center <= least_upper + max_radius)
+    return reach[center[reach] - radius(reach) <= least_upper]
 
 
 def _bfloat16_upward(values: np.ndarray) -> np.ndarray:
@@ -44,14 +122,9 @@ def _bfloat16_upward(values: np.ndarray) -> np.ndarray:
 
 
 class Int8Rows(ExactRows):
-    """Products with a float32 matrix, estimated from its int8 copy (see the module docstring) and exact as
-    :class:`~.row_products.ExactRows` computes them.
-
-    Args:
-        matrix: the rows (float32), kept by reference for the exact products.
-        codes_folder: where the int8 copy is shared with the other processes of a persisted index, as a file
-            named ``<codes_kind>-<hash>.npy`` (:class:`~..state_files.VectorMatrix`); None: held in the heap.
-        codes_kind: the file name's prefix.
+    """Products with a float32 matrix, estimated from its int8 copy (the module docstring) and exact as
+    :class:`ExactRows` computes them; the copy shared through ``codes_folder`` as ``<codes_kind>-<hash>.npy``
+    (:class:`~..state_files.VectorMatrix`; None: held in the heap).
 
     Raises:
         RuntimeError: torch's int8 kernel is missing, or its result broke the bound in the self-check.
@@ -62,8 +135,8 @@ class Int8Rows(ExactRows):
     def __init__(self, matrix: np.ndarray, codes_folder: Path | None = None, codes_kind: str = "int8") -> None:
         import torch
 
-        if not hasattr(torch, "_weight_int8pack_mm"):
-            raise RuntimeError("this torch has no _weight_int8pack_mm")
+        if not has_int8_matmul():
+            raise RuntimeError("this torch has no int8 matrix product")
         super().__init__(matrix)
         self._torch = torch
         rows, dims = matrix.shape
@@ -101,7 +174,7 @@ class Int8Rows(ExactRows):
         q = np.asarray(query, dtype=np.float32)
         rounded = torch.from_numpy(np.pad(q, (0, self._padding))).to(torch.bfloat16)
         rounded_q = rounded.float().numpy()[: q.shape[0]].astype(np.float64)
-        values = torch._weight_int8pack_mm(rounded.reshape(1, -1), self._codes, self._scales)[0]
+        values = int8_matmul(rounded.reshape(1, -1), self._codes, self._scales)[0]
         values = values.to(torch.float64).numpy()  # bfloat16 to float64 is exact
         exact_q = q.astype(np.float64)
         per_error = float(np.linalg.norm(exact_q))
@@ -136,10 +209,10 @@ class Int8Rows(ExactRows):
                 raise RuntimeError(f"the int8 estimate broke its bound by {worst:.3g}")
 
 
-def row_products(matrix: np.ndarray, int8_min_rows: int = INT8_MIN_ROWS, codes_folder: Path | None = None,
-                 codes_kind: str = "int8") -> RowProducts:
+def row_products(matrix: np.ndarray, int8_min_rows: int, codes_folder: Path | None = None,
+                 codes_kind: str = "int8") -> ExactRows:
     """The products for ``matrix``: :class:`Int8Rows` from ``int8_min_rows`` rows where torch's kernel holds its
-    bound (its int8 copy shared through ``codes_folder`` when given), else :class:`~.row_products.ExactRows`."""
+    bound (its int8 copy shared through ``codes_folder`` when given), else :class:`ExactRows`."""
     if matrix.shape[0] >= max(1, int8_min_rows):
         try:
             return Int8Rows(matrix, codes_folder, codes_kind)

@@ -1,35 +1,14 @@
-"""Personalized PageRank of HippoRAG 2's reset, with the dense share on every passage solved once per graph.
+"""Personalized PageRank of HippoRAG 2's reset with its dense share on every passage solved once per graph.
 
-HippoRAG 2's reset (seeds/003, seeds/004) is a few seed nodes (the recognised facts' entities, the entities the
-query names) plus a dense share on **every** passage node: its min-max normalised similarity to the query times
-``passage_node_weight``. That share is why a power iteration, or a local push, sweeps the whole graph at every
-query: on a large graph it is nearly all of the reset's mass, spread over all of them.
+PageRank is linear in its reset: with ``M`` the transition matrix and ``d`` the damping, the PageRank of ``r`` is
+``z(r) / (u . r)``, ``z(r) = (I - d M)^-1 r``, ``u = (I - d M)^-T 1``. The dense share is affine in the query
+embedding ``q``, ``scale * E q + uniform`` (``E``: the passage embeddings), so
 
-PageRank is linear in its reset. With ``M`` the column-stochastic transition matrix and ``d`` the damping, the
-PageRank vector of a reset ``r`` (dangling nodes returning their mass to the reset) is ``z(r) / (u . r)`` where
-``z(r) = (I - d M)^-1 r`` and ``u = (I - d M)^-T 1``. The dense share is *affine in the query embedding* ``q``:
-``scale * E q + uniform`` on the passages (``E``: the normalised passage embeddings, one row each; ``scale`` and
-``uniform`` come from the min-max normalisation). So
+    z(r) = z(seeds) + scale * Z q + uniform * g,   Z = z of each column of E,   g = z of all passages at 1.
 
-    z(r) = z(seeds) + scale * Z q + uniform * g,   Z = z of each column of E,   g = z of all passages at 1,
-
-and ``u . r`` splits the same way. ``Z``, ``g`` and the totals ``u`` needs are solved once per graph version
-(``D + 1`` right-hand sides, one sparse-times-dense product per iteration); a query then pays a local push from
-its seeds and one product of ``Z`` (passage rows only) with ``q``: no sweep of the graph. The result is the
-exact PageRank vector up to the seeds' push error, which :attr:`AffineResetScores.l1_bound` bounds.
-
-Asked for the best ``top_k`` passages, a query multiplies ``Z q`` exactly only where it can change them: the
-basis' :class:`~.row_products.RowProducts` may estimate every row within a bound (an int8 copy reads a quarter
-of the bytes), and only the rows whose upper bound reaches the ``top_k``-th best lower bound are multiplied in
-float32 (:attr:`AffineResetScores.exact_rows`).
-
-Without passage vectors (the passages are searched through Chroma's HNSW index past a size, see
-:mod:`.dense_search`), the caller (:class:`~.graph_walk.GraphWalk`) folds the dense share into the seeds and ``uniform`` (the far passages share
-one value), and only ``g`` is needed. Those seeds are a few hundred passages, and a push from them at the whole
-vector's accuracy reaches most of a large graph. Asked for its ``top_k``, the push then
-starts at a threshold ``8**4`` times coarser and stops at the first one where its bounds make the top ``k`` and
-their order certain: on an undirected graph a push stopped at ``t`` leaves each node at most
-``damping * t * degree`` (scaled) below its exact value, and never above it (:func:`_top_settled`).
+``Z``, ``g`` and ``u`` are solved once per graph version; a query pays a push from its seeds and ``Z q``, exact
+where it can change the best ``top_k`` (:mod:`.int8_rows`). Without passage vectors (an HNSW search) only ``g``
+is needed, and the push stops at the first of ever finer thresholds whose bounds settle the top ``k``.
 """
 
 from __future__ import annotations
@@ -43,10 +22,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .ppr import PageRankGraph
-from .push_ppr import SparsePush
-from .row_products import ExactRows, RowProducts, all_products, best_first, largest_magnitude, top_candidates
-from .sparse_vector import SparseVector
+from .exact import DenseScores, PageRankGraph, SparseVector, all_products, best_first
+from .int8_rows import ExactRows, largest_magnitude, top_candidates
+from .push import SparsePush
 
 __all__ = ["AffineResetPageRank", "AffineResetScores", "DEFAULT_BASIS_TOL", "SolvedBasis", "solve_basis"]
 
@@ -63,18 +41,10 @@ _COARSE_STEP = 8.0
 
 @dataclass(frozen=True)
 class AffineResetScores:
-    """The PageRank vector of one reset, over the passages and (the seeds' walk alone) over the entities.
-
-    Attributes:
-        passages: the PageRank probability of each passage node (the passages' share of a vector summing to 1).
-        seed_entities: the entity nodes' probability from the seeds' part of the walk alone (for traces), at the
-            entities it reached (node numbers counted from the first entity).
-        l1_bound: a bound on the L1 error of ``passages`` from the seeds' push (0 when they are walked by power
-            iteration, whose tolerance is 1e-10); the float32 rounding of the basis (about 1e-6 relative) is
-            not in it.
-        exact_rows: when ``top_k`` was asked, the passages computed exactly (they hold the best ``top_k``); the
-            others hold an estimate that cannot reach them. None: every passage is exact.
-    """
+    """The PageRank vector of one reset: ``passages`` (their share of a vector summing to 1); ``seed_entities``, the
+    entities' probability from the seeds' walk alone (nodes counted from the first entity, for traces); ``l1_bound``
+    on the passages' L1 error from the seeds' push (0 by power iteration; the basis' float32 rounding not in it);
+    ``exact_rows``, the passages computed exactly when ``top_k`` was asked (None: all are)."""
 
     passages: np.ndarray
     seed_entities: SparseVector
@@ -84,16 +54,9 @@ class AffineResetScores:
 
 @dataclass(frozen=True)
 class SolvedBasis:
-    """What the solve of one graph version yields (see the module docstring).
-
-    Attributes:
-        basis: ``Z``, the passage rows of the PageRank of each embedding dimension (float32; None without passage
-            vectors).
-        uniform_response: ``g``'s passage rows, the PageRank of every passage at 1.
-        node_totals: ``u = (I - d M)^-T 1``, one total per node.
-        iterations: iterations of the longest solve.
-        seconds: the time the solve took.
-    """
+    """What the solve of one graph version yields: ``basis`` ``Z`` (float32 passage rows; None without passage
+    vectors), ``uniform_response`` (``g``'s passage rows), ``node_totals`` (``u``), the longest solve's
+    ``iterations`` and its ``seconds``."""
 
     basis: np.ndarray | None
     uniform_response: np.ndarray
@@ -104,11 +67,8 @@ class SolvedBasis:
 
 def solve_basis(pagerank: PageRankGraph, num_passages: int, passage_vectors: np.ndarray | None = None,
                 tol: float = DEFAULT_BASIS_TOL) -> SolvedBasis:
-    """Solve ``Z``, ``g`` and ``u`` for a graph: ``D + 2`` right-hand sides, one sparse product per iteration.
-
-    The right-hand sides are solved in column blocks that fit in memory, one block per CPU core at a time (scipy's
-    sparse products and numpy's array arithmetic release the GIL): the same floats as one block after another.
-    """
+    """Solve ``Z``, ``g`` and ``u`` for a graph: ``D + 2`` right-hand sides in column blocks that fit in memory, one
+    block per CPU core at a time (scipy and numpy release the GIL): the same floats as one block after another."""
     started = time.perf_counter()
     n, damping, m = pagerank.n_nodes, pagerank.damping, pagerank.transition
     dims = 0 if passage_vectors is None else passage_vectors.shape[1]
@@ -157,26 +117,21 @@ class AffineResetPageRank:
     """Personalized PageRank for resets ``seeds + (uniform + scale * E q)`` on the passage nodes.
 
     Args:
-        pagerank: the graph (its first ``num_passages`` nodes are the passages). Its :attr:`~.PageRankGraph.method`
-            decides how the seeds are walked: ``"push"`` (local) or ``"exact"`` (power iteration).
+        pagerank: the graph, passages first; its ``method`` walks the seeds by ``"push"`` or ``"exact"``.
         num_passages: how many of the first nodes are passages.
-        passage_vectors: ``E``, one normalised embedding row per passage node (float32); ``None`` when the passages
-            are searched by HNSW, and only ``uniform`` may then be non-zero.
-        tol: the basis solve stops when every column's L1 change is below ``tol`` times the column's L1 norm.
-        row_products: makes the basis' :class:`~.row_products.RowProducts` (default exact products only).
-        solved: the graph's :class:`SolvedBasis` when it is already known (read from disk): nothing is solved.
-
-    Attributes:
-        build_seconds: the time the basis took to solve (when it was solved here, else the time it once took).
-        iterations: iterations of the basis solve.
+        passage_vectors: ``E``, one normalised float32 row per passage; None when the passages are searched by
+            HNSW (only ``uniform`` may then be non-zero).
+        tol: the solve stops when every column's L1 change is below ``tol`` times its L1 norm.
+        row_products: makes the basis' :class:`~.int8_rows.ExactRows` (default exact products).
+        solved: the graph's :class:`SolvedBasis` when already known (read from disk): nothing is solved.
 
     Raises:
-        ValueError: ``num_passages`` outside the graph, or vectors or a given ``solved`` of other shapes.
+        ValueError: ``num_passages`` outside the graph, or vectors or ``solved`` of other shapes.
     """
 
     def __init__(self, pagerank: PageRankGraph, num_passages: int, passage_vectors: np.ndarray | None = None,
                  tol: float = DEFAULT_BASIS_TOL,
-                 row_products: Callable[[np.ndarray], RowProducts] = ExactRows,
+                 row_products: Callable[[np.ndarray], ExactRows] = ExactRows,
                  solved: SolvedBasis | None = None) -> None:
         n = pagerank.n_nodes
         if not 0 < num_passages <= n:
@@ -211,21 +166,13 @@ class AffineResetPageRank:
 
     def run(self, seeds: SparseVector, uniform: float = 0.0, scale: float = 0.0,
             query: np.ndarray | None = None, top_k: int | None = None) -> AffineResetScores:
-        """The PageRank vector of ``seeds`` plus ``uniform + scale * E q`` on every passage.
-
-        Args:
-            seeds: the sparse part of the reset: non-negative weights at a few nodes.
-            uniform: the weight every passage gets (may be negative where ``scale * E q`` makes up for it: the
-                caller keeps every passage's share non-negative).
-            scale: the factor of each passage's similarity ``E q`` (0 without ``query``).
-            query: ``q``, the normalised query embedding (needs ``passage_vectors``).
-            top_k: only the best ``top_k`` passages need be exact (see :attr:`AffineResetScores.exact_rows`); without
-                a query, the seeds' push may stop as soon as those passages and their order are certain (their
-                scores are then the stopped push's, each at most its bound below the exact one).
+        """The PageRank vector of ``seeds`` (non-negative) plus ``uniform + scale * E q`` on every passage (``uniform``
+        may be negative where ``scale * E q`` makes up for it). With ``top_k`` only the best ``top_k`` passages need
+        be exact (:attr:`AffineResetScores.exact_rows`); without a query the seeds' push may then stop once those and
+        their order are certain (each score at most its bound below the exact one).
 
         Raises:
-            ValueError: the reset would be all zero, seeds outside the graph or negative, or ``query`` has no
-                basis.
+            ValueError: an all-zero reset, seeds outside the graph or negative, or ``query`` without a basis.
         """
         n, passages = self.pagerank.n_nodes, self.num_passages
         if seeds.nodes.size and (seeds.nodes[0] < 0 or seeds.nodes[-1] >= n or seeds.values.min() < 0):
@@ -262,6 +209,21 @@ class AffineResetPageRank:
         return AffineResetScores(scores, SparseVector(walked_entities.nodes, walked_entities.values / total),
                                  bound / total, exact_rows)
 
+    def rank(self, seeds: SparseVector, dense: DenseScores, query: np.ndarray, passage_weight: float,
+             top_k: int) -> AffineResetScores:
+        """The PageRank of the reset ``seeds`` + ``passage_weight`` times each passage's normalised similarity
+        (``dense`` holding the extremes, and the near rows after an HNSW search), exact on its best ``top_k``."""
+        scale, uniform = dense.normalising(passage_weight)
+        q: np.ndarray | None = query
+        if dense.near is not None:
+            # HNSW search: the far passages share one similarity, the near ones differ from it by a few seeds.
+            seeds = seeds.plus(dense.near, np.maximum(scale * (dense.scores[dense.near] - dense.rest), 0.0))
+            uniform += scale * dense.rest
+            scale, q = 0.0, None
+        if not seeds.total() > 0 and not (scale > 0 or uniform > 0):
+            uniform = 1.0  # every passage equally distant from the query: start everywhere
+        return self.run(seeds, uniform, scale, q, top_k=top_k)
+
     def _add_similarity(self, scores: np.ndarray, scale: float, q: np.ndarray, total: float,
                         top_k: int | None) -> tuple[np.ndarray, np.ndarray | None]:
         """``(scores + scale * Z q) / total``: exact, or (``top_k``, and a basis estimate) exact on the rows that
@@ -295,11 +257,8 @@ class AffineResetPageRank:
 
     def _walk_seeds(self, seeds: SparseVector, seed_mass: float, seed_total: float, reset_mass: float,
                     settle: tuple[float, int] | None = None) -> tuple[SparseVector, float]:
-        """``z(seeds)`` (unnormalised; ``seed_total`` is its sum ``u . seeds``) and a bound on its L1 error.
-
-        With ``settle`` (``uniform``, ``k``) on an undirected graph pushed, the push may stop early: once the best
-        ``k`` passages of ``z(seeds) + uniform * g`` and their order are certain from its per-node bounds.
-        """
+        """``z(seeds)`` (unnormalised, summing to ``seed_total``) and a bound on its L1 error; with ``settle``
+        (``uniform``, ``k``) on an undirected pushed graph, stopped once the best ``k`` passages are certain."""
         if seed_mass <= 0:
             return SparseVector.empty(), 0.0
         damping = self.pagerank.damping
@@ -329,12 +288,9 @@ class AffineResetPageRank:
 
 
 def _seed_walk(pushed: SparsePush, damping: float, factor: float) -> SparseVector:
-    """``z(seeds)`` from a push of the seeds scaled to mass 1 (``factor`` scales it back), at the nodes reached.
-
-    Push keeps y = p + (1 - d) * sum_k (d M)^k r: adding the first term of the remainder, (1 - d) r, leaves at most
-    d |r| out, and keeps a seed too light to push (a hub entity) where it is. Both are over the nodes the push
-    reached.
-    """
+    """``z(seeds)`` at the nodes reached from a push of the seeds scaled to mass 1 (``factor`` scales it back):
+    adding the remainder's first term, ``(1 - d) r``, leaves at most ``d |r|`` out and keeps a seed too light to
+    push where it is."""
     estimate = pushed.estimate.values + (1.0 - damping) * pushed.remainder.values
     return SparseVector(pushed.estimate.nodes, estimate * factor)
 
@@ -370,11 +326,8 @@ def _check_solved(solved: SolvedBasis, n: int, num_passages: int, dims: int | No
 
 
 def _solve(m, damping: float, rhs: np.ndarray, n: int, tol: float) -> tuple[np.ndarray, int]:
-    """``X = (I - damping * m)^-1 R`` by Jacobi iteration, ``R`` being ``rhs`` padded with zero rows to ``n``.
-
-    For the transition matrix (column sums at most 1) each iteration shrinks the error's L1 norm by ``damping``;
-    for its transpose (row sums at most 1) its largest entry.
-    """
+    """``X = (I - damping * m)^-1 R`` by Jacobi iteration (``R``: ``rhs`` padded with zero rows to ``n``); each
+    iteration shrinks the error by ``damping`` (in L1 for ``M``, in its largest entry for ``M.T``)."""
     rows = rhs.shape[0]
     x = np.zeros((n, rhs.shape[1]))
     x[:rows] = rhs

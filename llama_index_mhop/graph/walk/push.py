@@ -1,24 +1,9 @@
-"""Personalized PageRank by local push (Andersen, Chung and Lang, 2006): work that follows the walk's mass.
+"""Personalized PageRank by forward push (Andersen, Chung and Lang, 2006): work that follows the walk's mass.
 
-Power iteration (:mod:`.ppr`) multiplies the whole transition matrix about 30 times per query, whatever the reset
-touches. Forward push keeps an estimate ``p`` and a residual ``r`` (initially the reset) and repeatedly *pushes*
-a node ``u`` whose residual is large: ``p[u] += (1 - damping) * r[u]`` and ``r[u]``'s remaining ``damping`` share
-is spread over ``u``'s out-edges in proportion to their weights. It stops when every ``r[u] <= epsilon * d(u)``
-(``d``: weighted out-degree, 1 for a dangling node); only nodes the walk reaches with enough mass are ever
-touched, so the cost is bounded by ``1 / (epsilon * (1 - damping))`` edge visits, independent of the graph's size.
-
-Here all nodes over the threshold are pushed at once per round (a vectorised, synchronous push; the invariant
-and the bounds below hold for any push order). A round with many active nodes is one sparse matrix product, a
-round with few touches only their out-edges. :func:`push_sparse` starts from a few seeds (a
-:class:`~.sparse_vector.SparseVector`) and returns the nodes it reached; its two graph-sized arrays come from a
-:class:`PushScratch` pool, so a query writes only the entries its push touches.
-
-**Error bounds.** Let ``y = (1 - damping) * sum_k (damping * M)^k r0`` be the unnormalised PPR of the seeds ``r0``.
-Push keeps ``y = p + (1 - damping) * sum_k (damping * M)^k r`` at every step, so:
-
-* ``0 <= y - p`` and ``|y - p|_1 <= |r|_1``, measured, not estimated;
-* at termination ``|r|_1 <= epsilon * sum_u d(u)``; on an undirected graph also, per node,
-  ``0 <= y[u] - p[u] <= epsilon * d(u)`` (the walk maps ``r <= c * d`` to ``M r <= c * d``).
+Push keeps an estimate ``p`` and a residual ``r`` (initially the seeds) and, a round at a time, pushes every node
+whose residual is over ``epsilon * d(u)`` (``d``: out-weight, 1 when dangling): ``p[u] += (1 - damping) * r[u]``,
+the rest spread over its out-edges. With ``y`` the seeds' unnormalised PPR, ``0 <= y - p``, ``|y - p|_1 <= |r|_1
+<= epsilon * sum_u d(u)`` at the end, and on an undirected graph ``y[u] - p[u] <= epsilon * d(u)`` per node.
 """
 
 from __future__ import annotations
@@ -30,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import sparse
 
-from .sparse_vector import SparseVector
+from .exact import SparseVector
 
 __all__ = ["PushScratch", "SparsePush", "push_sparse", "threshold_weights"]
 
@@ -48,11 +33,8 @@ class SparsePush:
 
 
 class PushScratch:
-    """Zeroed arrays of one graph's size, lent to one push at a time and zeroed again where the push wrote.
-
-    A push from a few seeds writes a few thousand entries of its estimate and residual; fresh arrays of the
-    graph's size would cost a page fault per 4 KB at every query. Thread-safe: concurrent pushes get their own.
-    """
+    """Zeroed arrays of one graph's size, lent to one push at a time (concurrent pushes get their own) and zeroed
+    again where it wrote: fresh ones would cost a page fault per 4 KB at every query."""
 
     def __init__(self, size: int) -> None:
         self.size = size
@@ -74,33 +56,12 @@ def threshold_weights(out_weight: np.ndarray) -> np.ndarray:
     return np.where(out_weight > 0, out_weight, 1.0)
 
 
-def push_sparse(
-    transition: sparse.csr_matrix,
-    walk: sparse.csr_matrix,
-    threshold_weight: np.ndarray,
-    seeds: SparseVector,
-    damping: float,
-    epsilon: float,
-    scratch: PushScratch | None = None,
-    finer: Sequence[float] = (),
-    settled: Callable[[SparsePush, float], bool] | None = None,
-) -> SparsePush:
-    """Forward push from ``seeds`` (any non-negative mass) while some ``r[u] > epsilon * threshold_weight[u]``.
-
-    With ``finer`` thresholds (decreasing), the push stops at the first threshold where ``settled(result,
-    threshold)`` says the result is good enough, and otherwise goes on from where it stopped to the next one.
-
-    Args:
-        transition: the column-stochastic transition matrix ``M`` (CSR).
-        walk: its transpose as CSR (row ``u``: where a walker at ``u`` goes, with what probability).
-        threshold_weight: per node, :func:`threshold_weights` of the out-degrees.
-        seeds: the reset ``r0``; the push keeps ``y = p + (1 - d) * sum_k (d M)^k r`` for
-            ``y = (1 - d) * sum_k (d M)^k r0`` (see the module docstring).
-        damping: probability of following an edge, in [0, 1).
-        epsilon: the threshold per unit of ``threshold_weight``.
-        scratch: the arrays to work in (default: fresh ones).
-        finer: smaller thresholds to go on to while ``settled`` is not satisfied.
-        settled: whether the push stopped at a threshold is good enough (the result, the threshold).
+def push_sparse(transition: sparse.csr_matrix, walk: sparse.csr_matrix, threshold_weight: np.ndarray,
+                seeds: SparseVector, damping: float, epsilon: float, scratch: PushScratch | None = None,
+                finer: Sequence[float] = (), settled: Callable[[SparsePush, float], bool] | None = None) -> SparsePush:
+    """Forward push from ``seeds`` (non-negative) over ``transition`` (``M``) and ``walk`` (``M.T``, CSR) while some
+    ``r[u] > epsilon * threshold_weight[u]``; with ``finer`` (decreasing) thresholds, on from where it stopped to
+    the next one until ``settled(result, threshold)``. ``scratch``: the arrays to work in (default fresh ones).
 
     Raises:
         ValueError: a threshold is not positive.

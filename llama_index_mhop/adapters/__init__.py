@@ -1,0 +1,1 @@
+"""The narrow seams to third-party libraries' less stable names, one module per library."""
