@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 from dspy.utils import DummyLM
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
-from llama_index_mhop.components.postprocessors import DSPyFactFilter
 
 from llama_index_mhop.components.fact_filter import DSPyFactFilter
 from llama_index_mhop.components.hippo_graph import HippoGraphRetriever
