@@ -21,8 +21,7 @@ if TYPE_CHECKING:
     from .index import EmptyIndexError, HippoGraphIndex, UnknownDocumentError
     from .index_config import HippoGraphIndexConfig
     from .knowledge_graph import KnowledgeGraph
-    from .openie_export import export_openie
-    from .openie_file import OpenIEFileError, StoredOpenIE, read_openie, write_openie
+    from .openie_file import OpenIEFileError, StoredOpenIE, export_openie, read_openie, write_openie
     from .reader import HippoGraphReader
     from .walk.ppr import DEFAULT_DAMPING, DEFAULT_MAX_ITER, DEFAULT_TOL, PageRankGraph
 
@@ -61,7 +60,7 @@ _EXPORTS = {
     "UnknownDocumentError": ".index",
     "HippoGraphIndexConfig": ".index_config",
     "KnowledgeGraph": ".knowledge_graph",
-    "export_openie": ".openie_export",
+    "export_openie": ".openie_file",
     "OpenIEFileError": ".openie_file",
     "StoredOpenIE": ".openie_file",
     "read_openie": ".openie_file",

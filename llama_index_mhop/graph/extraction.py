@@ -26,7 +26,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -35,9 +34,9 @@ from typing import Any, Protocol, runtime_checkable
 import dspy
 from tenacity import AsyncRetrying, RetryCallState, Retrying, stop_after_attempt, wait_exponential
 
+from ..lm.programs import ProgramSource, load_program, save_program
 from ..lm.steps import FallbackCounter, LMStep, current_lm, resolve_lm
 from ..rules.parsing import LMOutputError
-from ..lm.programs import ProgramSource, load_program, save_program
 from ..rules.text import (
     MONTHS,
     entity_key,
@@ -426,11 +425,3 @@ def with_title_entities(extraction: Extraction, title: str | None) -> Extraction
     unique = unique_names([*title_entities(title or ""), *extraction.entities], key=entity_key)
     return Extraction(entities=tuple(unique), triples=extraction.triples, from_lm=extraction.from_lm)
 
-
-def iter_entity_keys(extraction: Extraction) -> Iterable[str]:
-    """Keys of every entity the extraction names, in its entity list or in a triple."""
-    for name in extraction.entities:
-        yield entity_key(name)
-    for subject, _, obj in extraction.triples:
-        yield entity_key(subject)
-        yield entity_key(obj)

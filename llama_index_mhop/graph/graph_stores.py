@@ -32,7 +32,6 @@ from ..stores.chroma_batches import CHROMA_BATCH, delete_ids, existing_ids, get_
 from ..stores.dimension_check import check_embedding_dimension
 from ..stores.embed_dtype import EmbedDType, check_embed_dtype, embedding_dtype
 from ..stores.guarded_store import read_guarded, version_marker
-from ..stores.version_marker import VersionMarker
 
 T = TypeVar("T")
 
@@ -212,8 +211,7 @@ class GraphStores:
         self.short_text_batch_size = short_text_batch_size
         self.short_text_dtype = check_embed_dtype(short_text_dtype)
         self._short_embedder: BaseEmbedding | None = None
-        self._source: Any = None
-        self._source_marker: VersionMarker | None = None
+        self.passage_source: Any = None  # sets _source_marker too (__setattr__)
         self._open(client, mode)
 
     def _open(self, client: Any, mode: str) -> None:
@@ -222,16 +220,10 @@ class GraphStores:
         self.passages, self.entities, self.facts = (self._owned(client, f"{self.prefix}_{kind}") for kind in _KINDS)
         self.vector_store = ChromaVectorStore(chroma_collection=self.passages)
 
-    @property
-    def passage_source(self) -> Any:
-        return self._source
-
-    @passage_source.setter
-    def passage_source(self, collection: Any) -> None:
-        # Its version row is read now: on an embedded store, a change another process makes from here on is
-        # refused rather than read (see version_marker).
-        self._source = collection
-        self._source_marker = None if collection is None else version_marker(self.client, collection)
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "passage_source":  # its version row is read now: a change another process makes is refused
+            super().__setattr__("_source_marker", None if value is None else version_marker(self.client, value))
+        super().__setattr__(name, value)
 
     def _owned(self, client: Any, name: str) -> Any:
         """The collection ``name`` of ``client`` (created, naming :attr:`owner`, when missing), refused when its
@@ -301,7 +293,7 @@ class GraphStores:
         """``read(passage_source)`` at one whole version of it, as the vector index's own searches read it
         (:func:`~llama_index_mhop.stores.guarded_store.read_guarded`): never half of a sync, never a raw Chroma error of
         a row a sync removed meanwhile, and on an embedded store another process changed, ``StaleStoreError``."""
-        source = self._source
+        source = self.passage_source
         return read_guarded(source, self._source_marker, lambda: read(source))
 
     def check_embedding_dimension(self) -> None:

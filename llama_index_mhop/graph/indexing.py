@@ -19,13 +19,13 @@ from typing import Any
 
 from llama_index.core.schema import MetadataMode, TextNode
 
-from ..stores.corpus import stable_id
 from ..rules.terminal import progress
+from ..stores.corpus import stable_id
 from .checkpoint import GraphEntry, append_checkpoint, read_checkpoint
 from .extraction import Extraction, Extractor, entity_key, title_entities
 from .graph_stores import GraphStores
 from .knowledge_graph import KnowledgeGraph
-from .synonymy import SynonymyRefresher
+from .synonym_lists import SynonymyRefresher
 
 __all__ = ["DEFAULT_INSERT_BATCH_SIZE", "BatchHook", "BatchIndexer", "NodeReader", "PassageWork", "PhaseTimer",
            "passage_work"]

@@ -67,7 +67,7 @@ from .layout import (
 )
 from .state_files import STATE_FOLDER
 from .sync import DOCSTORE_FILE, docstore_from_dict, load_docstore
-from .synonymy import DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES
+from .synonym_lists import DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES
 from .walk.basis_files import BASIS_FOLDER
 
 __all__ = [

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.schema import NodeWithScore
 
-from .engines import GraphEngines
 from .graph_files import saved_tables_digest
+from .index import GraphEngines
 from .layout import GRAPH_DIR, GRAPH_FILE, LEGACY_GRAPH_FILE
 from .lm_programs import load_lm_programs
 from .persistence import read_saved_config

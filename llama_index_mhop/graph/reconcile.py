@@ -19,7 +19,7 @@ from typing import Any
 
 from ..stores.chroma_batches import all_ids, existing_ids
 
-__all__ = ["Drift", "collection_ids", "find_drift"]
+__all__ = ["Drift", "find_drift"]
 
 
 @dataclass(frozen=True)
@@ -36,11 +36,6 @@ class Drift:
         return {"gone": len(self.gone), "new": len(self.new)}
 
 
-def collection_ids(collection: Any) -> set[str]:
-    """Every record id of a Chroma collection (:func:`~..chroma_batches.all_ids`)."""
-    return set(all_ids(collection))
-
-
 def find_drift(graph_passages: Iterable[str], own: Any, source: Any = None) -> Drift:
     """Compare the graph's passage ids with its own passage collection and, if it reads one in place, the source.
 
@@ -50,7 +45,7 @@ def find_drift(graph_passages: Iterable[str], own: Any, source: Any = None) -> D
         source: the vector index collection it reads in place, or None.
     """
     held = set(graph_passages)
-    source_ids = collection_ids(source) if source is not None else set()
+    source_ids = set(all_ids(source)) if source is not None else set()
     outside_source = [p for p in held if p not in source_ids]
     present = existing_ids(own, outside_source)
     gone = sorted(p for p in outside_source if p not in present)

@@ -35,8 +35,8 @@ from .openie_file import report_stored_openie, with_stored_openie
 from .reconcile import Drift, find_drift
 from .state import VersionedState
 from .state_files import STATE_FOLDER
-from .sync import Removal, commit_removal, detach_passages, finish_removal, known_doc_ids, plan_sync
-from .synonymy import SynonymyRefresher
+from .sync import Removal, commit_removal, detach_passages, finish_removal, known_doc_ids, plan_refresh
+from .synonym_lists import SynonymyRefresher
 from .walk.basis_files import BASIS_FOLDER
 
 __all__ = ["IndexWriter"]
@@ -118,7 +118,7 @@ class IndexWriter:
         show = self.config.show_progress if show_progress is None else show_progress
         config = self.config
         with self.change():
-            plan = plan_sync(docs, self.document_hashes, self.graph,
+            plan = plan_refresh(docs, self.document_hashes, self.graph,
                              lambda d: passage_nodes(d, corpus, config.chunk_size, config.chunk_overlap))
             extractor = with_stored_openie(extractor, openie_results)
             added = self._indexer(extractor).run([*nodes, *plan.nodes], config.insert_batch_size, show, on_batch_end)
