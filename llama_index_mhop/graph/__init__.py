@@ -1,7 +1,7 @@
 """HippoRAG 2-style memory: extraction, the knowledge graph, its Chroma-backed index, and Personalized PageRank.
 
-The names below are imported on first use, so a light module of the package (the reconcile rule that
-``mhop status`` reads) imports without LlamaIndex, Chroma or DSPy.
+The names below are imported on first use, so a light module (the reconcile rule ``mhop status`` reads) imports
+without LlamaIndex, Chroma or DSPy.
 """
 
 from __future__ import annotations
@@ -25,28 +25,11 @@ if TYPE_CHECKING:
     from .reader import HippoGraphReader
     from .walk.ppr import DEFAULT_DAMPING, DEFAULT_MAX_ITER, DEFAULT_TOL, PageRankGraph
 
-__all__ = [
-    "DEFAULT_DAMPING",
-    "DEFAULT_MAX_ITER",
-    "DEFAULT_TOL",
-    "EmptyIndexError",
-    "ExtractEntitiesAndTriples",
-    "HippoGraphIndex",
-    "HippoGraphIndexConfig",
-    "HippoGraphReader",
-    "KnowledgeGraph",
-    "OpenIEExtractor",
-    "OpenIEFileError",
-    "PageRankGraph",
-    "StoredOpenIE",
-    "UnknownDocumentError",
-    "entity_key",
-    "export_openie",
-    "extract_llm_free",
-    "read_openie",
-    "title_entities",
-    "write_openie",
-]
+
+__all__ = ["DEFAULT_DAMPING", "DEFAULT_MAX_ITER", "DEFAULT_TOL", "EmptyIndexError", "ExtractEntitiesAndTriples",
+           "HippoGraphIndex", "HippoGraphIndexConfig", "HippoGraphReader", "KnowledgeGraph", "OpenIEExtractor",
+           "OpenIEFileError", "PageRankGraph", "StoredOpenIE", "UnknownDocumentError", "entity_key", "export_openie",
+           "extract_llm_free", "read_openie", "title_entities", "write_openie"]
 
 #: Where each exported name lives (the module, relative to this package).
 _EXPORTS = {
@@ -71,6 +54,5 @@ _EXPORTS = {
     "DEFAULT_TOL": ".walk.ppr",
     "PageRankGraph": ".walk.ppr",
 }
-
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

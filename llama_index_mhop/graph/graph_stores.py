@@ -1,13 +1,9 @@
 """The three Chroma collections of a graph index (passages, entities, facts) and the embedder that fills them.
 
-Every record's id derives from its content (``stores.stable_id``), so storing the same text twice adds nothing.
-Reads, writes and deletes go through Chroma in batches well under its maximum batch size. The passage collection
-is a LlamaIndex ``ChromaVectorStore`` collection, so it opens as an ordinary ``VectorStoreIndex``.
-
-Two indexes in one Chroma store never share a collection: a new index's collection names carry its index id
-(:func:`index_prefix`), and each collection it creates names its owner in its metadata, so an index that finds a
-collection of its names owned by another index refuses it in one line. Collections created before owners were
-recorded name none, and an index saved then keeps the names it recorded.
+Record ids derive from content (``stores.stable_id``), so storing a text twice adds nothing; Chroma is read and
+written in batches. The passage collection is a LlamaIndex ``ChromaVectorStore`` collection (it opens as a
+``VectorStoreIndex``). Two indexes in one store never share a collection: a new index's collection names carry its
+index id (:func:`index_prefix`) and its collections name their owner in their metadata (older ones name none).
 """
 
 from __future__ import annotations
@@ -35,21 +31,9 @@ from ..stores.guarded_store import read_guarded, version_marker
 
 T = TypeVar("T")
 
-__all__ = [
-    "CHROMA_DIR",
-    "DEFAULT_SHORT_TEXT_BATCH_SIZE",
-    "DEFAULT_SHORT_TEXT_DTYPE",
-    "GraphStores",
-    "client_mode",
-    "collection_passages",
-    "fact_text",
-    "index_prefix",
-    "missing_collections",
-    "private_client",
-    "resolve_client",
-    "saved_client",
-    "vector_index_collection",
-]
+__all__ = ["CHROMA_DIR", "DEFAULT_SHORT_TEXT_BATCH_SIZE", "DEFAULT_SHORT_TEXT_DTYPE", "GraphStores", "client_mode",
+           "collection_passages", "fact_text", "index_prefix", "missing_collections", "private_client",
+           "resolve_client", "saved_client", "vector_index_collection"]
 
 CHROMA_DIR = "chroma"
 DEFAULT_SHORT_TEXT_BATCH_SIZE = 128
@@ -127,9 +111,8 @@ def _persistent_client(path: Path) -> Any:
 def private_client() -> Any:
     """A Chroma store of this process alone, in a temporary directory removed at exit.
 
-    Not ``chromadb.EphemeralClient``: every in-memory client of a process shares one Chroma system, which refuses
-    a second client with other settings ("An instance of Chroma already exists for ephemeral"), so ours would
-    clash with the app's in either order, and would share its collections.
+    Not ``chromadb.EphemeralClient``: the in-memory clients of a process share one Chroma system, which refuses a
+    second client with other settings, so ours would clash with the app's and share its collections.
     """
     path = Path(tempfile.mkdtemp(prefix="mhop-hippo-"))
     atexit.register(shutil.rmtree, path, ignore_errors=True)
@@ -169,28 +152,23 @@ def saved_client(chroma_client: Any, kind: str, root: Path) -> tuple[Any, str]:
 class GraphStores:
     """The ``{name}_passages``, ``{name}_entities`` and ``{name}_facts`` collections of one Chroma client.
 
-    An entity or fact record is its id and its vector alone. Its name or (subject, predicate, object) is in the
-    graph (``graph.entity_names``, ``graph.facts``, :meth:`~.knowledge_graph.KnowledgeGraph.to_networkx`), and Chroma
-    indexes every document (full text) and metadata key it is given: with them a record took twice as long to write
-    (``benchmarks/record_writes.py``).
+    An entity or fact record is its id and vector alone (its name or triple is in the graph): Chroma indexes every
+    document and metadata key it is given, and with them a record took twice as long to write.
 
     Args:
-        client: the Chroma client holding the collections.
-        name: the index's name.
-        embed_model: the embedder of all three collections.
+        client: the Chroma client. name: the index's name. embed_model: the embedder of all three collections.
         short_text_batch_size: embedding batch size for entity names and facts (None: the embedder's own).
-        short_text_dtype: what entity names and facts are embedded in: "bfloat16" where the CPU has it natively
-            (see :mod:`llama_index_mhop.stores.embed_dtype`), or "float32". Passages and queries are always float32.
+        short_text_dtype: "bfloat16" (where the CPU has it natively, :mod:`llama_index_mhop.stores.embed_dtype`)
+            or "float32" for entity names and facts; passages and queries are always float32.
         mode: "ephemeral" (in-memory, copied out on persist), "local" (``persist_dir/chroma``) or "external".
         prefix: the collections' prefix (default: the name).
-        owner: the index id of the index the collections belong to: recorded in the metadata of those it creates,
-            and a collection recorded as another index's is refused (None: neither, for a reader).
+        owner: the index id recorded in the collections it creates; one recorded as another index's is refused
+            (None: neither, for a reader).
 
     Attributes:
-        passage_source: a passage collection of the same Chroma store that the index reads in place (``None``:
-            none; see :meth:`read_passages_from`). A passage held there is neither embedded nor copied into
-            ``{prefix}_passages``, and the index never writes to it or deletes from it: the vector index that
-            owns it does.
+        passage_source: a passage collection of the same store the index reads in place (None: none,
+            :meth:`read_passages_from`); a passage there is neither embedded nor copied, and never written or
+            deleted by the index: its vector index owns it.
 
     Raises:
         ValueError: a name Chroma would refuse as a collection prefix, or a collection owned by another index.

@@ -54,27 +54,11 @@ def may_have_synonyms(key: str, min_chars: int) -> bool:
     return len(re.sub(r"[^a-z0-9]", "", key)) >= min_chars and bool(re.search(r"[a-z]", key))
 
 
-def exact_neighbours(
-    ids: Sequence[str],
-    vectors: np.ndarray,
-    eligible: np.ndarray,
-    rows: Sequence[int],
-    threshold: float,
-    block_size: int,
-) -> Iterator[tuple[str, list[tuple[str, float]]]]:
-    """For each row in ``rows``, the eligible entities whose cosine similarity is at least ``threshold``.
-
-    Args:
-        ids: entity ids in the row order of ``vectors``.
-        vectors: unit-normalised float32 embeddings, one row per id.
-        eligible: one bool per id: whether it may be a neighbour.
-        rows: the row indices to search from, in the order they are yielded.
-        threshold: minimum cosine similarity.
-        block_size: rows compared at once (capped so that one block holds about 64M similarities).
-
-    Yields:
-        ``(id, [(neighbour id, similarity), ...])`` per searched row (the row itself included when eligible).
-    """
+def exact_neighbours(ids: Sequence[str], vectors: np.ndarray, eligible: np.ndarray, rows: Sequence[int],
+                     threshold: float, block_size: int) -> Iterator[tuple[str, list[tuple[str, float]]]]:
+    """``(id, [(neighbour id, similarity), ...])`` for each row in ``rows`` (in order): the ``eligible`` entities
+    whose cosine with it is at least ``threshold`` (itself included when eligible). ``vectors`` are unit-normalised
+    rows of ``ids``; ``block_size`` rows are compared at once (capped at about 64M similarities)."""
     block_rows = max(1, min(block_size, _MAX_SIMILARITIES // max(1, len(ids))))
     for start in range(0, len(rows), block_rows):
         block = list(rows[start : start + block_rows])
@@ -143,9 +127,8 @@ class SynonymLists:
     def _eligible(self, entity_id: str) -> bool:
         return may_have_synonyms(self.entity_names.get(entity_id, ""), self.synonymy_min_chars)
 
-    def update_synonymy(
-        self, entity_ids: Sequence[str], vectors: np.ndarray, changed: Iterable[str] | None = None
-    ) -> int:
+    def update_synonymy(self, entity_ids: Sequence[str], vectors: np.ndarray,
+                        changed: Iterable[str] | None = None) -> int:
         """Compute the synonym lists of new and stale entities (:attr:`stale_synonyms`) and of ``changed`` ones,
         exactly (blocked dot products), and merge them into the other entities' lists.
 
@@ -183,12 +166,8 @@ class SynonymLists:
         found = exact_neighbours(ids, matrix, eligible, rows, self.synonymy_threshold, self.synonymy_block_size)
         return self._apply_synonyms(queries, found)
 
-    def update_synonymy_by_search(
-        self,
-        search: Callable[[list[str]], list[list[tuple[str, float]]]],
-        changed: Iterable[str] | None = None,
-        batch_size: int = 1024,
-    ) -> int:
+    def update_synonymy_by_search(self, search: Callable[[list[str]], list[list[tuple[str, float]]]],
+                                  changed: Iterable[str] | None = None, batch_size: int = 1024) -> int:
         """Like :meth:`update_synonymy`, with the neighbours found by ``search`` (e.g. an HNSW vector index).
 
         For large graphs: the all-pairs similarity of :meth:`update_synonymy` grows with the square of the number
@@ -215,9 +194,7 @@ class SynonymLists:
         self._stale_synonyms.clear()
         return queries
 
-    def _apply_synonyms(
-        self, queries: set[str], rows: Iterable[tuple[str, list[tuple[str, float]]]]
-    ) -> int:
+    def _apply_synonyms(self, queries: set[str], rows: Iterable[tuple[str, list[tuple[str, float]]]]) -> int:
         """Replace the lists of ``queries`` by their candidates (top-k) and merge them into the others' lists.
 
         Applied :data:`_APPLY_BATCH` rows at a time, each batch's edges moved before the next: what an update
@@ -278,9 +255,7 @@ class SynonymLists:
         old = {(a, b): self._synonymy(a, b, before_list) for a, b in pairs}
         self._set_synonymy_edges(old, {(a, b): self._synonymy(a, b) for a, b in pairs})
 
-    def _synonymy(
-        self, a: str, b: str, lists: Callable[[str], SynonymList] | None = None
-    ) -> float:
+    def _synonymy(self, a: str, b: str, lists: Callable[[str], SynonymList] | None = None) -> float:
         """The synonymy weight of a pair: the larger similarity either entity's list holds for the other."""
         lists = lists or (lambda e: self.synonyms.get(e, _NO_SYNONYMS))
         found = [s for e, s in lists(a) if e == b] + [s for e, s in lists(b) if e == a]
