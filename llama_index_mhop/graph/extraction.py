@@ -169,18 +169,11 @@ def _predicate(gap: str, previous: str | None) -> str:
 
 def extract_llm_free(text: str, title: str | None = None,
                      max_triples: int | None = DEFAULT_MAX_LLM_FREE_TRIPLES) -> Extraction:
-    """LLM-free OpenIE for encyclopedic passages: the title entity, entity spans and subject-centred triples.
+    """LLM-free OpenIE for encyclopedic passages: entity names in order of first mention (the ``title``'s first)
+    and subject-centred triples, both without duplicates (by :func:`entity_key`).
 
-    Args:
-        text: the passage.
-        title: the passage's title; its entity (:func:`title_entities`) is the subject of sentences that do not
-            open with another entity.
-        max_triples: keep at most this many triples (None: all), those whose object is a name first: every fact
-            is embedded, and a long cast list or chronology costs time without linking what the entities do not.
-
-    Returns:
-        Entity names in order of first mention (title entities first) and triples, both without duplicates
-        (compared by :func:`entity_key`).
+    ``max_triples``: keep at most this many triples (None: all), those whose object is a name first: every fact is
+    embedded, and a long cast list or chronology costs time without linking what the entities do not.
     """
     subjects = title_entities(title or "")
     subject_keys = {entity_key(s) for s in subjects}
@@ -293,12 +286,8 @@ def _log_retry(state: RetryCallState) -> None:
 
 
 class OpenIEModule(dspy.Module):
-    """One OpenIE call per passage, retried with exponential backoff when the LM fails or answers badly.
-
-    Args:
-        max_attempts: LM calls per passage before giving up (the caller then uses the LLM-free extractor).
-        backoff_seconds: wait before the second attempt; doubled before each further attempt.
-    """
+    """One OpenIE call per passage, retried when the LM fails or answers badly: ``max_attempts`` calls at most,
+    waiting ``backoff_seconds`` before the second, doubled before each further one."""
 
     def __init__(self, max_attempts: int = DEFAULT_MAX_ATTEMPTS, backoff_seconds: float = DEFAULT_BACKOFF_SECONDS):
         super().__init__()

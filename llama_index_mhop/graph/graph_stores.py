@@ -75,18 +75,21 @@ def vector_index_collection(vector_index: Any) -> Any:
     return store.client
 
 
+def _node(record_id: str, text: str, metadata: dict[str, Any] | None, vector: Any = None) -> TextNode:
+    """The passage node of a LlamaIndex Chroma record."""
+    node = metadata_dict_to_node(metadata or {}, text=text)
+    node.id_ = record_id
+    node.embedding = None if vector is None else [float(x) for x in vector]
+    return node
+
+
 def collection_passages(collection: Any, with_embeddings: bool) -> list[TextNode]:
     """The passage nodes of a LlamaIndex Chroma collection, each with its stored embedding if asked."""
     include = ["embeddings", "documents", "metadatas"] if with_embeddings else ["documents", "metadatas"]
     nodes: list[TextNode] = []
     for page in pages(collection, include):
         vectors = page["embeddings"] if with_embeddings else [None] * len(page["ids"])
-        for record_id, vector, text, metadata in zip(page["ids"], vectors, page["documents"], page["metadatas"],
-                                                     strict=True):
-            node = metadata_dict_to_node(metadata or {}, text=text)
-            node.id_ = record_id
-            node.embedding = None if vector is None else [float(x) for x in vector]
-            nodes.append(node)
+        nodes += [_node(*row) for row in zip(page["ids"], page["documents"], page["metadatas"], vectors, strict=True)]
     return nodes
 
 
@@ -242,13 +245,7 @@ class GraphStores:
         if self.passage_source is None or not ids:
             return []
         rows = self._read_source(lambda source: get_records(source, ids, ["documents", "metadatas"]))
-        nodes = []
-        for record_id in ids:
-            if record_id in rows:
-                node = metadata_dict_to_node(rows[record_id]["metadatas"] or {}, text=rows[record_id]["documents"])
-                node.id_ = record_id
-                nodes.append(node)
-        return nodes
+        return [_node(i, rows[i]["documents"], rows[i]["metadatas"]) for i in ids if i in rows]
 
     def passage_collections(self) -> list[Any]:
         """Where the index's passages are: its own collection, then :attr:`passage_source` if any."""
@@ -269,14 +266,12 @@ class GraphStores:
 
     def _read_source(self, read: Callable[[Any], T]) -> T:
         """``read(passage_source)`` at one whole version of it, as the vector index's own searches read it
-        (:func:`~llama_index_mhop.stores.guarded_store.read_guarded`): never half of a sync, never a raw Chroma error of
-        a row a sync removed meanwhile, and on an embedded store another process changed, ``StaleStoreError``."""
+        (:func:`~llama_index_mhop.stores.guarded_store.read_guarded`)."""
         source = self.passage_source
         return read_guarded(source, self._source_marker, lambda: read(source))
 
     def check_embedding_dimension(self) -> None:
-        """Refuse an embedder whose vectors have another dimension than those the collections hold (the passages,
-        own and read in place, the facts and the entities), before anything is written.
+        """Refuse an embedder whose vectors have another dimension than the collections' (before any write).
 
         Raises:
             EmbeddingDimensionError: one line naming both dimensions and the fix.
@@ -291,10 +286,8 @@ class GraphStores:
     # ------------------------------------------------------------------ embedding
 
     def _short_text_embedder(self) -> BaseEmbedding:
-        """The embedder with ``short_text_batch_size``: entity names and facts are a few tokens each, so a batch
-        of LlamaIndex's usual 10 is mostly per-call overhead; a batch pads every text to its longest, so past a
-        hundred or so texts a larger batch only pads more (``benchmarks/short_text_batch.py``). A shallow pydantic
-        copy shares the loaded model."""
+        """The embedder with ``short_text_batch_size`` (a shallow copy sharing the model): a batch of LlamaIndex's
+        usual 10 short texts is mostly per-call overhead (``benchmarks/short_text_batch.py``)."""
         model = self.embed_model
         if self.short_text_batch_size and getattr(model, "embed_batch_size", None) not in (None,
                                                                                           self.short_text_batch_size):

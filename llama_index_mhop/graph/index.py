@@ -146,8 +146,8 @@ class HippoGraphIndex(IndexVerbs, GraphEngines, BaseIndex[HippoGraphStruct]):
     verbs and query it with :meth:`as_retriever`, :meth:`as_query_engine` or :meth:`as_chat_engine`.
 
     Attributes:
-        config: the index's settings. name: its name. graph: the knowledge graph. stores: its Chroma collections.
-        embed_model: the embedder of passages, entities, facts and queries. extractor: the OpenIE extractor.
+        config, name, graph, stores, extractor: its settings, name, knowledge graph, collections and OpenIE.
+        embed_model: the embedder of passages, entities, facts and queries.
         fact_filter_program: a compiled fact filter program its retrievers start from (persisted; None: none).
 
     Example:
@@ -171,13 +171,8 @@ class HippoGraphIndex(IndexVerbs, GraphEngines, BaseIndex[HippoGraphStruct]):
 
         Args:
             nodes: passage nodes to index at once (:meth:`insert_nodes`).
-            index_struct: the index's struct; for a saved index, the one its storage context holds.
-            storage_context: the LlamaIndex storage the index lives in (default: one of its own).
-            config: the index's settings, or give them as keywords (``**settings``), which replace its fields. A
-                saved index keeps those it was built with, and a given ``graph`` its own synonymy settings.
-            chroma_client: the collections' client; for a saved index default its own ``persist_dir/chroma``,
-                else a private store.
-            embed_model: the embedder; default ``Settings.embed_model`` if set, else all-MiniLM-L6-v2.
+            config: the index's settings, or give them as keywords (``**settings``). A saved index keeps those it
+                was built with, and a given ``graph`` its own synonymy settings.
             persist_dir: where the index is saved; for a saved index, the folder its storage context was read from
                 (required: the context does not record it).
             The other arguments are :meth:`from_documents`'s.
@@ -251,6 +246,30 @@ class HippoGraphIndex(IndexVerbs, GraphEngines, BaseIndex[HippoGraphStruct]):
     def persist_dir(self) -> Path | None:
         """Where the index is saved (None: kept in memory); every change saves it there."""
         return self._writer.persist_dir
+
+    @property
+    def chunk_size(self) -> int:
+        return self.config.chunk_size
+
+    @property
+    def chunk_overlap(self) -> int:
+        return self.config.chunk_overlap
+
+    @property
+    def insert_batch_size(self) -> int:
+        return self.config.insert_batch_size
+
+    @property
+    def num_workers(self) -> int:
+        return self.config.num_workers
+
+    @property
+    def show_progress(self) -> bool:
+        return self.config.show_progress
+
+    @property
+    def exact_synonymy_max_entities(self) -> int:
+        return self.config.exact_synonymy_max_entities
 
     @property
     def chroma_client(self) -> Any:

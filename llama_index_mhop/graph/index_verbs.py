@@ -61,22 +61,13 @@ class IndexVerbs:
 
     @classmethod
     def from_documents(
-        cls: type[Index],
-        documents: Sequence[Document] | str | os.PathLike[str] | VectorStoreIndex,
-        embed_model: BaseEmbedding | None = None,
-        chroma_client: Any = None,
-        persist_dir: str | os.PathLike[str] | None = None,
-        lm: Any = None,
-        llm: Any = None,
-        show_progress: bool | None = None,
-        *,
-        config: HippoGraphIndexConfig | None = None,
-        extractor: Extractor | None = None,
-        on_batch_end: BatchHook | None = None,
-        openie_results: str | os.PathLike[str] | None = None,
-        storage_context: StorageContext | None = None,
-        callback_manager: CallbackManager | None = None,
-        **settings: Any,
+        cls: type[Index], documents: Sequence[Document] | str | os.PathLike[str] | VectorStoreIndex,
+        embed_model: BaseEmbedding | None = None, chroma_client: Any = None,
+        persist_dir: str | os.PathLike[str] | None = None, lm: Any = None, llm: Any = None,
+        show_progress: bool | None = None, *, config: HippoGraphIndexConfig | None = None,
+        extractor: Extractor | None = None, on_batch_end: BatchHook | None = None,
+        openie_results: str | os.PathLike[str] | None = None, storage_context: StorageContext | None = None,
+        callback_manager: CallbackManager | None = None, **settings: Any,
     ) -> Index:
         """Index documents into a new or resumed index, by :meth:`insert`'s rule.
 
@@ -167,16 +158,9 @@ class IndexVerbs:
 
     @classmethod
     def from_persist_dir(
-        cls: type[Index],
-        persist_dir: str | os.PathLike[str],
-        chroma_client: Any = None,
-        embed_model: BaseEmbedding | None = None,
-        lm: Any = None,
-        llm: Any = None,
-        show_progress: bool | None = None,
-        storage_context: StorageContext | None = None,
-        *,
-        config: HippoGraphIndexConfig | None = None,
+        cls: type[Index], persist_dir: str | os.PathLike[str], chroma_client: Any = None,
+        embed_model: BaseEmbedding | None = None, lm: Any = None, llm: Any = None, show_progress: bool | None = None,
+        storage_context: StorageContext | None = None, *, config: HippoGraphIndexConfig | None = None,
     ) -> Index:
         """Reopen an index saved by ``persist`` in the storage context saved beside it (the same as
         ``load_index_from_storage(StorageContext.from_defaults(persist_dir=DIR), persist_dir=DIR)``). A folder
@@ -211,27 +195,20 @@ class IndexVerbs:
         and added (their vectors read, not embedded again). A run killed anywhere ends, when run again, where an
         uninterrupted one ends; queries meanwhile answer from the graph as it was.
 
-        Returns:
-            The passages gone and the passages new.
+        Returns the passages gone and the passages new.
         """
         return self._writer.reconcile(self.extractor, show_progress, on_batch_end)
 
-    def insert(
-        self,
-        documents: Document | Sequence[Document] | str | os.PathLike[str],
-        show_progress: bool | None = None,
-        on_batch_end: BatchHook | None = None,
-        openie_results: str | os.PathLike[str] | None = None,
-    ) -> list[str]:
+    def insert(self, documents: Document | Sequence[Document] | str | os.PathLike[str],
+               show_progress: bool | None = None, on_batch_end: BatchHook | None = None,
+               openie_results: str | os.PathLike[str] | None = None) -> list[str]:
         """Index documents by one rule: a document is known by its doc id and content hash.
 
         New documents are added; a changed one replaces its old version (its old passages, and the facts and
         entities only they supported, leave the graph and Chroma); unchanged ones are left untouched. With a
         ``persist_dir`` the work is checkpointed per batch and saved crash-safely (:mod:`.sync`). Queries in other
-        threads meanwhile answer from the index as it was. ``openie_results``: as in :meth:`from_documents`.
-
-        Returns:
-            The ids of the passages added.
+        threads meanwhile answer from the index as it was. ``openie_results``: as in :meth:`from_documents`. Returns
+        the ids of the passages added.
         """
         return self._writer.sync(self.extractor, as_documents(documents), [], show_progress, on_batch_end,
                                  openie_results, corpus=corpus_of(documents))[1]
@@ -255,10 +232,7 @@ class IndexVerbs:
     def delete(self, doc_id: str) -> list[str]:
         """Remove a passage (by node id) or every passage of a document (by doc id, or by a file name naming one
         document), and the document's hash; the facts and entities no other passage supports go too. Queries in
-        other threads meanwhile answer from the graph as it was.
-
-        Returns:
-            The ids of the passages removed.
+        other threads meanwhile answer from the graph as it was. Returns the ids of the passages removed.
 
         Raises:
             UnknownDocumentError: (a ``KeyError``) no passage or document has this id (the message lists close

@@ -69,8 +69,7 @@ class KnowledgeGraph(GraphEdges, SynonymLists):
     """Entity and passage nodes with fact, passage and synonymy edges (see the module docstring for weights).
 
     Args:
-        synonymy_threshold: minimum cosine similarity of two entity embeddings for a synonymy edge.
-        synonymy_top_k: each entity keeps at most this many synonyms (its nearest neighbours above the threshold).
+        synonymy_threshold, synonymy_top_k: a synonymy edge's least cosine, and most synonyms per entity.
         synonymy_min_chars: entities whose key has fewer letters and digits get no synonymy edge.
         synonymy_block_size: entity rows compared at once when computing similarities (memory bound).
         title_edge_weight: weight of the edge between a passage and its own title entity (1: a plain passage edge).
@@ -136,19 +135,9 @@ class KnowledgeGraph(GraphEdges, SynonymLists):
     def add_passage(self, passage_id: str, entities: Mapping[str, str], facts: Mapping[str, tuple[str, str, str]],
                     ref_doc_id: str | None = None, title: str = "",
                     title_entities: Iterable[str] = ()) -> tuple[list[str], list[str]]:
-        """Add a passage node, its entities, facts and edges (synonymy edges come from :meth:`update_synonymy`).
-
-        Args:
-            passage_id: the passage's id (also its node id).
-            entities: ``{entity id: entity key}`` of every entity the passage names.
-            facts: ``{fact id: (subject id, predicate, object id)}``; subjects and objects must be in ``entities``.
-            ref_doc_id: the id of the document the passage comes from (for :meth:`passages_of_document`).
-            title: the passage's title (kept for traces).
-            title_entities: the ids (among ``entities``) of the entities the title names; their passage edges
-                weigh ``title_edge_weight``.
-
-        Returns:
-            The ids of the entities and of the facts that are new to the graph.
+        """Add a passage node, its entities (``{id: key}``), facts (``{id: (subject id, predicate, object id)}``)
+        and edges, the edges to its ``title_entities`` weighing ``title_edge_weight``; the ids of the entities and
+        facts new to the graph. Synonymy edges come from :meth:`update_synonymy`.
 
         Raises:
             ValueError: the passage is already in the graph, its id is an entity's, or a fact names an entity not
@@ -202,13 +191,8 @@ class KnowledgeGraph(GraphEdges, SynonymLists):
         return self.remove_passages([passage_id])
 
     def remove_passages(self, passage_ids: Iterable[str]) -> tuple[list[str], list[str]]:
-        """Remove passages, their edges, and the facts and entities no remaining passage supports.
-
-        Synonym lists that lose a neighbour while full are marked stale (:meth:`update_synonymy` recomputes them:
-        a neighbour beyond the old top-k may now qualify).
-
-        Returns:
-            The ids of the removed entities and of the removed facts.
+        """Remove passages, their edges, and the facts and entities no remaining passage supports; the ids of the
+        removed entities and facts. Full synonym lists that lose a neighbour are marked stale.
 
         Raises:
             KeyError: a passage is not in the graph (the ones before it are removed).

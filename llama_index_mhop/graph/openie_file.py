@@ -92,11 +92,8 @@ def read_openie(path: str | os.PathLike[str]) -> dict[str, Extraction]:
 
 
 def write_openie(path: str | os.PathLike[str], extractions: Iterable[tuple[str, Extraction]]) -> Path:
-    """Write (passage, extraction) pairs as a HippoRAG OpenIE results file; the path written.
-
-    The passage ids are HippoRAG's (``"chunk-"`` and the MD5 of the passage), and the entity averages are
-    computed as HippoRAG computes them, so HippoRAG can read the file back.
-    """
+    """Write (passage, extraction) pairs as a HippoRAG OpenIE results file, with HippoRAG's passage ids and entity
+    averages (HippoRAG reads it back); the path written."""
     docs = [
         {
             "idx": "chunk-" + hashlib.md5(passage.encode("utf-8")).hexdigest(),  # noqa: S324 - HippoRAG's id
@@ -123,14 +120,9 @@ def write_openie(path: str | os.PathLike[str], extractions: Iterable[tuple[str, 
 class StoredOpenIE:
     """An :class:`~llama_index_mhop.graph.extraction.Extractor` serving stored HippoRAG OpenIE results.
 
-    Args:
-        path: a HippoRAG ``openie_results_ner_<model>.json`` file (read and validated now).
-        fallback: the extractor for passages the file does not hold; default :class:`OpenIEExtractor` (the
-            configured LM, else the LLM-free rules).
-
-    Attributes:
-        from_file: passages served from the file. extracted: passages handed to the fallback.
-        served: every (passage text, extraction) served, in order, for :func:`write_openie`.
+    ``path``: a HippoRAG ``openie_results_ner_<model>.json`` file (read and validated now); ``fallback``: the
+    extractor of passages it does not hold (default :class:`OpenIEExtractor`). :attr:`from_file` and
+    :attr:`extracted` count the passages each served; :attr:`served` lists every (passage, extraction) in order.
     """
 
     def __init__(self, path: str | os.PathLike[str], fallback: Extractor | None = None) -> None:

@@ -39,14 +39,9 @@ REMOVAL_FILE = "hippo_removal.json"
 
 @dataclass
 class RefreshPlan:
-    """What refreshing the graph with a set of documents changes (LlamaIndex's ``refresh_ref_docs``).
-
-    Attributes:
-        refreshed: per document, whether it was new or changed (LlamaIndex's ``refresh_ref_docs`` result).
-        nodes: the passages of new and changed documents (those already in the graph are skipped when added).
-        stale: passages of changed documents that their new version no longer has.
-        hashes: the document hashes to record once the change is done.
-    """
+    """What refreshing the graph with a set of documents changes: per document whether it was new or changed
+    (``refresh_ref_docs``'s result), the passages of those (``nodes``), the passages their new versions no longer
+    have (``stale``), and the document ``hashes`` to record once done."""
 
     refreshed: list[bool] = field(default_factory=list)
     nodes: list[TextNode] = field(default_factory=list)

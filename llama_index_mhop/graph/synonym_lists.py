@@ -129,19 +129,11 @@ class SynonymLists:
 
     def update_synonymy(self, entity_ids: Sequence[str], vectors: np.ndarray,
                         changed: Iterable[str] | None = None) -> int:
-        """Compute the synonym lists of new and stale entities (:attr:`stale_synonyms`) and of ``changed`` ones,
-        exactly (blocked dot products), and merge them into the other entities' lists.
+        """Compute the synonym lists of new and stale entities (:attr:`stale_synonyms`) and of ``changed`` ones
+        (all of them for a full rebuild) exactly, and merge them into the others' lists; the synonymy edge count.
 
-        The top-k of an unchanged entity over the old entities plus the changed ones is the top-k of its old list
-        plus the changed candidates, so only the changed rows of the similarity matrix are computed, in blocks.
-
-        Args:
-            entity_ids: every entity of the graph, in the row order of ``vectors``.
-            vectors: one embedding per entity (normalised here).
-            changed: more entities whose synonyms to recompute (all of them for a full rebuild).
-
-        Returns:
-            The number of synonymy edges in the graph afterwards.
+        ``vectors`` are every entity's embedding, in the order of ``entity_ids``. An unchanged entity's new top-k is
+        the top-k of its old list plus the changed candidates, so only the changed rows are computed, in blocks.
 
         Raises:
             ValueError: ``entity_ids`` is not exactly the graph's entities, or ``vectors`` has the wrong shape.
@@ -170,11 +162,10 @@ class SynonymLists:
                                   changed: Iterable[str] | None = None, batch_size: int = 1024) -> int:
         """Like :meth:`update_synonymy`, with the neighbours found by ``search`` (e.g. an HNSW vector index).
 
-        For large graphs: the all-pairs similarity of :meth:`update_synonymy` grows with the square of the number
-        of entities. ``search(ids)`` returns, for each entity id, its nearest entities as ``(id, cosine)``; it
-        must return at least every neighbour above the threshold among the ``synonymy_top_k`` nearest. A pair is
-        found from the new entity's side only, so an old entity can miss a new synonym that is not among the
-        new entity's own top-k (possible only when more than ``synonymy_top_k`` entities are that similar).
+        For large graphs (all pairs grows with the square of the entities). ``search(ids)`` gives each entity's
+        nearest entities as ``(id, cosine)``, at least those above the threshold among the ``synonymy_top_k``. A pair
+        is found from the new entity's side only (an old entity can miss a new synonym only when more than
+        ``synonymy_top_k`` entities are that similar).
         """
         queries = self._pending(changed)
         ordered = sorted(e for e in queries if self._eligible(e))
@@ -263,12 +254,8 @@ class SynonymLists:
 
 
 class SynonymyRefresher:
-    """Keeps a graph's synonymy edges up to date with its entity collection.
-
-    Args:
-        stores: the index's Chroma collections (entity vectors are read from, or embedded for, its entities).
-        exact_max_entities: the largest entity count for which similarities are computed exactly.
-    """
+    """Keeps a graph's synonymy edges up to date with its entity collection (``stores``, whose entity vectors
+    it reads, or embeds again when lost), exactly up to ``exact_max_entities`` entities."""
 
     def __init__(self, stores: GraphStores, exact_max_entities: int = DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES) -> None:
         self.stores = stores
