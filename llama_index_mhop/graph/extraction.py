@@ -62,9 +62,8 @@ MAX_PREDICATE_WORDS = 4
 MAX_PREDICATE_CHARS = 100
 
 _MONTHS = "|".join(month.capitalize() for month in MONTHS)
-_DATE = re.compile(
-    rf"\b(?:\d{{1,2}} (?:{_MONTHS})(?:,? \d{{4}})?|(?:{_MONTHS}) \d{{1,2}}(?:, \d{{4}})?|(?:{_MONTHS}) \d{{4}})\b"
-)
+_DATE = re.compile(rf"\b(?:\d{{1,2}} (?:{_MONTHS})(?:,? \d{{4}})?|(?:{_MONTHS}) \d{{1,2}}(?:, \d{{4}})?"
+                   rf"|(?:{_MONTHS}) \d{{4}})\b")
 _WORDS = re.compile(r"[A-Za-z][A-Za-z'’\-]*")
 # Words that carry a relation: a predicate starts at the last of them before the object.
 _VERBS = frozenset(
@@ -92,10 +91,8 @@ class Extraction:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Extraction:
-        return cls(
-            entities=tuple(str(e) for e in data.get("entities", [])),
-            triples=tuple((str(s), str(p), str(o)) for s, p, o in data.get("triples", [])),
-        )
+        return cls(entities=tuple(str(e) for e in data.get("entities", [])),
+                   triples=tuple((str(s), str(p), str(o)) for s, p, o in data.get("triples", [])))
 
 
 def _clean_span(span: str) -> str:

@@ -63,6 +63,7 @@ DEFAULT_SYNONYMY_MIN_CHARS = 3
 DEFAULT_SYNONYMY_BLOCK_SIZE = 1024
 DEFAULT_TITLE_EDGE_WEIGHT = 10.0
 GRAPH_FORMAT_VERSION = 1
+_SETTINGS = ("synonymy_threshold", "synonymy_top_k", "synonymy_min_chars", "synonymy_block_size", "title_edge_weight")
 
 
 class KnowledgeGraph(GraphEdges, SynonymLists):
@@ -183,11 +184,7 @@ class KnowledgeGraph(GraphEdges, SynonymLists):
             self.fact_support[fact_id] = self.fact_support.get(fact_id, 0) + 1
 
     def remove_passage(self, passage_id: str) -> tuple[list[str], list[str]]:
-        """Remove one passage (:meth:`remove_passages`).
-
-        Raises:
-            KeyError: the passage is not in the graph.
-        """
+        """Remove one passage (:meth:`remove_passages`); a ``KeyError`` when the graph lacks it."""
         return self.remove_passages([passage_id])
 
     def remove_passages(self, passage_ids: Iterable[str]) -> tuple[list[str], list[str]]:
@@ -256,13 +253,7 @@ class KnowledgeGraph(GraphEdges, SynonymLists):
 
     def config(self) -> dict[str, Any]:
         """The graph's settings, as its constructor takes them."""
-        return {
-            "synonymy_threshold": self.synonymy_threshold,
-            "synonymy_top_k": self.synonymy_top_k,
-            "synonymy_min_chars": self.synonymy_min_chars,
-            "synonymy_block_size": self.synonymy_block_size,
-            "title_edge_weight": self.title_edge_weight,
-        }
+        return {key: getattr(self, key) for key in _SETTINGS}
 
     def tables(self) -> GraphTables:
         """The graph's records as saved (settings, version, entities, facts, passages, synonym lists)."""
