@@ -1,13 +1,9 @@
 """``HippoGraphIndex``: HippoRAG 2's memory (passages, entities, facts and their graph) over Chroma.
 
-HippoRAG 2 (Gutiérrez et al., 2025, "From RAG to Memory") embeds every passage, reads it once by OpenIE
-(:mod:`.extraction`) for its entities and facts, embeds those too, and links them in one graph
-(:mod:`.knowledge_graph`) that :class:`~llama_index_mhop.components.hippo_graph.HippoGraphRetriever` walks.
-
-This module is what a query reads: the index's settings, stores and graph as plain attributes, its query state
-(:meth:`HippoGraphIndex.retrieval_state`) and its retriever and engines. How it is built and changed is
-:mod:`.index_verbs` (over :mod:`.writer`); its files are :mod:`.persistence`. Record ids derive from content, so
-indexing a text twice adds nothing, and an interrupted build resumes from its checkpoint.
+HippoRAG 2 (Gutiérrez et al., 2025) embeds every passage, reads it once by OpenIE (:mod:`.extraction`), embeds its
+entities and facts, and links them in one graph (:mod:`.knowledge_graph`) that ``HippoGraphRetriever`` walks.
+This module is what a query reads: the index's settings, stores and graph as plain attributes, its query state and
+its retriever and engines. How it is built and changed is :mod:`.index_verbs` (over :mod:`.writer`).
 """
 
 from __future__ import annotations
@@ -331,11 +327,9 @@ class HippoGraphIndex(IndexVerbs, GraphEngines, BaseIndex[HippoGraphStruct]):
     # ------------------------------------------------------------------ what a query reads
 
     def retrieval_state(self, damping: float = DEFAULT_DAMPING) -> RetrievalState:
-        """The current graph version's query state (its arrays and walk), loaded from Chroma once per version.
-
-        During a change in another thread this is the version the last finished change left (never a half-changed
-        graph). When a query found passages gone from the vector index the graph reads in place, the graph is first
-        reconciled within ``auto_reconcile_max_passages`` (:meth:`~.writer.IndexWriter.catch_up`).
+        """The current graph version's query state (its arrays and walk), loaded from Chroma once per version:
+        during a change, the version the last finished change left. When a query found passages gone from the
+        vector index the graph reads in place, it is first reconciled (:meth:`~.writer.IndexWriter.catch_up`).
 
         Raises:
             EmptyIndexError: the index holds no passage.

@@ -1,8 +1,6 @@
 """How a graph index is built and changed: its constructors (from documents, a corpus folder, a Chroma-backed
-vector index, or the folder a saved index lives in) and LlamaIndex's document verbs (insert, refresh, update,
-delete, each with its async form run in a worker thread, and reconcile).
-
-:class:`IndexVerbs` is mixed into :class:`~.index.HippoGraphIndex`; each verb is one change of its
+vector index, or a saved index's folder) and LlamaIndex's document verbs (each with its async form, run in a
+worker thread). :class:`IndexVerbs` is mixed into :class:`~.index.HippoGraphIndex`; each verb is one change of its
 :class:`~.writer.IndexWriter`, which holds the rules (the sync rule, the commit order, the locks).
 """
 

@@ -1,9 +1,8 @@
 """The indexing pipeline of a graph index: passages in batches through OpenIE, the three stores and the graph.
 
-Per batch: OpenIE reads every passage once (:mod:`.extraction`); its entities and facts get content ids; new
-entities, then new facts, then the passages are embedded into Chroma (a passage in Chroma has everything it
-points to); one checkpoint line is appended (:mod:`.checkpoint`); and the passages join the graph. A build
-killed midway resumes from the checkpoint without extracting or embedding the listed passages again.
+Per batch: OpenIE reads every passage once; new entities, then new facts, then the passages are embedded into
+Chroma (a passage there has everything it points to); one checkpoint line is appended (:mod:`.checkpoint`), from
+which a killed build resumes without extracting or embedding them again; and the passages join the graph.
 """
 
 from __future__ import annotations
