@@ -143,7 +143,6 @@ class HippoGraphIndex(IndexVerbs, GraphEngines, BaseIndex[HippoGraphStruct]):
 
     Attributes:
         config, name, graph, stores, extractor: its settings, name, knowledge graph, collections and OpenIE.
-        embed_model: the embedder of passages, entities, facts and queries.
         fact_filter_program: a compiled fact filter program its retrievers start from (persisted; None: none).
 
     Example:
@@ -208,7 +207,6 @@ class HippoGraphIndex(IndexVerbs, GraphEngines, BaseIndex[HippoGraphStruct]):
         self.stores = GraphStores(chroma_client, config.name, resolve_embed_model(embed_model),
                                   config.short_text_batch_size, chroma_mode or "external", collection_prefix,
                                   config.short_text_dtype, owner=index_struct.index_id)
-        self.embed_model: BaseEmbedding = self.stores.embed_model
         #: The hashes of the documents the graph holds, by doc id (the sync rule's record; saved with the graph).
         self.document_hashes = docstore if docstore is not None else SimpleDocumentStore()
         self._writer = IndexWriter(self.graph, self.stores, config, self.document_hashes,
@@ -237,6 +235,11 @@ class HippoGraphIndex(IndexVerbs, GraphEngines, BaseIndex[HippoGraphStruct]):
         return storage_context
 
     # ------------------------------------------------------------------ stores and counts
+
+    @property
+    def embed_model(self) -> BaseEmbedding:
+        """The embedder of passages, entities, facts and queries (its stores')."""
+        return self.stores.embed_model
 
     @property
     def persist_dir(self) -> Path | None:
