@@ -1,7 +1,7 @@
 """HippoRAG 2-style memory: extraction, the knowledge graph, its Chroma-backed index, and Personalized PageRank.
 
-The names below are imported on first use, so a light module of the package (the reconcile rule that
-``mhop status`` reads) imports without LlamaIndex, Chroma or DSPy.
+The names below are imported on first use, so a light module (the reconcile rule ``mhop status`` reads) imports
+without LlamaIndex, Chroma or DSPy.
 """
 
 from __future__ import annotations
@@ -21,33 +21,15 @@ if TYPE_CHECKING:
     from .index import EmptyIndexError, HippoGraphIndex, UnknownDocumentError
     from .index_config import HippoGraphIndexConfig
     from .knowledge_graph import KnowledgeGraph
-    from .openie_export import export_openie
-    from .openie_file import OpenIEFileError, StoredOpenIE, read_openie, write_openie
+    from .openie_file import OpenIEFileError, StoredOpenIE, export_openie, read_openie, write_openie
     from .reader import HippoGraphReader
     from .walk.exact import DEFAULT_DAMPING, DEFAULT_MAX_ITER, DEFAULT_TOL, PageRankGraph
 
-__all__ = [
-    "DEFAULT_DAMPING",
-    "DEFAULT_MAX_ITER",
-    "DEFAULT_TOL",
-    "EmptyIndexError",
-    "ExtractEntitiesAndTriples",
-    "HippoGraphIndex",
-    "HippoGraphIndexConfig",
-    "HippoGraphReader",
-    "KnowledgeGraph",
-    "OpenIEExtractor",
-    "OpenIEFileError",
-    "PageRankGraph",
-    "StoredOpenIE",
-    "UnknownDocumentError",
-    "entity_key",
-    "export_openie",
-    "extract_llm_free",
-    "read_openie",
-    "title_entities",
-    "write_openie",
-]
+
+__all__ = ["DEFAULT_DAMPING", "DEFAULT_MAX_ITER", "DEFAULT_TOL", "EmptyIndexError", "ExtractEntitiesAndTriples",
+           "HippoGraphIndex", "HippoGraphIndexConfig", "HippoGraphReader", "KnowledgeGraph", "OpenIEExtractor",
+           "OpenIEFileError", "PageRankGraph", "StoredOpenIE", "UnknownDocumentError", "entity_key", "export_openie",
+           "extract_llm_free", "read_openie", "title_entities", "write_openie"]
 
 #: Where each exported name lives (the module, relative to this package).
 _EXPORTS = {
@@ -61,7 +43,7 @@ _EXPORTS = {
     "UnknownDocumentError": ".index",
     "HippoGraphIndexConfig": ".index_config",
     "KnowledgeGraph": ".knowledge_graph",
-    "export_openie": ".openie_export",
+    "export_openie": ".openie_file",
     "OpenIEFileError": ".openie_file",
     "StoredOpenIE": ".openie_file",
     "read_openie": ".openie_file",
@@ -72,6 +54,5 @@ _EXPORTS = {
     "DEFAULT_TOL": ".walk.exact",
     "PageRankGraph": ".walk.exact",
 }
-
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

@@ -1,23 +1,17 @@
 """Open information extraction for the HippoRAG 2 memory: named entities and (subject, predicate, object) triples.
 
-HippoRAG 2 (Gutiérrez et al., 2025, "From RAG to Memory", seeds 003/004) builds its graph from an LLM's OpenIE
-of every passage: one call per passage returns the passage's named entities and the triples linking them.
-This module offers that step as a DSPy module (:class:`ExtractEntitiesAndTriples`, retried with backoff) and an
-LLM-free extractor that is both the default and the fallback (:func:`extract_llm_free`).
+HippoRAG 2 builds its graph from an LLM's OpenIE of every passage (one call returns its entities and triples):
+here a DSPy module (:class:`ExtractEntitiesAndTriples`, retried with backoff) with an LLM-free extractor as default
+and fallback (:func:`extract_llm_free`), built for encyclopedic text, where a passage is about its title:
 
-The LLM-free extractor is built for encyclopedic text, where a passage is about its title:
+* the title entity: the title without a parenthetical ("Lover Come Back (1961 film)" gives "Lover Come Back"),
+  plus the head of a comma title ("Laie, Hawaii" also gives "Laie");
+* entity spans (:func:`llama_index_mhop.rules.text.entity_spans`) and full dates ("1 October 1943");
+* triples linking the sentence's subject (the title entity, unless the sentence opens with another entity) to
+  each other entity of the sentence, the words before the object as predicate ("... directed by Delbert Mann"
+  gives ("Lover Come Back", "directed by", "Delbert Mann")).
 
-* the title entity: the title without a parenthetical disambiguation ("Lover Come Back (1961 film)" gives
-  "Lover Come Back"), plus the head of a comma title ("Laie, Hawaii" also gives "Laie"), so that any passage
-  naming the title meets this passage at one entity node;
-* entity spans (:func:`llama_index_mhop.rules.text.entity_spans`: capitalised spans, quoted titles, years) and full dates
-  ("1 October 1943", "October 14, 1982");
-* triples linking the sentence's subject to each other entity of the sentence, with the words before the object as
-  the predicate ("... released by Universal Pictures and directed by Delbert Mann" gives
-  ("Lover Come Back", "directed by", "Delbert Mann")). The subject is the title entity, unless the sentence opens
-  with another entity.
-
-Entities are compared by :func:`entity_key` (accents folded, lowercase, no punctuation, no leading article, no
+Entities are compared by :func:`entity_key` (accents folded, lowercase, no punctuation, leading article or
 possessive), so "Delbert Mann's" in one passage and the title "Delbert Mann" of another are one node.
 """
 
@@ -26,7 +20,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -35,9 +28,9 @@ from typing import Any, Protocol, runtime_checkable
 import dspy
 from tenacity import AsyncRetrying, RetryCallState, Retrying, stop_after_attempt, wait_exponential
 
+from ..lm.programs import ProgramSource, load_program, save_program
 from ..lm.steps import FallbackCounter, LMStep, current_lm, resolve_lm
 from ..rules.parsing import LMOutputError
-from ..lm.programs import ProgramSource, load_program, save_program
 from ..rules.text import (
     MONTHS,
     entity_key,
@@ -49,23 +42,10 @@ from ..rules.text import (
     unique_names,
 )
 
-__all__ = [
-    "DEFAULT_BACKOFF_SECONDS",
-    "DEFAULT_MAX_LLM_FREE_TRIPLES",
-    "DEFAULT_MAX_ATTEMPTS",
-    "EXTRACTION_STEP",
-    "MAX_ENTITY_CHARS",
-    "MAX_PREDICATE_CHARS",
-    "ExtractEntitiesAndTriples",
-    "Extraction",
-    "Extractor",
-    "OpenIEExtractor",
-    "OpenIEModule",
-    "entity_key",
-    "extract_llm_free",
-    "parse_extraction",
-    "title_entities",
-]
+__all__ = ["DEFAULT_BACKOFF_SECONDS", "DEFAULT_MAX_ATTEMPTS", "DEFAULT_MAX_LLM_FREE_TRIPLES", "EXTRACTION_STEP",
+           "MAX_ENTITY_CHARS", "MAX_PREDICATE_CHARS", "ExtractEntitiesAndTriples", "Extraction", "Extractor",
+           "OpenIEExtractor", "OpenIEModule", "entity_key", "extract_llm_free", "parse_extraction", "title_entities",
+           "with_title_entities"]
 
 logger = logging.getLogger(__name__)
 
@@ -82,9 +62,8 @@ MAX_PREDICATE_WORDS = 4
 MAX_PREDICATE_CHARS = 100
 
 _MONTHS = "|".join(month.capitalize() for month in MONTHS)
-_DATE = re.compile(
-    rf"\b(?:\d{{1,2}} (?:{_MONTHS})(?:,? \d{{4}})?|(?:{_MONTHS}) \d{{1,2}}(?:, \d{{4}})?|(?:{_MONTHS}) \d{{4}})\b"
-)
+_DATE = re.compile(rf"\b(?:\d{{1,2}} (?:{_MONTHS})(?:,? \d{{4}})?|(?:{_MONTHS}) \d{{1,2}}(?:, \d{{4}})?"
+                   rf"|(?:{_MONTHS}) \d{{4}})\b")
 _WORDS = re.compile(r"[A-Za-z][A-Za-z'’\-]*")
 # Words that carry a relation: a predicate starts at the last of them before the object.
 _VERBS = frozenset(
@@ -112,10 +91,8 @@ class Extraction:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Extraction:
-        return cls(
-            entities=tuple(str(e) for e in data.get("entities", [])),
-            triples=tuple((str(s), str(p), str(o)) for s, p, o in data.get("triples", [])),
-        )
+        return cls(entities=tuple(str(e) for e in data.get("entities", [])),
+                   triples=tuple((str(s), str(p), str(o)) for s, p, o in data.get("triples", [])))
 
 
 def _clean_span(span: str) -> str:
@@ -187,22 +164,13 @@ def _predicate(gap: str, previous: str | None) -> str:
     return " ".join(chosen)
 
 
-def extract_llm_free(
-    text: str, title: str | None = None, max_triples: int | None = DEFAULT_MAX_LLM_FREE_TRIPLES
-) -> Extraction:
-    """LLM-free OpenIE for encyclopedic passages: the title entity, entity spans and subject-centred triples.
+def extract_llm_free(text: str, title: str | None = None,
+                     max_triples: int | None = DEFAULT_MAX_LLM_FREE_TRIPLES) -> Extraction:
+    """LLM-free OpenIE for encyclopedic passages: entity names in order of first mention (the ``title``'s first)
+    and subject-centred triples, both without duplicates (by :func:`entity_key`).
 
-    Args:
-        text: the passage.
-        title: the passage's title; its entity (:func:`title_entities`) is the subject of sentences that do not
-            open with another entity.
-        max_triples: keep at most this many triples (None: all): those whose object is a name, in text order, then
-            those whose object is a year or a date. Every fact is embedded, and a long passage's cast list or
-            chronology costs indexing time without linking anything the entity list does not already link.
-
-    Returns:
-        Entity names in order of first mention (title entities first) and triples, both without duplicates
-        (compared by :func:`entity_key`).
+    ``max_triples``: keep at most this many triples (None: all), those whose object is a name first: every fact is
+    embedded, and a long cast list or chronology costs time without linking what the entities do not.
     """
     subjects = title_entities(title or "")
     subject_keys = {entity_key(s) for s in subjects}
@@ -276,11 +244,9 @@ def _passage_source(title: str | None, passage: str) -> str:
 def parse_extraction(prediction: Any, source: str | None = None) -> Extraction:
     """Validate an LM's extraction; raise :class:`LMOutputError` when it is not usable.
 
-    Entities must be a list of strings; every triple a list of three non-empty strings. Names longer than
-    :data:`MAX_ENTITY_CHARS` and predicates longer than :data:`MAX_PREDICATE_CHARS` are dropped. With ``source`` (the
-    passage's title and text), entities and triples whose subject or object the source does not name are dropped:
-    an LM that invents names adds nothing to the graph. An answer left with neither entities nor triples is
-    unusable (an encyclopedic passage always names something).
+    Entities must be a list of strings, every triple three strings. Names longer than :data:`MAX_ENTITY_CHARS`,
+    predicates longer than :data:`MAX_PREDICATE_CHARS`, and with ``source`` (the passage's title and text) names the
+    source does not hold are dropped: an invented name adds nothing. An answer left with nothing is unusable.
     """
     raw_entities = getattr(prediction, "named_entities", None)
     raw_triples = getattr(prediction, "triples", None)
@@ -317,12 +283,8 @@ def _log_retry(state: RetryCallState) -> None:
 
 
 class OpenIEModule(dspy.Module):
-    """One OpenIE call per passage, retried with exponential backoff when the LM fails or answers badly.
-
-    Args:
-        max_attempts: LM calls per passage before giving up (the caller then uses the LLM-free extractor).
-        backoff_seconds: wait before the second attempt; doubled before each further attempt.
-    """
+    """One OpenIE call per passage, retried when the LM fails or answers badly: ``max_attempts`` calls at most,
+    waiting ``backoff_seconds`` before the second, doubled before each further one."""
 
     def __init__(self, max_attempts: int = DEFAULT_MAX_ATTEMPTS, backoff_seconds: float = DEFAULT_BACKOFF_SECONDS):
         super().__init__()
@@ -367,9 +329,8 @@ class Extractor(Protocol):
 class OpenIEExtractor:
     """Entities and triples of a passage: the DSPy module when an LM is configured, else the LLM-free rules.
 
-    Every LM call is a :class:`llama_index_mhop.lm.steps.LMStep`; after ``max_attempts`` failed attempts
-    (exception, timeout or malformed answer) the passage gets the LLM-free extraction and
-    :attr:`fallback_counts` counts it. The title entities are always added, whichever path answered.
+    Every LM call is a :class:`~llama_index_mhop.lm.steps.LMStep`; after ``max_attempts`` failed attempts the
+    passage gets the LLM-free extraction (:attr:`fallback_counts` counts it). Title entities are always added.
 
     Args:
         lm: a DSPy LM. llm: a LlamaIndex LLM (pass one or the other; neither means ``dspy.settings.lm`` or none).
@@ -378,15 +339,9 @@ class OpenIEExtractor:
         program: a compiled :class:`OpenIEModule`, or the path of one saved by :meth:`save_program`.
     """
 
-    def __init__(
-        self,
-        lm: Any = None,
-        llm: Any = None,
-        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-        backoff_seconds: float = DEFAULT_BACKOFF_SECONDS,
-        timeout: float = 180.0,
-        program: ProgramSource | None = None,
-    ) -> None:
+    def __init__(self, lm: Any = None, llm: Any = None, max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+                 backoff_seconds: float = DEFAULT_BACKOFF_SECONDS, timeout: float = 180.0,
+                 program: ProgramSource | None = None) -> None:
         self.lm = resolve_lm(lm=lm, llm=llm)
         self.program = OpenIEModule(max_attempts=max_attempts, backoff_seconds=backoff_seconds)
         if program is not None:
@@ -426,11 +381,3 @@ def with_title_entities(extraction: Extraction, title: str | None) -> Extraction
     unique = unique_names([*title_entities(title or ""), *extraction.entities], key=entity_key)
     return Extraction(entities=tuple(unique), triples=extraction.triples, from_lm=extraction.from_lm)
 
-
-def iter_entity_keys(extraction: Extraction) -> Iterable[str]:
-    """Keys of every entity the extraction names, in its entity list or in a triple."""
-    for name in extraction.entities:
-        yield entity_key(name)
-    for subject, _, obj in extraction.triples:
-        yield entity_key(subject)
-        yield entity_key(obj)

@@ -1,9 +1,8 @@
 """The edges of a knowledge graph: the weighted node pairs its records imply, and the PageRank matrix over them.
 
-:class:`GraphEdges` is mixed into :class:`~.knowledge_graph.KnowledgeGraph` (whose module docstring gives the
-weights and why): it writes each record's edges into the graph's integer channels (:mod:`.graph_arrays`), reads
-them back as weights, builds them from the records alone as a fresh build does, and checks a loaded edge table
-against the records.
+:class:`GraphEdges` (mixed into :class:`~.knowledge_graph.KnowledgeGraph`, whose docstring gives the weights)
+writes each record's edges into the integer channels of :mod:`.graph_arrays`, reads them back as weights, builds
+them from the records as a fresh build does, and checks a loaded edge table against the records.
 """
 
 from __future__ import annotations
@@ -51,12 +50,7 @@ class EdgeWeights(NamedTuple):
 
 class GraphEdges:
     """The nodes and weighted edges of a knowledge graph's records (a mixin of
-    :class:`~.knowledge_graph.KnowledgeGraph`).
-
-    The host provides the records (``passages``, ``entity_names``, ``facts``, ``synonyms``), ``title_edge_weight``,
-    ``version``, the node table ``_nodes``, the edge store ``_edges``, the cached ``_pagerank`` and a pair's
-    synonymy weight ``_synonymy(a, b)``.
-    """
+    :class:`~.knowledge_graph.KnowledgeGraph`, which provides the attributes below)."""
 
     passages: dict[str, PassageRecord]
     entity_names: dict[str, str]
@@ -136,10 +130,8 @@ class GraphEdges:
         return PASSAGE if self._nodes.kind(self._nodes.slot(key)) == KIND_CODE[PASSAGE] else ENTITY
 
     def pagerank_graph(self, damping: float = DEFAULT_DAMPING) -> PageRankGraph:
-        """The cached PageRank matrix of this graph version (built on first use after each change).
-
-        Node order: passages (sorted by id), then entities (sorted by id).
-        """
+        """The cached PageRank matrix of this graph version (built on first use after each change), its rows in
+        :meth:`node_order`."""
         if self._pagerank is None or self._pagerank.damping != damping:
             nodes = self.node_order()
             position = np.full(self._nodes.capacity, -1, dtype=np.int64)
@@ -171,10 +163,9 @@ class GraphEdges:
         self._pagerank = None
 
     def check_edges(self) -> None:
-        """Check the edge table against the tables it was built from: each passage links exactly the entities its
-        record names (its title entities on their own channel) and each entity pair carries one count per fact
-        between them. A saved table edited or mixed up (two passage keys swapped, say) is refused rather than
-        walked. Vectorised over the whole table: about as long as reading the tables.
+        """Check the edge table against the records: each passage links exactly the entities its record names (its
+        title entities on their own channel) and each entity pair carries one count per fact between them, so a
+        saved table edited or mixed up is refused rather than walked (vectorised: about as long as reading it).
 
         Raises:
             ValueError: the channel whose edges disagree.

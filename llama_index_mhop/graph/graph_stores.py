@@ -1,13 +1,9 @@
 """The three Chroma collections of a graph index (passages, entities, facts) and the embedder that fills them.
 
-Every record's id derives from its content (``stores.stable_id``), so storing the same text twice adds nothing.
-Reads, writes and deletes go through Chroma in batches well under its maximum batch size. The passage collection
-is a LlamaIndex ``ChromaVectorStore`` collection, so it opens as an ordinary ``VectorStoreIndex``.
-
-Two indexes in one Chroma store never share a collection: a new index's collection names carry its index id
-(:func:`index_prefix`), and each collection it creates names its owner in its metadata, so an index that finds a
-collection of its names owned by another index refuses it in one line. Collections created before owners were
-recorded name none, and an index saved then keeps the names it recorded.
+Record ids derive from content (``stores.stable_id``), so storing a text twice adds nothing; Chroma is read and
+written in batches. The passage collection is a LlamaIndex ``ChromaVectorStore`` collection (it opens as a
+``VectorStoreIndex``). Two indexes in one store never share a collection: a new index's collection names carry its
+index id (:func:`index_prefix`) and its collections name their owner in their metadata (older ones name none).
 """
 
 from __future__ import annotations
@@ -29,27 +25,15 @@ from llama_index.core.vector_stores.utils import metadata_dict_to_node
 from llama_index.vector_stores.chroma import ChromaVectorStore
 
 from ..stores.chroma_batches import CHROMA_BATCH, delete_ids, existing_ids, get_records, pages, upsert_vectors
+from ..stores.consistency import read_guarded, version_marker
 from ..stores.dimension_check import check_embedding_dimension
 from ..stores.embed_dtype import EmbedDType, check_embed_dtype, embedding_dtype
-from ..stores.consistency import VersionMarker, read_guarded, version_marker
 
 T = TypeVar("T")
 
-__all__ = [
-    "CHROMA_DIR",
-    "DEFAULT_SHORT_TEXT_BATCH_SIZE",
-    "DEFAULT_SHORT_TEXT_DTYPE",
-    "GraphStores",
-    "client_mode",
-    "collection_passages",
-    "fact_text",
-    "index_prefix",
-    "missing_collections",
-    "private_client",
-    "resolve_client",
-    "saved_client",
-    "vector_index_collection",
-]
+__all__ = ["CHROMA_DIR", "DEFAULT_SHORT_TEXT_BATCH_SIZE", "DEFAULT_SHORT_TEXT_DTYPE", "GraphStores", "client_mode",
+           "collection_passages", "fact_text", "index_prefix", "missing_collections", "private_client",
+           "resolve_client", "saved_client", "vector_index_collection"]
 
 CHROMA_DIR = "chroma"
 DEFAULT_SHORT_TEXT_BATCH_SIZE = 128
@@ -91,18 +75,21 @@ def vector_index_collection(vector_index: Any) -> Any:
     return store.client
 
 
+def _node(record_id: str, text: str, metadata: dict[str, Any] | None, vector: Any = None) -> TextNode:
+    """The passage node of a LlamaIndex Chroma record."""
+    node = metadata_dict_to_node(metadata or {}, text=text)
+    node.id_ = record_id
+    node.embedding = None if vector is None else [float(x) for x in vector]
+    return node
+
+
 def collection_passages(collection: Any, with_embeddings: bool) -> list[TextNode]:
     """The passage nodes of a LlamaIndex Chroma collection, each with its stored embedding if asked."""
     include = ["embeddings", "documents", "metadatas"] if with_embeddings else ["documents", "metadatas"]
     nodes: list[TextNode] = []
     for page in pages(collection, include):
         vectors = page["embeddings"] if with_embeddings else [None] * len(page["ids"])
-        for record_id, vector, text, metadata in zip(page["ids"], vectors, page["documents"], page["metadatas"],
-                                                     strict=True):
-            node = metadata_dict_to_node(metadata or {}, text=text)
-            node.id_ = record_id
-            node.embedding = None if vector is None else [float(x) for x in vector]
-            nodes.append(node)
+        nodes += [_node(*row) for row in zip(page["ids"], page["documents"], page["metadatas"], vectors, strict=True)]
     return nodes
 
 
@@ -127,9 +114,8 @@ def _persistent_client(path: Path) -> Any:
 def private_client() -> Any:
     """A Chroma store of this process alone, in a temporary directory removed at exit.
 
-    Not ``chromadb.EphemeralClient``: every in-memory client of a process shares one Chroma system, which refuses
-    a second client with other settings ("An instance of Chroma already exists for ephemeral"), so ours would
-    clash with the app's in either order, and would share its collections.
+    Not ``chromadb.EphemeralClient``: the in-memory clients of a process share one Chroma system, which refuses a
+    second client with other settings, so ours would clash with the app's and share its collections.
     """
     path = Path(tempfile.mkdtemp(prefix="mhop-hippo-"))
     atexit.register(shutil.rmtree, path, ignore_errors=True)
@@ -169,28 +155,23 @@ def saved_client(chroma_client: Any, kind: str, root: Path) -> tuple[Any, str]:
 class GraphStores:
     """The ``{name}_passages``, ``{name}_entities`` and ``{name}_facts`` collections of one Chroma client.
 
-    An entity or fact record is its id and its vector alone. Its name or (subject, predicate, object) is in the
-    graph (``graph.entity_names``, ``graph.facts``, :meth:`~.knowledge_graph.KnowledgeGraph.to_networkx`), and Chroma
-    indexes every document (full text) and metadata key it is given: with them a record took twice as long to write
-    (``benchmarks/record_writes.py``).
+    An entity or fact record is its id and vector alone (its name or triple is in the graph): Chroma indexes every
+    document and metadata key it is given, and with them a record took twice as long to write.
 
     Args:
-        client: the Chroma client holding the collections.
-        name: the index's name.
-        embed_model: the embedder of all three collections.
+        client: the Chroma client. name: the index's name. embed_model: the embedder of all three collections.
         short_text_batch_size: embedding batch size for entity names and facts (None: the embedder's own).
-        short_text_dtype: what entity names and facts are embedded in: "bfloat16" where the CPU has it natively
-            (see :mod:`llama_index_mhop.stores.embed_dtype`), or "float32". Passages and queries are always float32.
+        short_text_dtype: "bfloat16" (where the CPU has it natively, :mod:`llama_index_mhop.stores.embed_dtype`)
+            or "float32" for entity names and facts; passages and queries are always float32.
         mode: "ephemeral" (in-memory, copied out on persist), "local" (``persist_dir/chroma``) or "external".
         prefix: the collections' prefix (default: the name).
-        owner: the index id of the index the collections belong to: recorded in the metadata of those it creates,
-            and a collection recorded as another index's is refused (None: neither, for a reader).
+        owner: the index id recorded in the collections it creates; one recorded as another index's is refused
+            (None: neither, for a reader).
 
     Attributes:
-        passage_source: a passage collection of the same Chroma store that the index reads in place (``None``:
-            none; see :meth:`read_passages_from`). A passage held there is neither embedded nor copied into
-            ``{prefix}_passages``, and the index never writes to it or deletes from it: the vector index that
-            owns it does.
+        passage_source: a passage collection of the same store the index reads in place (None: none,
+            :meth:`read_passages_from`); a passage there is neither embedded nor copied, and never written or
+            deleted by the index: its vector index owns it.
 
     Raises:
         ValueError: a name Chroma would refuse as a collection prefix, or a collection owned by another index.
@@ -211,8 +192,7 @@ class GraphStores:
         self.short_text_batch_size = short_text_batch_size
         self.short_text_dtype = check_embed_dtype(short_text_dtype)
         self._short_embedder: BaseEmbedding | None = None
-        self._source: Any = None
-        self._source_marker: VersionMarker | None = None
+        self.passage_source: Any = None  # sets _source_marker too (__setattr__)
         self._open(client, mode)
 
     def _open(self, client: Any, mode: str) -> None:
@@ -221,16 +201,10 @@ class GraphStores:
         self.passages, self.entities, self.facts = (self._owned(client, f"{self.prefix}_{kind}") for kind in _KINDS)
         self.vector_store = ChromaVectorStore(chroma_collection=self.passages)
 
-    @property
-    def passage_source(self) -> Any:
-        return self._source
-
-    @passage_source.setter
-    def passage_source(self, collection: Any) -> None:
-        # Its version row is read now: on an embedded store, a change another process makes from here on is
-        # refused rather than read (see version_marker).
-        self._source = collection
-        self._source_marker = None if collection is None else version_marker(self.client, collection)
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "passage_source":  # its version row is read now: a change another process makes is refused
+            super().__setattr__("_source_marker", None if value is None else version_marker(self.client, value))
+        super().__setattr__(name, value)
 
     def _owned(self, client: Any, name: str) -> Any:
         """The collection ``name`` of ``client`` (created, naming :attr:`owner`, when missing), refused when its
@@ -271,13 +245,7 @@ class GraphStores:
         if self.passage_source is None or not ids:
             return []
         rows = self._read_source(lambda source: get_records(source, ids, ["documents", "metadatas"]))
-        nodes = []
-        for record_id in ids:
-            if record_id in rows:
-                node = metadata_dict_to_node(rows[record_id]["metadatas"] or {}, text=rows[record_id]["documents"])
-                node.id_ = record_id
-                nodes.append(node)
-        return nodes
+        return [_node(i, rows[i]["documents"], rows[i]["metadatas"]) for i in ids if i in rows]
 
     def passage_collections(self) -> list[Any]:
         """Where the index's passages are: its own collection, then :attr:`passage_source` if any."""
@@ -298,14 +266,12 @@ class GraphStores:
 
     def _read_source(self, read: Callable[[Any], T]) -> T:
         """``read(passage_source)`` at one whole version of it, as the vector index's own searches read it
-        (:func:`~llama_index_mhop.stores.guarded_store.read_guarded`): never half of a sync, never a raw Chroma error of
-        a row a sync removed meanwhile, and on an embedded store another process changed, ``StaleStoreError``."""
-        source = self._source
+        (:func:`~llama_index_mhop.stores.search.read_guarded`)."""
+        source = self.passage_source
         return read_guarded(source, self._source_marker, lambda: read(source))
 
     def check_embedding_dimension(self) -> None:
-        """Refuse an embedder whose vectors have another dimension than those the collections hold (the passages,
-        own and read in place, the facts and the entities), before anything is written.
+        """Refuse an embedder whose vectors have another dimension than the collections' (before any write).
 
         Raises:
             EmbeddingDimensionError: one line naming both dimensions and the fix.
@@ -320,10 +286,8 @@ class GraphStores:
     # ------------------------------------------------------------------ embedding
 
     def _short_text_embedder(self) -> BaseEmbedding:
-        """The embedder with ``short_text_batch_size``: entity names and facts are a few tokens each, so a batch
-        of LlamaIndex's usual 10 is mostly per-call overhead; a batch pads every text to its longest, so past a
-        hundred or so texts a larger batch only pads more (``benchmarks/short_text_batch.py``). A shallow pydantic
-        copy shares the loaded model."""
+        """The embedder with ``short_text_batch_size`` (a shallow copy sharing the model): a batch of LlamaIndex's
+        usual 10 short texts is mostly per-call overhead (``benchmarks/short_text_batch.py``)."""
         model = self.embed_model
         if self.short_text_batch_size and getattr(model, "embed_batch_size", None) not in (None,
                                                                                           self.short_text_batch_size):

@@ -1,26 +1,18 @@
 """``HippoGraphIndex``: HippoRAG 2's memory (passages, entities, facts and their graph) over Chroma.
 
-HippoRAG 2 (Gutiérrez et al., 2025, "From RAG to Memory", seeds 003/004) indexes a corpus in three embedding
-stores and one graph: every passage is embedded, read once by OpenIE (:mod:`.extraction`) for its entities and
-(subject, predicate, object) facts, the entities and facts are embedded too, and the graph
-(:mod:`.knowledge_graph`) links entities to the passages that contain them, to each other by facts, and to their
-synonyms. :class:`~llama_index_mhop.components.hippo_graph.HippoGraphRetriever` searches it.
-
-This class is the facade over one module per job: its settings (:mod:`.index_config`), the three Chroma
-collections (:mod:`.graph_stores`), every change it makes (:mod:`.writer`: the sync rule, the batched indexing
-pipeline with its JSON Lines checkpoint, synonymy edges), the files on disk (:mod:`.persistence`,
-:mod:`.lm_programs`), the versioned state queries read (:mod:`.state`) and the engines that answer from it
-(:mod:`.engines`). Every record's id derives from its content, so indexing the same text twice adds nothing; an
-interrupted build resumes from its checkpoint: :meth:`HippoGraphIndex.from_documents` with the same
-``persist_dir`` skips the passages it lists without extracting or embedding them again.
+HippoRAG 2 (Gutiérrez et al., 2025) embeds every passage, reads it once by OpenIE (:mod:`.extraction`), embeds its
+entities and facts, and links them in one graph (:mod:`.knowledge_graph`) that ``HippoGraphRetriever`` walks.
+This module is what a query reads: the index's settings, stores and graph as plain attributes, its query state and
+its retriever and engines. How it is built and changed is :mod:`.index_verbs` (over :mod:`.writer`).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llama_index.core import StorageContext
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -33,68 +25,129 @@ from llama_index.core.storage.index_store import SimpleIndexStore
 from llama_index.core.vector_stores.simple import DEFAULT_VECTOR_STORE
 from llama_index.vector_stores.chroma import ChromaVectorStore
 
-from ..lm.steps import FallbackCounter
+from ..lm.steps import FallbackCounter, app_llm
 from ..stores.consistency import store_lock
 from ..stores.corpus import PassageChunker
 from ..stores.sync import UnknownDocumentError
 from .checkpoint import CHECKPOINT_FILE, resumed_index_id
-from .document_verbs import DocumentVerbs
-from .engines import GraphEngines
 from .extraction import Extractor, OpenIEExtractor
-from .graph_stores import (
-    DEFAULT_SHORT_TEXT_BATCH_SIZE,
-    DEFAULT_SHORT_TEXT_DTYPE,
-    GraphStores,
-    fact_text,
-    index_prefix,
-    resolve_client,
-)
-from .index_config import DEFAULT_INDEX_NAME, GRAPH_SETTINGS, HippoGraphIndexConfig
-from .index_constructors import IndexConstructors
+from .graph_stores import GraphStores, fact_text, index_prefix, resolve_client
+from .index_config import GRAPH_SETTINGS, HippoGraphIndexConfig
 from .index_struct import SAVED_BESIDE, HippoGraphStruct, register_index_class
-from .indexing import DEFAULT_INSERT_BATCH_SIZE
+from .index_verbs import IndexVerbs
 from .knowledge_graph import KnowledgeGraph
 from .lm_programs import load_lm_programs, save_lm_programs
-from .persistence import (
-    CONFIG_FILE,
-    GRAPH_FILE,
-    INDEX_FORMAT_VERSION,
-    finish_reopen,
-    open_saved_index,
-    save_index,
-)
+from .persistence import CONFIG_FILE, GRAPH_FILE, finish_reopen, open_saved_index, save_index
 from .state import EmptyIndexError, RetrievalState
-from .synonymy import DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES
 from .walk.exact import DEFAULT_DAMPING
 from .writer import IndexWriter
 
-__all__ = [
-    "CHECKPOINT_FILE", "CONFIG_FILE", "DEFAULT_INDEX_NAME", "DEFAULT_INSERT_BATCH_SIZE",
-    "DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES", "DEFAULT_SHORT_TEXT_BATCH_SIZE", "DEFAULT_SHORT_TEXT_DTYPE",
-    "GRAPH_FILE", "INDEX_FORMAT_VERSION",
-    "EmptyIndexError", "HippoGraphIndex", "HippoGraphIndexConfig", "RetrievalState", "UnknownDocumentError",
-    "fact_text",
-]
+if TYPE_CHECKING:
+    from llama_index.core.base.base_retriever import BaseRetriever
+    from llama_index.core.chat_engine.types import BaseChatEngine
+    from llama_index.core.query_engine import RetrieverQueryEngine
+
+    from ..components.hippo_graph import HippoGraphRetriever
+
+__all__ = ["CHECKPOINT_FILE", "CONFIG_FILE", "GRAPH_FILE", "EmptyIndexError", "GraphEngines", "HippoGraphIndex",
+           "HippoGraphIndexConfig", "UnknownDocumentError", "chat_engine", "fact_text", "query_engine"]
+
+logger = logging.getLogger(__name__)
+_warned: set[str] = set()
 
 
-class HippoGraphIndex(IndexConstructors, DocumentVerbs, GraphEngines, BaseIndex[HippoGraphStruct]):
+def query_engine(retriever: BaseRetriever, llm: Any = None, **kwargs: Any) -> RetrieverQueryEngine:
+    """A ``RetrieverQueryEngine`` answering from ``retriever``; ``kwargs`` are ``RetrieverQueryEngine.from_args``'s.
+
+    With no ``llm`` and no ``Settings.llm``, the engine retrieves without answering (LlamaIndex's ``NoText``: the
+    passages are ``response.source_nodes``) and says so once, rather than reach for LlamaIndex's OpenAI default.
+    """
+    from llama_index.core.query_engine import RetrieverQueryEngine
+
+    if llm is None and app_llm() is None and "response_synthesizer" not in kwargs:
+        from llama_index.core.llms import MockLLM
+        from llama_index.core.response_synthesizers.no_text import NoText
+
+        message = ("no LLM given and none set in Settings.llm: the query engine returns the retrieved passages "
+                   "(response.source_nodes) without an answer; pass llm= or set Settings.llm for answers")
+        if message not in _warned:
+            _warned.add(message)
+            logger.warning(message)
+        # An LLM it never calls: LlamaIndex's factory builds NoText without one, which reaches for its OpenAI default.
+        llm = MockLLM()
+        kwargs.pop("response_mode", None)
+        kwargs["response_synthesizer"] = NoText(llm=llm)
+    return RetrieverQueryEngine.from_args(retriever, llm=llm, **kwargs)
+
+
+def chat_engine(retriever: BaseRetriever, chat_mode: Any = "condense_plus_context", llm: Any = None,
+                **kwargs: Any) -> BaseChatEngine:
+    """A chat engine answering from ``retriever``: ``"condense_plus_context"`` (a follow-up is condensed into a
+    standalone question first; also ``ChatMode.BEST``) or ``"context"``; ``kwargs`` are its ``from_defaults``'s.
+
+    Raises:
+        ValueError: another chat mode, or no ``llm`` and no ``Settings.llm``.
+    """
+    from llama_index.core.chat_engine import CondensePlusContextChatEngine, ContextChatEngine
+
+    if llm is None and app_llm() is None:
+        raise ValueError("a chat engine answers with an LLM: pass llm= or set Settings.llm "
+                         "(as_retriever() or as_query_engine() retrieve without one)")
+    engines = {"condense_plus_context": CondensePlusContextChatEngine, "context": ContextChatEngine,
+               "best": CondensePlusContextChatEngine}  # LlamaIndex's default mode: its best engine here
+    chat_mode = str(getattr(chat_mode, "value", chat_mode))
+    if chat_mode not in engines:
+        raise ValueError(f"chat_mode must be one of {', '.join(engines)}, got {chat_mode!r}")
+    return engines[chat_mode].from_defaults(retriever=retriever, llm=llm, **kwargs)
+
+
+class GraphEngines:
+    """``as_retriever`` / ``as_query_engine`` / ``as_chat_engine`` of a graph a ``HippoGraphRetriever`` searches
+    (a :class:`~.retrieval_source.RetrievalSource`: the index, or a reader of it)."""
+
+    def as_retriever(self, **kwargs: Any) -> HippoGraphRetriever:
+        """A ``HippoGraphRetriever`` over this graph; ``kwargs`` are its arguments (``similarity_top_k=5``, the
+        other ``HippoGraphConfig`` settings, ``fact_filter``, ``lm``...)."""
+        from ..components.hippo_graph import HippoGraphRetriever
+
+        return HippoGraphRetriever(index=self, **kwargs)
+
+    def as_query_engine(self, llm: Any = None, **kwargs: Any) -> RetrieverQueryEngine:
+        """A ``RetrieverQueryEngine`` over this graph's retriever (:func:`query_engine`); ``kwargs`` are retriever
+        arguments and ``RetrieverQueryEngine.from_args`` arguments."""
+        return query_engine(self._retriever_from(kwargs), llm, **kwargs)
+
+    def as_chat_engine(self, chat_mode: str = "condense_plus_context", llm: Any = None,
+                       **kwargs: Any) -> BaseChatEngine:
+        """A chat engine over this graph's retriever (:func:`chat_engine`); ``kwargs`` are retriever arguments and
+        the chat engine's ``from_defaults`` arguments (``system_prompt``, ``memory``, ...)."""
+        return chat_engine(self._retriever_from(kwargs), chat_mode, llm, **kwargs)
+
+    def _retriever_from(self, kwargs: dict[str, Any]) -> HippoGraphRetriever:
+        """The retriever built from the retriever arguments among an engine's ``kwargs`` (taken out of them)."""
+        from ..components.hippo_graph import HippoGraphRetriever
+
+        return self.as_retriever(**{k: kwargs.pop(k) for k in list(kwargs) if k in HippoGraphRetriever.ARGUMENTS})
+
+
+class HippoGraphIndex(IndexVerbs, GraphEngines, BaseIndex[HippoGraphStruct]):
     """HippoRAG 2's memory over Chroma: passage, entity and fact collections and the knowledge graph.
 
     A LlamaIndex index: its struct lives in a ``StorageContext``'s index store, its passage collection is the
-    context's vector store, and ``load_index_from_storage`` reopens it. The graph's own tables and arrays, with the
-    hashes of the documents it holds (:attr:`document_hashes`: kept apart from the context's docstore, which another
-    index may share under the same doc ids), are saved beside LlamaIndex's files in ``persist_dir``.
+    context's vector store, and ``load_index_from_storage`` reopens it. The graph's tables and arrays, with the
+    hashes of its documents (:attr:`document_hashes`, apart from the context's docstore, which another index may
+    share), are saved beside LlamaIndex's files in ``persist_dir``.
 
-    Build one with :meth:`from_documents`, reopen it with :meth:`from_persist_dir` (or
-    ``load_index_from_storage``), change it with LlamaIndex's verbs (:meth:`insert`, :meth:`refresh_ref_docs`,
-    :meth:`delete_ref_doc`, ...), and query it with :meth:`as_retriever`, :meth:`as_query_engine` or
-    :meth:`as_chat_engine`. Its settings are one :class:`~.index_config.HippoGraphIndexConfig` (:attr:`config`).
+    Build one with :meth:`from_documents`, reopen it with :meth:`from_persist_dir`, change it with LlamaIndex's
+    verbs and query it with :meth:`as_retriever`, :meth:`as_query_engine` or :meth:`as_chat_engine`.
+
+    Attributes:
+        config, name, graph, stores, extractor: its settings, name, knowledge graph, collections and OpenIE.
+        fact_filter_program: a compiled fact filter program its retrievers start from (persisted; None: none).
 
     Example:
         >>> index = HippoGraphIndex.from_documents(documents, persist_dir="./hippo")  # doctest: +SKIP
         >>> nodes = index.as_retriever(similarity_top_k=5).retrieve("Who directed Lover Come Back?")  # doctest: +SKIP
-        >>> same = load_index_from_storage(StorageContext.from_defaults(persist_dir="./hippo"),
-        ...                                persist_dir="./hippo")  # doctest: +SKIP
     """
 
     index_struct_cls = HippoGraphStruct
@@ -108,30 +161,20 @@ class HippoGraphIndex(IndexConstructors, DocumentVerbs, GraphEngines, BaseIndex[
         docstore: SimpleDocumentStore | None = None, lm: Any = None, llm: Any = None,
         callback_manager: CallbackManager | None = None, **settings: Any,
     ) -> None:
-        """An index over ``graph`` (default: an empty one) in ``chroma_client``'s collections, or, given the
-        ``index_struct`` of a saved index and no graph (``load_index_from_storage``), the saved index reopened.
+        """An index over ``graph`` (default: an empty one) in ``chroma_client``'s collections, or, given a saved
+        index's ``index_struct`` and no graph (``load_index_from_storage``), the saved index reopened.
 
         Args:
             nodes: passage nodes to index at once (:meth:`insert_nodes`).
-            index_struct: the index's struct; for a saved index, the one its storage context holds.
-            storage_context: the LlamaIndex storage the index lives in (default: a new one around its own
-                passage collection and docstore).
-            config: the index's settings; or give them one by one as keywords (``**settings``), which replace
-                those of ``config``. A saved index keeps those it was built with, and a given ``graph`` its own
-                synonymy settings.
-            chroma_client: the Chroma client of the collections; for a saved index, default its own
-                ``persist_dir/chroma`` (see :meth:`from_persist_dir`), else a private in-memory store.
-            embed_model: the embedder; default ``Settings.embed_model`` if the app set one, else all-MiniLM-L6-v2.
-            graph: the knowledge graph (default: an empty one with the settings' synonymy).
-            persist_dir: where the index is saved; for a saved index (``load_index_from_storage``), the folder
-                its storage context was read from: required, since the context does not record it.
-            lm, llm: the LM for OpenIE (unless ``extractor`` is given), as in :meth:`from_documents`.
-            **settings: any field of :class:`~.index_config.HippoGraphIndexConfig`.
+            config: the index's settings, or give them as keywords (``**settings``). A saved index keeps those it
+                was built with, and a given ``graph`` its own synonymy settings.
+            persist_dir: where the index is saved; for a saved index, the folder its storage context was read from
+                (required: the context does not record it).
             The other arguments are :meth:`from_documents`'s.
 
         Raises:
             FileNotFoundError: a saved index's folder holds no index.
-            ValueError: a setting unknown or out of range, a saved index's struct without ``persist_dir``, or a store
+            ValueError: a setting unknown or out of range, a saved struct without ``persist_dir``, or a store
                 without a saved index's collections.
         """
         from ..stores.defaults import resolve_embed_model  # the defaults layer, only once it is needed
@@ -156,11 +199,11 @@ class HippoGraphIndex(IndexConstructors, DocumentVerbs, GraphEngines, BaseIndex[
                                      index_prefix(config.name, index_struct.index_id))
         if graph is not None:  # the graph's own synonymy settings are the index's
             config = config.replaced(**{key: getattr(graph, key) for key in GRAPH_SETTINGS})
-        #: The index's settings.
         self.config = config
+        self.name = config.name
         self.graph = graph if graph is not None else KnowledgeGraph(**config.graph_settings())
         self.extractor: Extractor = extractor if extractor is not None else OpenIEExtractor(lm=lm, llm=llm)
-        self.fact_filter_program: Any = None  # a compiled fact filter program its retrievers start from (persisted)
+        self.fact_filter_program: Any = None
         self.stores = GraphStores(chroma_client, config.name, resolve_embed_model(embed_model),
                                   config.short_text_batch_size, chroma_mode or "external", collection_prefix,
                                   config.short_text_dtype, owner=index_struct.index_id)
@@ -181,8 +224,8 @@ class HippoGraphIndex(IndexConstructors, DocumentVerbs, GraphEngines, BaseIndex[
             self.insert_nodes(nodes)
 
     def _in_storage(self, storage_context: StorageContext | None) -> StorageContext:
-        """The storage context the index lives in: the given one, else one of its own; the passage collection is its
-        vector store unless it has one."""
+        """The given storage context, else one of its own; the passage collection is its vector store unless it
+        has one."""
         if storage_context is None:
             return StorageContext(docstore=SimpleDocumentStore(), index_store=SimpleIndexStore(),
                                   vector_stores={DEFAULT_VECTOR_STORE: self.stores.vector_store},
@@ -191,11 +234,12 @@ class HippoGraphIndex(IndexConstructors, DocumentVerbs, GraphEngines, BaseIndex[
             storage_context.add_vector_store(self.stores.vector_store, DEFAULT_VECTOR_STORE)
         return storage_context
 
-    # ------------------------------------------------------------------ settings and stores
+    # ------------------------------------------------------------------ stores and counts
 
     @property
-    def name(self) -> str:
-        return self.config.name
+    def embed_model(self) -> BaseEmbedding:
+        """The embedder of passages, entities, facts and queries (its stores')."""
+        return self.stores.embed_model
 
     @property
     def persist_dir(self) -> Path | None:
@@ -227,10 +271,6 @@ class HippoGraphIndex(IndexConstructors, DocumentVerbs, GraphEngines, BaseIndex[
         return self.config.exact_synonymy_max_entities
 
     @property
-    def embed_model(self) -> BaseEmbedding:
-        return self.stores.embed_model
-
-    @property
     def chroma_client(self) -> Any:
         return self.stores.client
 
@@ -248,8 +288,7 @@ class HippoGraphIndex(IndexConstructors, DocumentVerbs, GraphEngines, BaseIndex[
 
     @property
     def vector_store(self) -> ChromaVectorStore:
-        """The graph's own passage collection as a LlamaIndex vector store (passages it reads in place from a vector
-        index are in that index's store, :attr:`GraphStores.passage_source`)."""
+        """The graph's own passage collection as a LlamaIndex vector store (not a vector index's it reads in place)."""
         return self.stores.vector_store
 
     @property
@@ -270,14 +309,9 @@ class HippoGraphIndex(IndexConstructors, DocumentVerbs, GraphEngines, BaseIndex[
                 "chroma_passages": stores.passage_count(), "chroma_entities": stores.entities.count(),
                 "chroma_facts": stores.facts.count(), "graph_nodes": graph.num_nodes, "graph_edges": graph.num_edges}
 
-    # ------------------------------------------------------------------ persistence
-
     def persist(self, persist_dir: str | os.PathLike[str] | None = None) -> Path:
-        """Write the config, the graph (``.npy`` arrays, see :mod:`.persistence`) and the LM programs (for an
-        in-memory index, Chroma too) to ``persist_dir``.
-
-        Returns:
-            The directory written.
+        """Write the config, the graph and the LM programs (for an in-memory index, Chroma too) to ``persist_dir``
+        (default: its own); the directory written.
 
         Raises:
             ValueError: no directory given and none set.
@@ -293,29 +327,26 @@ class HippoGraphIndex(IndexConstructors, DocumentVerbs, GraphEngines, BaseIndex[
             save_lm_programs(target, self.extractor, self.fact_filter_program)
         return target
 
-    # ------------------------------------------------------------------ retrieval
+    # ------------------------------------------------------------------ what a query reads
 
     def retrieval_state(self, damping: float = DEFAULT_DAMPING) -> RetrievalState:
-        """The current graph version's query state (its arrays and its walk), loaded from Chroma once per version.
-
-        While another thread inserts or deletes, this is the graph as the last finished change left it (or, if that
-        version was never loaded, the call waits for the running change): never a half-changed graph. The first
-        call after a change loads the new version. When a query found passages gone from the vector index the graph
-        reads in place (the app changed it), the graph is first reconciled with it, within
-        ``auto_reconcile_max_passages`` (see :meth:`~.writer.IndexWriter.catch_up`).
+        """The current graph version's query state (its arrays and walk), loaded from Chroma once per version:
+        during a change, the version the last finished change left. When a query found passages gone from the
+        vector index the graph reads in place, it is first reconciled (:meth:`~.writer.IndexWriter.catch_up`).
 
         Raises:
             EmptyIndexError: the index holds no passage.
         """
-        state = self._writer.versions.get(damping)
-        if self._writer.behind and self._writer.catch_up(self.extractor):
-            state = self._writer.versions.get(damping)
+        writer = self._writer
+        state = writer.versions.get(damping)
+        if writer.behind and writer.catch_up(self.extractor):
+            state = writer.versions.get(damping)
         return state
 
     def still_held(self, nodes: Sequence[NodeWithScore]) -> list[NodeWithScore]:
-        """``nodes`` without the passages gone from the index's collections since its state was loaded (the
-        vector index it reads in place changed); finding one makes the next query load the graph again without
-        them, reconciled. Only an index reading another index's collection in place can find any."""
+        """``nodes`` without the passages gone from the index's collections since its state was loaded; finding one
+        makes the next query load the graph again without them. Only an index reading a vector index's collection
+        in place can find any."""
         if self.stores.passage_source is None or not nodes:
             return list(nodes)
         held = self.stores.held_passages([n.node.node_id for n in nodes])

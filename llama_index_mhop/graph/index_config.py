@@ -6,12 +6,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..stores.embed_dtype import EmbedDType
 from ..stores.corpus import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
+from ..stores.embed_dtype import EmbedDType
 from .graph_stores import DEFAULT_SHORT_TEXT_BATCH_SIZE, DEFAULT_SHORT_TEXT_DTYPE
 from .indexing import DEFAULT_INSERT_BATCH_SIZE
 from .knowledge_graph import DEFAULT_SYNONYMY_THRESHOLD, DEFAULT_SYNONYMY_TOP_K, DEFAULT_TITLE_EDGE_WEIGHT
-from .synonymy import DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES
+from .synonym_lists import DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES
 from .walk import WalkMode, WalkSettings
 
 __all__ = ["DEFAULT_AUTO_RECONCILE_MAX_PASSAGES", "DEFAULT_INDEX_NAME", "GRAPH_SETTINGS", "HippoGraphIndexConfig"]

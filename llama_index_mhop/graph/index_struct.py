@@ -1,19 +1,10 @@
 """The graph index's place in LlamaIndex's storage: its index struct, and the registration that lets
 ``load_index_from_storage`` reopen it.
 
-A ``StorageContext`` keeps what an index is in its index store, one index struct per index, and
-``load_index_from_storage`` maps each struct's type to the index class that opens it. The graph index's struct
-names the folder of its files (the graph's tables and memory-mapped arrays, its config, its LM programs): the
-graph itself stays there, saved atomically by every change, rather than in one JSON file of the storage context.
-LlamaIndex's type table is a plain mapping from type names, so the graph index adds its own name to it: importing
-the package in any way registers an opener that imports the index class only when a saved graph is opened
-(:func:`register_index_opener`), and importing :mod:`.index` registers the class itself
-(:func:`register_index_class`).
-
-The struct records no absolute path: a storage folder copied, moved or restored from a backup must open as itself,
-never write into the folder it came from. A ``StorageContext`` read from disk does not say which folder it was read
-from, so ``load_index_from_storage`` is given that folder as ``persist_dir=`` (or the index is opened with
-``HippoGraphIndex.from_persist_dir``); without it the index refuses to open, and says what to pass.
+``load_index_from_storage`` maps each struct's type to the index class that opens it. The package registers an
+opener on import (:func:`register_index_opener`, importing the index class only when a saved graph is opened);
+importing :mod:`.index` registers the class itself. The struct records no absolute path: a folder copied, moved or
+restored opens as itself, so ``load_index_from_storage`` is given it as ``persist_dir=`` (the index says so).
 """
 
 from __future__ import annotations
@@ -36,13 +27,8 @@ SAVED_BESIDE = "."
 
 @dataclass
 class HippoGraphStruct(IndexStruct):
-    """The graph index in an index store.
-
-    Attributes:
-        persist_dir: :data:`SAVED_BESIDE` for a saved index (its files are beside its storage context's; an index
-            saved by an older version recorded an absolute path, which is never used to find them), or None for an
-            index kept in memory.
-    """
+    """The graph index in an index store; ``persist_dir``: :data:`SAVED_BESIDE` for a saved index (an older
+    version's absolute path is never used), None for one kept in memory."""
 
     persist_dir: str | None = None
 

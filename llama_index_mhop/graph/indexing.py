@@ -1,9 +1,8 @@
 """The indexing pipeline of a graph index: passages in batches through OpenIE, the three stores and the graph.
 
-Per batch: OpenIE reads every passage once (:mod:`.extraction`); its entities and facts get content ids; new
-entities, then new facts, then the passages are embedded into Chroma (a passage in Chroma has everything it
-points to); one checkpoint line is appended (:mod:`.checkpoint`); and the passages join the graph. A build
-killed midway resumes from the checkpoint without extracting or embedding the listed passages again.
+Per batch: OpenIE reads every passage once; new entities, then new facts, then the passages are embedded into
+Chroma (a passage there has everything it points to); one checkpoint line is appended (:mod:`.checkpoint`), from
+which a killed build resumes without extracting or embedding them again; and the passages join the graph.
 """
 
 from __future__ import annotations
@@ -19,13 +18,13 @@ from typing import Any
 
 from llama_index.core.schema import MetadataMode, TextNode
 
-from ..stores.corpus import stable_id
 from ..rules.terminal import progress
+from ..stores.corpus import stable_id
 from .checkpoint import GraphEntry, append_checkpoint, read_checkpoint
 from .extraction import Extraction, Extractor, entity_key, title_entities
 from .graph_stores import GraphStores
 from .knowledge_graph import KnowledgeGraph
-from .synonymy import SynonymyRefresher
+from .synonym_lists import SynonymyRefresher
 
 __all__ = ["DEFAULT_INSERT_BATCH_SIZE", "BatchHook", "BatchIndexer", "NodeReader", "PassageWork", "PhaseTimer",
            "passage_work"]
@@ -98,11 +97,8 @@ def passage_work(node: TextNode, extraction: Extraction) -> PassageWork:
 class BatchIndexer:
     """Runs passages through the pipeline into one index's stores and graph.
 
-    Attributes:
-        stores: the index's Chroma collections. graph: its knowledge graph. extractor: the OpenIE extractor.
-        num_workers: concurrent extractions when the extractor calls an LM.
-        synonymy: told the vectors of new entities. checkpoint: the checkpoint file (None: no checkpoint).
-        timer: where the seconds per phase add up.
+    ``num_workers``: concurrent extractions when the extractor calls an LM; ``synonymy`` is told the vectors of new
+    entities; ``checkpoint``: the checkpoint file (None: none); ``timer``: where the seconds per phase add up.
     """
 
     stores: GraphStores
@@ -124,11 +120,9 @@ class BatchIndexer:
 
     def run_ids(self, ids: Sequence[str], read: NodeReader, batch_size: int, show: bool,
                 on_batch_end: BatchHook | None = None, in_place: bool = False) -> list[str]:
-        """Add the passages of ``ids`` the graph lacks (resuming any checkpointed ones first), each batch's nodes
-        read by ``read`` only when the batch runs, so that a build holds one batch of passage nodes at a time;
-        return the ids added (a passage ``read`` no longer finds is skipped). ``in_place``: the nodes are read
-        from the collection the index reads in place, and are never stored in its own (one deleted there meanwhile
-        is then in no collection: gone, never served, and removed by the next reconcile)."""
+        """Add the passages of ``ids`` the graph lacks (checkpointed ones first), each batch's nodes read by ``read``
+        only when it runs (a build holds one batch at a time); the ids added (one ``read`` no longer finds is
+        skipped). ``in_place``: nodes of the collection read in place, never stored in the index's own."""
         self.resume()
         todo = [i for i in ids if i not in self.graph.passages]
         started = time.perf_counter()

@@ -1,54 +1,33 @@
 """The HippoRAG 2 knowledge graph: entity and passage nodes, fact, passage and synonymy edges.
 
-HippoRAG 2 (Gutiérrez et al., 2025, "From RAG to Memory", seeds 003/004) links the OpenIE output of a corpus
-into one graph that Personalized PageRank walks at query time:
+HippoRAG 2 (Gutiérrez et al., 2025, "From RAG to Memory") links the OpenIE output of a corpus into one graph that
+Personalized PageRank walks at query time: one node per entity (keyed by
+:func:`~llama_index_mhop.graph.extraction.entity_key`) and per passage; fact edges between the subject and object
+of every triple; passage edges between a passage and each entity it contains; synonymy edges between entities
+whose embeddings are similar (cosine >= ``synonymy_threshold``, 0.8, among each one's ``synonymy_top_k``).
 
-* **nodes**: one per entity (keyed by :func:`~llama_index_mhop.graph.extraction.entity_key`) and one per passage;
-* **fact edges** between the subject and the object of every triple;
-* **passage edges** between a passage and each entity it contains;
-* **synonymy edges** between entities whose embeddings are similar (cosine >= ``synonymy_threshold``, 0.8),
-  among each entity's ``synonymy_top_k`` nearest neighbours.
+Edge weights, and how they differ from HippoRAG's public code (an igraph graph built from *ordered* node pairs):
 
-Edge weights, and how they differ from HippoRAG's public code (which stores an igraph ``Graph`` built from a
-dict of *ordered* node pairs):
+* The graph is undirected with **one** edge per node pair: HippoRAG adds fact and synonymy pairs in both
+  directions (counting double in the walk) but passage edges once; here every kind counts once.
+* A **fact edge** weighs the number of *distinct* facts linking the two entities (HippoRAG: 1 per occurrence),
+  so boilerplate repeated across passages does not dominate, and any sequence of inserts and deletes equals a
+  fresh build of the remaining passages.
+* A **synonymy edge** weighs the cosine similarity, once per pair (linked when either entity is among the other's
+  top-k). Both keys need ``synonymy_min_chars`` letters or digits and a letter: years and numbers embed close to
+  one another and would form a clique linking every dated passage. A fact and a synonymy weight add (HippoRAG's
+  dict overwrites one with the other).
+* A **passage edge** weighs 1, to every entity the passage's extraction names (HippoRAG: triple entities only),
+  so a page's title entity and its mentions elsewhere meet at one node.
+* The edge between a passage and its own **title entity** weighs ``title_edge_weight`` (10): a walk reaching
+  "Delbert Mann" should mostly continue to the page "Delbert Mann". On HotpotQA-100 LLM-free it lifts recall@5
+  from 86 to 88 alone and from 89 to 92.5 with the retriever's query entities.
 
-* The graph is undirected and each node pair has **one** edge. HippoRAG adds both ``(a, b)`` and ``(b, a)`` for
-  every fact pair (and for every synonymy pair found from both sides) to an undirected igraph graph, so those
-  edges exist twice (their weight counts double in the walk) while passage edges, added in one direction only,
-  count once. Here every kind of edge counts once: a fact edge is not worth two passage edges by accident of
-  bookkeeping.
-* A **fact edge** weighs the number of *distinct* facts (subject, predicate, object) that link the two entities.
-  HippoRAG adds 1 per triple occurrence, so a fact repeated by ten passages weighs ten. Here the edge mirrors
-  the fact store, which holds each fact once: boilerplate repeated across passages does not dominate the walk,
-  and the graph after any sequence of inserts and deletes equals a fresh build of the remaining passages.
-* A **synonymy edge** weighs the cosine similarity, once per pair: the pair is linked when either entity is among
-  the other's top-k neighbours. Both entities need a key of at least ``synonymy_min_chars`` letters or digits
-  (HippoRAG's rule: more than 2) and at least one letter: years and numbers embed close to one another
-  ("1961" and "1962") and would otherwise form a clique that links every dated passage.
-* When a pair has both a fact and a synonymy relation the weights add (HippoRAG's dict overwrites the fact count
-  with the similarity).
-* A **passage edge** weighs 1. A passage links to every entity its extraction names, in its entity list or its
-  triples (HippoRAG links only triple entities): the title entity of a passage and the mentions of that title
-  in other passages meet at one node, the strongest LLM-free signal on encyclopedic corpora.
-* The edge between a passage and its own **title entity** weighs ``title_edge_weight`` (10; 1 is HippoRAG's
-  plain passage edge). A page is the canonical node of the entity it is titled by: a walk that reaches the entity
-  "Delbert Mann" should mostly continue to the page "Delbert Mann", not to the passages that merely mention him.
-  HippoRAG has no titles in its graph. On HotpotQA-100 LLM-free it lifts recall@5 from 86 to 88 on its own and
-  from 89 to 92.5 with the retriever's query entities.
-
-Synonyms are computed exactly (blocked dot products, :meth:`KnowledgeGraph.update_synonymy`) or, for large graphs,
-from a nearest-neighbour search such as Chroma's HNSW index (:meth:`KnowledgeGraph.update_synonymy_by_search`);
-either way only new entities and entities whose full top-k list lost a member are searched again.
-
-The structure changes only through :meth:`KnowledgeGraph.add_passage`, :meth:`KnowledgeGraph.remove_passage` and
-:meth:`KnowledgeGraph.update_synonymy`; each bumps :attr:`KnowledgeGraph.version`, which keys the cached
-PageRank matrix (:meth:`KnowledgeGraph.pagerank_graph`).
-
-Storage is arrays, not a graph library (:mod:`.graph_arrays`): nodes are integer slots, edges integer channels
-summed from appended changes (written and weighed by :mod:`.graph_edges`), so the graph costs about 24 bytes per
-edge and saves as ``.npy`` files that query processes memory-map (:meth:`KnowledgeGraph.save`,
-:meth:`KnowledgeGraph.load`, through :mod:`.graph_files`). networkx is an export only
-(:meth:`KnowledgeGraph.to_networkx`).
+The structure changes only through :meth:`KnowledgeGraph.add_passage`, :meth:`KnowledgeGraph.remove_passages` and
+the synonymy updates (:mod:`.synonym_lists`); each bumps :attr:`KnowledgeGraph.version`, which keys the cached
+PageRank matrix. Storage is arrays (:mod:`.graph_arrays`): integer node slots and edge channels (written and
+weighed by :mod:`.graph_edges`), about 24 bytes per edge, saved as ``.npy`` files that query processes
+memory-map (:mod:`.graph_files`). networkx is an export only (:meth:`KnowledgeGraph.to_networkx`).
 """
 
 from __future__ import annotations
@@ -74,19 +53,9 @@ from .graph_files import (
 from .synonym_lists import SynonymLists
 from .walk.exact import PageRankGraph
 
-__all__ = [
-    "DEFAULT_SYNONYMY_BLOCK_SIZE",
-    "DEFAULT_SYNONYMY_MIN_CHARS",
-    "DEFAULT_SYNONYMY_THRESHOLD",
-    "DEFAULT_SYNONYMY_TOP_K",
-    "DEFAULT_TITLE_EDGE_WEIGHT",
-    "ENTITY",
-    "GRAPH_FORMAT_VERSION",
-    "PASSAGE",
-    "EdgeWeights",
-    "KnowledgeGraph",
-    "PassageRecord",
-]
+__all__ = ["DEFAULT_SYNONYMY_BLOCK_SIZE", "DEFAULT_SYNONYMY_MIN_CHARS", "DEFAULT_SYNONYMY_THRESHOLD",
+           "DEFAULT_SYNONYMY_TOP_K", "DEFAULT_TITLE_EDGE_WEIGHT", "ENTITY", "GRAPH_FORMAT_VERSION", "PASSAGE",
+           "EdgeWeights", "KnowledgeGraph", "PassageRecord"]
 
 DEFAULT_SYNONYMY_THRESHOLD = 0.8  # HippoRAG 2's synonymy_edge_sim_threshold
 DEFAULT_SYNONYMY_TOP_K = 100  # HippoRAG caps each entity's synonyms at about 100 neighbours
@@ -94,14 +63,14 @@ DEFAULT_SYNONYMY_MIN_CHARS = 3
 DEFAULT_SYNONYMY_BLOCK_SIZE = 1024
 DEFAULT_TITLE_EDGE_WEIGHT = 10.0
 GRAPH_FORMAT_VERSION = 1
+_SETTINGS = ("synonymy_threshold", "synonymy_top_k", "synonymy_min_chars", "synonymy_block_size", "title_edge_weight")
 
 
 class KnowledgeGraph(GraphEdges, SynonymLists):
     """Entity and passage nodes with fact, passage and synonymy edges (see the module docstring for weights).
 
     Args:
-        synonymy_threshold: minimum cosine similarity of two entity embeddings for a synonymy edge.
-        synonymy_top_k: each entity keeps at most this many synonyms (its nearest neighbours above the threshold).
+        synonymy_threshold, synonymy_top_k: a synonymy edge's least cosine, and most synonyms per entity.
         synonymy_min_chars: entities whose key has fewer letters and digits get no synonymy edge.
         synonymy_block_size: entity rows compared at once when computing similarities (memory bound).
         title_edge_weight: weight of the edge between a passage and its own title entity (1: a plain passage edge).
@@ -110,14 +79,10 @@ class KnowledgeGraph(GraphEdges, SynonymLists):
         version: bumped by every change; the PageRank matrix is rebuilt once per version.
     """
 
-    def __init__(
-        self,
-        synonymy_threshold: float = DEFAULT_SYNONYMY_THRESHOLD,
-        synonymy_top_k: int = DEFAULT_SYNONYMY_TOP_K,
-        synonymy_min_chars: int = DEFAULT_SYNONYMY_MIN_CHARS,
-        synonymy_block_size: int = DEFAULT_SYNONYMY_BLOCK_SIZE,
-        title_edge_weight: float = DEFAULT_TITLE_EDGE_WEIGHT,
-    ) -> None:
+    def __init__(self, synonymy_threshold: float = DEFAULT_SYNONYMY_THRESHOLD,
+                 synonymy_top_k: int = DEFAULT_SYNONYMY_TOP_K, synonymy_min_chars: int = DEFAULT_SYNONYMY_MIN_CHARS,
+                 synonymy_block_size: int = DEFAULT_SYNONYMY_BLOCK_SIZE,
+                 title_edge_weight: float = DEFAULT_TITLE_EDGE_WEIGHT) -> None:
         if not -1.0 <= synonymy_threshold <= 1.0:
             raise ValueError(f"synonymy_threshold must be a cosine similarity in [-1, 1], got {synonymy_threshold}")
         if synonymy_top_k < 0:
@@ -168,28 +133,12 @@ class KnowledgeGraph(GraphEdges, SynonymLists):
         self.version += 1
         self._pagerank = None
 
-    def add_passage(
-        self,
-        passage_id: str,
-        entities: Mapping[str, str],
-        facts: Mapping[str, tuple[str, str, str]],
-        ref_doc_id: str | None = None,
-        title: str = "",
-        title_entities: Iterable[str] = (),
-    ) -> tuple[list[str], list[str]]:
-        """Add a passage node, its entities, facts and edges (synonymy edges come from :meth:`update_synonymy`).
-
-        Args:
-            passage_id: the passage's id (also its node id).
-            entities: ``{entity id: entity key}`` of every entity the passage names.
-            facts: ``{fact id: (subject id, predicate, object id)}``; subjects and objects must be in ``entities``.
-            ref_doc_id: the id of the document the passage comes from (for :meth:`passages_of_document`).
-            title: the passage's title (kept for traces).
-            title_entities: the ids (among ``entities``) of the entities the title names; their passage edges
-                weigh ``title_edge_weight``.
-
-        Returns:
-            The ids of the entities and of the facts that are new to the graph.
+    def add_passage(self, passage_id: str, entities: Mapping[str, str], facts: Mapping[str, tuple[str, str, str]],
+                    ref_doc_id: str | None = None, title: str = "",
+                    title_entities: Iterable[str] = ()) -> tuple[list[str], list[str]]:
+        """Add a passage node, its entities (``{id: key}``), facts (``{id: (subject id, predicate, object id)}``)
+        and edges, the edges to its ``title_entities`` weighing ``title_edge_weight``; the ids of the entities and
+        facts new to the graph. Synonymy edges come from :meth:`update_synonymy`.
 
         Raises:
             ValueError: the passage is already in the graph, its id is an entity's, or a fact names an entity not
@@ -235,22 +184,12 @@ class KnowledgeGraph(GraphEdges, SynonymLists):
             self.fact_support[fact_id] = self.fact_support.get(fact_id, 0) + 1
 
     def remove_passage(self, passage_id: str) -> tuple[list[str], list[str]]:
-        """Remove one passage (:meth:`remove_passages`).
-
-        Raises:
-            KeyError: the passage is not in the graph.
-        """
+        """Remove one passage (:meth:`remove_passages`); a ``KeyError`` when the graph lacks it."""
         return self.remove_passages([passage_id])
 
     def remove_passages(self, passage_ids: Iterable[str]) -> tuple[list[str], list[str]]:
-        """Remove passages, their edges, and the facts and entities no remaining passage supports.
-
-        Synonym lists that lose a neighbour while full are marked stale: pass the entity embeddings to
-        :meth:`update_synonymy` to recompute them (a neighbour beyond the old top-k may now qualify). The other
-        entities' lists are read once for all the removed entities, not once each.
-
-        Returns:
-            The ids of the removed entities and of the removed facts.
+        """Remove passages, their edges, and the facts and entities no remaining passage supports; the ids of the
+        removed entities and facts. Full synonym lists that lose a neighbour are marked stale.
 
         Raises:
             KeyError: a passage is not in the graph (the ones before it are removed).
@@ -314,13 +253,7 @@ class KnowledgeGraph(GraphEdges, SynonymLists):
 
     def config(self) -> dict[str, Any]:
         """The graph's settings, as its constructor takes them."""
-        return {
-            "synonymy_threshold": self.synonymy_threshold,
-            "synonymy_top_k": self.synonymy_top_k,
-            "synonymy_min_chars": self.synonymy_min_chars,
-            "synonymy_block_size": self.synonymy_block_size,
-            "title_edge_weight": self.title_edge_weight,
-        }
+        return {key: getattr(self, key) for key in _SETTINGS}
 
     def tables(self) -> GraphTables:
         """The graph's records as saved (settings, version, entities, facts, passages, synonym lists)."""
@@ -357,9 +290,8 @@ class KnowledgeGraph(GraphEdges, SynonymLists):
     @classmethod
     def from_files(cls, folder: str | Path, data: Mapping[str, Any], arrays: Mapping[str, np.ndarray],
                    digest: str | None = None) -> KnowledgeGraph:
-        """A graph from the files :func:`~.graph_files.open_graph_files` opened in ``folder`` (``data``, its
-        ``tables.json`` with its ``digest``, and the ``arrays`` it names): its records, and its node table and edge
-        store as saved (memory-mapped if they were opened so), checked against the records.
+        """A graph from the files :func:`~.graph_files.open_graph_files` opened in ``folder`` (``tables.json``'s
+        ``data`` and ``digest``, and the ``arrays`` it names), its node and edge tables checked against the records.
 
         Raises:
             ValueError: malformed arrays, or a node or edge table that disagrees with the records.
@@ -402,8 +334,8 @@ class KnowledgeGraph(GraphEdges, SynonymLists):
 
     @classmethod
     def load(cls, folder: str | Path, mmap: bool = True) -> KnowledgeGraph:
-        """Read a graph written by :meth:`save`; with ``mmap`` the edge arrays are memory-mapped read-only (shared
-        by every process that loads the folder; a change writes new arrays in memory, never the files).
+        """Read a graph written by :meth:`save`; with ``mmap`` the edge arrays are memory-mapped read-only (a change
+        writes new arrays in memory, never the files).
 
         Raises:
             ValueError: a missing, malformed or inconsistent file.

@@ -1,10 +1,8 @@
 """The graph index's DSPy programs on disk: the OpenIE extractor's and the fact filter's, beside the graph.
 
-``HippoGraphIndex.persist`` writes them as DSPy's JSON (a compiled program keeps its instructions and demos):
-the extractor's program, and the fact filter program the index's retrievers start from
-(``index.fact_filter_program``; none saved when it is unset). Reopening the index loads them back, so the
-reopened index extracts (later inserts) and recognises facts (its retrievers) exactly as the saved one did. A
-custom extractor without a DSPy program saves none.
+``HippoGraphIndex.persist`` writes them as DSPy's JSON (instructions and demos): the extractor's program, and the
+fact filter program its retrievers start from (``index.fact_filter_program``; none when unset). Reopening loads
+them back, so the index extracts and filters facts as the saved one did.
 """
 
 from __future__ import annotations

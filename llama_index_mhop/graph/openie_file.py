@@ -10,7 +10,8 @@ A user who paid an LLM for that extraction can bring it across: :class:`StoredOp
 extraction of every passage whose text matches (HippoRAG 2 stores a passage as ``"title\\ntext"``; the bare text
 matches too) and hands the rest to a fallback extractor, counting both. Pass it as
 ``HippoGraphIndex.from_documents(..., extractor=StoredOpenIE(path))``. The file is untrusted: it is validated
-record by record, and an error names the file and the record.
+record by record, and an error names the file and the record. :func:`export_openie` writes an index's extractions
+in that format, by their keys (as the graph keeps them): an index built from the file has the same graph.
 """
 
 from __future__ import annotations
@@ -24,13 +25,15 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from llama_index.core.schema import MetadataMode
+
+from ..stores.chroma_batches import CHROMA_BATCH
 from .extraction import Extraction, Extractor, OpenIEExtractor
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["OpenIEFileError", "StoredOpenIE",
-    "report_stored_openie",
-    "with_stored_openie", "passage_key", "read_openie", "write_openie"]
+__all__ = ["OpenIEFileError", "StoredOpenIE", "export_openie", "passage_key", "read_openie", "report_stored_openie",
+           "with_stored_openie", "write_openie"]
 
 
 class OpenIEFileError(ValueError):
@@ -89,11 +92,8 @@ def read_openie(path: str | os.PathLike[str]) -> dict[str, Extraction]:
 
 
 def write_openie(path: str | os.PathLike[str], extractions: Iterable[tuple[str, Extraction]]) -> Path:
-    """Write (passage, extraction) pairs as a HippoRAG OpenIE results file; the path written.
-
-    The passage ids are HippoRAG's (``"chunk-"`` and the MD5 of the passage), and the entity averages are
-    computed as HippoRAG computes them, so HippoRAG can read the file back.
-    """
+    """Write (passage, extraction) pairs as a HippoRAG OpenIE results file, with HippoRAG's passage ids and entity
+    averages (HippoRAG reads it back); the path written."""
     docs = [
         {
             "idx": "chunk-" + hashlib.md5(passage.encode("utf-8")).hexdigest(),  # noqa: S324 - HippoRAG's id
@@ -120,14 +120,9 @@ def write_openie(path: str | os.PathLike[str], extractions: Iterable[tuple[str, 
 class StoredOpenIE:
     """An :class:`~llama_index_mhop.graph.extraction.Extractor` serving stored HippoRAG OpenIE results.
 
-    Args:
-        path: a HippoRAG ``openie_results_ner_<model>.json`` file (read and validated now).
-        fallback: the extractor for passages the file does not hold; default :class:`OpenIEExtractor` (the
-            configured LM, else the LLM-free rules).
-
-    Attributes:
-        from_file: passages served from the file. extracted: passages handed to the fallback.
-        served: every (passage text, extraction) served, in order, for :func:`write_openie`.
+    ``path``: a HippoRAG ``openie_results_ner_<model>.json`` file (read and validated now); ``fallback``: the
+    extractor of passages it does not hold (default :class:`OpenIEExtractor`). :attr:`from_file` and
+    :attr:`extracted` count the passages each served; :attr:`served` lists every (passage, extraction) in order.
     """
 
     def __init__(self, path: str | os.PathLike[str], fallback: Extractor | None = None) -> None:
@@ -180,3 +175,22 @@ def report_stored_openie(extractor: Extractor) -> None:
     if isinstance(extractor, StoredOpenIE):
         logger.info("OpenIE: %d passages from %s, %d extracted", extractor.from_file, extractor.path,
                     extractor.extracted)
+
+
+def export_openie(index: Any, path: str | os.PathLike[str]) -> Path:
+    """Write a ``HippoGraphIndex``'s extractions (each passage as ``"title\\ntext"``, in graph order) as ``path``
+    in HippoRAG's OpenIE results format; the path. :class:`StoredOpenIE` reads it back."""
+    state, graph = index.retrieval_state(), index.graph
+    names, extractions = graph.entity_names, []
+    for start in range(0, len(state.passage_ids), CHROMA_BATCH):
+        rows = range(start, min(start + CHROMA_BATCH, len(state.passage_ids)))
+        for row, node in state.passage_nodes(rows).items():
+            record = graph.passages.get(state.passage_ids[row])
+            if record is None:
+                continue
+            triples = tuple((names[s], p, names[o]) for s, p, o in (graph.facts[f] for f in record.facts))
+            title = node.metadata.get("title") or ""
+            text = node.get_content(metadata_mode=MetadataMode.NONE)
+            extractions.append((f"{title}\n{text}" if title else text,
+                                Extraction(entities=tuple(names[e] for e in record.entities), triples=triples)))
+    return write_openie(path, extractions)

@@ -32,8 +32,8 @@ from llama_index.core.storage.docstore.types import DEFAULT_PERSIST_FNAME as DOC
 from llama_index.core.storage.index_store import SimpleIndexStore
 from llama_index.core.storage.index_store.types import DEFAULT_PERSIST_FNAME as INDEX_STORE_FNAME
 
-from ..stores.embed_dtype import check_embed_dtype
 from ..stores.corpus import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
+from ..stores.embed_dtype import check_embed_dtype
 from .checkpoint import CHECKPOINT_FILE
 from .graph_files import open_graph_files
 from .graph_stores import (
@@ -67,7 +67,7 @@ from .layout import (
 )
 from .state_files import STATE_FOLDER
 from .sync import DOCSTORE_FILE, docstore_from_dict, load_docstore
-from .synonymy import DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES
+from .synonym_lists import DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES
 from .walk.basis_files import BASIS_FOLDER
 
 __all__ = [

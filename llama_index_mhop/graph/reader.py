@@ -11,7 +11,7 @@ When the current save has no snapshot yet, the reader opens the index once to fi
 the first worker that needs it), then opens the snapshot like any other worker. The reader never writes the graph
 or Chroma: inserts, deletes and a removal a killed writer left go through the one writer process's index. The
 passages it reads in place from a vector index are read as that index's searches read them
-(:func:`~llama_index_mhop.stores.guarded_store.read_guarded`): on an embedded store another process changed, a query or
+(:func:`~llama_index_mhop.stores.search.read_guarded`): on an embedded store another process changed, a query or
 ``refresh`` raises ``StaleStoreError``.
 """
 
@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.schema import NodeWithScore
 
-from .engines import GraphEngines
 from .graph_files import saved_tables_digest
+from .index import GraphEngines
 from .layout import GRAPH_DIR, GRAPH_FILE, LEGACY_GRAPH_FILE
 from .lm_programs import load_lm_programs
 from .persistence import read_saved_config

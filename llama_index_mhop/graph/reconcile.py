@@ -1,14 +1,10 @@
 """How far a graph index has drifted from the passages it stands on.
 
-A graph index derives everything (entities, facts, edges) from its passages, and its passages live in Chroma: in
-its own collection, or read in place from a vector index's collection (the source). Whatever changed the source
-(the package's sync, LlamaIndex's ``refresh_ref_docs``/``delete_ref_doc``/``insert``, an ``IngestionPipeline``,
-another process, a sync killed half-way), the collections are the truth and the graph follows them. Passage ids
-name their content, so comparing ids is enough: a passage whose id is in neither collection is gone (deleted, or
-an old version of an edited document), and a source passage whose id the graph lacks is new.
-
-Reconciling (``HippoGraphIndex.reconcile``) removes the gone passages and extracts the new ones, so it converges
-whatever an earlier run did or did not finish, and running it again changes nothing.
+A graph index derives everything from its passages, which live in Chroma: its own collection, or a vector index's
+read in place (the source). Whatever changed the source (LlamaIndex's verbs, an ``IngestionPipeline``, another
+process, a sync killed half-way), the collections are the truth. Passage ids name their content, so comparing ids
+is enough: a passage in neither collection is gone, and a source passage the graph lacks is new. Reconciling
+(``HippoGraphIndex.reconcile``) removes the one and extracts the other, so running it again changes nothing.
 """
 
 from __future__ import annotations
@@ -19,7 +15,7 @@ from typing import Any
 
 from ..stores.chroma_batches import all_ids, existing_ids
 
-__all__ = ["Drift", "collection_ids", "find_drift"]
+__all__ = ["Drift", "find_drift"]
 
 
 @dataclass(frozen=True)
@@ -36,21 +32,11 @@ class Drift:
         return {"gone": len(self.gone), "new": len(self.new)}
 
 
-def collection_ids(collection: Any) -> set[str]:
-    """Every record id of a Chroma collection (:func:`~..chroma_batches.all_ids`)."""
-    return set(all_ids(collection))
-
-
 def find_drift(graph_passages: Iterable[str], own: Any, source: Any = None) -> Drift:
-    """Compare the graph's passage ids with its own passage collection and, if it reads one in place, the source.
-
-    Args:
-        graph_passages: the passage ids the graph holds.
-        own: the graph index's own passage collection.
-        source: the vector index collection it reads in place, or None.
-    """
+    """Compare the graph's passage ids with its ``own`` passage collection and the ``source`` it reads in place
+    (None: none)."""
     held = set(graph_passages)
-    source_ids = collection_ids(source) if source is not None else set()
+    source_ids = set(all_ids(source)) if source is not None else set()
     outside_source = [p for p in held if p not in source_ids]
     present = existing_ids(own, outside_source)
     gone = sorted(p for p in outside_source if p not in present)

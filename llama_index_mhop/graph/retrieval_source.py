@@ -19,20 +19,14 @@ __all__ = ["RetrievalSource"]
 
 
 class RetrievalSource(Protocol):
-    """A graph a query searches.
-
-    Attributes:
-        name: the index's name, for messages.
-        fact_filter_program: the compiled fact filter program its retrievers' filters start from (None: none).
-    """
+    """A graph a query searches: its ``name`` (for messages), the ``embed_model`` of its vectors and queries, and
+    the ``fact_filter_program`` its retrievers' filters start from (None: none)."""
 
     name: str
     fact_filter_program: Any
 
     @property
-    def embed_model(self) -> BaseEmbedding:
-        """The embedder of queries, the one the index's vectors come from."""
-        ...
+    def embed_model(self) -> BaseEmbedding: ...
 
     def retrieval_state(self, damping: float) -> RetrievalState:
         """The current graph version's query state (its arrays and its walk), for a walk with ``damping``."""

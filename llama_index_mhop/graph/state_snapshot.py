@@ -46,8 +46,8 @@ from .state_files import (
     left_by_dead_process,
     write_folder,
 )
-from .walk.walk import VectorSum
 from .walk.exact import WalkMatrices
+from .walk.walk import VectorSum
 
 __all__ = ["SNAPSHOT_FORMAT", "Snapshot", "open_snapshot", "snapshot_folder", "write_snapshot"]
 

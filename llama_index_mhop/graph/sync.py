@@ -1,16 +1,14 @@
 """One sync rule for a graph index: a document is known by its doc id and its content hash.
 
-Indexing a set of documents adds the new ones, replaces the changed ones (their old passages, and the facts and
-entities only those supported, leave the graph and Chroma) and leaves unchanged ones untouched: nothing is
-extracted or embedded again. The hashes live where LlamaIndex keeps them, in a document store: the index's own
-(``HippoGraphIndex.document_hashes``, ``get_document_hash``/``set_document_hashes``), saved with the graph.
+Indexing documents adds the new ones, replaces the changed ones (their old passages, and the facts and entities
+only those supported, leave the graph and Chroma) and leaves unchanged ones untouched. The hashes live in the
+index's own document store (``HippoGraphIndex.document_hashes``), saved with the graph.
 
 Crash safety: new passages go in first (checkpointed per batch, :mod:`.checkpoint`); the passages to drop leave
 the graph in memory; then the ids to delete from Chroma are written to ``hippo_removal.json``, the graph and the
-docstore are saved, the Chroma rows are deleted and the removal file goes. A sync killed anywhere therefore
-leaves either the old graph (the next sync redoes the work, reusing what the checkpoint and Chroma hold) or the
-new graph with a removal file, which :func:`finish_removal` completes at the index's next change (under the
-writer lock: an index opened only to be read never deletes).
+docstore are saved, the Chroma rows are deleted and the removal file goes. A sync killed anywhere leaves either
+the old graph (the next sync redoes the work) or the new graph with a removal file, which :func:`finish_removal`
+completes at the index's next change (under the writer lock: an index opened only to be read never deletes).
 """
 
 from __future__ import annotations
@@ -29,39 +27,21 @@ from ..stores.corpus import load_documents
 from .graph_stores import GraphStores
 from .json_files import check_field, check_value, read_json_object, write_json
 from .knowledge_graph import KnowledgeGraph
-from .synonymy import SynonymyRefresher
+from .synonym_lists import SynonymyRefresher
 
-__all__ = [
-    "DOCSTORE_FILE",
-    "REMOVAL_FILE",
-    "Removal",
-    "SyncPlan",
-    "detach_passages",
-    "docstore_from_dict",
-    "finish_removal",
-    "known_doc_ids",
-    "load_docstore",
-    "passages_by_document",
-    "plan_sync",
-    "as_documents",
-    "commit_removal",
-    "corpus_of",
-]
+__all__ = ["DOCSTORE_FILE", "REMOVAL_FILE", "RefreshPlan", "Removal", "as_documents", "commit_removal", "corpus_of",
+           "detach_passages", "docstore_from_dict", "finish_removal", "known_doc_ids", "load_docstore",
+           "passages_by_document", "plan_refresh"]
 
 DOCSTORE_FILE = "hippo_docstore.json"
 REMOVAL_FILE = "hippo_removal.json"
 
 
 @dataclass
-class SyncPlan:
-    """What indexing a set of documents changes.
-
-    Attributes:
-        refreshed: per document, whether it was new or changed (LlamaIndex's ``refresh_ref_docs`` result).
-        nodes: the passages of new and changed documents (those already in the graph are skipped when added).
-        stale: passages of changed documents that their new version no longer has.
-        hashes: the document hashes to record once the change is done.
-    """
+class RefreshPlan:
+    """What refreshing the graph with a set of documents changes: per document whether it was new or changed
+    (``refresh_ref_docs``'s result), the passages of those (``nodes``), the passages their new versions no longer
+    have (``stale``), and the document ``hashes`` to record once done."""
 
     refreshed: list[bool] = field(default_factory=list)
     nodes: list[TextNode] = field(default_factory=list)
@@ -73,14 +53,14 @@ class SyncPlan:
         return bool(self.nodes or self.stale or self.hashes)
 
 
-def plan_sync(documents: Sequence[Document], docstore: SimpleDocumentStore, graph: KnowledgeGraph,
-              chunk: Callable[[Sequence[Document]], list[TextNode]]) -> SyncPlan:
+def plan_refresh(documents: Sequence[Document], docstore: SimpleDocumentStore, graph: KnowledgeGraph,
+                 chunk: Callable[[Sequence[Document]], list[TextNode]]) -> RefreshPlan:
     """Sort documents into new, changed and unchanged by doc id and hash (a repeated id counts once, first).
 
     A document without a recorded hash whose passages are exactly those the graph holds for its id (an index
     built before hashes were kept) counts as unchanged, and its hash is recorded. A recorded hash counts only
-    while the graph holds passages of the document: the graph is the truth, and a hash left behind by a change
-    killed half-way (or a document the graph reconciled away) must not hide the document.
+    while the graph holds passages of the document: a hash left by a change killed half-way (or a document the
+    graph reconciled away) must not hide the document.
     """
     first: dict[str, int] = {}
     for position, doc in enumerate(documents):
@@ -93,7 +73,7 @@ def plan_sync(documents: Sequence[Document], docstore: SimpleDocumentStore, grap
     new_passages: dict[str, list[TextNode]] = {}
     for node in chunk(candidates):  # one call: passages shared by two documents are kept once
         new_passages.setdefault(node.ref_doc_id or "", []).append(node)
-    plan = SyncPlan(refreshed=[False] * len(documents))
+    plan = RefreshPlan(refreshed=[False] * len(documents))
     for position, doc in enumerate(documents):
         if first[doc.id_] != position or recorded[doc.id_] == doc.hash:
             continue
@@ -219,6 +199,4 @@ def docstore_from_dict(data: dict, where: str) -> SimpleDocumentStore:
 
 def known_doc_ids(docstore: SimpleDocumentStore, graph: KnowledgeGraph) -> set[str]:
     """Every doc id the index knows: those with a recorded hash and those the graph's passages name."""
-    ids: set[str] = set(docstore.get_all_document_hashes().values())
-    ids.update(r.ref_doc_id for r in graph.passages.values() if r.ref_doc_id)
-    return ids
+    return set(docstore.get_all_document_hashes().values()) | set(passages_by_document(graph))

@@ -1,8 +1,11 @@
-"""Synonym lists of entities: who may have synonyms, exact blocked cosine neighbours, and the top-k lists.
+"""Synonym lists of entities: who may have synonyms, exact blocked cosine neighbours, the top-k lists, and
+keeping them up to date with the entity collection.
 
 :class:`SynonymLists` keeps each entity's top-k synonyms (the knowledge graph mixes it in); the graph turns list
 changes into synonymy edges through ``_set_synonymy_edges``. A pair's edge weight is the larger similarity either
-entity's list holds for the other.
+entity's list holds for the other. :class:`SynonymyRefresher` computes the lists of new and stale entities: up to
+``exact_max_entities`` entities exactly (all pairs), beyond from Chroma's HNSW index of the entity collection.
+Entity vectors are cached between refreshes so that an insert does not read every entity back from Chroma.
 """
 
 from __future__ import annotations
@@ -10,13 +13,23 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import islice
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
+from ..stores.chroma_batches import get_records
 from .graph_arrays import SynonymList
 
-__all__ = ["SynonymLists", "exact_neighbours", "may_have_synonyms"]
+if TYPE_CHECKING:
+    from .graph_stores import GraphStores
+    from .knowledge_graph import KnowledgeGraph
+
+__all__ = ["DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES", "SynonymLists", "SynonymyRefresher", "exact_neighbours",
+           "may_have_synonyms"]
+
+#: Up to this many entities synonymy is computed exactly (all pairs); beyond, from Chroma's HNSW index.
+DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES = 20_000
+_FIRST_NEIGHBOURS = 16
 
 _Item = TypeVar("_Item")
 
@@ -41,27 +54,11 @@ def may_have_synonyms(key: str, min_chars: int) -> bool:
     return len(re.sub(r"[^a-z0-9]", "", key)) >= min_chars and bool(re.search(r"[a-z]", key))
 
 
-def exact_neighbours(
-    ids: Sequence[str],
-    vectors: np.ndarray,
-    eligible: np.ndarray,
-    rows: Sequence[int],
-    threshold: float,
-    block_size: int,
-) -> Iterator[tuple[str, list[tuple[str, float]]]]:
-    """For each row in ``rows``, the eligible entities whose cosine similarity is at least ``threshold``.
-
-    Args:
-        ids: entity ids in the row order of ``vectors``.
-        vectors: unit-normalised float32 embeddings, one row per id.
-        eligible: one bool per id: whether it may be a neighbour.
-        rows: the row indices to search from, in the order they are yielded.
-        threshold: minimum cosine similarity.
-        block_size: rows compared at once (capped so that one block holds about 64M similarities).
-
-    Yields:
-        ``(id, [(neighbour id, similarity), ...])`` per searched row (the row itself included when eligible).
-    """
+def exact_neighbours(ids: Sequence[str], vectors: np.ndarray, eligible: np.ndarray, rows: Sequence[int],
+                     threshold: float, block_size: int) -> Iterator[tuple[str, list[tuple[str, float]]]]:
+    """``(id, [(neighbour id, similarity), ...])`` for each row in ``rows`` (in order): the ``eligible`` entities
+    whose cosine with it is at least ``threshold`` (itself included when eligible). ``vectors`` are unit-normalised
+    rows of ``ids``; ``block_size`` rows are compared at once (capped at about 64M similarities)."""
     block_rows = max(1, min(block_size, _MAX_SIMILARITIES // max(1, len(ids))))
     for start in range(0, len(rows), block_rows):
         block = list(rows[start : start + block_rows])
@@ -130,22 +127,13 @@ class SynonymLists:
     def _eligible(self, entity_id: str) -> bool:
         return may_have_synonyms(self.entity_names.get(entity_id, ""), self.synonymy_min_chars)
 
-    def update_synonymy(
-        self, entity_ids: Sequence[str], vectors: np.ndarray, changed: Iterable[str] | None = None
-    ) -> int:
-        """Compute the synonym lists of new and stale entities (:attr:`stale_synonyms`) and of ``changed`` ones,
-        exactly (blocked dot products), and merge them into the other entities' lists.
+    def update_synonymy(self, entity_ids: Sequence[str], vectors: np.ndarray,
+                        changed: Iterable[str] | None = None) -> int:
+        """Compute the synonym lists of new and stale entities (:attr:`stale_synonyms`) and of ``changed`` ones
+        (all of them for a full rebuild) exactly, and merge them into the others' lists; the synonymy edge count.
 
-        The top-k of an unchanged entity over the old entities plus the changed ones is the top-k of its old list
-        plus the changed candidates, so only the changed rows of the similarity matrix are computed, in blocks.
-
-        Args:
-            entity_ids: every entity of the graph, in the row order of ``vectors``.
-            vectors: one embedding per entity (normalised here).
-            changed: more entities whose synonyms to recompute (all of them for a full rebuild).
-
-        Returns:
-            The number of synonymy edges in the graph afterwards.
+        ``vectors`` are every entity's embedding, in the order of ``entity_ids``. An unchanged entity's new top-k is
+        the top-k of its old list plus the changed candidates, so only the changed rows are computed, in blocks.
 
         Raises:
             ValueError: ``entity_ids`` is not exactly the graph's entities, or ``vectors`` has the wrong shape.
@@ -170,19 +158,14 @@ class SynonymLists:
         found = exact_neighbours(ids, matrix, eligible, rows, self.synonymy_threshold, self.synonymy_block_size)
         return self._apply_synonyms(queries, found)
 
-    def update_synonymy_by_search(
-        self,
-        search: Callable[[list[str]], list[list[tuple[str, float]]]],
-        changed: Iterable[str] | None = None,
-        batch_size: int = 1024,
-    ) -> int:
+    def update_synonymy_by_search(self, search: Callable[[list[str]], list[list[tuple[str, float]]]],
+                                  changed: Iterable[str] | None = None, batch_size: int = 1024) -> int:
         """Like :meth:`update_synonymy`, with the neighbours found by ``search`` (e.g. an HNSW vector index).
 
-        For large graphs: the all-pairs similarity of :meth:`update_synonymy` grows with the square of the number
-        of entities. ``search(ids)`` returns, for each entity id, its nearest entities as ``(id, cosine)``; it
-        must return at least every neighbour above the threshold among the ``synonymy_top_k`` nearest. A pair is
-        found from the new entity's side only, so an old entity can miss a new synonym that is not among the
-        new entity's own top-k (possible only when more than ``synonymy_top_k`` entities are that similar).
+        For large graphs (all pairs grows with the square of the entities). ``search(ids)`` gives each entity's
+        nearest entities as ``(id, cosine)``, at least those above the threshold among the ``synonymy_top_k``. A pair
+        is found from the new entity's side only (an old entity can miss a new synonym only when more than
+        ``synonymy_top_k`` entities are that similar).
         """
         queries = self._pending(changed)
         ordered = sorted(e for e in queries if self._eligible(e))
@@ -202,9 +185,7 @@ class SynonymLists:
         self._stale_synonyms.clear()
         return queries
 
-    def _apply_synonyms(
-        self, queries: set[str], rows: Iterable[tuple[str, list[tuple[str, float]]]]
-    ) -> int:
+    def _apply_synonyms(self, queries: set[str], rows: Iterable[tuple[str, list[tuple[str, float]]]]) -> int:
         """Replace the lists of ``queries`` by their candidates (top-k) and merge them into the others' lists.
 
         Applied :data:`_APPLY_BATCH` rows at a time, each batch's edges moved before the next: what an update
@@ -265,10 +246,85 @@ class SynonymLists:
         old = {(a, b): self._synonymy(a, b, before_list) for a, b in pairs}
         self._set_synonymy_edges(old, {(a, b): self._synonymy(a, b) for a, b in pairs})
 
-    def _synonymy(
-        self, a: str, b: str, lists: Callable[[str], SynonymList] | None = None
-    ) -> float:
+    def _synonymy(self, a: str, b: str, lists: Callable[[str], SynonymList] | None = None) -> float:
         """The synonymy weight of a pair: the larger similarity either entity's list holds for the other."""
         lists = lists or (lambda e: self.synonyms.get(e, _NO_SYNONYMS))
         found = [s for e, s in lists(a) if e == b] + [s for e, s in lists(b) if e == a]
         return max(found) if found else 0.0
+
+
+class SynonymyRefresher:
+    """Keeps a graph's synonymy edges up to date with its entity collection (``stores``, whose entity vectors
+    it reads, or embeds again when lost), exactly up to ``exact_max_entities`` entities."""
+
+    def __init__(self, stores: GraphStores, exact_max_entities: int = DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES) -> None:
+        self.stores = stores
+        self.exact_max_entities = exact_max_entities
+        self._vectors: dict[str, np.ndarray] = {}
+
+    def remember(self, vectors: Mapping[str, np.ndarray]) -> None:
+        """Cache entity vectors just stored, so the next refresh need not read them back."""
+        self._vectors.update(vectors)
+
+    def forget(self, entity_ids: Sequence[str]) -> None:
+        """Drop the cached vectors of removed entities."""
+        for entity_id in entity_ids:
+            self._vectors.pop(entity_id, None)
+
+    def refresh(self, graph: KnowledgeGraph) -> bool:
+        """Synonymy edges for the graph's new and stale entities; False when there was nothing to do."""
+        if not graph.stale_synonyms:
+            return False
+        if graph.num_entities <= self.exact_max_entities:
+            ids, matrix = self._entity_matrix(graph)
+            graph.update_synonymy(ids, matrix)
+        else:
+            graph.update_synonymy_by_search(lambda ids: self._nearest_entities(graph, ids))
+            self._vectors.clear()  # only the new entities' vectors were needed: do not hold them all
+        return True
+
+    def _load(self, graph: KnowledgeGraph, ids: Sequence[str]) -> None:
+        """Cache the vectors of ``ids``: from Chroma, or embedded again when Chroma lost them."""
+        missing = [e for e in ids if e not in self._vectors]
+        if not missing:
+            return
+        for entity_id, row in get_records(self.stores.entities, missing, ["embeddings"]).items():
+            self._vectors[entity_id] = np.asarray(row["embeddings"], dtype=np.float32)
+        lost = [e for e in missing if e not in self._vectors]
+        if lost:
+            vectors = self.stores.embed([graph.entity_names[e] for e in lost], short=True)
+            self._vectors.update(zip(lost, vectors, strict=True))
+
+    def _entity_matrix(self, graph: KnowledgeGraph) -> tuple[list[str], np.ndarray]:
+        ids = sorted(graph.entity_names)
+        self._load(graph, ids)
+        for gone in set(self._vectors) - set(graph.entity_names):
+            del self._vectors[gone]
+        if not ids:
+            return ids, np.zeros((0, 1), dtype=np.float32)
+        return ids, np.vstack([self._vectors[e] for e in ids])
+
+    def _nearest_entities(self, graph: KnowledgeGraph, ids: list[str]) -> list[list[tuple[str, float]]]:
+        """Each entity's nearest entities as (id, cosine), from Chroma's HNSW index of the entity collection.
+
+        A first query asks for 16 neighbours; an entity whose 16th is still above the threshold is asked again for
+        ``synonymy_top_k`` + 1 (itself included), so most entities cost one small query.
+        """
+        collection = self.stores.entities
+        wanted = min(graph.synonymy_top_k + 1, collection.count())
+        first = min(_FIRST_NEIGHBOURS, wanted)
+        self._load(graph, ids)
+        vectors = np.vstack([self._vectors[e] for e in ids])
+        threshold = graph.synonymy_threshold
+
+        def query(rows: np.ndarray, n: int) -> list[list[tuple[str, float]]]:
+            found = collection.query(query_embeddings=rows, n_results=n, include=["distances"])
+            return [[(e, 1.0 - float(d)) for e, d in zip(i, dist, strict=True)]
+                    for i, dist in zip(found["ids"], found["distances"], strict=True)]
+
+        results = query(vectors, first) if first else [[] for _ in ids]
+        again = [i for i, r in enumerate(results) if first < wanted and len(r) == first and r[-1][1] >= threshold]
+        if again:
+            for i, r in zip(again, query(vectors[again], wanted), strict=True):
+                results[i] = r
+        return results

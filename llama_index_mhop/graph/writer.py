@@ -1,10 +1,9 @@
 """The writing side of a graph index: every change it makes, each one unit, in the order that keeps it crash-safe.
 
-A change holds the store's writer lock across processes (a persisted index, :mod:`llama_index_mhop.stores.store_lock`)
-and the state's lock in this process (:class:`~.state.VersionedState`), so queries meanwhile answer from the
-graph as the last finished change left it. Inside it, documents follow the sync rule (:mod:`.sync`), passages go
-through the batched pipeline (:mod:`.indexing`), synonymy edges are brought up to date (:mod:`.synonymy`), and
-the change ends as :mod:`.sync` orders it: the removal file, the saved graph and docstore, then the Chroma deletes.
+A change holds the store's writer lock across processes (a persisted index) and the state's lock in this process
+(:class:`~.state.VersionedState`), so queries meanwhile answer from the last finished change. Inside it, documents
+follow the sync rule (:mod:`.sync`), passages go through the batched pipeline (:mod:`.indexing`), synonymy edges
+are brought up to date (:mod:`.synonym_lists`), and the change ends as :mod:`.sync` orders it.
 """
 
 from __future__ import annotations
@@ -21,8 +20,8 @@ from llama_index.core.schema import TextNode
 from llama_index.core.storage.docstore import SimpleDocumentStore
 from llama_index.core.storage.docstore.types import BaseDocumentStore
 
-from ..stores.passage_rows import passage_nodes
 from ..stores.consistency import DEFAULT_LOCK_TIMEOUT, StoreLockedError, store_lock
+from ..stores.passage_rows import passage_nodes
 from ..stores.sync import resolve_doc_id
 from .checkpoint import CHECKPOINT_FILE
 from .extraction import Extractor
@@ -35,8 +34,8 @@ from .openie_file import report_stored_openie, with_stored_openie
 from .reconcile import Drift, find_drift
 from .state import VersionedState
 from .state_files import STATE_FOLDER
-from .sync import Removal, commit_removal, detach_passages, finish_removal, known_doc_ids, plan_sync
-from .synonymy import SynonymyRefresher
+from .sync import Removal, commit_removal, detach_passages, finish_removal, known_doc_ids, plan_refresh
+from .synonym_lists import SynonymyRefresher
 from .walk.basis_files import BASIS_FOLDER
 
 __all__ = ["IndexWriter"]
@@ -49,16 +48,13 @@ class IndexWriter:
     collections, and taking out passages a query found gone.
 
     Args:
-        graph: the index's knowledge graph.
-        stores: its Chroma collections.
-        config: its settings (chunking, batch size, workers, progress bars, the exact synonymy limit).
+        graph, stores, config: the index's knowledge graph, Chroma collections and settings.
         document_hashes: the hashes of the documents the graph holds, by doc id (saved with the graph).
-        persist_dir: where the index is saved (None: kept in memory).
-        save: saves the index into :attr:`persist_dir` (called at the end of a change that needs it).
+        persist_dir: where the index is saved, by ``save`` at the end of a change that needs it (None: in memory).
 
     Attributes:
         versions: the graph versions queries read, and the lock every change holds.
-        persist_dir: where the index is saved; a change saves it there.
+        behind: a query found passages gone from the collections: the next query reconciles first.
     """
 
     def __init__(self, graph: KnowledgeGraph, stores: GraphStores, config: HippoGraphIndexConfig,
@@ -75,17 +71,15 @@ class IndexWriter:
                                        drop_gone=self.drop_gone, walk=config.walk_settings())
         self._save = save
         self._warned_drift = False
-        #: A query found passages gone from the collections: the next query reconciles first (:meth:`catch_up`).
         self.behind = False
         self._dropped = Removal()  # what queries took out of the graph in memory, until the next change saves it
 
     def basis_folder(self) -> Path | None:
-        """Where the walk's solved dense share is kept: beside a persisted index (see :mod:`.walk.basis_files`)."""
+        """Where the walk's solved dense share is kept (:mod:`.walk.basis_files`): beside a persisted index."""
         return None if self.persist_dir is None else self.persist_dir / BASIS_FOLDER
 
     def state_folder(self) -> Path | None:
-        """Where the query state's passage and fact matrices and passage texts are shared: beside a persisted
-        index (see :mod:`.state_files`)."""
+        """Where the query state's matrices and passage texts are shared (:mod:`.state_files`): beside it."""
         return None if self.persist_dir is None else self.persist_dir / STATE_FOLDER
 
     @contextmanager
@@ -107,18 +101,13 @@ class IndexWriter:
              show_progress: bool | None, on_batch_end: BatchHook | None,
              openie_results: str | os.PathLike[str] | None = None,
              corpus: str | os.PathLike[str] | None = None) -> tuple[list[bool], list[str]]:
-        """Apply the sync rule to documents (and add passage nodes that come without one) as one change.
-
-        Passages are chunked as the passage index chunks them (``passage_rows.passage_nodes``, ``corpus`` the
-        folder or file they were read from), so the same passage is the same node, metadata included, in both.
-
-        Returns:
-            Per document whether it was new or changed, and the ids of the passages added.
-        """
+        """Apply the sync rule to documents (and add passage nodes that come without one) as one change; per
+        document whether it was new or changed, and the ids of the passages added. Passages are chunked as the
+        passage index chunks them (``corpus``: the folder or file they were read from), so they are the same nodes."""
         show = self.config.show_progress if show_progress is None else show_progress
         config = self.config
         with self.change():
-            plan = plan_sync(docs, self.document_hashes, self.graph,
+            plan = plan_refresh(docs, self.document_hashes, self.graph,
                              lambda d: passage_nodes(d, corpus, config.chunk_size, config.chunk_overlap))
             extractor = with_stored_openie(extractor, openie_results)
             added = self._indexer(extractor).run([*nodes, *plan.nodes], config.insert_batch_size, show, on_batch_end)
@@ -140,11 +129,7 @@ class IndexWriter:
             self.sync(extractor, docs, nodes, None, on_batch_end, corpus=corpus)
 
     def reconcile(self, extractor: Extractor, show_progress: bool | None, on_batch_end: BatchHook | None) -> Drift:
-        """Bring the graph in step with the passages it stands on (``HippoGraphIndex.reconcile``).
-
-        Returns:
-            The passages gone and the passages new.
-        """
+        """Bring the graph in step with the passages it stands on (``HippoGraphIndex.reconcile``)."""
         show = self.config.show_progress if show_progress is None else show_progress
         with self.change():
             drift = self._drift()
@@ -152,13 +137,9 @@ class IndexWriter:
         return drift
 
     def catch_up(self, extractor: Extractor) -> bool:
-        """Reconcile after a query found passages gone (:attr:`behind`), before it answers: only when at most
-        ``auto_reconcile_max_passages`` passages are new, never waiting for another writer, and never failing the
-        query (a read-only store, a writer at work: the query leaves the gone passages out, as before).
-
-        Returns:
-            Whether the graph was reconciled.
-        """
+        """Reconcile after a query found passages gone (:attr:`behind`), before it answers, when at most
+        ``auto_reconcile_max_passages`` passages are new; never waiting for another writer nor failing the query
+        (a read-only store, a writer at work: it leaves the gone passages out). Whether it reconciled."""
         from chromadb.errors import ChromaError
 
         self.behind = False
@@ -200,11 +181,7 @@ class IndexWriter:
         self._commit(detach_passages(self.graph, self.synonymy, gone), bool(drift))
 
     def delete(self, doc_id: str, docstore: BaseDocumentStore | None) -> list[str]:
-        """Remove a passage (by node id) or every passage of a document (by doc id, or a file name naming one), and
-        the document's hash; with ``docstore``, its entries leave that docstore too (saved with the change).
-
-        Returns:
-            The ids of the passages removed.
+        """``HippoGraphIndex.delete``; with ``docstore``, the document's entries leave it too. The ids removed.
 
         Raises:
             UnknownDocumentError: no passage or document has this id.
