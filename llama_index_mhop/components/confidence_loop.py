@@ -25,6 +25,7 @@ from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
 
+from ..adapters.llama_index import retriever_verbose
 from .flow import StepRunner
 from ..lm.steps import FallbackCounter
 from ..stores.query_batch import BatchSearcher
@@ -133,7 +134,8 @@ class ConfidenceLoopRetriever(ProgramRetriever):
 
     def _build_program(self) -> ConfidenceLoopModule:
         runner = StepRunner(self.lm, self.fallback_counts, self.config.lm_timeout)
-        return ConfidenceLoopModule(self.config, self._searcher.search, self._searcher.asearch, runner, self._verbose)
+        return ConfidenceLoopModule(self.config, self._searcher.search, self._searcher.asearch, runner,
+                                    retriever_verbose(self))
 
     def _step_predictors(self) -> dict[str, Any]:
         program = self.program

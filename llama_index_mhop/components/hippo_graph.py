@@ -49,6 +49,7 @@ import numpy as np
 from llama_index.core.prompts.mixin import PromptMixin
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 
+from ..adapters.llama_index import retriever_verbose
 from ..stores.dimension_check import EmbeddingDimensionError, embedder_name
 from ..rules.first_page import first_page
 from ..graph.extraction import entity_key
@@ -263,7 +264,7 @@ class HippoGraphRetriever(ProgramRetriever):
             for r in results
         ]
         trace["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 3)
-        if self._verbose:
+        if retriever_verbose(self):
             logger.info("HippoGraphRetriever trace: %s", trace)
         return results, trace
 

@@ -18,6 +18,7 @@ from llama_index.core import Document, StorageContext, VectorStoreIndex
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.callbacks import CallbackManager
 
+from ..adapters.llama_index import index_embed_model
 from ..stores.dimension_check import check_embedding_dimension
 from ..stores.corpus import load_documents
 from .extraction import Extractor, OpenIEExtractor
@@ -107,7 +108,7 @@ class IndexConstructors:
         if isinstance(documents, VectorStoreIndex):
             source = vector_index_collection(documents)
             # LlamaIndex keeps the index's embedder private; its stored vectors are only comparable with its queries.
-            embed_model = embed_model or getattr(documents, "_embed_model", None)
+            embed_model = embed_model or index_embed_model(documents)
         else:
             docs = load_documents(documents)
         embed_model = resolve_embed_model(embed_model)

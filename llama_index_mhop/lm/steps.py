@@ -26,6 +26,7 @@ from typing import Any, Generic, TypeVar
 import dspy
 from llama_index.core.callbacks import CallbackManager
 
+from ..adapters.llama_index import configured_llm
 from ..rules.counters import count
 from .answers import BoundedChatAdapter
 from .clients import llamaindex_lm
@@ -136,10 +137,9 @@ def app_llm() -> Any:
 
     ``Settings._llm`` is read, not ``Settings.llm``: the public property would build LlamaIndex's OpenAI default.
     """
-    from llama_index.core import Settings
     from llama_index.core.llms import MockLLM
 
-    llm = getattr(Settings, "_llm", None)
+    llm = configured_llm()
     return None if llm is None or type(llm) is MockLLM else llm
 
 

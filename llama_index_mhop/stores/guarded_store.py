@@ -116,7 +116,7 @@ class GuardedChromaVectorStore(ChromaVectorStore):
 
     def _guarded(self, search: Callable[[], T]) -> T:
         """``search()`` at one whole version of the collection (:func:`read_guarded`)."""
-        return read_guarded(self._collection, self._marker, search)
+        return read_guarded(self.client, self._marker, search)
 
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
         block = _ROUND.get()
@@ -161,7 +161,7 @@ class GuardedChromaVectorStore(ChromaVectorStore):
         reads its result: the node from its metadata (or, for a row LlamaIndex did not write, its legacy fields),
         the similarity ``exp(-distance)``. A passage several queries find is read into a node once (the queries of
         a round overlap: a third to a half of their results)."""
-        found = self._collection.query(query_embeddings=[q.query_embedding for q in queries],
+        found = self.client.query(query_embeddings=[q.query_embedding for q in queries],
                                        n_results=queries[0].similarity_top_k,
                                        include=["documents", "metadatas", "distances"])
         nodes: dict[str, BaseNode] = {}
@@ -178,7 +178,7 @@ class GuardedChromaVectorStore(ChromaVectorStore):
     def writing(self) -> AbstractContextManager[None]:
         """The collection's write lock in this process, and its version row marked for the others."""
         stack = ExitStack()
-        stack.enter_context(collection_lock(self._collection).write())
+        stack.enter_context(collection_lock(self.client).write())
         if self._marker is not None:
             stack.enter_context(self._marker.writing())
         return stack

@@ -23,6 +23,12 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
+from ..adapters.llama_index import (
+    build_query,
+    hugging_face_query_embeddings,
+    retriever_embed_model,
+    retriever_vector_store,
+)
 from .guarded_store import GuardedChromaVectorStore
 
 __all__ = ["DEFAULT_CACHED_QUERIES", "BatchSearcher", "QueryVectors", "embed_queries", "query_embedder"]
@@ -37,7 +43,7 @@ def query_embedder(retriever: BaseRetriever) -> BaseEmbedding | None:
     from llama_index.core.indices.vector_store.retrievers import VectorIndexRetriever
 
     if isinstance(retriever, VectorIndexRetriever):
-        return retriever._embed_model if retriever._vector_store.is_embedding_query else None
+        return retriever_embed_model(retriever) if retriever_vector_store(retriever).is_embedding_query else None
     index = getattr(retriever, "index", None)  # HippoGraphRetriever: its index's embedder
     embed_model = getattr(index, "embed_model", None)
     return embed_model if isinstance(embed_model, BaseEmbedding) else None
@@ -49,7 +55,7 @@ def embed_queries(embed_model: BaseEmbedding, queries: Sequence[str]) -> list[li
     hugging_face = sys.modules.get("llama_index.embeddings.huggingface")  # loaded wherever such an embedder exists
     if hugging_face is not None and isinstance(embed_model, hugging_face.HuggingFaceEmbedding) and len(queries) > 1:
         # LlamaIndex's embedders have a text batch but no query batch; this is the query path, batched.
-        return embed_model._embed(list(queries), prompt_name="query")
+        return hugging_face_query_embeddings(embed_model, list(queries))
     return [embed_model.get_query_embedding(q) for q in queries]
 
 
@@ -126,9 +132,9 @@ def _round_answers(retriever: BaseRetriever, bundles: list[QueryBundle | str]) -
     bundles' store queries from one Chroma call (:meth:`GuardedChromaVectorStore.prefetch`); else no answers."""
     from llama_index.core.indices.vector_store.retrievers import VectorIndexRetriever
 
-    if not isinstance(retriever, VectorIndexRetriever) or not isinstance(retriever._vector_store,
+    if not isinstance(retriever, VectorIndexRetriever) or not isinstance(retriever_vector_store(retriever),
                                                                          GuardedChromaVectorStore):
         return None, []
-    store = retriever._vector_store
-    return store, store.prefetch([retriever._build_vector_store_query(b) for b in bundles
+    store = retriever_vector_store(retriever)
+    return store, store.prefetch([build_query(retriever, b) for b in bundles
                                   if isinstance(b, QueryBundle)])
