@@ -27,15 +27,20 @@ from typing import TYPE_CHECKING, Any
 from .rules.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
-    from .stores.defaults import default_embed_model
-    from .rules.ranking import reciprocal_rank_fusion
-    from .graph import HippoGraphIndex, HippoGraphReader
-    from .stores.minilm import MiniLMEmbedding
+    from .components import ConfidenceLoopRetriever, HippoGraphRetriever, RRFFusionRetriever
     from .components.fact_filter import DSPyFactFilter, fact_node
     from .components.rrf_fusion import PerspectiveQueryTransform
-    from .components import ConfidenceLoopRetriever, HippoGraphRetriever, RRFFusionRetriever
+    from .graph import HippoGraphIndex, HippoGraphReader
+    from .rules.ranking import reciprocal_rank_fusion
     from .stores.corpus import load_documents
-    from .stores.vector_index import build_vector_index, delete_documents, load_vector_index, sync_vector_index
+    from .stores.defaults import default_embed_model
+    from .stores.minilm import MiniLMEmbedding
+    from .stores.vector_index import (
+        build_vector_index,
+        delete_documents,
+        load_vector_index,
+        sync_vector_index,
+    )
 
 __all__ = [
     "ConfidenceLoopRetriever",

@@ -1,1 +1,1 @@
-"""The narrow seams to third-party libraries' less stable names, one module per library."""
+"""The private names of LlamaIndex and Chroma the package reads, one module a library, each behind one function."""

@@ -108,8 +108,8 @@ def _log_wandb(project: str, result: dict[str, Any]) -> None:
 
 def run_bench(args: argparse.Namespace) -> int:
     """Run ``mhop bench`` with parsed arguments; returns the process exit code (0 ok, 2 bad input)."""
-    from ..lm.steps import current_lm
     from ..lm.clients import lm_from_spec
+    from ..lm.steps import current_lm
     from .benchmarker import Benchmarker, save_json
     from .plots import plot
 

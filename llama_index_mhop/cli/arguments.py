@@ -8,7 +8,6 @@ The names and choices kept here mirror the modules that own them (the retriever 
 
 from __future__ import annotations
 
-import argparse
 import ipaddress
 import math
 import re

@@ -321,8 +321,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from .demo import run_demo
     from ..lm.clients import lm_from_spec
+    from .demo import run_demo
 
     return run_demo(chroma_path=args.chroma_path, retrievers=args.retrievers.split(","), top_k=args.top_k,
                     lm=lm_from_spec(args.lm), console=_console())

@@ -16,10 +16,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..stores.chroma_batches import pages
-from .arguments import SYNC_LOG_SUFFIX
 from ..graph.json_files import read_json_object
 from ..graph.layout import CONFIG_FILE, GRAPH_DIR, LEGACY_GRAPH_FILE, TABLES_FILE
+from ..stores.chroma_batches import pages
+from .arguments import SYNC_LOG_SUFFIX
 
 __all__ = ["graph_status", "passage_status"]
 

@@ -30,6 +30,7 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.schema import NodeWithScore
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..adapters.llama_index import retriever_verbose
 from ..lm.signatures import (
     ConfidenceEvaluator,
     EntityAndGapAnalyzer,
@@ -438,7 +439,8 @@ class ConfidenceLoopRetriever(ProgramRetriever):
 
     def _build_program(self) -> ConfidenceLoopModule:
         runner = StepRunner(self.lm, self.fallback_counts, self.config.lm_timeout)
-        return ConfidenceLoopModule(self.config, self._searcher.search, self._searcher.asearch, runner, self._verbose)
+        return ConfidenceLoopModule(self.config, self._searcher.search, self._searcher.asearch, runner,
+                                    retriever_verbose(self))
 
     def _step_predictors(self) -> dict[str, Any]:
         program = self.program

@@ -321,8 +321,8 @@ class HippoGraphIndex(IndexVerbs, GraphEngines, BaseIndex[HippoGraphStruct]):
             raise ValueError("persist() needs a directory: pass persist_dir=")
         with store_lock(target), self._writer.versions.lock:  # a complete version, never one a change is halfway
             self._writer.persist_dir = target
-            self._index_struct.persist_dir = SAVED_BESIDE
-            self.storage_context.index_store.add_index_struct(self._index_struct)
+            self.index_struct.persist_dir = SAVED_BESIDE
+            self.storage_context.index_store.add_index_struct(self.index_struct)
             save_index(target, self.config, self.graph, self.stores, self.document_hashes, self.storage_context)
             save_lm_programs(target, self.extractor, self.fact_filter_program)
         return target
@@ -360,7 +360,7 @@ class HippoGraphIndex(IndexVerbs, GraphEngines, BaseIndex[HippoGraphStruct]):
 
     def _build_index_from_nodes(self, nodes: Sequence[BaseNode], **build_kwargs: Any) -> HippoGraphStruct:
         self.insert_nodes(nodes)
-        return self._index_struct
+        return self.index_struct
 
     def _insert(self, nodes: Sequence[BaseNode], **insert_kwargs: Any) -> None:
         self.insert_nodes(nodes)

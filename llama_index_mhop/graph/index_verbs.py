@@ -18,6 +18,7 @@ from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import BaseNode, ImageNode, TextNode
 from llama_index.core.storage.docstore.types import BaseDocumentStore, RefDocInfo
 
+from ..adapters.llama_index import index_embed_model
 from ..stores.corpus import load_documents
 from ..stores.dimension_check import check_embedding_dimension
 from .extraction import Extractor, OpenIEExtractor
@@ -105,7 +106,7 @@ class IndexVerbs:
         if isinstance(documents, VectorStoreIndex):
             source = vector_index_collection(documents)
             # LlamaIndex keeps the index's embedder private; its stored vectors are only comparable with its queries.
-            embed_model = embed_model or getattr(documents, "_embed_model", None)
+            embed_model = embed_model or index_embed_model(documents)
         else:
             docs = load_documents(documents)
         embed_model = resolve_embed_model(embed_model)

@@ -33,6 +33,7 @@ from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.instrumentation.events.llm import LLMChatEndEvent, LLMChatStartEvent
 from llama_index.core.settings import Settings
 
+from ..adapters.llama_index import configured_llm
 from ..rules.counters import count
 from ..rules.text import escape_controls
 from .answers import BoundedChatAdapter
@@ -190,11 +191,10 @@ def current_lm(lm: dspy.BaseLM | None = None) -> dspy.BaseLM | None:
 
 def app_llm() -> Any:
     """The LLM the app set in LlamaIndex's ``Settings.llm``, or None when it set none (or disabled it: the
-    ``MockLLM`` then put there counts as none). ``Settings._llm`` is read: ``Settings.llm`` would build OpenAI's."""
-    from llama_index.core import Settings
+    ``MockLLM`` then put there counts as none). Read through :func:`~llama_index_mhop.adapters.llama_index.configured_llm`."""
     from llama_index.core.llms import MockLLM
 
-    llm = getattr(Settings, "_llm", None)
+    llm = configured_llm()
     return None if llm is None or type(llm) is MockLLM else llm
 
 

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..adapters.chroma import http_session
+from ..adapters.llama_index import configured_embed_model
 from .consistency import HOLDER_FILE, LOCK_FILE, ReadOnlyStoreError
 
 if TYPE_CHECKING:
@@ -72,9 +74,7 @@ def resolve_embed_model(embed_model: BaseEmbedding | None = None) -> BaseEmbeddi
     :func:`default_embed_model`. ``Settings._embed_model`` is read: the property would build OpenAI's."""
     if embed_model is not None:
         return embed_model
-    from llama_index.core import Settings
-
-    chosen = getattr(Settings, "_embed_model", None)
+    chosen = configured_embed_model()
     return chosen if chosen is not None else default_embed_model()
 
 
@@ -180,7 +180,7 @@ def _connect_within(timeout: float, connect: Callable[[], T]) -> T:
 def _bound_requests(client: Any, timeout: float) -> None:
     import httpx
 
-    session = getattr(getattr(client, "_server", None), "_session", None)
+    session = http_session(client)
     if isinstance(session, httpx.Client):
         session.timeout = httpx.Timeout(timeout, connect=min(timeout, 5.0))
 

@@ -6,7 +6,6 @@ query. A retriever that takes no query vector from ``QueryBundle.embedding`` is 
 from __future__ import annotations
 
 import asyncio
-import copy
 import math
 import sys
 import threading
@@ -28,6 +27,13 @@ from llama_index.core.vector_stores.utils import legacy_metadata_dict_to_node, m
 from llama_index.vector_stores.chroma import ChromaVectorStore
 from pydantic import PrivateAttr
 
+from ..adapters.llama_index import (
+    build_query,
+    hugging_face_query_embeddings,
+    retriever_embed_model,
+    retriever_vector_store,
+    with_vector_store,
+)
 from .consistency import VersionMarker, collection_lock, read_guarded, version_marker
 
 __all__ = ["BatchSearcher", "GuardedChromaVectorStore", "QueryVectors", "embed_queries", "query_embedder"]
@@ -69,7 +75,7 @@ class GuardedChromaVectorStore(ChromaVectorStore):
             for asked, answer in self._answers:
                 if asked == query:
                     return answer
-        return read_guarded(self._collection, self._marker, lambda: ChromaVectorStore.query(self, query, **kwargs))
+        return read_guarded(self.client, self._marker, lambda: ChromaVectorStore.query(self, query, **kwargs))
 
     async def aquery(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
         # Waiting for a sync must not block the event loop; the read itself is quick.
@@ -85,7 +91,7 @@ class GuardedChromaVectorStore(ChromaVectorStore):
         for query in plain:  # one depth a call: Chroma's HNSW search widens with the depth asked
             by_depth.setdefault(query.similarity_top_k, []).append(query)
         groups = list(by_depth.values())
-        found = read_guarded(self._collection, self._marker, lambda: [self._query_together(g) for g in groups])
+        found = read_guarded(self.client, self._marker, lambda: [self._query_together(g) for g in groups])
         store = self.model_copy()
         store._answers = [pair for group, results in zip(groups, found, strict=True)
                           for pair in zip(group, results, strict=True)]
@@ -94,7 +100,7 @@ class GuardedChromaVectorStore(ChromaVectorStore):
     def _query_together(self, queries: list[VectorStoreQuery]) -> list[VectorStoreQueryResult]:
         """The top k of queries of one depth k from one collection query, each read as ``ChromaVectorStore.query``
         reads it (similarity ``exp(-distance)``); a passage several queries find is read into a node once."""
-        found = self._collection.query(query_embeddings=[q.query_embedding for q in queries],
+        found = self.client.query(query_embeddings=[q.query_embedding for q in queries],
                                        n_results=queries[0].similarity_top_k,
                                        include=["documents", "metadatas", "distances"])
         nodes: dict[str, BaseNode] = {}
@@ -111,7 +117,7 @@ class GuardedChromaVectorStore(ChromaVectorStore):
     @contextmanager
     def writing(self) -> Iterator[None]:
         """The collection's write lock in this process, and its version row marked for the others."""
-        with collection_lock(self._collection).write(), self._marker.writing() if self._marker else nullcontext():
+        with collection_lock(self.client).write(), self._marker.writing() if self._marker else nullcontext():
             yield
 
     def add(self, nodes: list[BaseNode], **kwargs: Any) -> list[str]:
@@ -127,7 +133,7 @@ def query_embedder(retriever: BaseRetriever) -> BaseEmbedding | None:
     """The embedder ``retriever`` embeds its queries with, if it takes a query vector from ``QueryBundle.embedding``;
     else None."""
     if isinstance(retriever, VectorIndexRetriever):
-        return retriever._embed_model if retriever._vector_store.is_embedding_query else None
+        return retriever_embed_model(retriever) if retriever_vector_store(retriever).is_embedding_query else None
     index = getattr(retriever, "index", None)  # HippoGraphRetriever: its index's embedder
     embed_model = getattr(index, "embed_model", None)
     return embed_model if isinstance(embed_model, BaseEmbedding) else None
@@ -139,7 +145,7 @@ def embed_queries(embed_model: BaseEmbedding, queries: Sequence[str]) -> list[li
     hugging_face = sys.modules.get("llama_index.embeddings.huggingface")  # loaded wherever such an embedder exists
     if hugging_face is not None and isinstance(embed_model, hugging_face.HuggingFaceEmbedding) and len(queries) > 1:
         # LlamaIndex's embedders have a text batch but no query batch; this is the query path, batched.
-        return embed_model._embed(list(queries), prompt_name="query")
+        return hugging_face_query_embeddings(embed_model, list(queries))
     return [embed_model.get_query_embedding(q) for q in queries]
 
 
@@ -195,12 +201,11 @@ class BatchSearcher:
         with self._lock:
             vectors = self._vectors.setdefault(id(embed_model), QueryVectors(embed_model))
         bundles = [QueryBundle(query_str=q, embedding=v) for q, v in zip(queries, vectors(queries), strict=True)]
-        store = getattr(retriever, "_vector_store", None)
-        if isinstance(retriever, VectorIndexRetriever) and isinstance(store, GuardedChromaVectorStore):
-            answered = store.answering([retriever._build_vector_store_query(b) for b in bundles])
+        store = retriever_vector_store(retriever) if isinstance(retriever, VectorIndexRetriever) else None
+        if isinstance(store, GuardedChromaVectorStore):
+            answered = store.answering([build_query(retriever, b) for b in bundles])
             if answered is not store:
-                retriever = copy.copy(retriever)
-                retriever._vector_store = answered
+                retriever = with_vector_store(retriever, answered)
         return retriever, bundles
 
     def search(self, queries: list[str], k: int) -> list[list[NodeWithScore]]:
