@@ -25,8 +25,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..stores.corpus import stable_id
 from ..rules.text import escape_controls, normalize_title
+from ..stores.corpus import stable_id
 from .records import (
     DatasetFormatError,
     PathLike,

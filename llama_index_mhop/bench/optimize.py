@@ -18,8 +18,8 @@ from typing import Any
 
 import dspy
 
-from .arguments import OPTIMIZABLE, OPTIMIZERS, add_optimize_arguments
 from ..rules.metrics import all_gold_at_k, recall_at_k
+from .arguments import OPTIMIZABLE, OPTIMIZERS, add_optimize_arguments
 from .benchmarker import passage_ids
 from .loaders import BenchDataset, BenchQuestion
 
@@ -139,8 +139,8 @@ def optimize_program(
 
 def run_optimize(args: argparse.Namespace) -> int:
     """``mhop optimize``: build the retriever over the dataset's corpus, compile, report, save."""
-    from ..stores.defaults import default_chroma_client, default_embed_model
     from ..lm.clients import lm_from_spec
+    from ..stores.defaults import default_chroma_client, default_embed_model
     from .context import BenchContext, passage_documents
     from .loaders import load_dataset
     from .registry import get_retriever_spec

@@ -31,8 +31,8 @@ def run_demo(
     """Index the demo corpus under ``chroma_path`` and print, per question, each retriever's top ``top_k``."""
     from ..bench.context import IndexContext
     from ..bench.registry import get_retriever_spec
-    from ..stores.defaults import default_chroma_client
     from ..stores.corpus import make_document
+    from ..stores.defaults import default_chroma_client
     from ..stores.vector_index import build_vector_index
 
     console = console or Console()
