@@ -89,7 +89,7 @@ def test_package_exports_are_lazy_and_complete():
     assert set(llama_index_mhop.__all__) <= set(namespace)
     with pytest.raises(AttributeError):
         llama_index_mhop.no_such_name  # noqa: B018
-    from llama_index_mhop import embed_dtype  # a submodule, not an export, still imports
+    from llama_index_mhop.stores import embed_dtype  # a submodule, not an export, still imports
 
     assert embed_dtype.__name__ == "llama_index_mhop.stores.embed_dtype"
 

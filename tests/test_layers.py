@@ -7,7 +7,7 @@ import re
 import tomllib
 from pathlib import Path
 
-from importlinter.application.use_cases import lint_imports
+from importlinter.cli import lint_imports
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "llama_index_mhop"
@@ -16,7 +16,7 @@ CONFIG = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlin
 
 def test_the_import_contracts_are_kept(monkeypatch):
     monkeypatch.chdir(ROOT)
-    assert lint_imports(config_filename=str(ROOT / "pyproject.toml"), cache_dir=None, no_logo=True)
+    assert lint_imports(config_filename=str(ROOT / "pyproject.toml"), no_cache=True, no_logo=True) == 0
 
 
 def test_every_subpackage_is_a_layer_and_the_top_level_holds_only_the_entry_points():
