@@ -45,10 +45,8 @@ BENCH_EXTRA = "{what} needs the bench extra: pip install 'llama-index-mhop[bench
 
 
 class RetrieverContext(Protocol):
-    """What a factory reads: the passage index and its nodes, the graph index, the depth and the LM.
-
-    The indexes are built or opened on first use, so a factory pays only for what it reads.
-    """
+    """What a factory reads: the passage index and its nodes, the graph index (each made on first use), the depth
+    and the LM."""
 
     top_k: int
     lm: Any
@@ -86,17 +84,8 @@ _REGISTRY: dict[str, RetrieverSpec] = {}
 def register_retriever(
     name: str, description: str, needs_index: str | None = None
 ) -> Callable[[RetrieverFactory], RetrieverFactory]:
-    """Decorator registering ``factory(ctx) -> BaseRetriever`` under ``name``.
-
-    Args:
-        name: the name used on the command line and in result files (letters, digits, ``_``, ``-`` and ``+``,
-            the last for a flow composed over another retriever, e.g. ``rrf_fusion+hippo``).
-        description: one line shown in listings.
-        needs_index: ``"vector"`` when the retriever reads the shared vector index, None otherwise.
-
-    Raises:
-        ValueError: a bad or already registered name, or an unknown ``needs_index``.
-    """
+    """Decorator registering ``factory(ctx) -> BaseRetriever`` under ``name`` (letters, digits, ``_``, ``-``, and
+    ``+`` for a flow composed over another retriever); ``needs_index="vector"`` when it reads the shared index."""
     if not name or not all(ch.isalnum() or ch in "_-+" for ch in name):
         raise ValueError(f"retriever name must be letters, digits, '_', '-' or '+', got {name!r}")
     if needs_index is not None and needs_index not in SHARED_INDEXES:
@@ -117,11 +106,7 @@ def registered_retrievers() -> dict[str, RetrieverSpec]:
 
 
 def get_retriever_spec(name: str) -> RetrieverSpec:
-    """The registered retriever ``name``.
-
-    Raises:
-        ValueError: no retriever of that name (the message lists the registered ones).
-    """
+    """The registered retriever ``name``; ValueError listing the registered ones when there is none."""
     try:
         return _REGISTRY[name]
     except KeyError:
