@@ -63,7 +63,7 @@ _EXPORTS = {
     "load_hotpotqa": ".loaders",
     "load_hover": ".loaders",
     "load_musique": ".loaders",
-    "plot": ".plots",
+    "plot": ".cli",
     "RetrieverFactory": ".registry",
     "RetrieverSpec": ".registry",
     "get_retriever_spec": ".registry",

@@ -1,9 +1,6 @@
 """Answer quality beside retrieval quality (seed 004, ``mhop bench --answer``): an LM answers each question from a
-retriever's top passages, scored by exact match and token F1 against the gold answer and its aliases.
-
-Only questions whose dataset record carries an answer are scored (HotpotQA's ``answer``; MuSiQue's ``answer`` and
-``answer_aliases``; HippoRAG 2's ``answer`` list). An answer the LM failed to give (it raised, hung or answered
-nothing) counts as wrong, and the run reports how many fell back.
+retriever's top passages, scored by exact match and token F1 against the gold answer and its aliases. An answer the
+LM failed to give counts as wrong, and the run reports how many fell back.
 """
 
 from __future__ import annotations
@@ -38,12 +35,7 @@ def gold_answers(question: BenchQuestion) -> list[str]:
 
 
 class AnswerEvaluator:
-    """Answers the questions of one retriever's run and scores them.
-
-    Args:
-        lm: the DSPy LM that writes the answers.
-        passages: how many distinct passages of each ranking the LM is shown.
-    """
+    """Answers the questions of one retriever's run with ``lm`` from ``passages`` distinct passages, and scores them."""
 
     def __init__(self, lm: dspy.BaseLM, passages: int = DEFAULT_ANSWER_PASSAGES) -> None:
         if passages < 1:
@@ -72,8 +64,7 @@ class AnswerEvaluator:
         self._f1.append(100.0 * answer_f1(answer, golds) if answered else 0.0)
 
     def result(self) -> dict[str, Any] | None:
-        """The run's ``answer`` block (means in percent, per-question scores), or None when no question had a gold
-        answer."""
+        """The run's ``answer`` block (means in percent, per-question scores), or None without gold answers."""
         if not self._qids:
             return None
         return {

@@ -1,22 +1,10 @@
 """The Benchmarker: every retriever of a run on the same corpus, embedder and questions (seed 002).
 
-One run:
-
-1. the corpus becomes LlamaIndex Documents (metadata ``title`` and ``passage_id``) and, when any retriever reads
-   it, is embedded once into a fresh shared Chroma collection (timed);
-2. for each retriever, its factory is called with the run's :class:`BenchContext` (timed: the retriever's own
-   index build) and wrapped in a :class:`Searcher` unless it is one;
-3. each question is searched once at the largest k (per-query latency with ``time.perf_counter``); retrieved
-   nodes map to passage ids through their ``passage_id`` metadata (``title`` when absent), chunks of one
-   passage counting once;
-4. precision, recall, F1 and all-gold are computed for every k by slicing that one ranking, averaged over the
-   questions and reported in percent;
-5. with ``answer=True`` and an LM, the LM answers each question from the ranking's top passages, scored by exact
-   match and token F1 against the gold answer and aliases (:mod:`llama_index_mhop.bench.answers`, seed 004).
-
-``index_seconds`` = the factory call + the shared vector index build for retrievers that declare
-``needs_index="vector"``. ``peak_rss_mb`` is the process's resident-set high-water mark (``ru_maxrss``) read
-after the run: it never goes down, so a later run reports at least the peak of the earlier ones.
+The corpus is embedded once into a fresh shared Chroma collection; each retriever's factory is timed as its own
+index build; each question is searched once at the largest k, and precision, recall, F1 and all-gold at every k
+are read off that one ranking (chunks of one passage counting once), averaged and reported in percent.
+``index_seconds`` adds the shared build for retrievers with ``needs_index="vector"``; ``peak_rss_mb`` is the
+process's high-water mark (``ru_maxrss``), which never goes down across runs.
 """
 
 from __future__ import annotations
@@ -91,10 +79,7 @@ def _passage_id(item: NodeWithScore) -> str:
 
 
 def passage_ids(nodes: Sequence[NodeWithScore]) -> list[str]:
-    """The passage ids of retrieved nodes, best first, each once (chunks of one passage count once).
-
-    A node's passage is its ``passage_id`` metadata, else its ``title``, else its node id.
-    """
+    """The passage ids (``passage_id`` metadata, else ``title``, else node id) of retrieved nodes, best first, once each."""
     return dedupe(_passage_id(item) for item in nodes)
 
 
@@ -130,16 +115,15 @@ def per_question_scores(
     }
 
 
+def _means(per_question: Mapping[str, Sequence[float]]) -> dict[str, float]:
+    return {key: round(float(np.mean(values)), 4) for key, values in per_question.items()}
+
+
 def score_rankings(
     rankings: Sequence[Sequence[str]], questions: Sequence[BenchQuestion], k_values: Sequence[int]
 ) -> dict[str, float]:
-    """Mean ``recall@K``, ``all_gold@K``, ``precision@K`` and ``f1@K`` in percent (0-100) for every K.
-
-    Raises:
-        ValueError: rankings and questions differ in number, or there are no questions.
-    """
-    per_question = per_question_scores(rankings, questions, k_values)
-    return {key: round(float(np.mean(values)), 4) for key, values in per_question.items()}
+    """Mean ``recall@K``, ``all_gold@K``, ``precision@K`` and ``f1@K`` in percent (0-100) for every K."""
+    return _means(per_question_scores(rankings, questions, k_values))
 
 
 def _machine() -> dict[str, Any]:
@@ -173,24 +157,15 @@ class Benchmarker:
     """Run retrievers on one dataset with one embedder and one index, and report the DESIGN.md result schema.
 
     Args:
-        dataset: the questions and corpus (see :mod:`llama_index_mhop.bench.loaders`).
-        retrievers: registered retriever names, or a mapping of name to factory (``factory(ctx)``) or
-            :class:`RetrieverSpec`; None means every registered retriever. A bare factory is taken to read the
-            shared vector index.
+        retrievers: registered names, or a mapping of name to factory (taken to read the shared vector index) or
+            :class:`RetrieverSpec`; None means every registered retriever.
         k_values: the cut-offs to report; each question is searched once at the largest.
-        embed_model: the embedder for every retriever; default all-MiniLM-L6-v2.
-        chroma_client: the Chroma client for the shared index; default a persistent store under ``work_dir``.
-        work_dir: where the default Chroma store and any factory's own files go.
+        embed_model: default all-MiniLM-L6-v2; chroma_client: default a persistent store under ``work_dir``.
         lm: a DSPy LM handed to factories (None: LLM-free strategies).
-        show_progress: a progress bar per run.
         program: a compiled DSPy program (JSON path) for the one retriever benchmarked.
         answer: also let the LM (``lm``, else ``dspy.settings.lm``) answer each question from each ranking's top
-            ``answer_passages`` passages, and report exact match and token F1 in each run's ``answer``. Without an
-            LM, or when no question has a gold answer, nothing is reported (a warning is logged).
-        answer_passages: distinct passages of a ranking shown to the LM for an answer.
-
-    Raises:
-        ValueError: an empty dataset, bad k values, or an unknown retriever name.
+            ``answer_passages`` passages, reporting exact match and token F1 (nothing, with a warning, without an
+            LM or gold answers).
     """
 
     def __init__(
@@ -347,7 +322,7 @@ class Benchmarker:
             "latency_ms_p50": round(float(p50), 4),
             "latency_ms_p95": round(float(p95), 4),
             "peak_rss_mb": round(peak_rss_mb(), 2),
-            "metrics": {key: round(float(np.mean(values)), 4) for key, values in per_question.items()},
+            "metrics": _means(per_question),
             "description": spec.description,
             "index_seconds_shared": round(shared, 4),
             "index_seconds_own": round(own_seconds, 4),
@@ -373,11 +348,7 @@ def _is_number(value: Any) -> bool:
 
 
 def validate_result(result: Mapping[str, Any]) -> None:
-    """Check a result against the DESIGN.md schema (extra keys allowed).
-
-    Raises:
-        ValueError: naming the first missing or mistyped key.
-    """
+    """Check a result against the DESIGN.md schema (extra keys allowed); ValueError names the first bad key."""
     _require(isinstance(result, Mapping), f"expected an object, got {type(result).__name__}")
     for key, kind in (("dataset", str), ("n_questions", int), ("n_passages", int), ("k_values", list),
                       ("runs", list)):

@@ -1,8 +1,5 @@
-"""What a retriever factory reads: the benchmark's shared corpus, index, embedder, store and LM, or a query's indexes.
-
-The context carries the corpus and nothing about the questions: no factory can see the questions or their
-gold passages, so nothing a retriever builds can be fitted to the questions it is scored on.
-"""
+"""What a retriever factory reads: the benchmark's shared corpus, index, embedder, store and LM, or a query's
+indexes. It carries nothing about the questions, so nothing a retriever builds can be fitted to them."""
 
 from __future__ import annotations
 
@@ -31,22 +28,10 @@ def passage_documents(passages: Sequence[Passage]) -> list[Document]:
 
 
 class BenchContext:
-    """The shared resources of one benchmark run, passed to every retriever factory.
-
-    Attributes:
-        documents: the corpus as LlamaIndex Documents (metadata ``title`` and ``passage_id``).
-        embed_model: the embedder every retriever of the run uses.
-        chroma_client: the Chroma client holding the shared index (and any collection a factory creates).
-        work_dir: a directory a factory may write its own index files under.
-        lm: a DSPy LM, or None for the LLM-free strategies.
-        top_k: the largest k of the run: retrievers should return this many passages.
-        collection_name: the shared index's Chroma collection.
-
-    Args:
-        show_progress: show a progress bar while embedding the shared index.
-        vector_index: an already built index of exactly these documents, to reuse instead of building one.
-        program: a compiled DSPy program (JSON path) for the retriever's ``program=``, or None.
-    """
+    """The shared resources of one benchmark run, passed to every retriever factory: the corpus as Documents, the
+    embedder, the Chroma client, a ``work_dir`` for a factory's own files, the LM (None: LLM-free), ``top_k`` (the
+    run's largest k) and ``program`` (a compiled DSPy program's JSON path). ``vector_index``: an index of exactly
+    these documents to reuse instead of building one."""
 
     def __init__(
         self,
@@ -85,11 +70,8 @@ class BenchContext:
         return self._vector_index
 
     def build_vector_index(self) -> float:
-        """Build the shared index (once) and return the seconds it took.
-
-        A collection of the same name left by an earlier run is dropped first, so the build time is always a
-        real measurement of embedding and storing the whole corpus.
-        """
+        """Build the shared index (once) and return the seconds it took; a collection left by an earlier run is
+        dropped first, so the time always measures embedding and storing the whole corpus."""
         if self._vector_index is not None and self.vector_index_seconds is not None:
             return self.vector_index_seconds
         names = {getattr(c, "name", c) for c in self.chroma_client.list_collections()}
@@ -135,15 +117,8 @@ class BenchContext:
 
 
 class IndexContext:
-    """The resources of ``mhop query`` or ``mhop demo``: indexes opened or built by the given loaders on first use.
-
-    Args:
-        top_k: passages each retriever returns.
-        lm: a DSPy LM, or None for the LLM-free strategies.
-        vector_index: returns the passage ``VectorStoreIndex``.
-        graph_index: returns the ``HippoGraphIndex`` (for ``hippo_graph``).
-        program: a compiled DSPy program (JSON path) for the retriever's ``program=``, or None.
-    """
+    """The resources of ``mhop query`` or ``mhop demo``: the passage and graph indexes, opened or built by the given
+    loaders on first use."""
 
     def __init__(
         self,

@@ -1,19 +1,9 @@
 """Benchmark datasets: questions with gold passage ids, and the corpus those ids point into (seed 002).
 
-One loader per published format, all producing a :class:`BenchDataset`:
-
-- raw HotpotQA (``_id``, ``question``, ``supporting_facts``, ``context``): gold = the distinct titles of the
-  supporting facts; ``passage_id`` = title. This is also the shape of HippoRAG's ``hotpotqa*`` and
-  ``2wikimultihopqa`` files.
-- MuSiQue (``id``, ``question``, ``paragraphs`` of ``{idx, title, paragraph_text, is_supporting}``): titles repeat,
-  so a passage is identified by title AND text: ``passage_id = stable_id(title, text)``.
-- HippoRAG 2 ``reproduce/dataset/NAME.json`` (``paragraphs`` of ``{title, text, is_supporting, idx}``) with
-  ``NAME_corpus.json``: ids as for MuSiQue.
-- HoVer (``uid``, ``claim``, ``supporting_facts`` as ``[title, sentence]`` pairs or ``{key, value}`` records) with a
-  JSON-lines corpus of ``{title, text: [sentences]}``: gold by normalised title (:func:`normalize_title`), as
-  HoVer's ``discrete_retrieval_eval`` compares them.
-
-A malformed file raises :class:`DatasetFormatError` naming the file, the record and the field.
+One loader per published format: raw HotpotQA (and HippoRAG's ``hotpotqa*``/``2wikimultihopqa``; ``passage_id`` =
+title), MuSiQue and HippoRAG 2 (titles repeat: ``passage_id = stable_id(title, text)``), and HoVer (gold by
+normalised title, as HoVer's ``discrete_retrieval_eval``). A malformed file raises :class:`DatasetFormatError`
+naming the file, the record and the field.
 """
 
 from __future__ import annotations
@@ -173,15 +163,8 @@ def _dedupe_passages(passages: list[Passage]) -> list[Passage]:
 
 
 def load_hotpotqa(path: PathLike, corpus: PathLike | None = None, limit: int | None = None) -> BenchDataset:
-    """Raw HotpotQA: ``questions.json`` (or any records file) and an optional ``corpus.json``.
-
-    Gold passages are the distinct titles of ``supporting_facts``; ``passage_id`` is the title. The corpus is
-    ``corpus`` when given, else ``corpus.json`` / ``NAME_corpus.json`` beside the questions (``{title: [sentences]}``
-    or a list of ``{title, text}``), else the union of the questions' context paragraphs.
-
-    Raises:
-        DatasetFormatError: a malformed file, naming the file, record and field.
-    """
+    """Raw HotpotQA: gold = the distinct titles of ``supporting_facts``, ``passage_id`` = title. The corpus is
+    ``corpus``, else ``corpus.json`` / ``NAME_corpus.json`` beside the questions, else the contexts' union."""
     check_limit(limit)
     qpath = resolve_path(path)
     records = read_records(qpath)
@@ -281,29 +264,14 @@ def _paragraph_dataset(path: PathLike, corpus: PathLike | None, limit: int | Non
 
 
 def load_musique(path: PathLike, corpus: PathLike | None = None, limit: int | None = None) -> BenchDataset:
-    """MuSiQue's published format (JSON list or JSON lines), as in HippoRAG's ``musique_*.json``.
-
-    A passage is identified by title and text (titles repeat in MuSiQue): ``passage_id = stable_id(title, text)``.
-    Gold = the paragraphs with ``is_supporting: true``. The corpus is ``corpus`` when given, else ``corpus.json``
-    or ``NAME_corpus.json`` beside the questions, else the union of all questions' paragraphs. Unanswerable
-    questions (``answerable: false``) without supporting paragraphs are skipped.
-
-    Raises:
-        DatasetFormatError: a malformed file, naming the file, record and field.
-    """
+    """MuSiQue (JSON list or lines): gold = paragraphs with ``is_supporting: true``, ``passage_id =
+    stable_id(title, text)``; corpus as in :func:`load_hotpotqa`. Unanswerable questions without gold are skipped."""
     return _paragraph_dataset(path, corpus, limit, "paragraph_text", "musique")
 
 
 def load_hipporag(path: PathLike, corpus: PathLike | None = None, limit: int | None = None) -> BenchDataset:
-    """HippoRAG 2's ``reproduce/dataset/NAME.json`` with ``NAME_corpus.json`` (a list of ``{title, text}``).
-
-    Records are ``{id, question, answer: [..], paragraphs: [{title, text, is_supporting, idx}]}``; gold and ids as
-    in :func:`load_musique`. (HippoRAG's HotpotQA and 2Wiki files carry raw HotpotQA records instead:
-    :func:`load_dataset` detects those and reads them with :func:`load_hotpotqa`.)
-
-    Raises:
-        DatasetFormatError: a malformed file, naming the file, record and field.
-    """
+    """HippoRAG 2's ``reproduce/dataset/NAME.json`` with ``NAME_corpus.json``; gold and ids as in
+    :func:`load_musique`."""
     return _paragraph_dataset(path, corpus, limit, "text", "hipporag")
 
 
@@ -331,18 +299,9 @@ def _hover_corpus(path: Path) -> list[Passage]:
 
 
 def load_hover(path: PathLike, corpus: PathLike | None = None, limit: int | None = None) -> BenchDataset:
-    """HoVer claims (``hover_*_release_v1.1.json`` or the Hugging Face ``hover`` records) and their corpus.
-
-    Each claim's gold passages are the distinct titles of ``supporting_facts`` (``[title, sentence]`` pairs or
-    ``{key, value}`` records), normalised by :func:`normalize_title`; ``passage_id`` is the normalised title. The
-    corpus is JSON lines of ``{title, text: [sentences]}`` (the 2017 Wikipedia abstracts; a ``"title | text"``
-    string is split at the first ``" | "``): ``corpus`` when given, else ``NAME_corpus.jsonl`` or
-    ``corpus.jsonl`` beside the claims. Passages keep their title in metadata, so the indexed text carries
-    the same title and body as HoVer's ``"title | text"`` rendering.
-
-    Raises:
-        DatasetFormatError: a malformed file (naming file, record and field) or no corpus file.
-    """
+    """HoVer claims and their JSON-lines corpus (``corpus``, else ``NAME_corpus.jsonl`` or ``corpus.jsonl``):
+    gold and ``passage_id`` are titles normalised by :func:`normalize_title`; a ``"title | text"`` passage is split
+    at the first ``" | "``."""
     check_limit(limit)
     qpath = resolve_path(path)
     records = read_records(qpath)
@@ -413,17 +372,8 @@ _LOADERS: dict[str, Callable[..., BenchDataset]] = {
 
 
 def load_dataset(path: PathLike, format: str = "auto", limit: int | None = None) -> BenchDataset:
-    """Load a benchmark dataset folder or question file.
-
-    Args:
-        path: a dataset folder (``questions.json`` or ``NAME.json``, with its corpus beside it) or a question file.
-        format: one of :data:`FORMATS`, or ``"auto"`` to detect it from the first record.
-        limit: keep only the first ``limit`` questions (the corpus stays whole).
-
-    Raises:
-        ValueError: an unknown format or a bad limit.
-        DatasetFormatError: a malformed file, naming the file, record and field.
-    """
+    """Load a dataset folder or question file in one of :data:`FORMATS` (``"auto"``: from the first record),
+    keeping the first ``limit`` questions (the corpus stays whole); ValueError for a bad format or limit."""
     if format != "auto" and format not in _LOADERS:
         raise ValueError(f"unknown dataset format {format!r}; expected 'auto' or one of {FORMATS}")
     fmt = detect_format(path) if format == "auto" else format

@@ -1,10 +1,6 @@
-"""``mhop optimize``: compile a retriever's DSPy program against a retrieval metric with DSPy's own optimizers.
-
-The dataset's questions are split with a seed into a train split (``--train N``) and a dev split (the rest). The
-retriever's program (``retriever.program``) is compiled on the train split with the metric, the dev metric is
-measured before and after, and the compiled program is saved as DSPy's JSON (load it with ``program=`` or
-``mhop query/bench --program``). Nothing here writes an optimizer: ``bootstrap`` is ``dspy.BootstrapFewShot``,
-``mipro`` is ``dspy.MIPROv2`` and ``gepa`` is ``dspy.GEPA``.
+"""``mhop optimize``: compile a retriever's DSPy program (``retriever.program``) on a seeded train split against a
+retrieval metric with DSPy's own optimizers (``dspy.BootstrapFewShot``, ``dspy.MIPROv2``, ``dspy.GEPA``), measure
+the dev split before and after, and save the program as DSPy's JSON (``program=`` or ``--program`` loads it).
 """
 
 from __future__ import annotations
@@ -113,19 +109,8 @@ def optimize_program(
     lm: Any = None,
     seed: int = 0,
 ) -> OptimizeResult:
-    """Compile ``retriever.program`` on a seeded train split and save it; measure the dev split before and after.
-
-    Args:
-        retriever: a built retriever with ``program`` and ``save_program`` (see :data:`OPTIMIZABLE`).
-        name: its registered name (for the report).
-        dataset: the questions (gold passage ids) and corpus the retriever searches.
-        optimizer: one of :data:`OPTIMIZERS`.
-        metric_name: one of :data:`METRICS`.
-        train: questions to compile on; the others are the dev split.
-        out: where the compiled program's JSON goes.
-        lm: the LM the program runs with (used as GEPA's reflection LM).
-        seed: the split's seed.
-    """
+    """Compile ``retriever.program`` (a retriever of :data:`OPTIMIZABLE`) on ``train`` questions of a seeded split
+    and save it to ``out``; measure the dev split before and after. ``lm`` is GEPA's reflection LM."""
     metric = retrieval_metric(metric_name)
     train_questions, dev_questions = split_questions(dataset.questions, train, seed)
     trainset, devset = _examples(train_questions), _examples(dev_questions)

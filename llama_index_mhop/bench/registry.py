@@ -1,11 +1,8 @@
 """The one registry of named retrievers: ``mhop query --retriever``, ``mhop demo`` and ``mhop bench`` (seed 002).
 
-A factory takes a :class:`RetrieverContext` (the benchmark's :class:`~llama_index_mhop.bench.context.BenchContext`,
-or the :class:`~llama_index_mhop.bench.context.IndexContext` of a query or the demo) and returns a LlamaIndex
-``BaseRetriever`` (or a :class:`~llama_index_mhop.bench.searcher.Searcher`) that returns ``ctx.top_k`` passages.
-The Benchmarker times the factory call as the retriever's own index build; ``needs_index="vector"`` declares
-that the retriever reads the shared Chroma vector index, whose build time is then added to the run's
-``index_seconds``.
+A factory takes a :class:`RetrieverContext` and returns a ``BaseRetriever`` (or a ``Searcher``) giving
+``ctx.top_k`` passages. The Benchmarker times the factory call as the retriever's own index build;
+``needs_index="vector"`` adds the shared Chroma index's build time to the run's ``index_seconds``.
 
 Registering a retriever::
 
@@ -18,18 +15,21 @@ Registering a retriever::
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.llms.types import CompletionResponse, CompletionResponseGen, LLMMetadata
 from llama_index.core.llms import CustomLLM
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from .searcher import Searcher
 
 __all__ = [
     "BENCH_EXTRA",
+    "PostprocessedRetriever",
     "SHARED_INDEXES",
     "RetrieverContext",
     "RetrieverFactory",
@@ -45,10 +45,8 @@ BENCH_EXTRA = "{what} needs the bench extra: pip install 'llama-index-mhop[bench
 
 
 class RetrieverContext(Protocol):
-    """What a factory reads: the passage index and its nodes, the graph index, the depth and the LM.
-
-    The indexes are built or opened on first use, so a factory pays only for what it reads.
-    """
+    """What a factory reads: the passage index and its nodes, the graph index (each made on first use), the depth
+    and the LM."""
 
     top_k: int
     lm: Any
@@ -86,17 +84,8 @@ _REGISTRY: dict[str, RetrieverSpec] = {}
 def register_retriever(
     name: str, description: str, needs_index: str | None = None
 ) -> Callable[[RetrieverFactory], RetrieverFactory]:
-    """Decorator registering ``factory(ctx) -> BaseRetriever`` under ``name``.
-
-    Args:
-        name: the name used on the command line and in result files (letters, digits, ``_``, ``-`` and ``+``,
-            the last for a flow composed over another retriever, e.g. ``rrf_fusion+hippo``).
-        description: one line shown in listings.
-        needs_index: ``"vector"`` when the retriever reads the shared vector index, None otherwise.
-
-    Raises:
-        ValueError: a bad or already registered name, or an unknown ``needs_index``.
-    """
+    """Decorator registering ``factory(ctx) -> BaseRetriever`` under ``name`` (letters, digits, ``_``, ``-``, and
+    ``+`` for a flow composed over another retriever); ``needs_index="vector"`` when it reads the shared index."""
     if not name or not all(ch.isalnum() or ch in "_-+" for ch in name):
         raise ValueError(f"retriever name must be letters, digits, '_', '-' or '+', got {name!r}")
     if needs_index is not None and needs_index not in SHARED_INDEXES:
@@ -117,16 +106,33 @@ def registered_retrievers() -> dict[str, RetrieverSpec]:
 
 
 def get_retriever_spec(name: str) -> RetrieverSpec:
-    """The registered retriever ``name``.
-
-    Raises:
-        ValueError: no retriever of that name (the message lists the registered ones).
-    """
+    """The registered retriever ``name``; ValueError listing the registered ones when there is none."""
     try:
         return _REGISTRY[name]
     except KeyError:
         known = ", ".join(_REGISTRY) or "none"
         raise ValueError(f"unknown retriever {name!r}; registered: {known}") from None
+
+
+class PostprocessedRetriever(BaseRetriever):
+    """``retriever``'s nodes passed through ``postprocessors`` in order (what ``RetrieverQueryEngine`` retrieves)."""
+
+    def __init__(self, retriever: BaseRetriever, postprocessors: Sequence[BaseNodePostprocessor]) -> None:
+        super().__init__()
+        self.retriever = retriever
+        self.postprocessors = list(postprocessors)
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        nodes = self.retriever.retrieve(query_bundle)
+        for postprocessor in self.postprocessors:
+            nodes = postprocessor.postprocess_nodes(nodes, query_bundle=query_bundle)
+        return nodes
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        nodes = await self.retriever.aretrieve(query_bundle)
+        for postprocessor in self.postprocessors:
+            nodes = await postprocessor.apostprocess_nodes(nodes, query_bundle=query_bundle)
+        return nodes
 
 
 class _NoLLM(CustomLLM):
@@ -179,11 +185,7 @@ def _query_fusion(ctx: RetrieverContext) -> BaseRetriever:
     )
 
 
-# -- project retrievers ---------------------------------------------------------------------------------------
-# Register the package's own retrievers here (rrf_fusion, confidence_loop, hippo_graph), one ~6-line factory
-# each, importing the retriever module inside the factory. Use needs_index="vector" when the retriever reads
-# ctx.vector_index; build any index of its own inside the factory (under ctx.work_dir / ctx.chroma_client) so
-# its build time is counted in the run's index_seconds.
+# -- project retrievers: each imports its module inside the factory, so a broken one fails only its own run ---
 
 
 @register_retriever("rrf_fusion", "3 rounds of 4-5 perspective queries, k=7 each, fused by RRF (seed 000)",
@@ -234,7 +236,6 @@ def _confidence_loop_hippo(ctx: RetrieverContext) -> BaseRetriever:
                     "the query needs first (LLM-free without an LM)", needs_index="vector")
 def _vector_fact_filter(ctx: RetrieverContext) -> BaseRetriever:
     from ..components.fact_filter import DSPyFactFilter
-    from .postprocessed import PostprocessedRetriever
 
     return PostprocessedRetriever(ctx.vector_index.as_retriever(similarity_top_k=ctx.top_k),
                                   [DSPyFactFilter(lm=ctx.lm)])

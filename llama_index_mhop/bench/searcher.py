@@ -1,18 +1,7 @@
-"""The seed's ``Searcher`` on LlamaIndex parts: query processing, hybrid retrieval, pooling, reranking (seed 002).
-
-``Searcher`` composes, for one query:
-
-1. an optional query processor, any LlamaIndex ``BaseQueryTransform``: each of the ``custom_embedding_strs`` of
-   the bundle it returns becomes a sub-query (its ``query_str`` when it sets none);
-2. one or more LlamaIndex retrievers, each asked every sub-query;
-3. pooling: the candidates of all (sub-query, retriever) rankings de-duplicated by node id, each keeping its
-   best score; a single ranking keeps its own order;
-4. an optional reranker, any LlamaIndex ``BaseNodePostprocessor``, given the pool and the original query;
-5. the first ``k``.
-
-Indexing happens once, outside: the retrievers are built over an existing index and the Searcher only searches.
-Scores of different retrievers (cosine, BM25) are not on one scale, so a hybrid pool is best ordered by a
-reranker; without one it is ordered by the raw best score, as in the seed.
+"""The seed's ``Searcher`` on LlamaIndex parts (seed 002): an optional ``BaseQueryTransform`` whose
+``custom_embedding_strs`` become sub-queries, one or more retrievers asked every sub-query, pooling by node id
+(best score kept), an optional ``BaseNodePostprocessor`` reranker, then the first ``k``. Scores of different
+retrievers are not on one scale: without a reranker a hybrid pool is ordered by raw best score, as in the seed.
 """
 
 from __future__ import annotations
@@ -42,12 +31,8 @@ def _score(node: NodeWithScore) -> float:
 
 
 def pool_rankings(rankings: Sequence[Sequence[NodeWithScore]]) -> list[NodeWithScore]:
-    """Pool rankings into one list of distinct nodes (by node id), each with its best score.
-
-    One ranking keeps its order (a retriever's order is its judgement, scores may be absent). Several rankings
-    are merged by best score, highest first; ties and missing scores keep first-seen order. The returned
-    ``NodeWithScore`` objects are new, so the retrievers' own results are never mutated.
-    """
+    """Pool rankings into new ``NodeWithScore`` objects, one per node id with its best score. One ranking keeps its
+    order; several are merged by best score, highest first, ties and missing scores in first-seen order."""
     best: dict[str, NodeWithScore] = {}
     for ranking in rankings:
         for candidate in ranking:
@@ -64,18 +49,8 @@ def pool_rankings(rankings: Sequence[Sequence[NodeWithScore]]) -> list[NodeWithS
 
 
 class Searcher:
-    """Query processor + retrievers + pooling + reranker around LlamaIndex components (seed 002's Searcher).
-
-    Args:
-        retrievers: one LlamaIndex retriever or several (hybrid search); each must be built already.
-        query_transform: optional ``BaseQueryTransform``; each ``custom_embedding_strs`` entry of its output
-            becomes a sub-query.
-        reranker: optional ``BaseNodePostprocessor`` applied to the pooled candidates with the original query.
-        include_original_query: also search the original query when the transform's sub-queries omit it.
-
-    Raises:
-        ValueError: no retriever, or a component of the wrong type.
-    """
+    """Query transform + built retrievers (several: hybrid search) + pooling + reranker (seed 002's Searcher);
+    ``include_original_query`` also searches the query when the transform's sub-queries omit it."""
 
     def __init__(
         self,
@@ -98,8 +73,6 @@ class Searcher:
         self.query_transform = query_transform
         self.reranker = reranker
         self.include_original_query = include_original_query
-
-    # -- query processing ----------------------------------------------------------------------------------
 
     def _bundles(self, query: str, transformed: QueryBundle | None) -> list[QueryBundle]:
         if transformed is None:
@@ -129,14 +102,8 @@ class Searcher:
                 transformed = await asyncio.to_thread(self.query_transform.run, query)
         return self._bundles(query, transformed)
 
-    # -- search --------------------------------------------------------------------------------------------
-
     def search(self, query: str, k: int) -> list[NodeWithScore]:
-        """The best ``k`` nodes for ``query``.
-
-        Raises:
-            ValueError: an empty or non-string query, or ``k`` < 1.
-        """
+        """The best ``k`` nodes for ``query``; ValueError for an empty query or ``k`` < 1."""
         k = _check_k(k)
         bundles = self.sub_queries(query)
         rankings = [retriever.retrieve(bundle) for bundle in bundles for retriever in self.retrievers]
@@ -146,11 +113,7 @@ class Searcher:
         return pooled[:k]
 
     async def asearch(self, query: str, k: int) -> list[NodeWithScore]:
-        """Async :meth:`search`: all (sub-query, retriever) retrievals run concurrently.
-
-        Raises:
-            ValueError: an empty or non-string query, or ``k`` < 1.
-        """
+        """Async :meth:`search`: all (sub-query, retriever) retrievals run concurrently."""
         k = _check_k(k)
         bundles = await self.asub_queries(query)
         rankings = await asyncio.gather(

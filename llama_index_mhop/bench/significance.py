@@ -1,12 +1,6 @@
-"""Paired significance of a retriever against a baseline over the same questions.
-
-Two retrievers answer the same questions, so their per-question scores are paired. Under the null hypothesis
-that the two retrievers are exchangeable, the sign of each question's difference is a fair coin; the
-permutation test (``scipy.stats.permutation_test`` with ``permutation_type="samples"``) flips those signs and
-asks how often the mean difference is at least as far from 0 as the observed one. It is exact (all ``2**n``
-sign patterns) when that is no more than ``n_resamples``, else a seeded random sample of them. The confidence
-interval of the mean difference is a seeded percentile bootstrap over questions (``scipy.stats.bootstrap``).
-
+"""Paired significance of a retriever against a baseline over the same questions: a two-sided permutation test
+of sign flips of the per-question differences (``scipy.stats.permutation_test``, exact when ``2**n`` patterns fit
+in ``n_resamples``) and a seeded percentile bootstrap interval of the mean difference (``scipy.stats.bootstrap``).
 A 2-point gap on 100 questions is often noise: read the p-value and the interval before the gap.
 """
 
@@ -35,15 +29,8 @@ DEFAULT_SEED = 0
 
 @dataclass(frozen=True)
 class PairedComparison:
-    """A retriever against a baseline on one metric, in the metric's units (percentage points for recall).
-
-    Attributes:
-        difference: mean over questions of (retriever - baseline).
-        ci_low: lower end of the bootstrap confidence interval of ``difference``.
-        ci_high: upper end of that interval.
-        p_value: two-sided paired permutation p-value (1.0 when every difference is 0).
-        n: number of paired questions.
-    """
+    """A retriever against a baseline on one metric, in the metric's units: the mean per-question difference, its
+    bootstrap interval, the two-sided paired permutation p-value (1.0 when every difference is 0) and ``n``."""
 
     difference: float
     ci_low: float
@@ -66,15 +53,8 @@ def paired_comparison(
     confidence_level: float = DEFAULT_CONFIDENCE_LEVEL,
     seed: int = DEFAULT_SEED,
 ) -> PairedComparison:
-    """Compare paired per-question scores: mean difference, its confidence interval, and a permutation p-value.
-
-    Args:
-        treatment: the retriever's score on each question.
-        baseline: the baseline's score on the same questions, in the same order.
-        n_resamples: sign patterns sampled by the permutation test (all of them when ``2**n`` is no more) and
-            bootstrap resamples.
-        confidence_level: of the interval (0.95).
-        seed: seeds both resampling procedures, so a result file is reproducible.
+    """Compare paired per-question scores (same questions, same order): mean difference, its confidence interval
+    and a permutation p-value; ``seed`` seeds both resampling procedures, so a result file is reproducible.
 
     Raises:
         ValueError: the two sequences differ in length, are empty, or hold a value that is not finite.
@@ -125,20 +105,9 @@ def compare_runs(
     n_resamples: int = DEFAULT_N_RESAMPLES,
     seed: int = DEFAULT_SEED,
 ) -> dict[str, Any]:
-    """Every run against the ``baseline`` run, per metric and k, from the runs' ``per_question`` scores.
-
-    Args:
-        runs: benchmark runs, each with ``name`` and ``per_question`` (``{"recall@5": [score per question]}``).
-        baseline: the name of the run the others are compared with.
-        metrics: metric names to compare (each reported as ``NAME@K``).
-        k_values: the cut-offs.
-        n_resamples: see :func:`paired_comparison`.
-        seed: see :func:`paired_comparison`.
-
-    Returns:
-        ``{"baseline", "test", "interval", "n_resamples", "seed", "runs": {name: {"recall@5": {...}}}}``, or
-        ``{}`` when no run is named ``baseline``.
-    """
+    """Every run against the ``baseline`` run, per ``NAME@K``, from the runs' ``per_question`` scores:
+    ``{"baseline", "test", "interval", "n_resamples", "seed", "runs": {name: {"recall@5": {...}}}}``, or ``{}``
+    when no run is named ``baseline``."""
     by_name = {run["name"]: run for run in runs}
     if baseline not in by_name:
         return {}

@@ -1,25 +1,10 @@
 """A seeded synthetic multi-hop corpus of any size, written in the raw HotpotQA format (for scaling runs).
 
-Real multi-hop datasets come with a fixed corpus (HotpotQA-100 has 994 passages), so they cannot show how cost
-and recall move as a corpus grows. This generator invents a small encyclopedia of any size whose multi-hop
-questions still have known gold passages:
-
-* entities with generated names: rivers, towns (on a river, in a province), people (born in a town, some
-  working for a company) and companies (founded by a person, headquartered in a town), each one passage whose
-  **first sentence names the entities it links to**, as an encyclopedia's opening sentence does;
-* filler passages (festivals held in a town, songs written by a person, crafts that link to nothing);
-* 2-hop and 3-hop questions that name only the first entity of a chain ("Which river flows through the
-  birthplace of the founder of Tarsen Mills?"): every later hop is reachable only through the *bridge entity*
-  the previous hop's passage names, and no bridge entity appears in the question.
-
-Passages only name entities created before them, and the question chains are created first from their own
-random stream, so for one seed and one number of questions the corpus of N passages is a prefix of the corpus of
-M > N passages: the questions are the same at every size, only the distractors grow.
-
-The dataset is written as ``questions.json`` (raw HotpotQA records: ``_id``, ``question``, ``answer``, ``type``,
-``level``, ``supporting_facts`` as ``[title, 0]`` pairs, ``context`` of the gold passages and up to 8 distractors,
-plus ``hops``, ``chain`` and ``bridge_entities``) and ``corpus.json`` (``{title: [sentences]}``), so
-:func:`~llama_index_mhop.bench.loaders.load_dataset` reads it. From the command line::
+Entities (rivers, towns, people, companies) each get one passage whose first sentence names the entities it links
+to; fillers link to nothing. 2- and 3-hop questions name only a chain's first entity, so each later hop is reached
+through the bridge the previous passage names. The chains come first from their own random stream, so for one
+seed and question count the corpus of N passages is a prefix of the corpus of M > N: only distractors grow.
+Written as ``questions.json`` and ``corpus.json`` for :func:`~llama_index_mhop.bench.loaders.load_dataset`::
 
     python -m llama_index_mhop.bench.synthetic --passages 10000 --questions 50 --seed 0 --out data/syn-10k
 """
@@ -192,23 +177,9 @@ def generate_dataset(
     seed: int = DEFAULT_SEED,
     three_hop_share: float = 0.5,
 ) -> SyntheticDataset:
-    """Generate a corpus of exactly ``n_passages`` passages and ``n_questions`` multi-hop questions.
-
-    Args:
-        n_passages: passages in the corpus (the question chains take about 4 per question; the rest are
-            background entities and fillers).
-        n_questions: questions; ``three_hop_share`` of them are 3-hop, the rest 2-hop, the kinds of each taking
-            turns.
-        seed: the random seed; the same arguments always give the same dataset.
-        three_hop_share: the share of 3-hop questions.
-
-    Returns:
-        The :class:`SyntheticDataset`; the corpus for ``n_passages`` is a prefix (in insertion order) of the
-        corpus for any larger ``n_passages`` with the same seed and questions.
-
-    Raises:
-        ValueError: a bad argument, or ``n_passages`` smaller than the passages the question chains need.
-    """
+    """A corpus of exactly ``n_passages`` passages (the chains take about 4 a question) and ``n_questions``
+    questions, ``three_hop_share`` of them 3-hop, the kinds taking turns; the same arguments give the same
+    dataset. ValueError for a bad argument or too few passages for the chains."""
     _check_args(n_passages, n_questions, three_hop_share)
     chain_rng = random.Random(f"mhop-synthetic-chains-{seed}")
     world = World(seed)

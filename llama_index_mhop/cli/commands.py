@@ -20,38 +20,18 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..bench.arguments import RETRIEVER_NAMES, add_bench_arguments, add_optimize_arguments
 from ..rules.text import escape_controls
 from ..stores.sync import UnknownDocumentError
-from .arguments import collection_name_problem, timeout_problem
-from .config import CONFIG_FILE, ConfigError, find_config, load_config
+from .arguments import collection_name_problem, make_parser, timeout_problem
+from .config import ConfigError, find_config, load_config
 
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.text import Text
 
-# Only the standard library and light package modules are imported here, so that --help and argument errors are
-# answered at once: each command imports the stores, models and console it needs when it runs.
+# Light imports only, so --help and argument errors answer at once: each command imports what it needs.
 
 __all__ = ["build_parser", "main"]
-
-DEFAULT_HOME = os.environ.get("MHOP_HOME", "./.mhop")
-
-
-def _add_store_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--chroma-path", default=os.path.join(DEFAULT_HOME, "chroma"),
-                        help="directory of the embedded Chroma store (default: %(default)s)")
-    parser.add_argument("--chroma-host", default=os.environ.get("MHOP_CHROMA_HOST"),
-                        help="a Chroma server's host instead of the embedded store (env MHOP_CHROMA_HOST)")
-    parser.add_argument("--chroma-port", type=int, default=os.environ.get("MHOP_CHROMA_PORT"),
-                        help="the Chroma server's port (env MHOP_CHROMA_PORT, default 8000)")
-    parser.add_argument("--chroma-timeout", type=float, default=os.environ.get("MHOP_CHROMA_TIMEOUT"),
-                        help="seconds a Chroma server may take to answer (env MHOP_CHROMA_TIMEOUT, default 30)")
-    parser.add_argument("--collection", default="mhop_passages", help="the passage collection (default: %(default)s)")
-    parser.add_argument("--embed-model", default=None,
-                        help="a local model directory or a sentence-transformers model already on disk "
-                             "(default: the packaged all-MiniLM-L6-v2)")
-
 
 def __getattr__(name: str) -> Any:
     if name == "console":  # the Rich console, made on first use (see _console)
@@ -60,8 +40,7 @@ def __getattr__(name: str) -> Any:
 
 
 def _console() -> Console:
-    """The console every command prints through: ``console`` of this module (tests may replace it), made on first
-    use so that importing Rich is left to the commands that print."""
+    """The console every command prints through: this module's ``console`` (tests may replace it), made on first use."""
     current = globals().get("console")
     if current is None:
         from rich.console import Console
@@ -84,8 +63,7 @@ def _labelled(label: str, style: str, message: object) -> Text:
 
 
 def _client(args: argparse.Namespace, read_only: bool = False) -> Any:
-    """The Chroma client of the command's store; ``read_only`` for a command that only reads (an embedded store
-    that cannot be written is then read from a copy)."""
+    """The command's Chroma client; ``read_only``: an embedded store that cannot be written is read from a copy."""
     from ..stores.defaults import DEFAULT_CHROMA_TIMEOUT, default_chroma_client
 
     problem = timeout_problem(args.chroma_timeout)
@@ -111,9 +89,8 @@ def _embed_model(args: argparse.Namespace) -> Any:
 
 @contextmanager
 def _writing(args: argparse.Namespace, graph: bool) -> Iterator[None]:
-    """The writer locks of the folders a command changes (the embedded Chroma folder, and the graph index's when
-    ``graph``), so two ``mhop`` writers on one store run one after the other; taken before anything is written, so
-    a folder that cannot be written is refused in one line with nothing changed."""
+    """The writer locks of the folders a command changes (Chroma's, and the graph index's when ``graph``), taken
+    before anything is written: two writers run one after the other, an unwritable folder is refused unchanged."""
     from ..stores.consistency import store_lock
 
     folders = [] if args.chroma_host else [args.chroma_path]
@@ -171,9 +148,8 @@ def _index(args: argparse.Namespace) -> int:
 
 
 def _sync_graph(args: argparse.Namespace, client: Any, vector_index: Any) -> tuple[Any, Any]:
-    """The graph index reconciled with the passage collection it reads in place: whatever the passage index
-    holds now (after this sync, or a sync or delete killed before the graph followed), the graph converges to it,
-    extracting only passages it lacks. A new graph starts from the passage index's passages and stored vectors."""
+    """The graph index reconciled with the passage collection it reads in place (also after a killed sync or
+    delete), extracting only passages it lacks; a new graph starts from the passage index's stored vectors."""
     from ..graph import HippoGraphIndex
     from ..graph.reconcile import Drift
     from ..stores.passage_index import passage_collection
@@ -256,17 +232,14 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 
 def _print_json(value: Any) -> None:
-    """``value`` as JSON exactly as json.dumps writes it: no console wrapping or markup, so it parses; ensure_ascii
-    writes every control, format (bidi) and non-ASCII character as a \\uXXXX escape, so nothing the corpus holds
-    reaches the terminal as a control sequence."""
+    """``value`` as JSON, unwrapped so it parses; ensure_ascii escapes every control and bidi character."""
     file = _console().file
     file.write(json.dumps(value, indent=2, ensure_ascii=True, default=str) + "\n")
     file.flush()
 
 
 def _print_table(args: argparse.Namespace, results: Sequence[Any]) -> None:
-    """The results as a table for a person at a terminal (passages, titles and the query are untrusted: plain
-    text, never markup; see terminal.plain_text)."""
+    """The results as a table for a terminal (passages, titles and the query are untrusted: plain text)."""
     from rich.table import Table
 
     table = Table(title=_plain(f"{args.retriever}: {args.query}"))
@@ -304,8 +277,7 @@ def cmd_delete(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    """What is indexed, read from the stores as they are: Chroma's records and the graph index's saved files, with
-    no index opened and no embedder loaded (see store_status)."""
+    """What is indexed, read from Chroma's records and the graph's saved files, with no index opened."""
     from ..rules.counters import process_counters
     from ..stores.defaults import describe_client
     from .status import graph_status, passage_status
@@ -342,69 +314,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def build_parser(defaults: dict[str, Any] | None = None) -> argparse.ArgumentParser:
     """The ``mhop`` argument parser; ``defaults`` (from ``mhop.toml``, by argparse dest) replace built-in defaults."""
-    parser = argparse.ArgumentParser(prog="mhop", description="Multi-hop retrieval over Chroma for LlamaIndex.")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO")
-    parser.add_argument("--config", help=f"a configuration file (default: ./{CONFIG_FILE} when present)")
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    index = sub.add_parser("index", help="build or update the Chroma index of a folder or JSON corpus")
-    index.add_argument("path", help="a folder of .txt/.md files or a JSON corpus")
-    index.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    index.add_argument("--strict", action="store_true",
-                       help="refuse the corpus when a file cannot be read (default: skip the file and name it)")
-    index.add_argument("--follow-symlinks", action="store_true",
-                       help="read symbolic links to files outside PATH (default: skip them and name them)")
-    index.add_argument("--graph", action="store_true", help="also build the HippoRAG 2 graph index (hippo_graph)")
-    index.add_argument("--graph-dir", help="where the graph index is kept (default: graph/ beside --chroma-path)")
-    index.add_argument("--no-delete", action="store_true",
-                       help="only add and update: keep documents indexed from PATH that are gone from it")
-    _add_store_arguments(index)
-    index.set_defaults(func=cmd_index)
-
-    delete = sub.add_parser("delete", help="remove documents by doc id (a file name alone when unambiguous)")
-    delete.add_argument("doc_ids", nargs="+", metavar="DOC_ID")
-    delete.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    delete.add_argument("--graph-dir", help="the graph index, if any (default: graph/ beside --chroma-path)")
-    _add_store_arguments(delete)
-    delete.set_defaults(func=cmd_delete)
-
-    query = sub.add_parser("query", help="retrieve passages for a question (and answer it when an LM is set)")
-    query.add_argument("query")
-    query.add_argument("--retriever", default="rrf_fusion", choices=RETRIEVER_NAMES)
-    query.add_argument("--top-k", type=int, default=5)
-    query.add_argument("--explain", action="store_true", help="print the retriever's trace")
-    query.add_argument("--json", action="store_true",
-                       help="print one JSON document (results, the trace with --explain, the answer with --lm)")
-    query.add_argument("--lm", default="none", help="none | local | a dspy model string")
-    query.add_argument("--program", help="a compiled program of the retriever (JSON from mhop optimize)")
-    query.add_argument("--graph-dir", help="the graph index of hippo_graph (default: graph/ beside --chroma-path)")
-    _add_store_arguments(query)
-    query.set_defaults(func=cmd_query)
-
-    status = sub.add_parser("status", help="what is indexed, where, when it was last synced")
-    status.add_argument("--graph-dir", help="the graph index (default: graph/ beside --chroma-path)")
-    _add_store_arguments(status)
-    status.set_defaults(func=cmd_status)
-
-    demo = sub.add_parser("demo", help="index the shipped multi-hop corpus and compare retrievers on it")
-    demo.add_argument("--chroma-path", default=os.path.join(DEFAULT_HOME, "demo"))
-    demo.add_argument("--retrievers", default="vector,rrf_fusion,confidence_loop,hippo_graph",
-                      help="comma-separated registered retrievers (default: %(default)s)")
-    demo.add_argument("--top-k", type=int, default=5)
-    demo.add_argument("--lm", default="none", help="none | local | a dspy model string")
-    demo.set_defaults(func=cmd_demo)
-
-    optimize = sub.add_parser("optimize", help="compile a retriever's DSPy program against a retrieval metric")
-    add_optimize_arguments(optimize)
-    optimize.set_defaults(func=cmd_optimize)
-
-    bench = sub.add_parser("bench", help="benchmark retrievers on a multi-hop dataset")
-    add_bench_arguments(bench)
-    bench.set_defaults(func=cmd_bench)
-    for command in (index, query, delete, status, demo, bench):
-        known = {action.dest for action in command._actions}
-        command.set_defaults(**{dest: value for dest, value in (defaults or {}).items() if dest in known})
-    return parser
+    handlers = {"index": cmd_index, "delete": cmd_delete, "query": cmd_query, "status": cmd_status,
+                "demo": cmd_demo, "optimize": cmd_optimize, "bench": cmd_bench}
+    return make_parser(handlers, defaults)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -436,8 +348,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _store_options_problem(args: argparse.Namespace) -> str | None:
-    """A one-line message when ``--chroma-timeout`` or ``--collection`` (flag, environment or mhop.toml) cannot
-    be used, else None."""
+    """Why ``--chroma-timeout`` or ``--collection`` (flag, environment or mhop.toml) cannot be used, or None."""
     if hasattr(args, "chroma_timeout") and (problem := timeout_problem(args.chroma_timeout)):
         return problem
     if isinstance(getattr(args, "collection", None), str):
@@ -447,8 +358,7 @@ def _store_options_problem(args: argparse.Namespace) -> str | None:
 
 #: Errors a command reports as one line (exit status 2) rather than a traceback.
 _EXPECTED = (ValueError, TypeError, ConnectionError, FileNotFoundError, ImportError, UnknownDocumentError)
-#: The same for errors of modules only a command imports, named as (module, class): an instance can only exist once
-#: its module is loaded, so they are looked up in ``sys.modules`` after the fact and never imported here.
+#: Errors of modules only a command imports: looked up in ``sys.modules`` after the fact, never imported here.
 _EXPECTED_ELSEWHERE = (("llama_index_mhop.stores.vector_index", "IndexingInterrupted"),
                        ("llama_index_mhop.stores.consistency", "StoreLockedError"),
                        ("llama_index_mhop.stores.consistency", "ReadOnlyStoreError"))

@@ -23,8 +23,7 @@ The file has five sections; every key is optional and a command-line flag overri
     [lm]
     model = "none"                   # none | local | a DSPy model string
 
-A bad file is a one-line error naming the file and the key: an unknown section or key, a value of the wrong type
-or out of range, values nested deeper than any setting is (arrays in arrays a hundred thousand deep included).
+A bad file is a one-line error naming the file and the key.
 """
 
 from __future__ import annotations
@@ -81,11 +80,7 @@ _TYPE_NAMES = {str: "a string", int: "an integer", bool: "true or false"}
 
 
 def find_config(explicit: str | os.PathLike[str] | None = None) -> Path | None:
-    """The configuration file to read: ``explicit`` (which must exist), else ``./mhop.toml`` if present.
-
-    Raises:
-        ConfigError: ``explicit`` names no file.
-    """
+    """The configuration file to read: ``explicit`` (which must exist), else ``./mhop.toml`` if present."""
     if explicit is not None:
         path = Path(explicit)
         if not path.is_file():
@@ -129,11 +124,7 @@ def _check(path: Path, name: str, key: _Key, value: Any) -> Any:
 
 
 def load_config(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read and validate a configuration file; returns the command-line defaults it sets, by argparse dest.
-
-    Raises:
-        ConfigError: the file is not TOML, or a section, key or value is not one this module knows.
-    """
+    """The command-line defaults (by argparse dest) a configuration file sets; ConfigError when it is bad."""
     path = Path(path)
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))

@@ -1,15 +1,5 @@
-"""What ``mhop status`` reports, read from the stores as they are: no index is opened and no embedder loaded.
-
-* The passage collection's counts come from Chroma directly: its rows' ``document_id`` and ``source`` metadata
-  (what :func:`~llama_index_mhop.stores.vector_index.describe_collection` reads) and the one-row sync log beside it.
-* The graph index's counts come from its saved files (``hippo_config.json``, ``hippo_graph/tables.json`` and the
-  edge array it names, or a format-1 ``hippo_graph.json``) and the record counts of its Chroma collections: what
-  :meth:`~llama_index_mhop.graph.HippoGraphIndex.counts` gives for the index once opened.
-
-Nothing here writes: a missing sync log is reported as no sync, not created. The file names, metadata keys and
-edge channels are those of the modules that write them; ``tests/test_cli_start.py`` checks that both readings
-agree.
-"""
+"""What ``mhop status`` reports, read from Chroma's records and the graph index's saved files as they are: no
+index is opened, no embedder loaded, nothing written. ``tests/test_cli_start.py`` checks both readings agree."""
 
 from __future__ import annotations
 
@@ -38,7 +28,7 @@ def _has_collection(client: Any, name: str) -> bool:
 
 
 def passage_status(client: Any, collection_name: str) -> dict[str, Any]:
-    """What a passage collection holds: documents, passages, sources, and the time and counts of the last sync.
+    """A passage collection's documents, passages, sources, and the time and counts of the last sync.
 
     Raises:
         ValueError: no such collection.
@@ -114,9 +104,7 @@ def _graph_counts(root: Path) -> tuple[dict[str, Any], dict[str, int], list[str]
 
 
 def graph_status(client: Any, graph_dir: str | Path) -> dict[str, Any]:
-    """The counts of the graph index saved in ``graph_dir`` whose collections ``client`` holds, keyed as
-    ``HippoGraphIndex.counts()``: the graph's passages, entities and facts, the records of its Chroma
-    collections (passages: its own and those of the collection it reads in place), its nodes and edges.
+    """The counts of the graph index saved in ``graph_dir``, keyed as ``HippoGraphIndex.counts()``.
 
     Raises:
         FileNotFoundError: no index saved in ``graph_dir``.

@@ -17,8 +17,8 @@ from llama_index_mhop.bench.benchmarker import (
     save_json,
     validate_result,
 )
+from llama_index_mhop.bench.cli import plot
 from llama_index_mhop.bench.loaders import BenchDataset, BenchQuestion, Passage, load_dataset
-from llama_index_mhop.bench.plots import plot
 from llama_index_mhop.bench.registry import RetrieverSpec
 from llama_index_mhop.lm.steps import FallbackCounter
 
