@@ -1,1 +1,1 @@
-"""cli"""
+"""The `mhop` command: its arguments, configuration file, commands and status."""

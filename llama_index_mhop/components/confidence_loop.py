@@ -1,7 +1,4 @@
-"""Confidence-loop retrieval (seed 001): entity-chain queries, a confidence check, targeted follow-up, rerank.
-
-The flow of seed 001 (the HoVer multi-hop pipeline with confidence-based self-verification), over any
-LlamaIndex retriever:
+"""Seed 001 (HoVer's multi-hop pipeline with confidence-based self-verification) over any LlamaIndex retriever:
 
 1. Round 1: ``EntityAndGapAnalyzer`` reads the entity chains of the query and writes 2-3 search queries
    aimed at different links of the chain; the query itself is issued beside them (the original query's
@@ -12,10 +9,8 @@ LlamaIndex retriever:
    1-2 queries for the gaps, each retrieving ``round2_k`` (15) more passages; de-duplicated again.
 5. ``ListwiseDocumentReranker`` ranks all passages together; the top ``similarity_top_k`` (21) are returned.
 
-Every step is a DSPy predictor on a class signature (:mod:`llama_index_mhop.lm.signatures`) and has an
-LLM-free strategy (:mod:`llama_index_mhop.rules.confidence`, :mod:`llama_index_mhop.rules.confidence`)
-that is the default when no LM is configured and the fallback when the LM raises, times out or answers
-something unusable (:mod:`llama_index_mhop.rules.parsing`).
+Every step is a DSPy predictor (:mod:`~llama_index_mhop.lm.signatures`) with an LLM-free strategy
+(:mod:`~llama_index_mhop.rules.confidence`): the default without an LM, the fallback when the LM fails.
 """
 
 from __future__ import annotations
@@ -74,9 +69,7 @@ __all__ = ["ConfidenceLoopConfig", "ConfidenceLoopModule", "ConfidenceLoopRetrie
 logger = logging.getLogger(__name__)
 
 class ConfidenceLoopConfig(BaseModel):
-    """Every setting of :class:`ConfidenceLoopRetriever`.
-
-    A value out of range raises pydantic's ``ValidationError`` (a ``ValueError``) naming the field.
+    """Every setting of :class:`ConfidenceLoopRetriever`; one out of range raises pydantic's ``ValidationError``.
 
     Attributes:
         similarity_top_k: passages returned (21).

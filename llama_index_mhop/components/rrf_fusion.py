@@ -195,9 +195,11 @@ class PerspectiveQueryTransform(BaseQueryTransform):
     def _get_prompt_modules(self) -> dict[str, Any]:
         return {}
 
-    def step(self, query: str, context: Sequence[ContextLike] = ()) -> LMRequest[list[str]]:
-        """The LM step that writes the perspectives of ``query`` given the ``context`` passages found so far."""
-        return perspectives_request(self.program, check_query(query), context)
+    def step(self, query: str, context: Sequence[ContextLike] = (),
+             program: PerspectiveModule | None = None) -> LMRequest[list[str]]:
+        """The LM step that writes the perspectives of ``query`` given the ``context`` passages found so far, run by
+        ``program`` (default this transform's; a compiled flow passes its own copy)."""
+        return perspectives_request(program or self.program, check_query(query), context)
 
     def generate(self, query: str, context: Sequence[ContextLike] = ()) -> list[str]:
         """4-5 distinct perspective queries for ``query`` given the ``context`` passages found so far."""
@@ -240,7 +242,7 @@ class RRFFusionModule(FlowModule):
         asearch: AsyncSearchBatch | None = None,
         config: RRFFusionConfig | None = None,
     ) -> None:
-        super().__init__(transform.runner, search, asearch)
+        super().__init__(transform.runner, search, asearch, source=transform)
         self.perspectives = transform.program
         self.config = config or RRFFusionConfig()
 
@@ -255,7 +257,8 @@ class RRFFusionModule(FlowModule):
         anchor: list[str] = []
         for iteration in range(settings.num_iterations):
             # Perspectives informed by the previous iteration's top passages, k passages for each.
-            perspectives = yield perspectives_request(self.perspectives, query, context)
+            # Through the transform's step, so a subclass of the transform shapes the flow's perspectives too.
+            perspectives = yield self._parts.source.step(query, context, program=self.perspectives)
             if iteration == 0:
                 # The query's own ranking, the anchor no perspective may dilute: one batch with the first
                 # perspectives (which see no passage yet).
