@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..graph.graph_files import open_graph_files
 from ..graph.json_files import read_json_object
 from ..graph.layout import CONFIG_FILE, GRAPH_DIR, LEGACY_GRAPH_FILE, TABLES_FILE
 from ..stores.chroma_batches import pages
@@ -93,7 +94,7 @@ def _graph_counts(root: Path) -> tuple[dict[str, Any], dict[str, int], list[str]
             f"no HippoGraphIndex saved in {root} (expected {CONFIG_FILE} and {GRAPH_DIR}/{TABLES_FILE})")
     config = read_json_object(config_path)  # each checked against its recorded digest
     path = tables_path if tables_path.is_file() else legacy_path
-    data = read_json_object(path)
+    data = read_json_object(path) if path == legacy_path else open_graph_files(root / GRAPH_DIR, mmap=True)[0]
     counts = {key: len(_sized(data, key, dict, path)) for key in ("passages", "entities", "facts")}
     if path == tables_path:
         nodes = sum(key is not None for key in _sized(data, "node_keys", list, path))

@@ -1,14 +1,16 @@
-"""The knowledge graph's files: its records as JSON, a folder of ``.npy`` arrays, and networkx/GraphML export.
+"""The knowledge graph's files: a folder of ``.npy`` arrays named by a small ``tables.json``, its records as JSON,
+and networkx/GraphML export.
 
 * :class:`GraphTables`: a graph's records (config, version, entities, facts, passages, synonym lists) as plain
-  data, written as JSON and read back checked (:meth:`GraphTables.to_json`, :meth:`GraphTables.from_json`).
+  data, and as JSON values (:meth:`GraphTables.to_json`, :meth:`GraphTables.from_json`).
 * :func:`graph_dict` / :func:`check_listed`: one JSON object (the records plus node and edge lists), the format
   the index persisted first. The node and edge lists are derived data: on reading, the graph built from the
   records must list the same ones.
 * :func:`save_graph` / :func:`open_graph_files` / :func:`open_structure`: a folder with ``tables.json`` (the
-  records, the node table, the names of this save's arrays) and the node kinds and edge table as ``.npy`` files,
-  read with ``allow_pickle=False`` and memory-mapped when asked, so several query processes share one copy of the
-  edges.
+  names of this save's arrays, the graph's settings and version, checked by pydantic) and the records, node table
+  and edge table as ``.npy`` files, read with ``allow_pickle=False``, the edges memory-mapped when asked, so
+  several query processes share one copy of them. A ``tables.json`` of array format 2 (the records in it) is
+  still read.
 * :func:`graph_to_networkx`: a ``networkx.Graph`` for inspecting or drawing (``networkx.write_graphml`` writes it).
 
 A save is named by the digest of its ``tables.json`` (:func:`saved_tables_digest`): what a query snapshot of it
@@ -26,29 +28,29 @@ from __future__ import annotations
 
 import gc
 import itertools
-import json
-import os
 import re
-import secrets
 import sys
 from array import array
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, Strict, StrictInt
 
+from ..rules.atomic_files import atomic_path
 from .graph_arrays import EdgeStore, NodeTable, PassageRecord, SynonymList, load_array
 from .json_files import (
     DamagedFileError,
-    check_digest,
     check_file_digest,
+    check_model,
     content_hash,
-    digest_trailer,
     file_digest,
-    json_object,
+    read_json_file,
+    read_json_object,
+    write_json,
 )
 from .layout import TABLES_FILE
 
@@ -59,6 +61,7 @@ __all__ = [
     "ARRAY_FORMAT_VERSION",
     "TABLES_FILE",
     "GraphTables",
+    "check_json_records",
     "check_listed",
     "check_saved_array",
     "cycle_collection_paused",
@@ -71,8 +74,13 @@ __all__ = [
     "save_graph",
 ]
 
-ARRAY_FORMAT_VERSION = 2
-_ARRAYS = ("node_kinds", "edge_pairs", "edge_values")
+#: 2: the records in ``tables.json`` (still read); 3: the records as arrays.
+ARRAY_FORMAT_VERSION = 3
+_DTYPES = {"node_kinds": (np.int8, 1), "edge_pairs": (np.int32, 2), "edge_values": (np.int32, 2),
+           "text": (np.uint8, 1), "text_ends": (np.int64, 1), "counts": (np.int64, 1), "similarities": (np.float64, 1)}
+_ARRAYS = tuple(_DTYPES)
+_ARRAY_NAMES = {2: _ARRAYS[:3], 3: _ARRAYS}  # by array format version
+_SIZES = ("entities", "facts", "passages", "synonyms", "nodes", "free_slots")
 # The file names save_graph writes, nothing else: the digest of the array's bytes (a save before digests were
 # recorded: 8 random hex digits, read unchecked).
 _ARRAY_NAME = re.compile(r"[a-z_]+\.v\d+-(?:[0-9a-f]{8}|(?P<digest>[0-9a-f]{32}))\.npy")
@@ -97,20 +105,13 @@ class GraphTables:
     def to_json(self) -> dict[str, Any]:
         """The records as JSON values, each table sorted by id."""
         return {"config": dict(self.config), "version": self.version,
-                **{name: dict(items) for name, items in self.to_json_items().items()},
+                "entities": dict(sorted(self.entity_names.items())),
+                "facts": {f: list(t) for f, t in sorted(self.facts.items())},
+                "passages": {pid: {"entities": list(r.entities), "facts": list(r.facts), "ref_doc_id": r.ref_doc_id,
+                                   "title": r.title, "title_entities": list(r.title_entities)}
+                             for pid, r in sorted(self.passages.items())},
+                "synonyms": {e: [[o, s] for o, s in lst] for e, lst in sorted(self.synonyms.items())},
                 "stale_synonyms": sorted(self.stale_synonyms)}
-
-    def to_json_items(self) -> dict[str, Iterator[tuple[str, Any]]]:
-        """The entity, fact, passage and synonym tables of :meth:`to_json`, each as its ``(id, JSON value)``
-        pairs, sorted by id and made one at a time."""
-        return {
-            "entities": iter(sorted(self.entity_names.items())),
-            "facts": ((f, list(t)) for f, t in sorted(self.facts.items())),
-            "passages": ((pid, {"entities": list(r.entities), "facts": list(r.facts), "ref_doc_id": r.ref_doc_id,
-                                "title": r.title, "title_entities": list(r.title_entities)})
-                         for pid, r in sorted(self.passages.items())),
-            "synonyms": ((e, [[o, s] for o, s in lst]) for e, lst in sorted(self.synonyms.items())),
-        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> GraphTables:
@@ -137,9 +138,10 @@ class GraphTables:
         entity_names = {one(k): v for k, v in data["entities"].items()}
         facts = {one(k): (one(s), one(p), one(o)) for k, (s, p, o) in data["facts"].items()}
         passages = {
-            one(pid): PassageRecord(ids(rec["entities"]), ids(rec["facts"]),
-                                    None if rec.get("ref_doc_id") is None else one(rec["ref_doc_id"]),
-                                    rec.get("title", ""), ids(rec.get("title_entities", ())))
+            one(pid): rec if isinstance(rec, PassageRecord) else PassageRecord(
+                ids(rec["entities"]), ids(rec["facts"]),
+                None if rec.get("ref_doc_id") is None else one(rec["ref_doc_id"]), rec.get("title", ""),
+                ids(rec.get("title_entities", ())))
             for pid, rec in data["passages"].items()
         }
         return cls(
@@ -182,40 +184,39 @@ def check_listed(data: Mapping[str, Any], tables: GraphTables, edges: Sequence[E
                              "synonym lists")
 
 
-def _write_atomic(path: Path, write: Any) -> None:
-    partial = _partial(path)
-    with open(partial, "wb") as handle:
-        write(handle)
-    os.replace(partial, path)
-
-
-def _partial(path: Path) -> Path:
-    return path.with_name(f"{path.name}.{os.getpid()}-{secrets.token_hex(4)}.partial")  # a name of its own
-
-
 def _write_named_array(folder: Path, stem: str, version: int, data: np.ndarray) -> str:
     """Write an array under the name of its content (``<stem>.v<version>-<digest>.npy``), returning the name."""
-    partial = _partial(folder / f"{stem}.npy")
-    with open(partial, "wb") as handle:
-        np.save(handle, np.ascontiguousarray(data), allow_pickle=False)
-    name = f"{stem}.v{version}-{file_digest(partial)}.npy"
-    os.replace(partial, folder / name)  # the same name holds the same bytes: a reader's map is never changed
+    data = np.ascontiguousarray(data)
+    digest = _HashingWriter()
+    np.save(digest, data, allow_pickle=False)  # the bytes np.save writes to the file, hashed without a copy
+    name = f"{stem}.v{version}-{digest.hash.hexdigest()}.npy"
+    with atomic_path(folder / name) as partial, open(partial, "wb") as handle:  # a mapped file is replaced, not
+        np.save(handle, data, allow_pickle=False)  # changed: its reader keeps it
     return name
+
+
+class _HashingWriter:
+    """A file-like sink that only hashes what is written to it."""
+
+    def __init__(self) -> None:
+        self.hash = content_hash()
+
+    def write(self, data: bytes) -> int:
+        self.hash.update(data)
+        return len(data)
 
 
 def save_graph(folder: str | Path, tables: GraphTables, nodes: NodeTable, edges: EdgeStore,
                attached: Mapping[str, Any] | None = None) -> str:
-    """Write a graph to ``folder``: ``tables.json`` (its records and node table) and the node kinds and edge table
-    as ``.npy`` files.
+    """Write a graph to ``folder``: its records, node table and edges as ``.npy`` arrays, and ``tables.json``,
+    which names them and holds the graph's settings, version and ``attached`` (JSON values, such as the index's
+    document store, visible in the same atomic step as the graph they describe).
 
-    ``attached`` (JSON values, such as the index's document store) is written inside ``tables.json``, so it
-    becomes visible in the same atomic step as the graph it describes.
-
-    Each save writes its arrays under new names (``edge_pairs.<save>.npy``, ...), then replaces ``tables.json``,
-    which names them, then deletes the arrays of the saves before the previous one, and any ``.partial`` file a
-    crashed save left. A crash leaves the previous save whole. The previous save's arrays stay, so a reader that
-    has just read the previous ``tables.json`` can still open them (:func:`open_graph_files`); a reader that
-    mapped an older save keeps its arrays (an unlinked file lives on while it is mapped).
+    Each save writes its arrays under the names of their content, then replaces ``tables.json``, then deletes the
+    arrays of the saves before the previous one, and any partial file a crashed save left. A crash leaves the
+    previous save whole. The previous save's arrays stay, so a reader that has just read the previous
+    ``tables.json`` can still open them (:func:`open_graph_files`); a reader that mapped an older save keeps its
+    arrays (an unlinked file lives on while it is mapped).
 
     Returns:
         The digest of the ``tables.json`` written (:func:`saved_tables_digest`).
@@ -224,81 +225,125 @@ def save_graph(folder: str | Path, tables: GraphTables, nodes: NodeTable, edges:
     target.mkdir(parents=True, exist_ok=True)
     keys, free = nodes.to_lists()
     pairs, values = edges.table()
+    records, sizes = _record_arrays(tables, keys, free)
     arrays = {stem: _write_named_array(target, stem, tables.version, data)
-              for stem, data in zip(_ARRAYS, (nodes.kinds(), pairs, values), strict=True)}
+              for stem, data in {"node_kinds": nodes.kinds(), "edge_pairs": pairs, "edge_values": values,
+                                 **records}.items()}
     keep = {*arrays.values(), *_saved_array_names(target)}
-    body = content_hash()
-
-    def write_tables(handle: Any) -> None:
-        for chunk in _tables_json(tables, arrays, keys, free, attached):
-            data = chunk.encode("utf-8")
-            body.update(data)
-            handle.write(data)
-        handle.write(digest_trailer(body).encode())
-
-    _write_atomic(target / TABLES_FILE, write_tables)
-    digest = body.copy()
-    digest.update(digest_trailer(body).encode())
+    digest = write_json(target / TABLES_FILE, {
+        "array_format_version": ARRAY_FORMAT_VERSION, "arrays": arrays, "sizes": sizes, "config": dict(tables.config),
+        "version": tables.version, "stale_synonyms": sorted(tables.stale_synonyms), "attached": dict(attached or {})})
     for stale in target.iterdir():
-        ours = stale.name.split(".")[0] in (*_ARRAYS, Path(TABLES_FILE).stem)
-        if ours and stale.suffix in (".npy", ".partial") and stale.name not in keep:
+        ours = stale.name.lstrip(".").split(".")[0] in (*_ARRAYS, Path(TABLES_FILE).stem)
+        if ours and (stale.suffix == ".npy" or ".partial" in stale.name) and stale.name not in keep:
             stale.unlink(missing_ok=True)
-    return digest.hexdigest()
+    return digest
 
 
-_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-_CHUNK_ITEMS = 4096  # records encoded into one piece of the file
+def _record_arrays(tables: GraphTables, keys: list[str | None],
+                   free: list[int]) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+    """The records and node keys as arrays: every string in one text (``text`` and the ``text_ends`` of each
+    string), every list length and free slot in ``counts``, the synonym similarities in ``similarities``; and the
+    number of rows of each table. :func:`_records_from_arrays` reads them back in the same order."""
+    texts: list[str] = []
+    counts: list[int] = []
+
+    def lists(rows: Iterable[Sequence[str]]) -> None:
+        for row in rows:
+            counts.append(len(row))
+            texts.extend(row)
+
+    entities, facts = sorted(tables.entity_names.items()), sorted(tables.facts.items())
+    passages, synonyms = sorted(tables.passages.items()), sorted(tables.synonyms.items())
+    for table in (entities, [(f, *t) for f, t in facts]):
+        for column in zip(*table, strict=True):
+            texts.extend(column)
+    texts.extend(pid for pid, _ in passages)
+    texts.extend(r.title for _, r in passages)
+    lists(() if r.ref_doc_id is None else (r.ref_doc_id,) for _, r in passages)
+    for field in ("entities", "facts", "title_entities"):
+        lists(getattr(r, field) for _, r in passages)
+    texts.extend(e for e, _ in synonyms)
+    lists(lst.ids for _, lst in synonyms)
+    texts.extend("" if k is None else k for k in keys)
+    counts.extend(free)
+    similarities = np.array([s for _, lst in synonyms for s in lst.similarities], dtype=np.float64)
+    text = "".join(texts)
+    return ({"text": np.frombuffer(text.encode("utf-8"), dtype=np.uint8),
+             "text_ends": np.cumsum([len(t) for t in texts], dtype=np.int64),
+             "counts": np.array(counts, dtype=np.int64), "similarities": similarities},
+            {"entities": len(entities), "facts": len(facts), "passages": len(passages), "synonyms": len(synonyms),
+             "nodes": len(keys), "free_slots": len(free)})
 
 
-def _tables_json(tables: GraphTables, arrays: Mapping[str, str], keys: list[str | None], free: list[int],
-                 attached: Mapping[str, Any] | None) -> Iterator[str]:
-    """``tables.json`` in pieces, a few thousand records each, never the whole text at once: the JSON of
-    ``{"array_format_version", "arrays", **tables.to_json(), "node_keys", "free_slots", "attached"}`` without its
-    closing brace (the digest member ends it). The arrays come first, so a save reads the previous save's names
-    from the file's head (:func:`_saved_array_names`)."""
-    records = tables.to_json_items()
-    yield "{" + ",".join(f"{_ENCODE(k)}:{_ENCODE(v)}" for k, v in (
-        ("array_format_version", ARRAY_FORMAT_VERSION), ("arrays", dict(arrays)),
-        ("config", dict(tables.config)), ("version", tables.version)))
-    for name, items in records.items():
-        yield f",{_ENCODE(name)}:{{"
-        separator = ""
-        while chunk := list(itertools.islice(items, _CHUNK_ITEMS)):
-            yield separator + ",".join(f"{_ENCODE(k)}:{_ENCODE(v)}" for k, v in chunk)
-            separator = ","
-        yield "}"
-    yield f",{_ENCODE('stale_synonyms')}:{_ENCODE(sorted(tables.stale_synonyms))}"
-    yield f",{_ENCODE('node_keys')}:["
-    for start in range(0, len(keys), _CHUNK_ITEMS):
-        yield ("," if start else "") + ",".join(_ENCODE(k) for k in keys[start : start + _CHUNK_ITEMS])
-    yield f"],{_ENCODE('free_slots')}:{_ENCODE(free)}"
-    if attached:
-        yield f",{_ENCODE('attached')}:{_ENCODE(dict(attached))}"
+def _records_from_arrays(arrays: Mapping[str, np.ndarray], sizes: Mapping[str, int]) -> dict[str, Any]:
+    """The records :func:`_record_arrays` wrote, as the JSON form of :meth:`GraphTables.to_json` holds them (the
+    synonym lists packed), with ``node_keys`` and ``free_slots``.
+
+    Raises:
+        ValueError: arrays that do not hold what the sizes say.
+    """
+    text = arrays["text"].tobytes().decode("utf-8")
+    ends = arrays["text_ends"].tolist()
+    counts = arrays["counts"].tolist()
+    if ends and ends[-1] != len(text):
+        raise ValueError("text_ends: the strings do not end where the text does")
+    at = {"text": 0, "count": 0}
+
+    def strings(n: int) -> list[str]:
+        first = at["text"]
+        if first + n > len(ends):
+            raise ValueError("text: fewer strings than the tables hold")
+        at["text"] = first + n
+        start = ends[first - 1] if first else 0
+        out = []
+        for end in ends[first : first + n]:
+            out.append(sys.intern(text[start:end]))
+            start = end
+        return out
+
+    def numbers(n: int) -> list[int]:
+        first = at["count"]
+        if first + n > len(counts) or any(c < 0 for c in counts[first : first + n]):
+            raise ValueError("counts: fewer counts than the tables hold")
+        at["count"] = first + n
+        return counts[first : first + n]
+
+    def lists(n: int) -> list[tuple[str, ...]]:
+        lengths = numbers(n)
+        flat = iter(strings(sum(lengths)))
+        return [tuple(itertools.islice(flat, k)) for k in lengths]
+
+    entity_ids, names = strings(sizes["entities"]), strings(sizes["entities"])
+    fact_columns = [strings(sizes["facts"]) for _ in range(4)]
+    n = sizes["passages"]
+    pids, titles, refs, entities, facts, title_entities = strings(n), strings(n), lists(n), lists(n), lists(n), lists(n)
+    synonym_ids = strings(sizes["synonyms"])
+    others = lists(sizes["synonyms"])
+    keys = strings(sizes["nodes"])
+    free = numbers(sizes["free_slots"])
+    similarities = arrays["similarities"]
+    if at["text"] != len(ends) or at["count"] != len(counts) or len(similarities) != sum(map(len, others)):
+        raise ValueError("the arrays hold more than the tables")
+    ends_of = itertools.accumulate(map(len, others))
+    return {
+        "entities": dict(zip(entity_ids, names, strict=True)),
+        "facts": {f: (s, p, o) for f, s, p, o in zip(*fact_columns, strict=True)},
+        "passages": {pid: PassageRecord(e, f, r[0] if r else None, t, te)
+                     for pid, t, r, e, f, te in zip(pids, titles, refs, entities, facts, title_entities, strict=True)},
+        "synonyms": {e: SynonymList.from_columns(ids, array("d", similarities[end - len(ids) : end].tolist()))
+                     for e, ids, end in zip(synonym_ids, others, ends_of, strict=True)},
+        "node_keys": [k or None for k in keys],
+        "free_slots": free,
+    }
 
 
 def _saved_array_names(folder: Path) -> list[str]:
-    """The arrays the folder's current ``tables.json`` names (none when there is no readable one), read from the
-    file's head where :func:`save_graph` writes them (a file written before that is read whole)."""
-    head = f'{{"array_format_version":{ARRAY_FORMAT_VERSION},"arrays":'
+    """The arrays the folder's current ``tables.json`` names (none when there is no readable one)."""
     try:
-        with open(folder / TABLES_FILE, "rb") as file:
-            start = file.read(_HEAD_BYTES).decode("utf-8", errors="replace")
-    except OSError:
+        return [name for name in read_json_object(folder / TABLES_FILE)["arrays"].values() if isinstance(name, str)]
+    except (ValueError, AttributeError, KeyError):
         return []
-    if start.startswith(head):
-        try:
-            names, _ = json.JSONDecoder().raw_decode(start, len(head))
-        except json.JSONDecodeError:
-            names = None
-        if isinstance(names, dict) and all(isinstance(v, str) for v in names.values()):
-            return list(names.values())
-    try:
-        return list(load_graph_tables(folder)["arrays"].values())
-    except ValueError:
-        return []
-
-
-_HEAD_BYTES = 4096  # more than the array names of a save take at the head of its tables.json
 
 
 def saved_tables_digest(folder: str | Path) -> str:
@@ -314,8 +359,62 @@ def saved_tables_digest(folder: str | Path) -> str:
 
 
 def load_graph_tables(folder: str | Path) -> dict[str, Any]:
-    """The ``tables.json`` of a saved graph, or a ValueError naming what is wrong."""
-    return _read_tables(Path(folder))[0]
+    """The records of a saved graph in the JSON form of ``tables.json`` before the records became arrays
+    (array format 2, which is still read): a ValueError names what is wrong."""
+    folder = Path(folder)
+    data, arrays, _ = open_graph_files(folder, mmap=False)
+    data = {**data, "array_format_version": 2, "arrays": {s: data["arrays"][s] for s in _ARRAY_NAMES[2]}}
+    data["passages"] = {pid: {"entities": list(r.entities), "facts": list(r.facts), "ref_doc_id": r.ref_doc_id,
+                              "title": r.title, "title_entities": list(r.title_entities)}
+                        if isinstance(r, PassageRecord) else r for pid, r in data["passages"].items()}
+    data["facts"] = {f: list(t) for f, t in data["facts"].items()}
+    data["synonyms"] = {e: [list(pair) for pair in lst] for e, lst in data["synonyms"].items()}
+    data.pop("sizes", None)
+    return data
+
+
+_Id = Annotated[str, Strict()]
+
+
+class _Manifest(BaseModel):
+    """The members of ``tables.json`` besides the arrays' names (format 2 holds the records too)."""
+
+    model_config = ConfigDict(extra="allow")
+    config: dict[str, Any] = {}
+    version: StrictInt = 0
+    stale_synonyms: list[_Id] = []
+    attached: dict[str, Any] = {}
+    sizes: dict[str, Annotated[StrictInt, Field(ge=0)]] = {}
+
+
+class _JsonPassage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    entities: list[Any]  # each an id of the entities: checked with the links
+    facts: list[Any]
+    title_entities: list[Any] = []
+
+
+class _JsonRecords(BaseModel):
+    """The records of a graph held as JSON (array format 2, and the one-object graph file of index format 1)."""
+
+    model_config = ConfigDict(extra="allow")
+    entities: dict[str, _Id]
+    facts: dict[str, tuple[_Id, _Id, _Id]]
+    passages: dict[str, _JsonPassage]
+    synonyms: dict[str, list[Any]] = {}
+    node_keys: list[_Id | None] = []
+    free_slots: list[StrictInt] = []
+    nodes: list[Any] = []
+    edges: list[Any] = []
+
+
+def check_json_records(data: Mapping[str, Any], where: str) -> None:
+    """Check the types of a graph's records held as JSON (their links are checked by the graph's loader).
+
+    Raises:
+        DamagedFileError: a field of the wrong type, named in one line.
+    """
+    check_model(_JsonRecords, data, where)
 
 
 def _read_tables(folder: Path) -> tuple[dict[str, Any], str]:
@@ -323,28 +422,18 @@ def _read_tables(folder: Path) -> tuple[dict[str, Any], str]:
     path = folder / TABLES_FILE
     if not path.is_file():
         raise DamagedFileError(f"{path}: no saved graph here")
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise DamagedFileError(f"{path}: not readable ({exc}); the Chroma data is untouched") from None
-    digest = check_digest(raw, path)
-    try:
-        text = raw.decode("utf-8")
-        del raw  # the text alone from here: at a million passages each copy is gigabytes
-        with cycle_collection_paused():
-            data = json_object(text, path, entries={"synonyms": packed_synonyms})
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise DamagedFileError(f"{path}: not valid JSON ({exc}); the Chroma data is untouched"
-                               if isinstance(exc, UnicodeDecodeError) else str(exc)) from None
-    del text
-    if data.get("array_format_version") != ARRAY_FORMAT_VERSION:
-        raise ValueError(f"{path}: unsupported array format version {data.get('array_format_version')!r} (this "
-                         f"code reads {ARRAY_FORMAT_VERSION})")
+    with cycle_collection_paused():
+        data, digest = read_json_file(path)
+    if (version := data.get("array_format_version")) not in _ARRAY_NAMES:
+        raise ValueError(f"{path}: unsupported array format version {version!r} (this code reads "
+                         f"{', '.join(map(str, _ARRAY_NAMES))})")
     names = data.get("arrays")
     if not isinstance(names, dict) or any(not isinstance(names.get(s), str) or not _ARRAY_NAME.fullmatch(names[s])
-                                          or not names[s].startswith(f"{s}.") for s in _ARRAYS):
-        raise DamagedFileError(f"{path}: arrays: expected the file names of {', '.join(_ARRAYS)}")
-    data.pop("digest", None)  # the file's, checked: not a record of the graph
+                                          or not names[s].startswith(f"{s}.") for s in _ARRAY_NAMES[version]):
+        raise DamagedFileError(f"{path}: arrays: expected the file names of {', '.join(_ARRAY_NAMES[version])}")
+    check_model(_Manifest, data, str(path))
+    if version == 2:
+        check_json_records(data, str(path))
     return data, digest
 
 
@@ -387,18 +476,34 @@ def check_saved_array(folder: Path, name: str) -> None:
         check_file_digest(folder / name, named["digest"])
 
 
-def _open_arrays(folder: Path, tables: Mapping[str, Any], mmap: bool) -> dict[str, np.ndarray]:
+def _open_arrays(folder: Path, tables: dict[str, Any], mmap: bool) -> dict[str, np.ndarray]:
+    """The arrays ``tables`` names, each checked against its digest first; the records read from theirs into
+    ``tables``."""
     names = tables["arrays"]
     for name in names.values():
         check_saved_array(folder, name)
-    return {"node_kinds": load_array(folder / names["node_kinds"], np.int8, 1, mmap=False),
-            **{stem: load_array(folder / names[stem], np.int32, 2, mmap) for stem in ("edge_pairs", "edge_values")}}
+    arrays = {stem: load_array(folder / names[stem], dtype, ndim, mmap and stem in ("edge_pairs", "edge_values"))
+              for stem, (dtype, ndim) in _DTYPES.items() if stem in names}
+    if "text" in names:
+        try:
+            with cycle_collection_paused():
+                tables.update(_records_from_arrays(arrays, _sizes(tables)))
+        except (KeyError, ValueError, UnicodeDecodeError) as exc:
+            raise DamagedFileError(f"{folder}: the record arrays do not hold what tables.json says ({exc})") from None
+    return arrays
+
+
+def _sizes(tables: Mapping[str, Any]) -> dict[str, int]:
+    sizes = tables.get("sizes")
+    if not isinstance(sizes, dict) or set(sizes) != set(_SIZES):
+        raise ValueError(f"sizes: expected the row counts of {', '.join(_SIZES)}")
+    return sizes
 
 
 def open_graph_files(folder: str | Path, mmap: bool) -> tuple[dict[str, Any], dict[str, np.ndarray], str]:
-    """The checked ``tables.json`` of a saved graph, the arrays it names, opened (the edges memory-mapped
-    read-only when ``mmap``) as soon as the tables are read, before anything is built from them, and the digest
-    of the ``tables.json`` read (:func:`saved_tables_digest`).
+    """The checked ``tables.json`` of a saved graph with the records its arrays hold, the arrays it names, opened
+    (the edges memory-mapped read-only when ``mmap``) as soon as the tables are read, before anything is built from
+    them, and the digest of the ``tables.json`` read (:func:`saved_tables_digest`).
 
     A save that finishes meanwhile keeps the arrays of the save before it (see :func:`save_graph`); if two saves
     finished between reading ``tables.json`` and opening its arrays, ``tables.json`` is read once more.

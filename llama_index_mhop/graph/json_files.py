@@ -14,16 +14,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DamagedFileError", "check_digest", "check_field", "check_file_digest", "check_value", "content_hash",
-           "digest_trailer", "file_digest", "json_object", "parse_json", "read_json_object", "string_map",
-           "triple_map", "write_json"]
+from pydantic import BaseModel, ValidationError
+
+from ..rules.atomic_files import write_atomic
+
+__all__ = ["DamagedFileError", "check_digest", "check_field", "check_file_digest", "check_model", "check_value",
+           "content_hash", "digest_trailer", "file_digest", "parse_json", "read_json_file", "read_json_object",
+           "string_map", "triple_map", "write_json"]
 
 _NAMES = {dict: "an object", list: "a list", str: "a string", int: "an integer", type(None): "null"}
 
@@ -114,114 +116,48 @@ def parse_json(text: str, where: str) -> Any:
 def read_json_object(path: Path) -> dict[str, Any]:
     """A saved JSON object checked against its recorded digest (:func:`check_digest`), or a
     :class:`DamagedFileError` naming the file (a truncated or edited file is never half-read)."""
+    return read_json_file(path)[0]
+
+
+def read_json_file(path: Path) -> tuple[dict[str, Any], str]:
+    """:func:`read_json_object` and the digest of the file's bytes."""
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise DamagedFileError(f"{path}: not readable ({exc})") from None
-    check_digest(data, path)
+    digest = check_digest(data, path)
     try:
-        parsed = json_object(data, path)
-    except DamagedFileError:
-        raise
+        parsed = check_value(parse_json(data.decode("utf-8"), str(path)), dict, str(path), "top level")
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise DamagedFileError(f"{path}: not valid JSON ({exc}); the Chroma data is untouched") from None
     except ValueError as exc:
         raise DamagedFileError(str(exc)) from None
     parsed.pop("digest", None)  # the file's, checked: not a value of what it holds
-    return parsed
+    return parsed, digest
 
 
-def json_object(data: bytes | str, path: Path,
-                entries: Mapping[str, Callable[[str, Any], Any]] | None = None) -> dict[str, Any]:
-    """The JSON object of ``data``, the bytes (or text) of ``path``, or a ValueError naming the file.
+def check_model(model: type[BaseModel], data: Any, where: str) -> None:
+    """Check ``data`` against a pydantic model.
 
-    ``entries`` names top-level members whose value is an object read one entry at a time: each entry's value goes
-    through the member's converter (called with the entry's key and parsed value) as soon as it is parsed, so a
-    table of millions of entries is never held as one parse tree beside what it is converted into. A converter's
-    ``TypeError`` or ``ValueError`` is a malformed entry, named by its path (``member.key``).
+    Raises:
+        DamagedFileError: the first field of the wrong type, named by its path, in one line.
     """
-    where = str(path)
     try:
-        text = data if isinstance(data, str) else data.decode("utf-8")
-        parsed = _object_by_entries(text, where, entries) if entries else parse_json(text, where)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: not valid JSON ({exc}); the Chroma data is untouched") from None
-    return check_value(parsed, dict, where, "top level")
+        model.model_validate(data)
+    except ValidationError as exc:
+        error = exc.errors(include_url=False)[0]
+        field = ".".join(map(str, error["loc"])) or "top level"
+        raise DamagedFileError(f"{where}: {field}: {error['msg'].lower()}, got {_describe(error['input'])}") from None
 
 
-_DECODER = json.JSONDecoder()
-_SPACE = re.compile(r"[ \t\n\r]*")
-_Read = Callable[[str, int], tuple[Any, int]]  # (key, where its value starts) -> (value, where it ends)
-
-
-def _object_by_entries(text: str, where: str, entries: Mapping[str, Callable[[str, Any], Any]]) -> Any:
-    """The JSON value of ``text``, a top-level object's ``entries`` members converted entry by entry (linear)."""
-    start = _SPACE.match(text, 0).end()
-    if not text.startswith("{", start):
-        return parse_json(text, where)  # not an object: the caller names what it is
-
-    def member(key: str, position: int) -> tuple[Any, int]:
-        convert = entries.get(key)
-        if convert is None or not text.startswith("{", position):
-            return _decode(text, position, where)
-
-        def entry(entry_key: str, at: int) -> tuple[Any, int]:
-            value, after = _decode(text, at, where)
-            try:
-                return convert(entry_key, value), after
-            except (TypeError, ValueError) as exc:
-                raise ValueError(f"{where}: {key}.{entry_key}: malformed entry ({exc})") from None
-
-        return _read_object(text, position, entry)
-
-    value, end = _read_object(text, start, member)
-    if _SPACE.match(text, end).end() != len(text):
-        raise json.JSONDecodeError("Extra data", text, end)
-    return value
-
-
-def _read_object(text: str, start: int, read: _Read) -> tuple[dict[str, Any], int]:
-    """The object whose ``{`` is ``text[start]``, each member's value read by ``read``, and the index after it."""
-    out: dict[str, Any] = {}
-    position = _SPACE.match(text, start + 1).end()
-    if text.startswith("}", position):
-        return out, position + 1
-    while True:
-        if not text.startswith('"', position):
-            raise json.JSONDecodeError("Expecting property name enclosed in double quotes", text, position)
-        key, position = _DECODER.raw_decode(text, position)
-        position = _SPACE.match(text, position).end()
-        if not text.startswith(":", position):
-            raise json.JSONDecodeError("Expecting ':' delimiter", text, position)
-        out[key], position = read(key, _SPACE.match(text, position + 1).end())
-        position = _SPACE.match(text, position).end()
-        if text.startswith(",", position):
-            position = _SPACE.match(text, position + 1).end()
-        elif text.startswith("}", position):
-            return out, position + 1
-        else:
-            raise json.JSONDecodeError("Expecting ',' delimiter", text, position)
-
-
-def _decode(text: str, position: int, where: str) -> tuple[Any, int]:
-    """The JSON value starting at ``text[position]`` and where it ends, with :func:`parse_json`'s errors."""
-    try:
-        return _DECODER.raw_decode(text, position)
-    except RecursionError:
-        raise ValueError(f"{where}: nested too deeply to be a file this package wrote") from None
-    except json.JSONDecodeError:
-        raise
-    except ValueError as exc:
-        raise ValueError(f"{where}: not valid JSON ({exc})") from None
-
-
-def write_json(path: Path, data: dict[str, Any]) -> None:
-    """Write a JSON object atomically (to a temporary file first, then renamed over ``path``), its digest recorded
-    at its end (:func:`digest_trailer`)."""
+def write_json(path: Path, data: dict[str, Any]) -> str:
+    """Write a JSON object atomically (:func:`~..rules.atomic_files.write_atomic`), its digest recorded at its end
+    (:func:`digest_trailer`), and return the digest of the file's bytes."""
     body = json.dumps({key: value for key, value in data.items() if key != "digest"}, ensure_ascii=False).encode()
     if body != b"{}":  # the digest follows the last member
         body = body[:-1] + digest_trailer(content_hash(body[:-1])).encode()
-    tmp = path.with_name(f"{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")  # no two writers share it
-    tmp.write_bytes(body)
-    os.replace(tmp, path)  # never leave a half-written file behind
+    write_atomic(path, body)
+    return content_hash(body).hexdigest()
 
 
 def _describe(value: Any) -> str:

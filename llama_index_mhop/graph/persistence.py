@@ -35,7 +35,7 @@ from llama_index.core.storage.index_store.types import DEFAULT_PERSIST_FNAME as 
 from ..stores.corpus import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
 from ..stores.embed_dtype import check_embed_dtype
 from .checkpoint import CHECKPOINT_FILE
-from .graph_files import open_graph_files
+from .graph_files import check_json_records, open_graph_files
 from .graph_stores import (
     CHROMA_DIR,
     DEFAULT_SHORT_TEXT_BATCH_SIZE,
@@ -52,8 +52,6 @@ from .json_files import (
     check_field,
     check_value,
     read_json_object,
-    string_map,
-    triple_map,
     write_json,
 )
 from .knowledge_graph import KnowledgeGraph
@@ -119,18 +117,6 @@ _CONFIG_FIELDS: dict[str, tuple[type, ...]] = {
 }
 #: An index saved before ``short_text_dtype`` existed embedded its short texts in float32: later ones match them.
 _SAVED_BEFORE_SHORT_TEXT_DTYPE = "float32"
-_GRAPH_FIELDS: dict[str, tuple[type, ...]] = {
-    "version": (int,),
-    "config": (dict,),
-    "synonyms": (dict,),
-    "stale_synonyms": (list,),
-    "nodes": (list,),
-    "edges": (list,),
-    "node_keys": (list,),
-    "free_slots": (list,),
-}
-
-
 def _damaged(exc: ValueError) -> DamagedFileError:
     """A damaged file's error, with what to do about it."""
     return DamagedFileError(f"{exc}; {_REBUILD}")
@@ -171,19 +157,6 @@ def _check_config(config: dict[str, Any], where: str) -> None:
         check_value(collection, str, where, f"collections.{kind}")
 
 
-def _check_graph_data(data: dict[str, Any], where: str) -> None:
-    """The types of the graph file's fields (their contents are checked by ``KnowledgeGraph.from_dict``)."""
-    for key, kinds in _GRAPH_FIELDS.items():
-        check_field(data, key, kinds, where, default=None)
-    string_map(data, "entities", where)
-    triple_map(data, "facts", where)
-    for pid, record in check_field(data, "passages", dict, where).items():
-        check_value(record, dict, where, f"passages.{pid}")
-        for key in ("entities", "facts"):
-            check_field(record, key, list, where, f"passages.{pid}.")
-        check_field(record, "title_entities", list, where, f"passages.{pid}.", None)
-
-
 def _check_graph_links(data: dict[str, Any], where: str) -> None:
     """Every fact and passage of the graph file names entities (and facts) it holds: a query never meets an unknown
     id. Checked on the file's data, before the graph is built, so the error names the field."""
@@ -194,7 +167,7 @@ def _check_graph_links(data: dict[str, Any], where: str) -> None:
                 raise ValueError(f"{where}: facts.{fact_id}: names entity {entity_id!r}, which is not in entities")
     for pid, record in data["passages"].items():
         for field, known in (("entities", entities), ("facts", facts)):
-            for item in record[field]:
+            for item in record[field] if isinstance(record, dict) else getattr(record, field):
                 if not isinstance(item, str) or item not in known:
                     raise ValueError(f"{where}: passages.{pid}.{field}: {item!r} is not in {field}")
 
@@ -311,7 +284,8 @@ def _read_graph(root: Path, graph_path: Path) -> tuple[KnowledgeGraph, SimpleDoc
     # the arrays are opened right after tables.json is read: see graph_files.open_graph_files
     data, arrays, digest = ((read_json_object(graph_path), {}, None) if legacy
                             else open_graph_files(root / GRAPH_DIR, mmap=True))
-    _check_graph_data(data, str(graph_path))
+    if legacy:  # the tables of a saved folder are checked as they are read
+        check_json_records(data, str(graph_path))
     _check_graph_links(data, str(graph_path))
     attached = check_field(data, "attached", dict, str(graph_path), default={})
     docstore = (docstore_from_dict(attached["docstore"], f"{graph_path}: attached")

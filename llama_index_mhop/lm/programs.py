@@ -12,6 +12,8 @@ from typing import Any
 import dspy
 from llama_index.core.prompts import BasePromptTemplate, PromptTemplate
 
+from ..rules.atomic_files import atomic_path
+
 __all__ = ["ProgramSource", "load_program", "save_program", "step_prompts", "update_step_prompts"]
 
 #: What ``program=`` accepts: a path to DSPy's JSON, or a module of the component's program class.
@@ -50,9 +52,8 @@ def save_program(program: dspy.Module, path: str | os.PathLike[str]) -> Path:
     if path.suffix != ".json":
         raise ValueError(f"a program is saved as JSON: give a path ending in .json, got {path}")
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.stem}.partial.json")  # DSPy picks the format by the suffix
-    program.save(str(partial))
-    os.replace(partial, path)
+    with atomic_path(path) as partial:  # the same suffix: DSPy picks the format by it
+        program.save(str(partial))
     return path
 
 

@@ -88,10 +88,17 @@ def flip(path: Path) -> None:
 
 
 def flip_inside(path: Path) -> None:
-    """... or one letter of an entity's name, which still parses."""
+    """... or one letter of a setting's name, which still parses."""
     data = path.read_bytes()
-    assert data.count(b'"delbert mann"') == 1
-    path.write_bytes(data.replace(b'"delbert mann"', b'"eelbert mann"'))
+    assert data.count(b'"synonymy_threshold"') == 1
+    path.write_bytes(data.replace(b'"synonymy_threshold"', b'"synonymy_thresholc"'))
+
+
+def rename_entity(path: Path) -> None:
+    """One letter of an entity's name in the record text, a valid array still."""
+    data = path.read_bytes()
+    assert data.count(b"delbert mann") == 1
+    path.write_bytes(data.replace(b"delbert mann", b"eelbert mann"))
 
 
 def substitute(path: Path) -> None:
@@ -118,6 +125,7 @@ def one(pattern: str):
 
 TABLES, CONFIG = one("hippo_graph/tables.json"), one("hippo_config.json")
 EDGES, NODES = one("hippo_graph/edge_values.*.npy"), one("hippo_graph/node_kinds.*.npy")
+TEXT = one("hippo_graph/text.*.npy")
 INDEX_STORE, DOCSTORE = one("index_store.json"), one("docstore.json")
 STATE_VECTORS = one("state_files/passages-*.npy")
 
@@ -128,6 +136,7 @@ DAMAGES = {
     "tables.json: one byte flipped": (TABLES, flip),
     "tables.json: one letter changed, still JSON": (TABLES, flip_inside),
     "tables.json missing": (TABLES, remove),
+    "record text: an entity renamed, still an array": (TEXT, rename_entity),
     "edge array truncated": (EDGES, truncate),
     "edge array zeroed": (EDGES, zero),
     "edge array: a value flipped": (EDGES, flip),
@@ -169,7 +178,7 @@ def test_a_damaged_file_is_named_by_a_query_then_rebuilt_by_the_next_index_run(t
     out = capsys.readouterr().out
     if how is remove and files is TABLES:  # no saved graph: none reported
         assert status == 0 and "graph" not in json.loads(out)
-    elif files in (TABLES, CONFIG, EDGES):
+    elif files in (TABLES, CONFIG, EDGES, NODES, TEXT):  # the graph files status reads
         assert status == 2 and len(out.strip().splitlines()) == 1 and str(damaged[0]) in out, out
     else:
         assert status == 0 and json.loads(out)["graph"]["passages"] == len(NOTES)

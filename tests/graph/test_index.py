@@ -196,7 +196,7 @@ def test_persist_and_reload(tmp_path, graph_snapshot):
     index = build(mini_docs(), "idx_persist", embed_model=embedder)  # in-memory Chroma
     index.persist(tmp_path)
     assert json.loads((tmp_path / CONFIG_FILE).read_text())["format_version"] == 2
-    assert json.loads((tmp_path / GRAPH_FILE).read_text())["array_format_version"] == 2
+    assert json.loads((tmp_path / GRAPH_FILE).read_text())["array_format_version"] == 3
     assert not list(tmp_path.rglob("*.pkl")) and not list(tmp_path.rglob("*.pickle"))
     loaded = HippoGraphIndex.from_persist_dir(tmp_path, embed_model=embedder)
     assert graph_snapshot(loaded) == graph_snapshot(index)

@@ -55,9 +55,10 @@ def resume(root):
 
 def edit(path, change):
     """Change a saved JSON file as a save written before digests were recorded would hold it (with its digest
-    kept, any change is refused by it first: see tests/graph/test_damaged_saves.py)."""
-    data = json.loads(path.read_text())
-    data.pop("digest")
+    kept, any change is refused by it first: see tests/graph/test_damaged_saves.py); a graph's tables in the
+    format whose records are JSON (array format 2, still read)."""
+    data = load_graph_tables(path.parent) if path.name == "tables.json" else json.loads(path.read_text())
+    data.pop("digest", None)
     change(data)
     path.write_text(json.dumps(data))
 
@@ -97,7 +98,7 @@ def test_list_where_an_object_belongs_in_the_config(saved):
 
 def test_list_where_an_object_belongs_in_the_graph(saved):
     edit(saved / GRAPH_FILE, lambda graph: graph.update(entities=[]))
-    with pytest.raises(ValueError, match=f"{GRAPH_FILE}: entities: expected an object, got a list"):
+    with pytest.raises(ValueError, match=f"{GRAPH_FILE}: entities: input should be a valid dictionary, got a list"):
         reopen(saved)
 
 
@@ -121,7 +122,7 @@ def test_list_where_an_object_belongs_in_the_checkpoint(checkpoint):
 def test_huge_version_number_is_a_clear_error(saved):
     text = without_digest((saved / GRAPH_FILE).read_text())
     (saved / GRAPH_FILE).write_text(text.replace('"version":', '"version":1e400,"_":', 1))
-    with pytest.raises(ValueError, match=f"{GRAPH_FILE}: version: expected an integer, got inf"):
+    with pytest.raises(ValueError, match=f"{GRAPH_FILE}: version: input should be a valid integer, got inf"):
         reopen(saved)
 
 
@@ -218,14 +219,14 @@ def test_array_names_in_the_tables_must_be_files_a_save_wrote(saved):
 
 def test_a_save_keeps_the_arrays_of_the_save_before_it(saved):
     folder = saved / GRAPH_DIR
-    first = load_graph_tables(folder)["arrays"]  # a reader has read tables.json of save N ...
+    first = json.loads((folder / "tables.json").read_text())["arrays"]  # a reader has read tables.json of save N ...
     writer = reopen(saved)
     writer.insert([make_document("Marty (song)", "Marty is a song about Delbert Mann and the Bronx.")])  # save N+1
     # ... and opens the arrays it names after the writer's save N+1 finished
     assert load_array(folder / first["edge_pairs"], np.int32, 2, mmap=True).shape[1] == 2
-    second = load_graph_tables(folder)["arrays"]
+    second = json.loads((folder / "tables.json").read_text())["arrays"]
     writer.persist()  # save N+2: the arrays of save N go, those of N+1 and N+2 stay
-    third = load_graph_tables(folder)["arrays"]
+    third = json.loads((folder / "tables.json").read_text())["arrays"]
     names = {p.name for p in folder.glob("*.npy")}
     assert names == {*second.values(), *third.values()} and not names & set(first.values())
 
@@ -271,15 +272,13 @@ def test_an_array_name_with_a_trailing_newline_is_refused(saved):
         reopen(saved)
 
 
-def test_tables_json_written_in_pieces_is_one_json_object_with_the_array_names_first(saved, monkeypatch):
-    folder = saved / GRAPH_DIR
-    monkeypatch.setattr(graph_files, "_CHUNK_ITEMS", 2)  # many pieces per table, even for four passages
-    reopen(saved).persist()
-    text = (folder / "tables.json").read_bytes()
-    data = json.loads(text)
-    assert list(data)[:2] == ["array_format_version", "arrays"] and len(data["passages"]) == 4
-    assert json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode() == text  # the one-piece JSON
-    assert graph_files._saved_array_names(folder) == list(data["arrays"].values())  # read from the head
-    names_last = {key: value for key, value in data.items() if key != "arrays"} | {"arrays": data["arrays"]}
-    (folder / "tables.json").write_text(json.dumps(names_last))  # the layout saves had before: read whole
-    assert graph_files._saved_array_names(folder) == list(data["arrays"].values())
+def test_a_save_whose_records_are_json_still_opens_and_its_next_save_writes_arrays(saved, graph_snapshot):
+    current = reopen(saved)
+    tables = load_graph_tables(saved / GRAPH_DIR)  # the format before the records became arrays
+    assert tables["array_format_version"] == 2 and len(tables["passages"]) == 4
+    (saved / GRAPH_FILE).write_text(json.dumps(tables))
+    old = reopen(saved)
+    assert graph_snapshot(old) == graph_snapshot(current) and ranking(old) == ranking(current)
+    old.persist()
+    assert json.loads((saved / GRAPH_FILE).read_text())["array_format_version"] == 3
+    assert ranking(reopen(saved)) == ranking(current)
