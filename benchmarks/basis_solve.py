@@ -28,7 +28,7 @@ from result_file import CHECKOUT, measured_on, write_result
 
 def solve(work: Path, threads: int) -> dict[str, object]:
     """Solve the basis of the build's snapshot on ``threads`` threads: seconds, iterations, peak RSS, a digest."""
-    from llama_index_mhop.graph.state_snapshot import open_snapshot
+    from llama_index_mhop.graph.state_load import open_snapshot
     from llama_index_mhop.graph.walk import affine as affine_ppr
     from llama_index_mhop.graph.walk.exact import PageRankGraph
 

@@ -29,7 +29,7 @@ nothing), as a pre-fork server (gunicorn's ``--preload``) starts its workers: th
 for every worker. ``preloader`` is that process's memory.
 
 With ``--reader`` the workers are ``HippoGraphReader``s: each opens the current save's query snapshot
-(``graph/state_snapshot.py``) instead of the graph's tables and Chroma's records. One process opens a reader and
+(``graph/state_load.py``) instead of the graph's tables and Chroma's records. One process opens a reader and
 exits before the workers start (it files the snapshot when the save has none: ``snapshot_seconds``), so every
 measured worker is a plain reader. ``rankings_digest`` (of the first worker's rankings) compares the two modes.
 

@@ -490,7 +490,7 @@ def _exact_vs_hnsw(retriever: Any, questions: list[Any], k_values: list[int]) ->
     top-``max(k)`` sets, recall and latency are compared.
     """
     from llama_index_mhop.bench.benchmarker import passage_ids
-    from llama_index_mhop.graph.state import load_retrieval_state
+    from llama_index_mhop.graph.state_load import load_retrieval_state
     from llama_index_mhop.graph.walk import WalkSettings
 
     index = retriever.index

@@ -14,7 +14,7 @@ and networkx/GraphML export.
 * :func:`graph_to_networkx`: a ``networkx.Graph`` for inspecting or drawing (``networkx.write_graphml`` writes it).
 
 A save is named by the digest of its ``tables.json`` (:func:`saved_tables_digest`): what a query snapshot of it
-is filed under (:mod:`.state_snapshot`). Every file of a save is checked before use against a digest recorded when
+is filed under (:mod:`.state_load`). Every file of a save is checked before use against a digest recorded when
 it was written (:func:`~.json_files.content_hash`): ``tables.json`` ends with the digest of its bytes before it,
 and each array is named by the digest of its bytes; a file that is not what was written is a
 :class:`~.json_files.DamagedFileError` naming it.

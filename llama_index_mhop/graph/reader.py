@@ -3,7 +3,7 @@
 A :class:`~.index.HippoGraphIndex` reopened from its folder parses the graph's tables (dicts of every entity, fact
 and passage) and reads every passage and fact vector from Chroma before its first query; each query worker of a
 deployment would hold all of it on its own. The reader opens the query snapshot of the current save instead
-(:mod:`.state_snapshot`): string columns, arrays and vector files that every worker maps, so a worker holds little
+(:mod:`.state_load`): string columns, arrays and vector files that every worker maps, so a worker holds little
 beyond the walk's matrix. It answers exactly as the index does (same passages, same scores) from the version it
 opened, until :meth:`HippoGraphReader.refresh` opens the newest save.
 
@@ -33,8 +33,9 @@ from .index import GraphEngines
 from .layout import GRAPH_DIR, GRAPH_FILE, LEGACY_GRAPH_FILE
 from .lm_programs import load_lm_programs
 from .persistence import read_saved_config
-from .state import RetrievalState, open_saved_state
+from .state import RetrievalState
 from .state_files import STATE_FOLDER
+from .state_load import open_saved_state
 from .walk import BASIS_FOLDER, WalkSettings
 from .walk.exact import DEFAULT_DAMPING
 

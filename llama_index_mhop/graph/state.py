@@ -1,45 +1,38 @@
-"""What a query reads: one immutable :class:`RetrievalState` per graph version, and the rule for which version.
+"""What a query reads: one immutable :class:`RetrievalState` per graph version, and the columns it reads by position.
 
 A :class:`RetrievalState` holds the arrays a query needs (passage and fact embeddings, searched exactly or through
 Chroma's HNSW index by size (:mod:`.walk.walk`), node order, and the graph's walk
-(:class:`~.walk.walk.GraphWalk`)), loaded from Chroma once per graph version, never per query. Beside a
-persisted index the vectors and the passages' text are files every process of the index maps
-(:mod:`.state_files`), and a query builds nodes only for the passages it returns.
-:class:`VersionedState` decides which one a query gets while writers change the graph: writers hold its lock for a
-whole change; a query in another thread meanwhile answers from the loaded state if it is the version the last
-finished change left, else waits for the running change; the first query after a change loads the new version.
-Never a half-changed graph, never one older than the last finished change.
+(:class:`~.walk.walk.GraphWalk`)), loaded once per graph version, never per query (:mod:`.state_load`).
+Its ids and names are lists when loaded from the graph and columns mapped from a query snapshot's files
+(:class:`StringColumn`, :class:`NameLookup`, :class:`FactTriples`) when opened from one; a query reads both alike
+and builds nodes only for the passages it returns.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+import bisect
+import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import overload
 
 import numpy as np
 from llama_index.core.schema import BaseNode
 from llama_index.core.vector_stores.utils import metadata_dict_to_node
 
-from ..stores.chroma_batches import CHROMA_BATCH, get_records
-from .graph_stores import GraphStores
-from .knowledge_graph import KnowledgeGraph
-from .state_columns import FactTriples, NameLookup, StateColumns
-from .state_files import PassageTexts, VectorMatrix, remove_files_of_kind
-from .state_snapshot import Snapshot, open_snapshot, write_snapshot
-from .walk import DenseVectors, GraphWalk, PageRankGraph, VectorSum, WalkSettings
+from .graph_arrays import load_array
+from .state_files import PassageTexts
+from .walk import DenseVectors, GraphWalk
 
 __all__ = [
     "EmptyIndexError",
+    "FactTriples",
+    "NameLookup",
     "PassagesGoneError",
     "RetrievalState",
-    "VersionedState",
-    "build_state",
-    "load_retrieval_state",
-    "open_saved_state",
+    "StateColumns",
+    "StringColumn",
 ]
 
 
@@ -65,7 +58,7 @@ class RetrievalState:
 
     Node order is the PageRank order: the first ``len(passage_ids)`` nodes are the passages. The ids and names
     are lists when loaded from the graph, columns mapped from files when opened from a snapshot
-    (:mod:`.state_snapshot`); a query reads both alike.
+    (:mod:`.state_load`); a query reads both alike.
     """
 
     version: int
@@ -100,265 +93,136 @@ class RetrievalState:
         return nodes
 
 
-def _normalised(vectors: list[np.ndarray]) -> np.ndarray:
-    """``vectors`` scaled to unit length (a zero vector stays zero), as float32 rows."""
-    block = np.asarray(vectors, dtype=np.float32)
-    norms = np.linalg.norm(block, axis=1, keepdims=True)
-    return block / np.where(norms > 0, norms, 1.0)
-
-
-def _put_normalised(matrix: np.ndarray, start: int, vectors: list[np.ndarray]) -> None:
-    """Write ``vectors`` normalised (:func:`_normalised`) into ``matrix`` from row ``start``."""
-    if vectors:
-        matrix[start : start + len(vectors)] = _normalised(vectors)
-
-
-def _passage_rows(stores: GraphStores, passage_ids: list[str],
-                  folder: Path | None) -> tuple[PassageTexts, np.ndarray]:
-    """The passages' text and metadata, and their normalised embeddings in one float32 matrix, read a batch of
-    records at a time (never every record at once), shared through ``folder`` when given
-    (:mod:`.state_files`).
-
-    Raises:
-        PassagesGoneError: passages of the graph are in none of its passage collections.
-    """
-    matrix: VectorMatrix | None = None
-    texts = PassageTexts(folder)
-    missing: list[str] = []
-    try:
-        for start in range(0, len(passage_ids), CHROMA_BATCH):
-            batch = passage_ids[start : start + CHROMA_BATCH]
-            rows = stores.passage_records(batch, ["embeddings", "documents", "metadatas"])
-            missing += [p for p in batch if p not in rows]
-            if missing:
-                continue  # the load fails: only the missing ids are still wanted
-            texts.append((rows[p]["metadatas"], rows[p]["documents"]) for p in batch)
-            vectors = [rows[p]["embeddings"] for p in batch]
-            if matrix is None:
-                matrix = VectorMatrix(len(passage_ids), len(vectors[0]), folder, "passages")
-            _put_normalised(matrix.rows, start, vectors)
-        if missing:
-            where = " or ".join(repr(c.name) for c in stores.passage_collections())
-            raise PassagesGoneError(missing, f"{len(missing)} passages of the graph are gone from Chroma "
-                                             f"collection {where} (e.g. {missing[0]!r})")
-    except BaseException:
-        texts.discard()
-        if matrix is not None:
-            matrix.discard()
-        raise
-    assert matrix is not None  # the graph holds passages
-    return texts.finish(), matrix.finish(len(passage_ids))
-
-
-def _fact_rows(facts: Any, fact_ids: list[str], dimension: int, folder: Path | None,
-               rows: bool) -> tuple[list[str], np.ndarray | VectorSum]:
-    """The facts of ``fact_ids`` the collection holds and their normalised embeddings, read a batch at a time
-    into one float32 matrix, shared through ``folder`` when given (:mod:`.state_files`); without ``rows`` (facts
-    searched through the HNSW index) only their sum."""
-    found: list[str] = []
-    matrix = VectorMatrix(len(fact_ids), dimension, folder, "facts") if rows else None
-    if matrix is None and folder is not None and folder.is_dir():
-        remove_files_of_kind(folder, "facts", ".npy")  # a version below the threshold left them
-    total = np.zeros(dimension, dtype=np.float64)
-    try:
-        for start in range(0, len(fact_ids), CHROMA_BATCH):
-            records = get_records(facts, fact_ids[start : start + CHROMA_BATCH], ["embeddings"])
-            batch = [f for f in fact_ids[start : start + CHROMA_BATCH] if f in records]
-            vectors = [records[f]["embeddings"] for f in batch]
-            if matrix is not None:
-                _put_normalised(matrix.rows, len(found), vectors)
-            elif vectors:
-                total += _normalised(vectors).sum(axis=0, dtype=np.float64)
-            found += batch
-    except BaseException:
-        if matrix is not None:
-            matrix.discard()
-        raise
-    return found, VectorSum(total) if matrix is None else matrix.finish(len(found))
-
-
-def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: float,
-                         walk: WalkSettings | None = None, basis_folder: Path | None = None,
-                         state_folder: Path | None = None, snapshot_digest: str | None = None) -> RetrievalState:
-    """The retrieval state of the graph as it is now, its passage and fact embeddings read from Chroma (the paths
-    its searches and walk take past a size are ``walk``'s, see :mod:`.walk.walk`). On a large graph the walk's
-    solved dense share is read from ``basis_folder`` when saved there, else solved and saved there
-    (:meth:`GraphWalk.load`). With a ``state_folder`` the passage and fact matrices, their int8 copies (and the
-    walk basis's) and the passages' text are files there that every process of the index maps
-    (:mod:`.state_files`), and with a ``snapshot_digest`` (the graph is the save whose ``tables.json`` has this
-    digest) the state is filed there as that save's query snapshot (:mod:`.state_snapshot`).
-
-    Raises:
-        EmptyIndexError: the graph holds no passage.
-        PassagesGoneError: passages of the graph are in none of its passage collections.
-    """
-    if graph.num_passages == 0:
-        raise EmptyIndexError(f"index {stores.name!r} holds no passage: insert documents before retrieving")
-    walk = walk or WalkSettings(name=stores.name)
-    nodes = graph.node_order()
-    passage_ids = nodes[: graph.num_passages]
-    entity_ids = nodes[graph.num_passages :]
-    passage_texts, passage_matrix = _passage_rows(stores, passage_ids, state_folder)
-    entity_node = {e: graph.num_passages + i for i, e in enumerate(entity_ids)}
-    counts = np.zeros(len(nodes), dtype=np.float64)
-    for e, i in entity_node.items():
-        counts[i] = len(graph.entity_passages.get(e, ()))
-    fact_ids, fact_matrix = _fact_rows(stores.facts, sorted(graph.facts), passage_matrix.shape[1], state_folder,
-                                       rows=graph.num_facts < walk.minimum("hnsw_min_facts"))
-    fact_nodes = np.zeros((len(fact_ids), 2), dtype=np.int64)
-    for i, f in enumerate(fact_ids):
-        s_id, _, o_id = graph.facts[f]
-        fact_nodes[i] = (entity_node[s_id], entity_node[o_id])
-    entity_names = [graph.entity_names[e] for e in entity_ids]
-    predicates = [graph.facts[f][1] for f in fact_ids]
-    columns = StateColumns(passage_ids, entity_ids, entity_names, NameLookup.sorted_order(entity_names), counts,
-                           fact_ids, predicates, fact_nodes)
-    state = build_state(graph.version, columns, passage_matrix, fact_matrix, passage_texts,
-                        graph.pagerank_graph(damping=damping), stores, walk=walk, basis_folder=basis_folder,
-                        state_folder=state_folder)
-    if state_folder is not None and snapshot_digest is not None:
-        write_snapshot(state_folder, snapshot_digest, Snapshot(graph.version, columns, passage_matrix, fact_matrix,
-                                                               passage_texts, state.walk.pagerank.matrices))
-    return state
-
-
-def open_saved_state(state_folder: Path, digest: str, stores: GraphStores, damping: float,
-                     basis_folder: Path | None = None, walk: WalkSettings | None = None) -> RetrievalState | None:
-    """The retrieval state of the save whose ``tables.json`` has ``digest``, from its query snapshot in
-    ``state_folder`` (:mod:`.state_snapshot`): the same state :func:`load_retrieval_state` loaded for it, without
-    the graph's tables or Chroma's records. None when no usable snapshot is filed."""
-    snapshot = open_snapshot(state_folder, digest)
-    if snapshot is None:
-        return None
-    columns = snapshot.columns
-    pagerank = PageRankGraph(snapshot.walk, damping=damping, version=snapshot.version)
-    return build_state(snapshot.version, columns, snapshot.passage_matrix, snapshot.fact_matrix,
-                       snapshot.passage_texts, pagerank, stores, walk=walk, basis_folder=basis_folder,
-                       state_folder=state_folder)
-
-
-def build_state(version: int, columns: StateColumns, passage_matrix: np.ndarray,
-                fact_matrix: np.ndarray | VectorSum,
-                passage_texts: PassageTexts, pagerank: PageRankGraph, stores: GraphStores, *,
-                walk: WalkSettings | None = None, basis_folder: Path | None = None,
-                state_folder: Path | None = None) -> RetrievalState:
-    """The state of a graph version from its columns, matrices, texts and PageRank matrix: the searches of its
-    vectors and its walk (the arguments are :func:`load_retrieval_state`'s)."""
-    first_entity = len(columns.passage_ids)
-    settings = walk or WalkSettings(name=stores.name)
-    int8_min_rows = settings.minimum("int8_min_rows")
-    passage_vectors = DenseVectors(columns.passage_ids, passage_matrix, stores.passage_collections(),
-                                   settings.minimum("hnsw_min_passages"), settings.hnsw_top_n, int8_min_rows,
-                                   state_folder, "passages-int8")
-    fact_vectors = DenseVectors(columns.fact_ids, fact_matrix, [stores.facts], settings.minimum("hnsw_min_facts"),
-                                settings.hnsw_top_n, int8_min_rows, state_folder, "facts-int8")
-    graph_walk = GraphWalk.load(pagerank, first_entity, passage_vectors.matrix, settings, basis_folder, state_folder)
-    settings.log_paths(passage_vectors, fact_vectors, graph_walk)
-    return RetrievalState(
-        version=version,
-        passage_ids=columns.passage_ids,
-        passage_vectors=passage_vectors,
-        entity_ids=columns.entity_ids,
-        entity_names=columns.entity_names,
-        entity_key_node=NameLookup(columns.entity_names, columns.name_order, first_entity),
-        passage_counts=columns.passage_counts,
-        fact_ids=columns.fact_ids,
-        fact_triples=FactTriples(columns.entity_names, columns.predicates, columns.fact_nodes, first_entity),
-        fact_nodes=columns.fact_nodes,
-        fact_vectors=fact_vectors,
-        walk=graph_walk,
-        passage_texts=passage_texts,
-    )
-
-
-class VersionedState:
-    """The loaded :class:`RetrievalState` of one graph and the lock its writers hold.
+class StringColumn(Sequence[str]):
+    """Strings stored as one JSON line each (``<name>.jsonl``) with the end of every line (``<name>.ends.npy``).
 
     Args:
-        graph: the graph whose versions are served.
-        stores: the Chroma collections holding its passage and fact embeddings.
-        before_load: called under the lock before a state is loaded (to bring synonymy edges up to date).
-        basis_folder: where the walk's solved dense share is kept (read when it is the graph's, else written),
-            asked at each load; None: solved in memory.
-        state_folder: where the passage and fact matrices and the passages' text are shared with the index's
-            other processes, asked at each load; None: each load holds its own. A load of a graph unchanged since
-            its last save also files its query snapshot there (:mod:`.state_snapshot`).
-        drop_gone: called under the lock with the passages a load found in no collection, to take them out of
-            the graph in memory, so that no query serves them; the load then runs again.
-        walk: the paths the index's walk and searches take (default :class:`~.walk.WalkSettings`).
+        lines: the bytes of the lines.
+        ends: the offset just past each line's newline (int64, non-decreasing, the last one ``len(lines)``).
     """
 
-    def __init__(self, graph: KnowledgeGraph, stores: GraphStores, before_load: Callable[[], None],
-                 basis_folder: Callable[[], Path | None] = lambda: None,
-                 state_folder: Callable[[], Path | None] = lambda: None,
-                 drop_gone: Callable[[list[str]], None] | None = None, walk: WalkSettings | None = None) -> None:
-        self.graph = graph
-        self.stores = stores
-        self._before_load = before_load
-        self._basis_folder = basis_folder
-        self._state_folder = state_folder
-        self._drop_gone = drop_gone
-        self.walk = walk or WalkSettings(name=stores.name)
-        self.lock = threading.RLock()
-        self._state: RetrievalState | None = None
-        self._finished_version = graph.version
-        self._changes_running = 0
+    def __init__(self, lines: np.ndarray, ends: np.ndarray) -> None:
+        # plain views of the mapped files: indexing an np.memmap costs a Python call per index, and a lookup
+        # (a binary search over a sorted column) indexes about 20 times
+        self._lines = lines.view(np.ndarray)
+        self._ends = ends.view(np.ndarray)
 
-    @property
-    def changing(self) -> bool:
-        """Whether a change is running (a query from its batch hook must not start another)."""
-        return self._changes_running > 0
+    @classmethod
+    def open(cls, folder: Path, name: str, length: int) -> StringColumn:
+        """The column ``name`` of ``folder``, mapped read-only, checked to hold ``length`` strings.
 
-    def invalidate(self) -> None:
-        """Forget the loaded state: the next query loads the graph again (its collections changed under it)."""
-        with self.lock:
-            self._state = None
-
-    @contextmanager
-    def change(self) -> Iterator[None]:
-        """Hold the write lock for one change; when it ends, its graph version is the finished one."""
-        with self.lock:
-            self._changes_running += 1
-            try:
-                yield
-            finally:
-                self._changes_running -= 1
-                self._finished_version = self.graph.version
-
-    def get(self, damping: float) -> RetrievalState:
-        """The state a query reads now (see the module docstring for which version)."""
-        state = self._state
-        if state is not None and state.walk.damping == damping:
-            if state.version == self.graph.version:
-                return state
-            if not self.lock.acquire(blocking=False):
-                if state.version == self._finished_version:
-                    return state  # a change is running: answer from the graph as the last finished change left it
-                self.lock.acquire()  # the loaded state predates the last finished change: wait for this one
-        else:
-            self.lock.acquire()
+        Raises:
+            ValueError: a missing file, or ends that do not match the lines.
+        """
+        ends = load_array(folder / f"{name}.ends.npy", np.int64, 1, mmap=True)
+        path = folder / f"{name}.jsonl"
         try:
-            return self._load_current(damping)
-        finally:
-            self.lock.release()
+            size = path.stat().st_size
+            lines = np.memmap(path, dtype=np.uint8, mode="r") if size else np.zeros(0, dtype=np.uint8)
+        except OSError as exc:
+            raise ValueError(f"{path}: not readable ({exc})") from exc
+        if len(ends) != length or (length and (ends[-1] != size or np.any(np.diff(ends) <= 0) or ends[0] <= 0)):
+            raise ValueError(f"{path}: expected {length} lines ending where {name}.ends.npy says")
+        return cls(lines, ends)
 
-    def _load_current(self, damping: float) -> RetrievalState:
-        state = self._state
-        if state is not None and state.version == self.graph.version and state.walk.damping == damping:
-            return state  # loaded by another query while this one waited
-        if self.graph.num_passages == 0:
-            raise EmptyIndexError(f"index {self.stores.name!r} holds no passage: insert documents before retrieving")
-        self._before_load()
-        try:
-            state = load_retrieval_state(self.graph, self.stores, damping, self.walk, basis_folder=self._basis_folder(),
-                                         state_folder=self._state_folder(),
-                                         snapshot_digest=None if self._changes_running else self.graph.save_digest)
-        except PassagesGoneError as gone:
-            if self._drop_gone is None:
-                raise
-            self._drop_gone(gone.passage_ids)
-            return self._load_current(damping)
-        if not self._changes_running:  # a query from inside a change (a batch hook) sees it but does not keep it
-            self._state = state
-            self._finished_version = self.graph.version  # no change is running: this graph is a finished one
-        return state
+    def __len__(self) -> int:
+        return len(self._ends)
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(f"string column index {index} out of range")
+        start = int(self._ends[index - 1]) if index else 0
+        text = json.loads(self._lines[start : int(self._ends[index])].tobytes())
+        if not isinstance(text, str):
+            raise ValueError(f"line {index} of a string column holds no string")
+        return text
+
+
+class NameLookup:
+    """Positions of names: :meth:`get` finds a name by binary search over their sorted order.
+
+    Args:
+        names: the names, by position.
+        order: the positions sorted by name (positions of equal names in increasing order); None: sorted here.
+        offset: added to every position :meth:`get` returns (the node of the first name).
+    """
+
+    def __init__(self, names: Sequence[str], order: np.ndarray | None = None, offset: int = 0) -> None:
+        self.names = names
+        self.order = self.sorted_order(names) if order is None else order
+        self.offset = offset
+        if len(self.order) != len(names):
+            raise ValueError(f"the sorted order holds {len(self.order)} positions for {len(names)} names")
+
+    @staticmethod
+    def sorted_order(names: Sequence[str]) -> np.ndarray:
+        """The positions of ``names`` sorted by name (a stable sort: equal names keep their order)."""
+        return np.asarray(sorted(range(len(names)), key=names.__getitem__), dtype=np.int64)
+
+    def get(self, name: str, default: int | None = None) -> int | None:
+        """The position of ``name`` plus the offset (of the last of equal names, as a dict filled in order keeps
+        it), else ``default``."""
+        order, names = self.order, self.names
+        end = bisect.bisect_right(range(len(order)), name, key=lambda i: names[int(order[i])])
+        if end and names[int(order[end - 1])] == name:
+            return self.offset + int(order[end - 1])
+        return default
+
+
+class FactTriples(Sequence[tuple[str, str, str]]):
+    """Each fact as ``(subject name, predicate, object name)``.
+
+    Args:
+        entity_names: the entities' names, by entity position.
+        predicates: each fact's predicate.
+        fact_nodes: each fact's subject and object node, ``(facts, 2)``.
+        first_entity_node: the node of the first entity (the passages' nodes come before).
+    """
+
+    def __init__(self, entity_names: Sequence[str], predicates: Sequence[str], fact_nodes: np.ndarray,
+                 first_entity_node: int) -> None:
+        if len(predicates) != len(fact_nodes):
+            raise ValueError(f"{len(predicates)} predicates for {len(fact_nodes)} facts")
+        self.entity_names = entity_names
+        self.predicates = predicates
+        self.fact_nodes = fact_nodes
+        self.first_entity_node = first_entity_node
+
+    def __len__(self) -> int:
+        return len(self.predicates)
+
+    @overload
+    def __getitem__(self, index: int) -> tuple[str, str, str]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[tuple[str, str, str]]: ...
+
+    def __getitem__(self, index: int | slice) -> tuple[str, str, str] | list[tuple[str, str, str]]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        subject, obj = (int(n) - self.first_entity_node for n in self.fact_nodes[index])
+        return self.entity_names[subject], self.predicates[index], self.entity_names[obj]
+
+
+@dataclass(frozen=True)
+class StateColumns:
+    """A state's ids, names and node numbers (lists, or columns mapped from a snapshot's files)."""
+
+    passage_ids: Sequence[str]
+    entity_ids: Sequence[str]
+    entity_names: Sequence[str]
+    name_order: np.ndarray  # the entities' positions sorted by name (NameLookup.sorted_order)
+    passage_counts: np.ndarray
+    fact_ids: Sequence[str]
+    predicates: Sequence[str]
+    fact_nodes: np.ndarray

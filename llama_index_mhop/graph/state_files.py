@@ -22,16 +22,22 @@ import shutil
 import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.lib.format import open_memmap
+from scipy import sparse
 
 from .graph_arrays import load_array
-from .json_files import DamagedFileError, check_file_digest, content_hash, file_digest
+from .json_files import DamagedFileError, check_file_digest, content_hash, file_digest, write_json
 
-__all__ = ["STATE_FOLDER", "PassageTexts", "VectorMatrix", "check_folder_digests", "folder_digests",
-           "left_by_dead_process", "remove_files_of_kind", "write_folder"]
+if TYPE_CHECKING:
+    from .state_load import Snapshot
+
+__all__ = ["SNAPSHOT_FORMAT", "SNAPSHOT_LINKS", "SNAPSHOT_MANIFEST", "STATE_FOLDER", "PassageTexts", "VectorMatrix",
+           "check_folder_digests", "folder_digests", "left_by_dead_process", "normalised", "open_csr",
+           "put_normalised", "remove_files_of_kind", "snapshot_folder", "write_folder", "write_snapshot",
+           "write_string_column"]
 
 logger = logging.getLogger(__name__)
 
@@ -297,3 +303,123 @@ class PassageTexts:
         if self._partial is not None:
             self._partial.unlink(missing_ok=True)
             self._partial = None
+
+
+def open_csr(folder: Path, name: str, nodes: int, edges: int) -> sparse.csr_matrix:
+    """The ``nodes x nodes`` CSR matrix ``name`` of ``edges`` entries, its arrays mapped (never copied)."""
+    data = load_array(folder / f"{name}_data.npy", np.float64, 1, mmap=True)
+    indices, indptr = (_index_array(folder / f"{name}_{part}.npy") for part in ("indices", "indptr"))
+    if len(data) != edges or len(indices) != edges or len(indptr) != nodes + 1 or indices.dtype != indptr.dtype:
+        raise ValueError(f"{folder / name}: expected {edges} entries over {nodes} rows")
+    if indptr[0] != 0 or indptr[-1] != edges or np.any(np.diff(indptr) < 0) or (
+            edges and (indices.min() < 0 or indices.max() >= nodes)):
+        raise ValueError(f"{folder / name}: not a CSR matrix of {nodes} rows")
+    matrix = sparse.csr_matrix((data, indices, indptr), shape=(nodes, nodes), copy=False)
+    matrix.has_sorted_indices = True  # as the graph that saved it sorted them
+    return matrix
+
+
+def _index_array(path: Path) -> np.ndarray:
+    """A CSR index array as scipy saved it: int32, or int64 past 2**31 entries."""
+    try:
+        return load_array(path, np.int32, 1, mmap=True)
+    except ValueError:
+        return load_array(path, np.int64, 1, mmap=True)
+
+
+SNAPSHOT_FORMAT = 2  # 2: the manifest records every file's digest
+_PREFIX = "snapshot-"
+SNAPSHOT_MANIFEST = "snapshot.json"
+_STRINGS = ("passage_ids", "entity_ids", "entity_names", "fact_ids", "predicates")
+SNAPSHOT_LINKS = {"passage_matrix": "passages.npy", "fact_matrix": "facts.npy", "passage_texts": "passage-texts.jsonl"}
+
+
+def snapshot_folder(state_folder: Path, digest: str) -> Path:
+    """Where the snapshot of the save whose ``tables.json`` has ``digest`` is filed."""
+    return state_folder / f"{_PREFIX}{digest}"
+
+
+def write_snapshot(state_folder: Path, digest: str, snapshot: Snapshot) -> Path | None:
+    """File ``snapshot`` as the save ``digest``'s (kept when another process filed it first).
+
+    Returns:
+        The snapshot's folder, or None when its matrices or texts are not files of ``state_folder`` (they stayed
+        in the heap) or the folder cannot be written (logged).
+    """
+    target = snapshot_folder(state_folder, digest)
+    if target.is_dir():
+        return target
+    sources = {"passage_matrix": getattr(snapshot.passage_matrix, "filename", None),
+               "passage_texts": snapshot.passage_texts.path}
+    if isinstance(snapshot.fact_matrix, np.ndarray):
+        sources["fact_matrix"] = getattr(snapshot.fact_matrix, "filename", None)
+    if any(source is None for source in sources.values()):
+        return None
+    paths = {key: Path(source) for key, source in sources.items()}
+    try:
+        write_folder(state_folder, target.name, lambda folder: _write_files(folder, snapshot, paths), SNAPSHOT_MANIFEST)
+    except OSError as exc:
+        logger.warning("no query snapshot in %s: %s", state_folder, exc)
+        return None
+    _remove_others(state_folder, target)
+    return target
+
+
+def _write_files(folder: Path, snapshot: Snapshot, sources: dict[str, Path]) -> None:
+    columns = snapshot.columns
+    for name in _STRINGS:
+        write_string_column(folder, name, getattr(columns, name))
+    walk = snapshot.walk
+    arrays = {"name_order": columns.name_order, "passage_counts": columns.passage_counts,
+              "fact_nodes": columns.fact_nodes, "passage_offsets": snapshot.passage_texts.offsets,
+              "out_weight": walk.out_weight}
+    if not isinstance(snapshot.fact_matrix, np.ndarray):
+        arrays["fact_total"] = snapshot.fact_matrix.total
+    for matrix in ("transition", "walk"):
+        csr = getattr(walk, matrix)
+        arrays.update({f"{matrix}_data": csr.data, f"{matrix}_indices": csr.indices, f"{matrix}_indptr": csr.indptr})
+    for name, array in arrays.items():
+        np.save(folder / f"{name}.npy", np.ascontiguousarray(array), allow_pickle=False)
+    for key, source in sources.items():
+        os.link(source, folder / SNAPSHOT_LINKS[key])
+    write_json(folder / SNAPSHOT_MANIFEST, {"files": folder_digests(folder, SNAPSHOT_MANIFEST),
+        "format": SNAPSHOT_FORMAT, "version": snapshot.version, "passages": len(columns.passage_ids),
+        "entities": len(columns.entity_ids), "facts": len(columns.fact_ids), "edges": int(walk.transition.nnz),
+        "symmetric": walk.symmetric, "fact_vectors": "rows" if isinstance(snapshot.fact_matrix, np.ndarray) else "sum"})
+
+
+def _remove_others(state_folder: Path, keep: Path) -> None:
+    """Remove the snapshots of other saves, and partial ones of processes that died."""
+    for other in state_folder.glob(f"{_PREFIX}*"):
+        if other != keep and other.is_dir():
+            shutil.rmtree(other, ignore_errors=True)
+    for partial in state_folder.glob(f".{_PREFIX}*.partial"):
+        if left_by_dead_process(partial):
+            shutil.rmtree(partial, ignore_errors=True)
+
+
+def write_string_column(folder: Path, name: str, strings: Iterable[str]) -> None:
+    """Write ``strings`` as the :class:`~.state.StringColumn` ``name`` in ``folder``: one JSON line each, and the
+    end of every line."""
+    ends: list[int] = []
+    size = 0
+    with open(folder / f"{name}.jsonl", "wb") as out:
+        for text in strings:
+            line = json.dumps(text, ensure_ascii=False).encode() + b"\n"
+            out.write(line)
+            size += len(line)
+            ends.append(size)
+    np.save(folder / f"{name}.ends.npy", np.asarray(ends, dtype=np.int64), allow_pickle=False)
+
+
+def normalised(vectors: list[np.ndarray]) -> np.ndarray:
+    """``vectors`` scaled to unit length (a zero vector stays zero), as float32 rows."""
+    block = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(block, axis=1, keepdims=True)
+    return block / np.where(norms > 0, norms, 1.0)
+
+
+def put_normalised(matrix: np.ndarray, start: int, vectors: list[np.ndarray]) -> None:
+    """Write ``vectors`` normalised (:func:`normalised`) into ``matrix`` from row ``start``."""
+    if vectors:
+        matrix[start : start + len(vectors)] = normalised(vectors)

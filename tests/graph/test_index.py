@@ -88,8 +88,8 @@ def test_passage_nodes_keep_document_metadata():
 
 
 def test_a_state_read_a_few_records_at_a_time_is_the_state_read_at_once(monkeypatch):
-    from llama_index_mhop.graph import state as state_module
-    from llama_index_mhop.graph.state import load_retrieval_state
+    from llama_index_mhop.graph import state_load as state_module
+    from llama_index_mhop.graph.state_load import load_retrieval_state
 
     index = build(all_docs(), "idx_batches")
     whole = load_retrieval_state(index.graph, index.stores, 0.5)

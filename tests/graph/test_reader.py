@@ -16,9 +16,9 @@ import pytest
 from llama_index_mhop.graph import persistence
 from llama_index_mhop.graph.index import HippoGraphIndex
 from llama_index_mhop.graph.reader import HippoGraphReader
-from llama_index_mhop.graph.state_columns import NameLookup, StringColumn
-from llama_index_mhop.graph.state_files import STATE_FOLDER
-from llama_index_mhop.graph.state_snapshot import snapshot_folder
+from llama_index_mhop.graph.state import NameLookup, StringColumn
+from llama_index_mhop.graph.state_files import STATE_FOLDER, write_string_column
+from llama_index_mhop.graph.state_load import snapshot_folder
 from llama_index_mhop.stores.corpus import make_document
 from tests.graph.film_chain import documents
 from tests.word_bag import WordBagEmbedding
@@ -95,7 +95,7 @@ def test_a_damaged_snapshot_is_removed_and_filed_again(saved, caplog):
     digest = open_reader(root).digest
     ends = snapshot_folder(root / STATE_FOLDER, digest) / "entity_names.ends.npy"
     np.save(ends, np.load(ends)[:-1])  # one name short
-    with caplog.at_level(logging.WARNING, logger="llama_index_mhop.graph.state_snapshot"):
+    with caplog.at_level(logging.WARNING, logger="llama_index_mhop.graph.state_load"):
         reader = open_reader(root)
     assert "damaged" in caplog.text
     assert reader.digest == digest and answers(reader) == answers(index)
@@ -140,7 +140,7 @@ AWKWARD = ["plain", "", "line one\nline two", 'quoted "name" \\ slash', "Émile 
 
 
 def test_a_string_column_reads_back_every_string(tmp_path):
-    StringColumn.write(tmp_path, "names", AWKWARD)
+    write_string_column(tmp_path, "names", AWKWARD)
     column = StringColumn.open(tmp_path, "names", len(AWKWARD))
     assert list(column) == AWKWARD and column[-1] == AWKWARD[-1] and column[1:3] == AWKWARD[1:3]
     with pytest.raises(IndexError):
@@ -162,7 +162,7 @@ def test_a_name_lookup_finds_what_a_dict_filled_in_order_finds():
 
 
 def test_facts_past_the_hnsw_threshold_are_filed_as_their_sum_alone(saved, tmp_path):
-    from llama_index_mhop.graph.state import load_retrieval_state, open_saved_state
+    from llama_index_mhop.graph.state_load import load_retrieval_state, open_saved_state
     from llama_index_mhop.graph.walk import WalkSettings
 
     root, index = saved

@@ -167,7 +167,7 @@ def test_a_damaged_passage_text_file_is_replaced(tmp_path, caplog):
 
 def test_int8_copies_are_shared_files_that_estimate_as_the_heap_copy(tmp_path, monkeypatch):
     from llama_index_mhop.graph.index import HippoGraphIndex
-    from llama_index_mhop.graph.state import load_retrieval_state
+    from llama_index_mhop.graph.state_load import load_retrieval_state
     from llama_index_mhop.graph.walk import WalkSettings
     from tests.graph.film_chain import documents
     from tests.word_bag import WordBagEmbedding

@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from llama_index_mhop.graph.index_config import HippoGraphIndexConfig
-from llama_index_mhop.graph.state import load_retrieval_state
+from llama_index_mhop.graph.state_load import load_retrieval_state
 from llama_index_mhop.graph.walk import WalkSettings
 
 EVERY_PATH = {"push_min_nodes": 1, "int8_min_rows": 1, "hnsw_min_facts": 1, "hnsw_min_passages": 1}

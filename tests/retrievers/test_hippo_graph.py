@@ -19,7 +19,7 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index_mhop.components.fact_filter import DSPyFactFilter
 from llama_index_mhop.components.hippo_graph import HippoGraphRetriever
 from llama_index_mhop.graph.index import EmptyIndexError, HippoGraphIndex
-from llama_index_mhop.graph.state import load_retrieval_state
+from llama_index_mhop.graph.state_load import load_retrieval_state
 from llama_index_mhop.graph.walk import WalkSettings
 from llama_index_mhop.graph.walk.exact import best_first
 from llama_index_mhop.lm.clients import function_lm, render_fields
