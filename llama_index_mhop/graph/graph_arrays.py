@@ -24,8 +24,6 @@ from pathlib import Path
 
 import numpy as np
 
-from .json_files import DamagedFileError
-
 __all__ = [
     "FACTS",
     "NO_NODE",
@@ -37,7 +35,6 @@ __all__ = [
     "NodeTable",
     "PassageRecord",
     "SynonymList",
-    "load_array",
 ]
 
 FACTS, SYNONYMY, PLAIN, TITLE = range(4)
@@ -111,17 +108,6 @@ class SynonymList(Sequence[tuple[str, float]]):
 
     def __repr__(self) -> str:
         return f"SynonymList({list(self)!r})"
-
-
-def load_array(path: Path, dtype: type, ndim: int, mmap: bool) -> np.ndarray:
-    """A saved ``.npy`` array (memory-mapped read-only when ``mmap``), or a DamagedFileError naming the file."""
-    try:
-        array = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise DamagedFileError(f"{path}: not a readable .npy array ({exc})") from exc
-    if array.dtype != np.dtype(dtype) or array.ndim != ndim:
-        raise DamagedFileError(f"{path}: expected a {ndim}-D {np.dtype(dtype)} array, got {array.ndim}-D {array.dtype}")
-    return array
 
 
 class NodeTable:

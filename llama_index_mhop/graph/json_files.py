@@ -15,15 +15,21 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+import sys
+from array import array
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ValidationError
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Strict, StrictInt, ValidationError
 
 from ..rules.atomic_files import write_atomic
+from .graph_arrays import PassageRecord, SynonymList
 
-__all__ = ["DamagedFileError", "check_digest", "check_field", "check_file_digest", "check_model", "check_value",
+__all__ = ["DamagedFileError", "Edge", "GraphTables", "check_json_records", "check_listed", "graph_dict", "load_array",
+           "packed_synonyms", "check_digest", "check_field", "check_file_digest", "check_model", "check_value",
            "content_hash", "digest_trailer", "file_digest", "parse_json", "read_json_file", "read_json_object",
            "string_map", "triple_map", "write_json"]
 
@@ -111,6 +117,17 @@ def parse_json(text: str, where: str) -> Any:
         raise
     except ValueError as exc:  # e.g. an integer beyond Python's digit limit
         raise ValueError(f"{where}: not valid JSON ({exc})") from None
+
+
+def load_array(path: Path, dtype: type, ndim: int, mmap: bool) -> np.ndarray:
+    """A saved ``.npy`` array (memory-mapped read-only when ``mmap``), or a DamagedFileError naming the file."""
+    try:
+        array = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise DamagedFileError(f"{path}: not a readable .npy array ({exc})") from exc
+    if array.dtype != np.dtype(dtype) or array.ndim != ndim:
+        raise DamagedFileError(f"{path}: expected a {ndim}-D {np.dtype(dtype)} array, got {array.ndim}-D {array.dtype}")
+    return array
 
 
 def read_json_object(path: Path) -> dict[str, Any]:
@@ -210,3 +227,147 @@ def triple_map(data: Mapping[str, Any], key: str, where: str, prefix: str = "") 
             check_value(part, str, where, field)
         out[name] = (item[0], item[1], item[2])
     return out
+
+
+#: An edge as ``KnowledgeGraph.edge_list`` gives it: (u, v, facts, synonymy, passage).
+Edge = tuple[str, str, int, float, float]
+
+
+@dataclass(frozen=True)
+class GraphTables:
+    """A graph's records as saved: the graph's settings and version, entity names, facts, passages, synonym lists
+    and the entities whose synonyms are still to compute. The mappings are the graph's own, not copies: read them
+    before its next change."""
+
+    config: Mapping[str, Any]
+    version: int
+    entity_names: Mapping[str, str]
+    facts: Mapping[str, tuple[str, str, str]]
+    passages: Mapping[str, PassageRecord]
+    synonyms: Mapping[str, SynonymList]
+    stale_synonyms: Collection[str]
+
+    def to_json(self) -> dict[str, Any]:
+        """The records as JSON values, each table sorted by id."""
+        return {"config": dict(self.config), "version": self.version,
+                "entities": dict(sorted(self.entity_names.items())),
+                "facts": {f: list(t) for f, t in sorted(self.facts.items())},
+                "passages": {pid: {"entities": list(r.entities), "facts": list(r.facts), "ref_doc_id": r.ref_doc_id,
+                                   "title": r.title, "title_entities": list(r.title_entities)}
+                             for pid, r in sorted(self.passages.items())},
+                "synonyms": {e: [[o, s] for o, s in lst] for e, lst in sorted(self.synonyms.items())},
+                "stale_synonyms": sorted(self.stale_synonyms)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> GraphTables:
+        """The records :meth:`to_json` wrote (or the tables of a saved folder, or a one-object graph file).
+
+        Each id and predicate is held once (interned): parsing makes a new string at every occurrence, and an
+        entity's id recurs in its passages' records, its facts and other entities' synonym lists.
+
+        Raises:
+            ValueError: a record of the wrong shape (an id that is not a string, a similarity that is not a number).
+        """
+        try:
+            return cls._from_records(data)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"graph tables: malformed record ({exc})") from None
+
+    @classmethod
+    def _from_records(cls, data: Mapping[str, Any]) -> GraphTables:
+        one = sys.intern
+
+        def ids(values: Sequence[str]) -> tuple[str, ...]:
+            return tuple(map(one, values))
+
+        entity_names = {one(k): v for k, v in data["entities"].items()}
+        facts = {one(k): (one(s), one(p), one(o)) for k, (s, p, o) in data["facts"].items()}
+        passages = {
+            one(pid): rec if isinstance(rec, PassageRecord) else PassageRecord(
+                ids(rec["entities"]), ids(rec["facts"]),
+                None if rec.get("ref_doc_id") is None else one(rec["ref_doc_id"]), rec.get("title", ""),
+                ids(rec.get("title_entities", ())))
+            for pid, rec in data["passages"].items()
+        }
+        return cls(
+            config=dict(data.get("config", {})),
+            version=int(data.get("version", 0)),
+            entity_names=entity_names,
+            facts=facts,
+            passages=passages,
+            synonyms={one(e): lst if isinstance(lst, SynonymList) else packed_synonyms(e, lst)
+                      for e, lst in data.get("synonyms", {}).items()},
+            stale_synonyms={one(e) for e in data.get("stale_synonyms", [])},
+        )
+
+    def node_list(self) -> list[list[str]]:
+        """Every node as ``[key, kind, name]`` (a passage's name is its title), sorted."""
+        nodes = [[pid, "passage", r.title] for pid, r in self.passages.items()]
+        nodes += [[e, "entity", name] for e, name in self.entity_names.items()]
+        return sorted(nodes)
+
+
+def graph_dict(tables: GraphTables, format_version: int, edges: Sequence[Edge]) -> dict[str, Any]:
+    """The one-object JSON form: the records, and the node and edge lists."""
+    return {"format_version": format_version, **tables.to_json(), "nodes": tables.node_list(),
+            "edges": [list(e) for e in edges]}
+
+
+def check_listed(data: Mapping[str, Any], tables: GraphTables, edges: Sequence[Edge]) -> None:
+    """Check the node and edge lists a one-object JSON form carries against the graph built from its records
+    (``tables`` and ``edges``, the built graph's).
+
+    Raises:
+        ValueError: the stored node or edge list disagrees with the records.
+    """
+    if "nodes" in data and sorted(n for n, _, _ in data["nodes"]) != sorted(n for n, _, _ in tables.node_list()):
+        raise ValueError("graph file is inconsistent: its node list does not match its passages and entities")
+    if "edges" in data:
+        stored = sorted((str(u), str(v), int(f), float(s), float(p)) for u, v, f, s, p in data["edges"])
+        if stored != list(edges):
+            raise ValueError("graph file is inconsistent: its edge list does not match its passages, facts and "
+                             "synonym lists")
+
+
+def packed_synonyms(entity_id: str, pairs: Sequence[Sequence[Any]]) -> SynonymList:
+    """One entity's saved synonym list, ``[[id, similarity], ...]``, packed, its ids interned (held once with
+    every other id read).
+
+    Raises:
+        TypeError, ValueError: an entry that is not an id (a string) and a similarity (a number).
+    """
+    return SynonymList.from_columns(tuple([sys.intern(other) for other, _ in pairs]),
+                                    array("d", [similarity for _, similarity in pairs]))
+
+
+_Id = Annotated[str, Strict()]
+
+
+class _JsonPassage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    entities: list[Any]  # each an id of the entities: checked with the links
+    facts: list[Any]
+    title_entities: list[Any] = []
+
+
+class _JsonRecords(BaseModel):
+    """The records of a graph held as JSON (array format 2, and the one-object graph file of index format 1)."""
+
+    model_config = ConfigDict(extra="allow")
+    entities: dict[str, _Id]
+    facts: dict[str, tuple[_Id, _Id, _Id]]
+    passages: dict[str, _JsonPassage]
+    synonyms: dict[str, list[Any]] = {}
+    node_keys: list[_Id | None] = []
+    free_slots: list[StrictInt] = []
+    nodes: list[Any] = []
+    edges: list[Any] = []
+
+
+def check_json_records(data: Mapping[str, Any], where: str) -> None:
+    """Check the types of a graph's records held as JSON (their links are checked by the graph's loader).
+
+    Raises:
+        DamagedFileError: a field of the wrong type, named in one line.
+    """
+    check_model(_JsonRecords, data, where)

@@ -41,15 +41,13 @@ import numpy as np
 from .graph_arrays import EdgeStore, NodeTable, PassageRecord, SynonymList
 from .graph_edges import ENTITY, KIND_CODE, PASSAGE, EdgeWeights, GraphEdges
 from .graph_files import (
-    GraphTables,
-    check_listed,
     cycle_collection_paused,
-    graph_dict,
     graph_to_networkx,
     open_graph_files,
     open_structure,
     save_graph,
 )
+from .json_files import GraphTables, check_listed, graph_dict
 from .synonym_lists import SynonymLists
 from .walk.exact import PageRankGraph
 

@@ -35,7 +35,7 @@ from llama_index.core.storage.index_store.types import DEFAULT_PERSIST_FNAME as 
 from ..stores.corpus import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
 from ..stores.embed_dtype import check_embed_dtype
 from .checkpoint import CHECKPOINT_FILE
-from .graph_files import check_json_records, open_graph_files
+from .graph_files import open_graph_files
 from .graph_stores import (
     CHROMA_DIR,
     DEFAULT_SHORT_TEXT_BATCH_SIZE,
@@ -50,6 +50,7 @@ from .indexing import DEFAULT_INSERT_BATCH_SIZE
 from .json_files import (
     DamagedFileError,
     check_field,
+    check_json_records,
     check_value,
     read_json_object,
     write_json,

@@ -21,7 +21,7 @@ import numpy as np
 from llama_index.core.schema import BaseNode
 from llama_index.core.vector_stores.utils import metadata_dict_to_node
 
-from .graph_arrays import load_array
+from .json_files import load_array
 from .state_files import PassageTexts
 from .walk import DenseVectors, GraphWalk
 

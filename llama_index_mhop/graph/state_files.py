@@ -28,8 +28,7 @@ import numpy as np
 from numpy.lib.format import open_memmap
 from scipy import sparse
 
-from .graph_arrays import load_array
-from .json_files import DamagedFileError, check_file_digest, content_hash, file_digest, write_json
+from .json_files import DamagedFileError, check_file_digest, content_hash, file_digest, load_array, write_json
 
 if TYPE_CHECKING:
     from .state_load import Snapshot

@@ -31,9 +31,8 @@ import numpy as np
 from pydantic import BaseModel, Field, StrictBool, StrictInt
 
 from ..stores.chroma_batches import CHROMA_BATCH, get_records
-from .graph_arrays import load_array
 from .graph_stores import GraphStores
-from .json_files import check_model, read_json_object
+from .json_files import check_model, load_array, read_json_object
 from .knowledge_graph import KnowledgeGraph
 from .state import (
     EmptyIndexError,

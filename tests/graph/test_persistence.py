@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from llama_index_mhop.graph import graph_files
-from llama_index_mhop.graph.graph_arrays import load_array
 from llama_index_mhop.graph.graph_files import load_graph_tables
 from llama_index_mhop.graph.index import CHECKPOINT_FILE, CONFIG_FILE, GRAPH_FILE, HippoGraphIndex
+from llama_index_mhop.graph.json_files import load_array
 from llama_index_mhop.graph.persistence import GRAPH_DIR, LEGACY_GRAPH_FILE
 from llama_index_mhop.stores.corpus import make_document
 from tests.graph.film_chain import documents

@@ -18,8 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ...rules.text import escape_controls
-from ..graph_arrays import load_array
-from ..json_files import read_json_object, write_json
+from ..json_files import load_array, read_json_object, write_json
 from ..state_files import check_folder_digests, folder_digests, write_folder
 from .affine import DEFAULT_BASIS_TOL, AffineResetPageRank, SolvedBasis, solve_basis
 from .exact import PageRankGraph
