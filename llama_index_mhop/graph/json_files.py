@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Strict, StrictInt, ValidationError
 from ..rules.atomic_files import write_atomic
 from .graph_arrays import PassageRecord, SynonymList
 
-__all__ = ["DamagedFileError", "Edge", "GraphTables", "check_json_records", "check_listed", "graph_dict", "load_array",
+__all__ = ["DamagedFileError", "Edge", "GraphTables", "check_json_records", "check_links", "check_listed", "graph_dict", "load_array",
            "packed_synonyms", "check_digest", "check_field", "check_file_digest", "check_model", "check_value",
            "content_hash", "digest_trailer", "file_digest", "parse_json", "read_json_file", "read_json_object",
            "string_map", "triple_map", "write_json"]
@@ -362,6 +362,7 @@ class _JsonRecords(BaseModel):
     free_slots: list[StrictInt] = []
     nodes: list[Any] = []
     edges: list[Any] = []
+    attached: dict[str, Any] = {}
 
 
 def check_json_records(data: Mapping[str, Any], where: str) -> None:
@@ -371,3 +372,22 @@ def check_json_records(data: Mapping[str, Any], where: str) -> None:
         DamagedFileError: a field of the wrong type, named in one line.
     """
     check_model(_JsonRecords, data, where)
+
+
+def check_links(data: dict[str, Any], where: str) -> None:
+    """Check that every fact and passage of a graph's records names entities (and facts) they hold: a query never
+    meets an unknown id. Checked before the graph is built, so the error names the field.
+
+    Raises:
+        ValueError: the first unknown id, named by its field.
+    """
+    entities, facts = data["entities"], data["facts"]
+    for fact_id, (subject, _, obj) in facts.items():
+        for entity_id in (subject, obj):
+            if entity_id not in entities:
+                raise ValueError(f"{where}: facts.{fact_id}: names entity {entity_id!r}, which is not in entities")
+    for pid, record in data["passages"].items():
+        for field, known in (("entities", entities), ("facts", facts)):
+            for item in record[field] if isinstance(record, dict) else getattr(record, field):
+                if not isinstance(item, str) or item not in known:
+                    raise ValueError(f"{where}: passages.{pid}.{field}: {item!r} is not in {field}")

@@ -1,14 +1,10 @@
-"""A graph index on disk: its config (JSON) and its graph as ``tables.json`` plus ``.npy`` arrays (nothing is
-pickled), the arrays memory-mapped read-only on load so that every query process opening the same folder shares
-one copy of the edges.
-
-Every file is written to a temporary name and renamed into place, so a crash never leaves a half-written file,
-and every file read is checked before anything is built from it, against the digest recorded when it was written
-(:mod:`.json_files`): a truncated, zeroed, changed or missing file is a :class:`~.json_files.DamagedFileError`
-naming the file and what to do, never half-read. Everything here is derived from Chroma and the corpus, so a
-damaged save is rebuilt from them (:func:`discard_damaged_save`) by the next build over the same folder. Indexes
-saved before the arrays (format 1: the graph as one ``hippo_graph.json``) are still read, and written in the
-current format by their next save.
+"""A graph index on disk: its config (JSON, checked by pydantic) and its graph (:mod:`.graph_files`; nothing is
+pickled). Every file is replaced whole (:mod:`~..rules.atomic_files`) and checked before anything is built from
+it against the digest recorded when it was written: a damaged file is a :class:`~.json_files.DamagedFileError`
+naming it and what to do. Everything here is derived from Chroma and the corpus, so a damaged save is rebuilt
+from them (:func:`discard_damaged_save`) by the next build over the same folder. Indexes saved before the arrays
+(format 1: the graph as one ``hippo_graph.json``) are still read, and written in the current format by their next
+save.
 
 Reopening (:func:`open_saved_index`) reads and checks the files, opens the store and checks it holds the index's
 collections, all before the index is built; :func:`finish_reopen` then completes what a killed change left. The
@@ -22,7 +18,7 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from llama_index.core import StorageContext
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -31,6 +27,7 @@ from llama_index.core.storage.docstore import SimpleDocumentStore
 from llama_index.core.storage.docstore.types import DEFAULT_PERSIST_FNAME as DOCSTORE_FNAME
 from llama_index.core.storage.index_store import SimpleIndexStore
 from llama_index.core.storage.index_store.types import DEFAULT_PERSIST_FNAME as INDEX_STORE_FNAME
+from pydantic import BaseModel, StrictInt, StrictStr
 
 from ..stores.corpus import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
 from ..stores.embed_dtype import check_embed_dtype
@@ -49,9 +46,9 @@ from .index_struct import SAVED_BESIDE, HippoGraphStruct
 from .indexing import DEFAULT_INSERT_BATCH_SIZE
 from .json_files import (
     DamagedFileError,
-    check_field,
     check_json_records,
-    check_value,
+    check_links,
+    check_model,
     read_json_object,
     write_json,
 )
@@ -69,26 +66,10 @@ from .sync import DOCSTORE_FILE, docstore_from_dict, load_docstore
 from .synonym_lists import DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES
 from .walk.basis_files import BASIS_FOLDER
 
-__all__ = [
-    "CONFIG_FILE",
-    "GRAPH_DIR",
-    "GRAPH_FILE",
-    "INDEX_FORMAT_VERSION",
-    "LEGACY_GRAPH_FILE",
-    "OpenedIndex",
-    "SavedConfig",
-    "SavedIndex",
-    "discard_damaged_save",
-    "finish_reopen",
-    "open_saved_index",
-    "persist_storage_context",
-    "read_saved_config",
-    "read_saved_index",
-    "save_index",
-    "saved_config",
-    "saved_index_exists",
-    "saved_storage",
-]
+__all__ = ["CONFIG_FILE", "GRAPH_DIR", "GRAPH_FILE", "INDEX_FORMAT_VERSION", "LEGACY_GRAPH_FILE", "OpenedIndex",
+           "SavedConfig", "SavedIndex", "discard_damaged_save", "finish_reopen", "open_saved_index",
+           "persist_storage_context", "read_saved_config", "read_saved_index", "save_index", "saved_config",
+           "saved_index_exists", "saved_storage"]
 
 logger = logging.getLogger(__name__)
 
@@ -105,17 +86,24 @@ _DERIVED = (CONFIG_FILE, GRAPH_DIR, LEGACY_GRAPH_FILE, STORAGE_SCRATCH_DIR, *_ST
             BASIS_FOLDER, DOCSTORE_FILE)
 
 
-_CONFIG_FIELDS: dict[str, tuple[type, ...]] = {
-    "chroma": (str,),
-    "collections": (dict,),
-    "embed_model": (dict, type(None)),
-    "chunk_size": (int,),
-    "chunk_overlap": (int,),
-    "insert_batch_size": (int,),
-    "short_text_batch_size": (int, type(None)),
-    "short_text_dtype": (str,),
-    "exact_synonymy_max_entities": (int,),
-}
+class _EmbedModel(BaseModel, extra="allow"):
+    model_name: StrictStr | None = None
+
+
+class _Config(BaseModel, extra="allow"):
+    """The config file's fields (a setting an older index lacks gets its value from :meth:`SavedConfig.settings`)."""
+    name: StrictStr
+    chroma: Literal["local", "external"] = "local"
+    collections: dict[str, StrictStr] = {}
+    embed_model: _EmbedModel | None = None
+    chunk_size: StrictInt = 0
+    chunk_overlap: StrictInt = 0
+    insert_batch_size: StrictInt = 0
+    short_text_batch_size: StrictInt | None = None
+    short_text_dtype: StrictStr = "float32"
+    exact_synonymy_max_entities: StrictInt = 0
+
+
 #: An index saved before ``short_text_dtype`` existed embedded its short texts in float32: later ones match them.
 _SAVED_BEFORE_SHORT_TEXT_DTYPE = "float32"
 def _damaged(exc: ValueError) -> DamagedFileError:
@@ -144,33 +132,11 @@ def _read_config(path: Path) -> dict[str, Any]:
 
 
 def _check_config(config: dict[str, Any], where: str) -> None:
-    check_field(config, "name", str, where)
-    for key, kinds in _CONFIG_FIELDS.items():
-        check_field(config, key, kinds, where, default=None)
+    check_model(_Config, config, where)
     try:
         check_embed_dtype(config.get("short_text_dtype", _SAVED_BEFORE_SHORT_TEXT_DTYPE))
     except ValueError as exc:
         raise ValueError(f"{where}: short_text_dtype: {exc}") from None
-    if config.get("chroma", "local") not in ("local", "external"):
-        raise ValueError(f"{where}: chroma: expected \"local\" or \"external\", got {config['chroma']!r}")
-    check_field(config.get("embed_model") or {}, "model_name", (str, type(None)), where, "embed_model.", None)
-    for kind, collection in (config.get("collections") or {}).items():
-        check_value(collection, str, where, f"collections.{kind}")
-
-
-def _check_graph_links(data: dict[str, Any], where: str) -> None:
-    """Every fact and passage of the graph file names entities (and facts) it holds: a query never meets an unknown
-    id. Checked on the file's data, before the graph is built, so the error names the field."""
-    entities, facts = data["entities"], data["facts"]
-    for fact_id, (subject, _, obj) in facts.items():
-        for entity_id in (subject, obj):
-            if entity_id not in entities:
-                raise ValueError(f"{where}: facts.{fact_id}: names entity {entity_id!r}, which is not in entities")
-    for pid, record in data["passages"].items():
-        for field, known in (("entities", entities), ("facts", facts)):
-            for item in record[field] if isinstance(record, dict) else getattr(record, field):
-                if not isinstance(item, str) or item not in known:
-                    raise ValueError(f"{where}: passages.{pid}.{field}: {item!r} is not in {field}")
 
 
 @dataclass(frozen=True)
@@ -287,8 +253,8 @@ def _read_graph(root: Path, graph_path: Path) -> tuple[KnowledgeGraph, SimpleDoc
                             else open_graph_files(root / GRAPH_DIR, mmap=True))
     if legacy:  # the tables of a saved folder are checked as they are read
         check_json_records(data, str(graph_path))
-    _check_graph_links(data, str(graph_path))
-    attached = check_field(data, "attached", dict, str(graph_path), default={})
+    check_links(data, str(graph_path))
+    attached = data.get("attached") or {}
     docstore = (docstore_from_dict(attached["docstore"], f"{graph_path}: attached")
                 if "docstore" in attached else load_docstore(root / DOCSTORE_FILE))
     try:
@@ -312,11 +278,9 @@ class OpenedIndex:
 
 def open_saved_index(folder: str | os.PathLike[str] | None, struct: HippoGraphStruct, chroma_client: Any,
                      embed_model: BaseEmbedding | None) -> OpenedIndex:
-    """Open the index of ``struct`` saved in ``folder``: every file is checked, and the store is checked to hold the
-    index's collections, before anything is written. The embedder: ``embed_model``, else the default
-    (``defaults.resolve_embed_model``); one other than the index was built with is logged.
-
-    The folder is the one the opener names, never one the struct recorded (see :mod:`.index_struct`).
+    """Open the index of ``struct`` saved in ``folder`` (the opener's, never one the struct recorded): every file
+    is checked, and the store is checked to hold the index's collections, before anything is written. The embedder:
+    ``embed_model``, else the default; one other than the index was built with is logged.
 
     Raises:
         FileNotFoundError: no saved index in ``folder``.
@@ -396,13 +360,11 @@ def saved_config(config: HippoGraphIndexConfig, stores: GraphStores) -> dict[str
 
 def save_index(target: Path, config: HippoGraphIndexConfig, graph: KnowledgeGraph, stores: GraphStores,
                document_hashes: SimpleDocumentStore, storage_context: StorageContext) -> None:
-    """Write the graph with its documents' hashes, then LlamaIndex's files of its storage context, then the config,
-    into ``target`` (copying an in-memory Chroma to ``target/chroma`` first).
-
-    The graph and its documents' hashes become visible together, in one atomic replace of ``tables.json``; the
-    config goes last, so a folder a first save was killed in holds no index yet (the next build starts it again,
-    resuming from the checkpoint), never half of one. The checkpoint goes once the graph holds everything it
-    listed, and so do the files of older formats."""
+    """Write the graph with its documents' hashes (visible together: one replace of ``tables.json``), then
+    LlamaIndex's files of its storage context, then the config, into ``target`` (copying an in-memory Chroma to
+    ``target/chroma`` first). The config goes last, so a folder a first save was killed in holds no index yet (the
+    next build resumes from the checkpoint). The checkpoint goes once the graph holds everything it listed, and so
+    do the files of older formats."""
     target.mkdir(parents=True, exist_ok=True)
     if stores.mode == "ephemeral":
         stores.copy_to(target / CHROMA_DIR, sorted(graph.passages))

@@ -92,7 +92,7 @@ def test_deeply_nested_checkpoint_line_is_a_clear_error(checkpoint):
 
 def test_list_where_an_object_belongs_in_the_config(saved):
     edit(saved / CONFIG_FILE, lambda config: config.update(embed_model=[]))
-    with pytest.raises(ValueError, match=f"{CONFIG_FILE}: embed_model: expected an object or null, got a list"):
+    with pytest.raises(ValueError, match=f"{CONFIG_FILE}: embed_model: input should be a valid dictionary.*, got a list"):
         reopen(saved)
 
 
