@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .json_files import check_field, check_value, parse_json, string_map, triple_map
+from pydantic import BaseModel, StrictStr
+
+from .json_files import check_model, check_value, parse_json
 from .knowledge_graph import KnowledgeGraph
 
 __all__ = ["CHECKPOINT_FILE", "CHECKPOINT_FORMAT_VERSION", "GraphEntry", "append_checkpoint", "read_checkpoint",
@@ -51,31 +53,34 @@ class GraphEntry:
         }
 
     @classmethod
-    def from_json(cls, record: Any, where: str, field: str) -> GraphEntry:
-        """The entry a checkpoint record describes, checked field by field (``where`` and ``field`` name it).
+    def from_json(cls, record: dict[str, Any], where: str, field: str) -> GraphEntry:
+        """The entry a checkpoint record checked by :class:`_Line` describes (``where`` and ``field`` name it).
 
         Raises:
-            ValueError: a missing or mistyped field, or a fact naming an entity the record does not list.
+            ValueError: a fact naming an entity the record does not list.
         """
-        check_value(record, dict, where, field)
-        prefix = f"{field}."
-        entities = string_map(record, "entities", where, prefix)
-        facts = triple_map(record, "facts", where, prefix)
+        entities, facts = record["entities"], {f: (s, p, o) for f, (s, p, o) in record["facts"].items()}
         for fact_id, (subject, _, obj) in facts.items():
             for entity_id in (subject, obj):
                 if entity_id not in entities:
-                    raise ValueError(f"{where}: {prefix}facts.{fact_id}: names entity {entity_id!r}, which is not "
+                    raise ValueError(f"{where}: {field}.facts.{fact_id}: names entity {entity_id!r}, which is not "
                                      "among the record's entities")
-        title_entities = check_field(record, "title_entities", list, where, prefix, [])
-        for entity_id in title_entities:
-            check_value(entity_id, str, where, f"{prefix}title_entities")
-        return cls(
-            entities=entities,
-            facts=facts,
-            ref_doc_id=check_field(record, "ref_doc_id", (str, type(None)), where, prefix, None),
-            title=check_field(record, "title", str, where, prefix, ""),
-            title_entities=tuple(title_entities),
-        )
+        return cls(entities=entities, facts=facts, ref_doc_id=record.get("ref_doc_id"), title=record.get("title", ""),
+                   title_entities=tuple(record.get("title_entities", ())))
+
+
+class _Entry(BaseModel, extra="allow"):
+    entities: dict[str, StrictStr]
+    facts: dict[str, tuple[StrictStr, StrictStr, StrictStr]]
+    ref_doc_id: StrictStr | None = None
+    title: StrictStr = ""
+    title_entities: list[StrictStr] = []
+
+
+class _Line(BaseModel, extra="allow"):
+    """A batch line of the checkpoint."""
+
+    passages: dict[str, _Entry] = {}
 
 
 def append_checkpoint(path: Path, name: str, entries: Mapping[str, GraphEntry], index_id: str | None = None) -> None:
@@ -118,7 +123,8 @@ def read_checkpoint(path: Path, name: str) -> dict[str, GraphEntry]:
             if data.get("format_version") != CHECKPOINT_FORMAT_VERSION or data.get("name") != name:
                 raise ValueError(f"{path} belongs to another index ({data}); delete it to rebuild")
             continue
-        for pid, record in check_field(data, "passages", dict, where, default={}).items():
+        check_model(_Line, data, where)
+        for pid, record in data.get("passages", {}).items():
             entries[pid] = GraphEntry.from_json(record, where, f"passages.{pid}")
     return entries
 

@@ -1,27 +1,15 @@
-"""The knowledge graph's files: a folder of ``.npy`` arrays named by a small ``tables.json``, its records as JSON,
-and networkx/GraphML export.
+"""A saved knowledge graph: a folder of ``.npy`` arrays named by a small ``tables.json``, and networkx export.
 
-* :class:`GraphTables`: a graph's records (config, version, entities, facts, passages, synonym lists) as plain
-  data, and as JSON values (:meth:`GraphTables.to_json`, :meth:`GraphTables.from_json`).
-* :func:`graph_dict` / :func:`check_listed`: one JSON object (the records plus node and edge lists), the format
-  the index persisted first. The node and edge lists are derived data: on reading, the graph built from the
-  records must list the same ones.
-* :func:`save_graph` / :func:`open_graph_files` / :func:`open_structure`: a folder with ``tables.json`` (the
-  names of this save's arrays, the graph's settings and version, checked by pydantic) and the records, node table
-  and edge table as ``.npy`` files, read with ``allow_pickle=False``, the edges memory-mapped when asked, so
-  several query processes share one copy of them. A ``tables.json`` of array format 2 (the records in it) is
-  still read.
-* :func:`graph_to_networkx`: a ``networkx.Graph`` for inspecting or drawing (``networkx.write_graphml`` writes it).
-
-A save is named by the digest of its ``tables.json`` (:func:`saved_tables_digest`): what a query snapshot of it
-is filed under (:mod:`.state_load`). Every file of a save is checked before use against a digest recorded when
-it was written (:func:`~.json_files.content_hash`): ``tables.json`` ends with the digest of its bytes before it,
-and each array is named by the digest of its bytes; a file that is not what was written is a
-:class:`~.json_files.DamagedFileError` naming it.
-
-Nothing here knows the graph's rules: :class:`~.knowledge_graph.KnowledgeGraph` hands over its records, node table
-and edge store, and builds itself from what is read (``KnowledgeGraph.save``, ``load``, ``to_dict``,
-``from_dict``).
+:func:`save_graph` writes the records (:class:`~.json_files.GraphTables`: every string in one UTF-8 text with the
+end of each, list lengths, synonym similarities), the node table and the edge table as arrays, each named by the
+digest of its bytes, then ``tables.json``: their names, the row count of each table, the graph's settings, version
+and attached JSON values, checked by pydantic on reading. :func:`open_graph_files` checks every file against its
+digest before use (a file that is not what was written is a :class:`~.json_files.DamagedFileError` naming it), and
+memory-maps the edges when asked, so several query processes share one copy of them; :func:`open_structure`
+builds the node table and edge store. A ``tables.json`` of array format 2 (the records in it as JSON) is still
+read. A save is named by the digest of its ``tables.json`` (:func:`saved_tables_digest`): what a query snapshot of
+it is filed under (:mod:`.state_load`). Nothing here knows the graph's rules: ``KnowledgeGraph`` hands over
+its records, node table and edge store, and builds itself from what is read.
 """
 
 from __future__ import annotations

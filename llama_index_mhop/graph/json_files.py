@@ -1,13 +1,14 @@
-"""The graph index's JSON files read as untrusted input: every problem is one ``ValueError`` line naming the file
-(and line) and the field, never a ``RecursionError``, ``AttributeError``, ``KeyError`` or ``OverflowError``.
+"""The graph index's saved files read as untrusted input, and a graph's records as plain data and JSON.
 
-Files on disk may be truncated by a crash or edited by hand, so each value is checked for its type before
-anything is built from it. A field is named by its path from the top of the document (``passages.<id>.facts``).
-
-Each saved file is also checked against a digest recorded when it was written (:func:`content_hash`, the one hash
-that names or checks every file of a saved index): a JSON file this package writes ends with a ``digest`` member,
-the hash of every byte before it (:func:`digest_trailer`), so a byte changed anywhere is found even where the JSON
-still parses (:func:`check_digest`). A file written before digests were recorded has none and is read as it is.
+Every problem is one ``ValueError`` line naming the file (and line) and the field (by its path from the top of the
+document, ``passages.<id>.facts``), never a ``RecursionError``, ``KeyError`` or ``OverflowError``: fields are
+checked by pydantic models (:func:`check_model`) before anything is built from them. Each saved file is also
+checked against a digest recorded when it was written (:func:`content_hash`, the one hash that names or checks
+every file of a saved index): a JSON file this package writes ends with a ``digest`` member, the hash of every byte
+before it (:func:`digest_trailer`), so a byte changed anywhere is found even where the JSON still parses
+(:func:`check_digest`); a file written before digests were recorded has none and is read as it is.
+:class:`GraphTables` holds a graph's records; their JSON forms (the one-object graph file of index format 1, the
+``tables.json`` of array format 2) are checked by :func:`check_json_records` and :func:`check_links`.
 """
 
 from __future__ import annotations
@@ -28,10 +29,10 @@ from pydantic import BaseModel, ConfigDict, Strict, StrictInt, ValidationError
 from ..rules.atomic_files import write_atomic
 from .graph_arrays import PassageRecord, SynonymList
 
-__all__ = ["DamagedFileError", "Edge", "GraphTables", "check_json_records", "check_links", "check_listed", "graph_dict", "load_array",
-           "packed_synonyms", "check_digest", "check_field", "check_file_digest", "check_model", "check_value",
-           "content_hash", "digest_trailer", "file_digest", "parse_json", "read_json_file", "read_json_object",
-           "string_map", "triple_map", "write_json"]
+__all__ = ["DamagedFileError", "Edge", "GraphTables", "check_digest", "check_field", "check_file_digest",
+           "check_json_records", "check_links", "check_listed", "check_model", "check_value", "content_hash",
+           "digest_trailer", "file_digest", "graph_dict", "load_array", "packed_synonyms", "parse_json",
+           "read_json_file", "read_json_object", "write_json"]
 
 _NAMES = {dict: "an object", list: "a list", str: "a string", int: "an integer", type(None): "null"}
 
@@ -157,14 +158,21 @@ def check_model(model: type[BaseModel], data: Any, where: str) -> None:
     """Check ``data`` against a pydantic model.
 
     Raises:
-        DamagedFileError: the first field of the wrong type, named by its path, in one line.
+        ValueError: the first field that is missing or of the wrong type, named by its path, in one line.
     """
     try:
         model.model_validate(data)
     except ValidationError as exc:
         error = exc.errors(include_url=False)[0]
         field = ".".join(map(str, error["loc"])) or "top level"
-        raise DamagedFileError(f"{where}: {field}: {error['msg'].lower()}, got {_describe(error['input'])}") from None
+        if error["type"] == "missing":
+            raise ValueError(f"{where}: {field}: missing") from None
+        expected = _EXPECTED.get(error["type"]) or error["msg"][0].lower() + error["msg"][1:]
+        raise ValueError(f"{where}: {field}: expected {expected}, got {_describe(error['input'])}") from None
+
+
+_EXPECTED = {"dict_type": "an object", "model_type": "an object", "list_type": "a list", "tuple_type": "a list",
+             "string_type": "a string", "int_type": "an integer", "bool_type": "a boolean"}
 
 
 def write_json(path: Path, data: dict[str, Any]) -> str:
@@ -204,29 +212,6 @@ def check_field(data: Mapping[str, Any], key: str, kinds: type | tuple[type, ...
             raise ValueError(f"{where}: {field}: missing")
         return default
     return check_value(data[key], kinds, where, field)
-
-
-def string_map(data: Mapping[str, Any], key: str, where: str, prefix: str = "") -> dict[str, str]:
-    """A required field holding an object of strings."""
-    value = check_field(data, key, dict, where, prefix)
-    for name, item in value.items():
-        check_value(item, str, where, f"{prefix}{key}.{name}")
-    return value
-
-
-def triple_map(data: Mapping[str, Any], key: str, where: str, prefix: str = "") -> dict[str, tuple[str, str, str]]:
-    """A required field holding an object of ``[subject, predicate, object]`` string lists."""
-    value = check_field(data, key, dict, where, prefix)
-    out = {}
-    for name, item in value.items():
-        field = f"{prefix}{key}.{name}"
-        check_value(item, list, where, field)
-        if len(item) != 3:
-            raise ValueError(f"{where}: {field}: expected [subject, predicate, object], got {len(item)} items")
-        for part in item:
-            check_value(part, str, where, field)
-        out[name] = (item[0], item[1], item[2])
-    return out
 
 
 #: An edge as ``KnowledgeGraph.edge_list`` gives it: (u, v, facts, synonymy, passage).
