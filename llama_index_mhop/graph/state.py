@@ -15,20 +15,22 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import overload
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 from llama_index.core.schema import BaseNode
 from llama_index.core.vector_stores.utils import metadata_dict_to_node
 
 from .json_files import load_array
-from .state_files import PassageTexts
-from .walk import DenseVectors, GraphWalk
+
+if TYPE_CHECKING:
+    from .walk import DenseVectors, GraphWalk
 
 __all__ = [
     "EmptyIndexError",
     "FactTriples",
     "NameLookup",
+    "PassageRecords",
     "PassagesGoneError",
     "RetrievalState",
     "StateColumns",
@@ -76,7 +78,7 @@ class RetrievalState:
     #: The graph's PageRank walk: what ranks a query's passages from its seeds and dense scores.
     walk: GraphWalk
     #: The passages' text and metadata, read back for the few passages a query returns.
-    passage_texts: PassageTexts
+    passage_texts: PassageRecords
 
     @property
     def num_nodes(self) -> int:
@@ -91,6 +93,50 @@ class RetrievalState:
                 metadata, text = self.passage_texts.record(row)
                 nodes[row] = metadata_dict_to_node(metadata, text=text)
         return nodes
+
+
+def mapped_bytes(path: Path) -> np.ndarray:
+    """A file's bytes mapped read-only (an empty file, which cannot be mapped: an empty array)."""
+    return np.memmap(path, dtype=np.uint8, mode="r") if path.stat().st_size else np.zeros(0, dtype=np.uint8)
+
+
+class PassageRecords:
+    """The passages' text and metadata as Chroma returns them, one JSON record each in one byte buffer (a file
+    every query process maps, or the heap: written by :class:`~.state_files.PassageTexts`), read back by row.
+
+    Args:
+        data: the records' bytes.
+        offsets: where each record starts, and the end of the last one.
+    """
+
+    def __init__(self, data: np.ndarray, offsets: np.ndarray) -> None:
+        self._bytes = data
+        self.offsets = offsets
+
+    @classmethod
+    def mapped(cls, path: Path, offsets: np.ndarray) -> PassageRecords:
+        """The records of a finished file, with its ``offsets``, mapped read-only.
+
+        Raises:
+            ValueError: offsets that do not match the file.
+        """
+        data = mapped_bytes(path)
+        if offsets.ndim != 1 or not len(offsets) or offsets[0] != 0 or offsets[-1] != len(data):
+            raise ValueError(f"{path}: the record offsets do not match the file")
+        return cls(data, offsets)
+
+    @property
+    def path(self) -> Path | None:
+        """The file the records are mapped from (None: they are in the heap)."""
+        return Path(self._bytes.filename) if isinstance(self._bytes, np.memmap) else None
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def record(self, row: int) -> tuple[dict[str, Any], str]:
+        """The ``(metadata, text)`` of the passage at ``row``."""
+        metadata, text = json.loads(self._bytes[self.offsets[row] : self.offsets[row + 1]].tobytes())
+        return metadata, text
 
 
 class StringColumn(Sequence[str]):
@@ -117,11 +163,10 @@ class StringColumn(Sequence[str]):
         ends = load_array(folder / f"{name}.ends.npy", np.int64, 1, mmap=True)
         path = folder / f"{name}.jsonl"
         try:
-            size = path.stat().st_size
-            lines = np.memmap(path, dtype=np.uint8, mode="r") if size else np.zeros(0, dtype=np.uint8)
+            lines = mapped_bytes(path)
         except OSError as exc:
             raise ValueError(f"{path}: not readable ({exc})") from exc
-        if len(ends) != length or (length and (ends[-1] != size or np.any(np.diff(ends) <= 0) or ends[0] <= 0)):
+        if len(ends) != length or (length and (ends[-1] != len(lines) or np.any(np.diff(ends) <= 0) or ends[0] <= 0)):
             raise ValueError(f"{path}: expected {length} lines ending where {name}.ends.npy says")
         return cls(lines, ends)
 

@@ -29,6 +29,7 @@ from numpy.lib.format import open_memmap
 from scipy import sparse
 
 from .json_files import DamagedFileError, check_file_digest, content_hash, file_digest, load_array, write_json
+from .state import PassageRecords, mapped_bytes
 
 if TYPE_CHECKING:
     from .state_load import Snapshot
@@ -200,8 +201,8 @@ class VectorMatrix:
 
 
 class PassageTexts:
-    """The passages' text and metadata as Chroma returns them, one JSON record each in one byte file, appended a
-    block of passages at a time, then shared (see the module docstring); a passage is read back by its row.
+    """Writes the passages' text and metadata as Chroma returns them, one JSON record each in one byte file,
+    appended a block of passages at a time, then shared (see the module docstring) as :class:`~.state.PassageRecords`.
 
     Args:
         folder: where the files of a persisted index live; None: the records are held in the heap.
@@ -216,8 +217,6 @@ class PassageTexts:
         self._partial: Path | None = None
         self._heap = bytearray()
         self._file: Any = None
-        self._bytes: np.ndarray | None = None
-        self._offsets = np.zeros(1, dtype=np.int64)
         if folder is not None:
             try:
                 self._partial = _partial_path(folder, self.kind, ".jsonl")
@@ -240,9 +239,9 @@ class PassageTexts:
         else:
             self._heap += block
 
-    def finish(self) -> PassageTexts:
+    def finish(self) -> PassageRecords:
         """The records, mapped read-only from the folder's file of the same content when there is one."""
-        self._offsets = np.concatenate([np.zeros(1, dtype=np.int64), *self._ends])
+        offsets = np.concatenate([np.zeros(1, dtype=np.int64), *self._ends])
         if self._file is not None:
             assert self._partial is not None
             try:
@@ -250,49 +249,13 @@ class PassageTexts:
                 self._file = None
                 path = _publish(self._partial, self.kind, ".jsonl")
                 self._partial = None
-                self._bytes = np.memmap(path, dtype=np.uint8, mode="r") if self._size else np.zeros(0, np.uint8)
-                return self
+                return PassageRecords(mapped_bytes(path), offsets)
             except OSError as exc:
                 _kept_in_memory("passage texts", self.folder, exc)
                 assert self._partial is not None
                 self._heap = bytearray(self._partial.read_bytes())
                 self.discard()
-        self._bytes = np.frombuffer(self._heap, dtype=np.uint8)
-        return self
-
-    @classmethod
-    def mapped(cls, path: Path, offsets: np.ndarray) -> PassageTexts:
-        """The records of a finished file (:attr:`path`), with its :attr:`offsets`, mapped read-only.
-
-        Raises:
-            ValueError: offsets that do not match the file.
-        """
-        texts = cls(None)
-        size = path.stat().st_size
-        if offsets.ndim != 1 or not len(offsets) or offsets[0] != 0 or offsets[-1] != size:
-            raise ValueError(f"{path}: the record offsets do not match the file")
-        texts._offsets = offsets
-        texts._bytes = np.memmap(path, dtype=np.uint8, mode="r") if size else np.zeros(0, np.uint8)
-        return texts
-
-    @property
-    def path(self) -> Path | None:
-        """The file the records are mapped from (None: they are in the heap)."""
-        return Path(self._bytes.filename) if isinstance(self._bytes, np.memmap) else None
-
-    @property
-    def offsets(self) -> np.ndarray:
-        """Where each record starts, and the end of the last one."""
-        return self._offsets
-
-    def __len__(self) -> int:
-        return len(self._offsets) - 1
-
-    def record(self, row: int) -> tuple[dict[str, Any], str]:
-        """The ``(metadata, text)`` of the passage at ``row``."""
-        assert self._bytes is not None, "finish() first"
-        metadata, text = json.loads(self._bytes[self._offsets[row] : self._offsets[row + 1]].tobytes())
-        return metadata, text
+        return PassageRecords(np.frombuffer(self._heap, dtype=np.uint8), offsets)
 
     def discard(self) -> None:
         """Drop the partial file (a load that fails)."""

@@ -38,6 +38,7 @@ from .state import (
     EmptyIndexError,
     FactTriples,
     NameLookup,
+    PassageRecords,
     PassagesGoneError,
     RetrievalState,
     StateColumns,
@@ -89,7 +90,7 @@ class Snapshot:
     columns: StateColumns
     passage_matrix: np.ndarray
     fact_matrix: np.ndarray | VectorSum  # the sum alone when facts are searched through the HNSW index
-    passage_texts: PassageTexts
+    passage_texts: PassageRecords
     walk: WalkMatrices  # the graph's walk, as its PageRank matrix holds it
 
 
@@ -146,7 +147,8 @@ def _open(folder: Path) -> Snapshot:
             raise ValueError(f"{folder}: the fact matrix does not hold one row per fact")
     if passage_matrix.shape[0] != passages:
         raise ValueError(f"{folder}: the passage matrix does not hold one row per passage")
-    texts = PassageTexts.mapped(folder / SNAPSHOT_LINKS["passage_texts"], array("passage_offsets", np.int64, (passages + 1,)))
+    texts = PassageRecords.mapped(folder / SNAPSHOT_LINKS["passage_texts"],
+                                  array("passage_offsets", np.int64, (passages + 1,)))
     columns = StateColumns(strings["passage_ids"], strings["entity_ids"], strings["entity_names"], name_order,
                            array("passage_counts", np.float64, (nodes,)), strings["fact_ids"], strings["predicates"],
                            fact_nodes)
@@ -154,7 +156,7 @@ def _open(folder: Path) -> Snapshot:
 
 
 def _passage_rows(stores: GraphStores, passage_ids: list[str],
-                  folder: Path | None) -> tuple[PassageTexts, np.ndarray]:
+                  folder: Path | None) -> tuple[PassageRecords, np.ndarray]:
     """The passages' text and metadata, and their normalised embeddings in one float32 matrix, read a batch of
     records at a time (never every record at once), shared through ``folder`` when given
     (:mod:`.state_files`).
@@ -275,7 +277,7 @@ def open_saved_state(state_folder: Path, digest: str, stores: GraphStores, dampi
 
 def build_state(version: int, columns: StateColumns, passage_matrix: np.ndarray,
                 fact_matrix: np.ndarray | VectorSum,
-                passage_texts: PassageTexts, pagerank: PageRankGraph, stores: GraphStores, *,
+                passage_texts: PassageRecords, pagerank: PageRankGraph, stores: GraphStores, *,
                 walk: WalkSettings | None = None, basis_folder: Path | None = None,
                 state_folder: Path | None = None) -> RetrievalState:
     """The state of a graph version from its columns, matrices, texts and PageRank matrix: the searches of its
