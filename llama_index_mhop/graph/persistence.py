@@ -91,21 +91,33 @@ class _EmbedModel(BaseModel, extra="allow"):
 
 
 class _Config(BaseModel, extra="allow"):
-    """The config file's fields (a setting an older index lacks gets its value from :meth:`SavedConfig.settings`)."""
+    """The config file's fields; a setting an index saved before it existed defaults to what it was built with."""
     name: StrictStr
     chroma: Literal["local", "external"] = "local"
     collections: dict[str, StrictStr] = {}
     embed_model: _EmbedModel | None = None
-    chunk_size: StrictInt = 0
-    chunk_overlap: StrictInt = 0
-    insert_batch_size: StrictInt = 0
-    short_text_batch_size: StrictInt | None = None
-    short_text_dtype: StrictStr = "float32"
-    exact_synonymy_max_entities: StrictInt = 0
+    chunk_size: StrictInt = DEFAULT_CHUNK_SIZE
+    chunk_overlap: StrictInt = DEFAULT_CHUNK_OVERLAP
+    insert_batch_size: StrictInt = DEFAULT_INSERT_BATCH_SIZE
+    short_text_batch_size: StrictInt | None = DEFAULT_SHORT_TEXT_BATCH_SIZE
+    short_text_dtype: StrictStr = "float32"  # before the setting, short texts were embedded in float32
+    exact_synonymy_max_entities: StrictInt = DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES
 
 
-#: An index saved before ``short_text_dtype`` existed embedded its short texts in float32: later ones match them.
-_SAVED_BEFORE_SHORT_TEXT_DTYPE = "float32"
+#: The index settings (:class:`HippoGraphIndexConfig` fields) a config file records, in the order it writes them.
+_SETTINGS = ("chunk_size", "chunk_overlap", "insert_batch_size", "short_text_batch_size", "short_text_dtype",
+             "exact_synonymy_max_entities")
+
+
+def _setting(config: dict[str, Any], key: str) -> Any:
+    """A setting of a config file, or its default when the index was saved before it existed."""
+    return config.get(key, _Config.model_fields[key].default)
+
+
+def _not_saved(root: Path) -> FileNotFoundError:
+    return FileNotFoundError(f"no HippoGraphIndex saved in {root} (expected {CONFIG_FILE} and {GRAPH_FILE})")
+
+
 def _damaged(exc: ValueError) -> DamagedFileError:
     """A damaged file's error, with what to do about it."""
     return DamagedFileError(f"{exc}; {_REBUILD}")
@@ -125,18 +137,14 @@ def _read_config(path: Path) -> dict[str, Any]:
             f"(this code reads {', '.join(map(str, _READABLE_VERSIONS))})"
         )
     try:
-        _check_config(config, where)
+        check_model(_Config, config, where)
     except ValueError as exc:
         raise _damaged(exc) from None
-    return config
-
-
-def _check_config(config: dict[str, Any], where: str) -> None:
-    check_model(_Config, config, where)
     try:
-        check_embed_dtype(config.get("short_text_dtype", _SAVED_BEFORE_SHORT_TEXT_DTYPE))
+        check_embed_dtype(_setting(config, "short_text_dtype"))
     except ValueError as exc:
-        raise ValueError(f"{where}: short_text_dtype: {exc}") from None
+        raise _damaged(ValueError(f"{where}: short_text_dtype: {exc}")) from None
+    return config
 
 
 @dataclass(frozen=True)
@@ -156,14 +164,9 @@ class SavedConfig:
     def open_store(self, chroma_client: Any) -> tuple[Any, str]:
         """The Chroma client of the index and its mode (see ``graph_stores.saved_client``), checked to hold the
         index's collections before anything is created in it."""
-        client, mode = saved_client(chroma_client, self.config.get("chroma", "local"), self.root)
-        self._check_store(client)
-        return client, mode
-
-    def _check_store(self, client: Any) -> None:
-        """Refuse a Chroma store without this index's collections."""
         from ..stores.defaults import describe_client
 
+        client, mode = saved_client(chroma_client, self.config.get("chroma", "local"), self.root)
         name = self.config["name"]
         missing = missing_collections(client, self.collection_prefix or name)
         if missing:
@@ -171,6 +174,7 @@ class SavedConfig:
                 f"{self.root / CONFIG_FILE}: name: {describe_client(client)} has no collection {missing[0]!r} of "
                 f"index {name!r}: pass the chroma_client the index was built with"
             )
+        return client, mode
 
     def open_stores(self, chroma_client: Any, embed_model: BaseEmbedding) -> GraphStores:
         """The index's collections in its store (checked as :meth:`open_store` does), the vector index collection
@@ -179,10 +183,16 @@ class SavedConfig:
         settings = self.settings()
         stores = GraphStores(client, settings["name"], embed_model, settings["short_text_batch_size"], mode,
                              self.collection_prefix, settings["short_text_dtype"])
-        source = (self.config.get("collections") or {}).get("passage_source")
-        if source is not None:  # a collection of the index's own client: read in place, as when it was saved
-            stores.passage_source = _collection(client, source, self.root)
+        self.find_passage_source(stores)
         return stores
+
+    def find_passage_source(self, stores: GraphStores) -> bool:
+        """Find again the vector index collection the graph reads its passages from in place (one of the index's
+        own client, as when it was saved); whether it has one."""
+        source = (self.config.get("collections") or {}).get("passage_source")
+        if source is not None:
+            stores.passage_source = _collection(stores.client, source, self.root)
+        return source is not None
 
     @property
     def collection_prefix(self) -> str | None:
@@ -193,17 +203,7 @@ class SavedConfig:
     def settings(self) -> dict[str, Any]:
         """The settings the index was saved with, as :class:`HippoGraphIndexConfig` fields (an index saved before a
         setting existed gets the value it was built with; its graph keeps its own synonymy settings)."""
-        config = self.config
-        return {
-            "name": config["name"],
-            "chunk_size": config.get("chunk_size", DEFAULT_CHUNK_SIZE),
-            "chunk_overlap": config.get("chunk_overlap", DEFAULT_CHUNK_OVERLAP),
-            "insert_batch_size": config.get("insert_batch_size", DEFAULT_INSERT_BATCH_SIZE),
-            "short_text_batch_size": config.get("short_text_batch_size", DEFAULT_SHORT_TEXT_BATCH_SIZE),
-            "short_text_dtype": config.get("short_text_dtype", _SAVED_BEFORE_SHORT_TEXT_DTYPE),
-            "exact_synonymy_max_entities": config.get("exact_synonymy_max_entities",
-                                                      DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES),
-        }
+        return {"name": self.config["name"], **{key: _setting(self.config, key) for key in _SETTINGS}}
 
 
 @dataclass(frozen=True)
@@ -222,7 +222,7 @@ def read_saved_config(root: Path) -> SavedConfig:
         ValueError: an unreadable config or an unknown format version.
     """
     if not saved_index_exists(root):
-        raise FileNotFoundError(f"no HippoGraphIndex saved in {root} (expected {CONFIG_FILE} and {GRAPH_FILE})")
+        raise _not_saved(root)
     return SavedConfig(root, _read_config(root / CONFIG_FILE))
 
 
@@ -237,7 +237,7 @@ def read_saved_index(root: Path) -> SavedIndex:
     config_path = root / CONFIG_FILE
     graph_path = root / GRAPH_FILE if (root / GRAPH_FILE).is_file() else root / LEGACY_GRAPH_FILE
     if not config_path.is_file() or not graph_path.is_file():
-        raise FileNotFoundError(f"no HippoGraphIndex saved in {root} (expected {CONFIG_FILE} and {GRAPH_FILE})")
+        raise _not_saved(root)
     config = _read_config(config_path)
     try:
         graph, docstore = _read_graph(root, graph_path)
@@ -349,12 +349,7 @@ def saved_config(config: HippoGraphIndexConfig, stores: GraphStores) -> dict[str
         "chroma": stores.mode if stores.mode != "ephemeral" else "local",
         "collections": stores.collection_names(),
         "embed_model": {"class": type(model).__name__, "model_name": getattr(model, "model_name", None)},
-        "chunk_size": config.chunk_size,
-        "chunk_overlap": config.chunk_overlap,
-        "insert_batch_size": config.insert_batch_size,
-        "short_text_batch_size": config.short_text_batch_size,
-        "short_text_dtype": config.short_text_dtype,
-        "exact_synonymy_max_entities": config.exact_synonymy_max_entities,
+        **{key: getattr(config, key) for key in _SETTINGS},
     }
 
 
@@ -387,16 +382,17 @@ def discard_damaged_save(root: Path, error: DamagedFileError, chroma_client: Any
 
     from ..stores.defaults import describe_client
 
+    damage = str(error).removesuffix(f"; {_REBUILD}")
     where = str(root / CHROMA_DIR) if chroma_client is None else describe_client(chroma_client)
     try:
         resolve_client(chroma_client, root)[0].list_collections()
     except (ChromaError, OSError, ValueError) as exc:  # a damaged store: the source of truth itself
-        raise ValueError(f"{str(error).removesuffix(f'; {_REBUILD}')}; the graph cannot be rebuilt: the Chroma store "
-                         f"{where} cannot be read ({exc}): restore it from a backup, or index the corpus into a new "
-                         "store (mhop index CORPUS --graph --chroma-path NEW_PATH)") from None
+        raise ValueError(f"{damage}; the graph cannot be rebuilt: the Chroma store {where} cannot be read ({exc}): "
+                         "restore it from a backup, or index the corpus into a new store (mhop index CORPUS "
+                         "--graph --chroma-path NEW_PATH)") from None
     removed = [name for name in _DERIVED if (root / name).exists()]
-    logger.warning("%s: rebuilding the graph index in %s from Chroma and the corpus (removing %s)",
-                   str(error).removesuffix(f"; {_REBUILD}"), root, ", ".join(removed))
+    logger.warning("%s: rebuilding the graph index in %s from Chroma and the corpus (removing %s)", damage, root,
+                   ", ".join(removed))
     for name in removed:
         path = root / name
         if path.is_dir():
@@ -421,16 +417,14 @@ def finish_reopen(stores: GraphStores, saved: SavedIndex) -> None:
     """What reopening an index does once its stores are open: the vector index collection it read in place is
     found again, and a store missing passages is refused. Nothing is written: a removal a killed sync left is
     completed by the index's next change, which holds the writer lock (``IndexWriter.change``)."""
-    root = saved.root
-    source = (saved.config.get("collections") or {}).get("passage_source")
-    if source is not None:  # a collection of the index's own client: read in place, as when it was saved
-        stores.passage_source = _collection(stores.client, source, root)
     # A vector index whose collection the graph reads in place may have synced first: no count to hold it to.
+    if saved.find_passage_source(stores):
+        return
     stored = stores.passages.count()
-    if source is None and saved.graph.num_passages and stored < saved.graph.num_passages:
+    if saved.graph.num_passages and stored < saved.graph.num_passages:
         raise ValueError(
             f"the Chroma collection {stores.passages.name!r} holds {stored} passages but the graph in "
-            f"{root} has {saved.graph.num_passages}: pass the chroma_client the index was built with"
+            f"{saved.root} has {saved.graph.num_passages}: pass the chroma_client the index was built with"
         )
 
 
