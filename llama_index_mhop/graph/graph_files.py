@@ -250,16 +250,10 @@ def saved_tables_digest(folder: str | Path) -> str:
 def load_graph_tables(folder: str | Path) -> dict[str, Any]:
     """The records of a saved graph in the JSON form of ``tables.json`` before the records became arrays
     (array format 2, which is still read): a ValueError names what is wrong."""
-    folder = Path(folder)
-    data, arrays, _ = open_graph_files(folder, mmap=False)
-    data = {**data, "array_format_version": 2, "arrays": {s: data["arrays"][s] for s in _ARRAY_NAMES[2]}}
-    data["passages"] = {pid: {"entities": list(r.entities), "facts": list(r.facts), "ref_doc_id": r.ref_doc_id,
-                              "title": r.title, "title_entities": list(r.title_entities)}
-                        if isinstance(r, PassageRecord) else r for pid, r in data["passages"].items()}
-    data["facts"] = {f: list(t) for f, t in data["facts"].items()}
-    data["synonyms"] = {e: [list(pair) for pair in lst] for e, lst in data["synonyms"].items()}
+    data, _, _ = open_graph_files(folder, mmap=False)
     data.pop("sizes", None)
-    return data
+    return {**data, **GraphTables.from_json(data).to_json(), "array_format_version": 2,
+            "arrays": {s: data["arrays"][s] for s in _ARRAY_NAMES[2]}}
 
 
 class _Manifest(BaseModel):

@@ -154,12 +154,17 @@ class SavedConfig:
     root: Path
     config: dict[str, Any]
 
-    def warn_if_other_embedder(self, embed_model: Any) -> None:
-        """Log a warning when the index is opened with another embedder than it was built with."""
+    def embedder(self, embed_model: BaseEmbedding | None) -> BaseEmbedding:
+        """The embedder of queries: ``embed_model``, else the default; one other than the index was built with is
+        logged."""
+        from ..stores.defaults import resolve_embed_model
+
+        embed_model = resolve_embed_model(embed_model)
         saved = (self.config.get("embed_model") or {}).get("model_name")
         if saved and getattr(embed_model, "model_name", saved) != saved:
             logger.warning("index %s was built with embedder %s, queried with %s", self.root, saved,
                            getattr(embed_model, "model_name", None))
+        return embed_model
 
     def open_store(self, chroma_client: Any) -> tuple[Any, str]:
         """The Chroma client of the index and its mode (see ``graph_stores.saved_client``), checked to hold the
@@ -287,8 +292,6 @@ def open_saved_index(folder: str | os.PathLike[str] | None, struct: HippoGraphSt
         ValueError: no folder given, the folder holds another index, an unreadable file, or a store without the
             index's collections.
     """
-    from ..stores.defaults import resolve_embed_model
-
     if folder is None and struct.persist_dir is None:
         raise ValueError(f"index {struct.index_id} was never saved: its struct names no folder; pass "
                          "persist_dir= to load_index_from_storage")
@@ -300,9 +303,7 @@ def open_saved_index(folder: str | os.PathLike[str] | None, struct: HippoGraphSt
     _check_holds(root, struct.index_id)
     saved = read_saved_index(root)
     client, mode = saved.open_store(chroma_client)
-    embed_model = resolve_embed_model(embed_model)
-    saved.warn_if_other_embedder(embed_model)
-    return OpenedIndex(saved, client, mode, embed_model)
+    return OpenedIndex(saved, client, mode, saved.embedder(embed_model))
 
 
 def _check_holds(root: Path, index_id: str) -> None:

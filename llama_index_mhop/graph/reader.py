@@ -87,16 +87,12 @@ class HippoGraphReader(GraphEngines):
             FileNotFoundError: no saved index in ``persist_dir``.
             ValueError: an unreadable file, a graph saved in format 1, or a store without the index's collections.
         """
-        from ..stores.defaults import resolve_embed_model
-
         root = Path(persist_dir)
         saved = read_saved_config(root)
         if not (root / GRAPH_FILE).is_file():
             raise ValueError(f"{root}: the graph is saved in format 1 (one JSON file, {LEGACY_GRAPH_FILE}), which has "
                              "no query snapshot: open it once with HippoGraphIndex.from_persist_dir and persist() it")
-        embed_model = resolve_embed_model(embed_model)
-        saved.warn_if_other_embedder(embed_model)
-        reader = cls(root, saved.open_stores(chroma_client, embed_model), load_lm_programs(root, None))
+        reader = cls(root, saved.open_stores(chroma_client, saved.embedder(embed_model)), load_lm_programs(root, None))
         reader._open_current(damping, reader.stores.client)
         return reader
 
