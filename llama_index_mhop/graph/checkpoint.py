@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, StrictStr
 
-from .json_files import check_model, check_value, parse_json
+from .json_files import check_fact_entities, check_model, check_value, parse_json
 from .knowledge_graph import KnowledgeGraph
 
 __all__ = ["CHECKPOINT_FILE", "CHECKPOINT_FORMAT_VERSION", "GraphEntry", "append_checkpoint", "read_checkpoint",
@@ -60,11 +60,7 @@ class GraphEntry:
             ValueError: a fact naming an entity the record does not list.
         """
         entities, facts = record["entities"], {f: (s, p, o) for f, (s, p, o) in record["facts"].items()}
-        for fact_id, (subject, _, obj) in facts.items():
-            for entity_id in (subject, obj):
-                if entity_id not in entities:
-                    raise ValueError(f"{where}: {field}.facts.{fact_id}: names entity {entity_id!r}, which is not "
-                                     "among the record's entities")
+        check_fact_entities(facts, entities, f"{where}: {field}.facts", "among the record's entities")
         return cls(entities=entities, facts=facts, ref_doc_id=record.get("ref_doc_id"), title=record.get("title", ""),
                    title_entities=tuple(record.get("title_entities", ())))
 

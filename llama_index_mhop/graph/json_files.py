@@ -18,7 +18,7 @@ import json
 import re
 import sys
 from array import array
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Container, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -29,10 +29,10 @@ from pydantic import BaseModel, ConfigDict, Strict, StrictInt, ValidationError
 from ..rules.atomic_files import write_atomic
 from .graph_arrays import PassageRecord, SynonymList
 
-__all__ = ["DamagedFileError", "Edge", "GraphTables", "check_digest", "check_field", "check_file_digest",
-           "check_json_records", "check_links", "check_listed", "check_model", "check_value", "content_hash",
-           "digest_trailer", "file_digest", "graph_dict", "load_array", "packed_synonyms", "parse_json",
-           "read_json_file", "read_json_object", "write_json"]
+__all__ = ["DamagedFileError", "Edge", "GraphTables", "check_digest", "check_fact_entities", "check_field",
+           "check_file_digest", "check_json_records", "check_links", "check_listed", "check_model", "check_value",
+           "content_hash", "digest_trailer", "file_digest", "graph_dict", "load_array", "packed_synonyms",
+           "parse_json", "read_json_file", "read_json_object", "write_json"]
 
 _NAMES = {dict: "an object", list: "a list", str: "a string", int: "an integer", type(None): "null"}
 
@@ -359,6 +359,15 @@ def check_json_records(data: Mapping[str, Any], where: str) -> None:
     check_model(_JsonRecords, data, where)
 
 
+def check_fact_entities(facts: Mapping[str, Sequence[str]], entities: Container[str], field: str,
+                        known_as: str) -> None:
+    """A ValueError for the first fact (of ``field``) whose subject or object is not in ``entities`` (``known_as``)."""
+    for fact_id, (subject, _, obj) in facts.items():
+        for entity_id in (subject, obj):
+            if entity_id not in entities:
+                raise ValueError(f"{field}.{fact_id}: names entity {entity_id!r}, which is not {known_as}")
+
+
 def check_links(data: dict[str, Any], where: str) -> None:
     """Check that every fact and passage of a graph's records names entities (and facts) they hold: a query never
     meets an unknown id. Checked before the graph is built, so the error names the field.
@@ -367,10 +376,7 @@ def check_links(data: dict[str, Any], where: str) -> None:
         ValueError: the first unknown id, named by its field.
     """
     entities, facts = data["entities"], data["facts"]
-    for fact_id, (subject, _, obj) in facts.items():
-        for entity_id in (subject, obj):
-            if entity_id not in entities:
-                raise ValueError(f"{where}: facts.{fact_id}: names entity {entity_id!r}, which is not in entities")
+    check_fact_entities(facts, entities, f"{where}: facts", "in entities")
     for pid, record in data["passages"].items():
         for field, known in (("entities", entities), ("facts", facts)):
             for item in record[field] if isinstance(record, dict) else getattr(record, field):
