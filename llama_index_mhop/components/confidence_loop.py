@@ -26,13 +26,15 @@ from llama_index.core.schema import NodeWithScore
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..adapters.llama_index import retriever_verbose
-from ..lm.signatures import (
+from ..lm.steps import (
+    DEFAULT_LM_TIMEOUT,
     ConfidenceEvaluator,
     EntityAndGapAnalyzer,
+    FallbackCounter,
     ListwiseDocumentReranker,
+    LMStep,
     TargetedQueryGenerator,
 )
-from ..lm.steps import DEFAULT_LM_TIMEOUT, FallbackCounter, LMStep
 from ..rules.confidence import (
     DEFAULT_BRIDGE_PASSAGES,
     DEFAULT_BRIDGE_PENALTY,

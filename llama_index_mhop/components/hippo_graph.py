@@ -55,8 +55,7 @@ from ..graph.retrieval_source import RetrievalSource
 from ..graph.state import RetrievalState
 from ..graph.walk.exact import DEFAULT_DAMPING, DenseScores, SparseVector
 from ..lm.programs import ProgramSource
-from ..lm.signatures import FactFilterModule
-from ..lm.steps import FallbackCounter
+from ..lm.steps import FactFilterModule, FallbackCounter
 from ..rules.ranking import FIRST_PAGE_SIZE, PassageView, first_page
 from ..rules.text import NON_ENTITY_CAPS, STOPWORDS
 from ..stores.dimension_check import EmbeddingDimensionError, embedder_name

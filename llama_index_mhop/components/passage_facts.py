@@ -17,8 +17,7 @@ from typing import Any
 
 from llama_index.core.schema import BaseNode, NodeWithScore
 
-from ..rules.text import normalize
-from ..stores.corpus import stable_id
+from ..rules.text import normalize, stable_id
 
 __all__ = ["DEFAULT_FACT_MATCH_CUTOFF", "MAX_FUZZY_FACT_CHARS", "CandidateMatcher", "PassageFacts"]
 
