@@ -52,9 +52,9 @@ from ..rules.confidence import (
 from ..rules.parsing import parse_confidence, parse_queries, parse_ranking, parse_string_list
 from ..rules.ranking import PassageView, reciprocal_rank_fusion
 from ..rules.text import escape_controls
-from ..stores.search import BatchSearcher
 from .base import (
     AsyncSearchBatch,
+    BatchSearcher,
     Flow,
     FlowModule,
     LMRequest,

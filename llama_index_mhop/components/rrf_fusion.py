@@ -38,9 +38,9 @@ from ..rules.parsing import LMOutputError
 from ..rules.perspectives import ContextPassage, heuristic_perspectives, repair_perspectives
 from ..rules.ranking import DEFAULT_RRF_K, PassageView, anchored_fusion, link_passages, reciprocal_rank_fusion
 from ..rules.text import check_query
-from ..stores.search import BatchSearcher
 from .base import (
     AsyncSearchBatch,
+    BatchSearcher,
     Flow,
     FlowModule,
     LMRequest,
