@@ -1,13 +1,10 @@
 """``DSPyFactFilter``: HippoRAG 2's recognition-memory step as a LlamaIndex node postprocessor.
 
-HippoRAG 2 (Gutiérrez et al., 2025, "From RAG to Memory: Non-Parametric Continual Learning for Large Language
-Models") retrieves (subject, predicate, object) facts by embedding similarity, then lets an LM *recognise* the
-few that matter for the query (seeds/003). The entities of the kept facts seed the Personalized PageRank walk.
-Here that step works on fact nodes (:func:`fact_node`), inside a graph
-retriever, and on the passage nodes of any standard query engine (``node_postprocessors=[DSPyFactFilter()]``):
-with an LM it reads the passages' facts (:mod:`~llama_index_mhop.components.passage_facts`), recognises the ones the query
-needs, and puts the passages that state them first; without one it puts the passages about what the query names
-first, then the passage they lead to (:mod:`~llama_index_mhop.rules.ranking`).
+HippoRAG 2 (Gutiérrez et al., 2025, "From RAG to Memory") retrieves (subject, predicate, object) facts by
+embedding similarity, then lets an LM *recognise* the few that matter for the query (seeds/003); the entities of
+the kept facts seed the Personalized PageRank walk. Here that step works on fact nodes (:func:`fact_node`) inside a
+graph retriever, and on the passage nodes of any query engine (``node_postprocessors=[DSPyFactFilter()]``, see
+:class:`DSPyFactFilter`).
 
 Three ways to select, all returning input nodes only, at most ``top_n``:
 

@@ -7,11 +7,9 @@ something unusable, and is one LLM event on both of LlamaIndex's channels (:clas
 enclosing retriever's, :func:`step_callbacks`, else ``Settings.callback_manager``), and
 ``LLMChatStartEvent``/``LLMChatEndEvent`` in a span of this module's dispatcher; the response's
 ``additional_kwargs`` name the step and the ``outcome`` (``"lm"``, ``"fallback"`` with its ``reason``,
-``"interrupted"``).
-
-Each signature's docstring is its instruction. It is held by a ``dspy.Predict`` inside the ``dspy.Module`` of the
-component that runs the step, so DSPy optimizers and ``save``/``load`` find it; the fact filter's module is here
-(the filter and the graph index both hold one). Nothing an LM returns is ever evaluated as code.
+``"interrupted"``). Each signature's docstring is its instruction; its ``dspy.Predict`` is held by the module of
+the component that runs the step, so DSPy optimizers and ``save``/``load`` find it. Nothing an LM returns is
+evaluated as code.
 """
 
 from __future__ import annotations
@@ -363,8 +361,8 @@ class FactFilterSignature(dspy.Signature):
 
 
 class FactFilterModule(dspy.Module):
-    """The DSPy module of the fact filter (HippoRAG 2's recognition memory): one ``Predict`` over
-    :class:`FactFilterSignature`, at ``filter``."""
+    """The DSPy module of the fact filter (HippoRAG 2's recognition memory; the filter and the graph index hold
+    one): one ``Predict`` over :class:`FactFilterSignature`, at ``filter``."""
 
     def __init__(self) -> None:
         super().__init__()
