@@ -45,7 +45,7 @@ STEPS: dict[str, list[tuple[str, str]]] = {
                         ("llama_index_mhop.stores.search", "embed_queries")],
     "chroma": [("llama_index.vector_stores.chroma.base", "ChromaVectorStore.query"),
                ("llama_index_mhop.stores.search", "GuardedChromaVectorStore._query_together"),
-               ("llama_index_mhop.stores.consistency", "VersionMarker.read_whole")],
+               ("llama_index_mhop.stores.search", "VersionMarker.read_whole")],
     "perspective rules": [("llama_index_mhop.components.rrf_fusion", "heuristic_perspectives")],
     "bridge linking": [("llama_index_mhop.components.rrf_fusion", "link_passages")],
     "fusion": [("llama_index_mhop.components.rrf_fusion", "anchored_fusion"),

@@ -7,8 +7,7 @@ import json
 import threading
 import time
 
-from llama_index_mhop.lm.steps import _turn
-from llama_index_mhop.lm.clients import function_lm, output_schema, render_fields
+from llama_index_mhop.lm.clients import function_lm, output_schema, render_fields, turn_of
 
 FAULTS = ("raise", "hang", "empty", "invalid_json", "wrong_shape", "too_many")
 
@@ -65,7 +64,7 @@ def faulty_lm(faults=FAULTS, hang_seconds: float = 1.5):
     lm = function_lm(chat, model="scripted/faulty")
     lm.fault_calls = calls
     # the hung call has returned and given its turn back (the turn outlives chat() by a few instructions)
-    lm.wait_idle = lambda: idle.wait(timeout=10 * hang_seconds) and _turn(lm).wait_idle(timeout=10 * hang_seconds)
+    lm.wait_idle = lambda: idle.wait(timeout=10 * hang_seconds) and turn_of(lm).wait_idle(timeout=10 * hang_seconds)
     return lm
 
 

@@ -218,7 +218,8 @@ def test_graph_readers_racing_20_syncs_through_a_server_raise_no_chroma_error(tm
 
 
 def test_a_graph_read_through_a_server_waits_for_a_sync_another_process_marked(tmp_path):
-    from llama_index_mhop.stores.consistency import VersionMarker, sync_log
+    from llama_index_mhop.stores.consistency import sync_log
+    from llama_index_mhop.stores.search import VersionMarker
 
     server = ChromaServer(tmp_path / "server").start()
     try:

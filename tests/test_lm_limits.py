@@ -11,10 +11,10 @@ import time
 import dspy
 import pytest
 
-from llama_index_mhop.lm.steps import MAX_LM_CALLS, FallbackCounter, LMStep
-from llama_index_mhop.lm.clients import function_lm
 from llama_index_mhop.components.fact_filter import DSPyFactFilter, fact_node
 from llama_index_mhop.components.rrf_fusion import PerspectiveQueryTransform
+from llama_index_mhop.lm.clients import MAX_LM_CALLS, function_lm
+from llama_index_mhop.lm.steps import FallbackCounter, LMStep
 from tests.lm_faults import hung_lm, unbalanced_quotes_lm
 
 QUERY = "Are Imperial River and Amaradia both located in the same country?"

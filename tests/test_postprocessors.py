@@ -20,7 +20,7 @@ from llama_index_mhop.components.fact_filter import (
     fact_node,
     select_by_mentions,
 )
-from llama_index_mhop.lm.signatures import Fact, FactFilterSignature
+from llama_index_mhop.lm.steps import Fact, FactFilterSignature
 from tests.fact_filter_lm import BrokenLM, answer
 
 # seeds/003, example 1, with embedding scores falling in list order.

@@ -13,10 +13,16 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from llama_index.core.vector_stores.types import VectorStoreQuery
 
 from llama_index_mhop import ConfidenceLoopRetriever, RRFFusionRetriever
-from llama_index_mhop.components.base import Search, StepRecord, StepRunner, arun_flow, run_flow
+from llama_index_mhop.components.base import (
+    BatchSearcher,
+    Search,
+    StepRecord,
+    StepRunner,
+    arun_flow,
+    run_flow,
+)
 from llama_index_mhop.lm.steps import FallbackCounter
 from llama_index_mhop.stores.search import (
-    BatchSearcher,
     GuardedChromaVectorStore,
     QueryVectors,
     embed_queries,

@@ -9,12 +9,12 @@ import chromadb
 import pytest
 from llama_index.core import PromptTemplate
 
-from llama_index_mhop.graph import HippoGraphIndex
-from llama_index_mhop.lm.clients import function_lm
+from llama_index_mhop.components import ConfidenceLoopRetriever, RRFFusionRetriever
 from llama_index_mhop.components.fact_filter import DSPyFactFilter, fact_node
 from llama_index_mhop.components.rrf_fusion import PerspectiveQueryTransform
-from llama_index_mhop.components import ConfidenceLoopRetriever, RRFFusionRetriever
-from llama_index_mhop.lm.signatures import (
+from llama_index_mhop.graph import HippoGraphIndex
+from llama_index_mhop.lm.clients import function_lm
+from llama_index_mhop.lm.steps import (
     ConfidenceEvaluator,
     EntityAndGapAnalyzer,
     FactFilterSignature,

@@ -10,8 +10,10 @@ this run is answered from that search) or a :class:`Call` (any other call out, i
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import os
+import threading
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -20,19 +22,25 @@ from typing import Any, ClassVar, Generic, TypeVar
 import dspy
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
+from llama_index.core.indices.vector_store.retrievers import VectorIndexRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, QueryType
 from pydantic import BaseModel
 
+from ..adapters.llama_index import build_query, retriever_vector_store, with_vector_store
 from ..lm.programs import ProgramSource, load_program, save_program, step_prompts, update_step_prompts
 from ..lm.steps import DEFAULT_LM_TIMEOUT, FallbackCounter, LMStep, resolve_lm, step_callbacks
 from ..rules.counters import count
 from ..rules.text import check_query
-from ..stores.consistency import (
+from ..stores.search import (
+    GuardedChromaVectorStore,
+    QueryVectors,
     aread_one_version,
+    query_embedder,
     read_one_version,
 )
 
 __all__ = [
+    "BatchSearcher",
     "Call",
     "CheckedQueryRetriever",
     "Flow",
@@ -175,6 +183,50 @@ async def arun_flow(flow: Flow[R], runner: StepRunner, record: StepRecord,
             answer = await runner.arun(item, record)
         done, item = _send(flow, answer)
     return item
+
+
+class BatchSearcher:
+    """Searches a flow's rounds: ``search(queries, k)`` gives one result list per query, from the retriever
+    ``retriever_for(k)``, the round's query vectors embedded together and, over the guarded store, answered from one
+    Chroma call (:mod:`~llama_index_mhop.stores.search`).
+
+    Args:
+        retriever_for: the retriever that searches ``k`` deep.
+        keep: how many of each result list to keep, given ``k`` (default all).
+    """
+
+    def __init__(self, retriever_for: Callable[[int], BaseRetriever],
+                 keep: Callable[[list[NodeWithScore], int], list[NodeWithScore]] | None = None) -> None:
+        self._retriever_for = retriever_for
+        self._keep = keep or (lambda results, k: list(results))
+        self._vectors: dict[int, QueryVectors] = {}  # by the embedder's id: retrievers of one embedder share them
+        self._lock = threading.Lock()
+
+    def _round(self, retriever: BaseRetriever, queries: list[str]) -> tuple[BaseRetriever, list[QueryBundle | str]]:
+        """The round's bundles (with their query vectors) and the retriever to search them: over the guarded store,
+        a copy of ``retriever`` whose store answers the round's searches from one Chroma call."""
+        embed_model = query_embedder(retriever)
+        if embed_model is None:
+            return retriever, list(queries)
+        with self._lock:
+            vectors = self._vectors.setdefault(id(embed_model), QueryVectors(embed_model))
+        bundles = [QueryBundle(query_str=q, embedding=v) for q, v in zip(queries, vectors(queries), strict=True)]
+        store = retriever_vector_store(retriever) if isinstance(retriever, VectorIndexRetriever) else None
+        if isinstance(store, GuardedChromaVectorStore):
+            answered = store.answering([build_query(retriever, b) for b in bundles])
+            if answered is not store:
+                retriever = with_vector_store(retriever, answered)
+        return retriever, bundles
+
+    def search(self, queries: list[str], k: int) -> list[list[NodeWithScore]]:
+        retriever, bundles = self._round(self._retriever_for(k), queries)
+        return [self._keep(retriever.retrieve(b), k) for b in bundles]
+
+    async def asearch(self, queries: list[str], k: int) -> list[list[NodeWithScore]]:
+        """:meth:`search` with awaited retrievals (run concurrently), the round prepared in a worker thread."""
+        retriever, bundles = await asyncio.to_thread(self._round, self._retriever_for(k), queries)
+        results = await asyncio.gather(*(retriever.aretrieve(b) for b in bundles))
+        return [self._keep(r, k) for r in results]
 
 
 def query_text(query: QueryType) -> str:

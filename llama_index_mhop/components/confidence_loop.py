@@ -26,13 +26,15 @@ from llama_index.core.schema import NodeWithScore
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..adapters.llama_index import retriever_verbose
-from ..lm.signatures import (
+from ..lm.steps import (
+    DEFAULT_LM_TIMEOUT,
     ConfidenceEvaluator,
     EntityAndGapAnalyzer,
+    FallbackCounter,
     ListwiseDocumentReranker,
+    LMStep,
     TargetedQueryGenerator,
 )
-from ..lm.steps import DEFAULT_LM_TIMEOUT, FallbackCounter, LMStep
 from ..rules.confidence import (
     DEFAULT_BRIDGE_PASSAGES,
     DEFAULT_BRIDGE_PENALTY,
@@ -50,9 +52,9 @@ from ..rules.confidence import (
 from ..rules.parsing import parse_confidence, parse_queries, parse_ranking, parse_string_list
 from ..rules.ranking import PassageView, reciprocal_rank_fusion
 from ..rules.text import escape_controls
-from ..stores.search import BatchSearcher
 from .base import (
     AsyncSearchBatch,
+    BatchSearcher,
     Flow,
     FlowModule,
     LMRequest,
@@ -345,12 +347,8 @@ def _new_trace(query: str, record: StepRecord) -> dict[str, Any]:
 
 
 class ConfidenceLoopRetriever(ProgramRetriever):
-    """Seed 001's confidence loop as a LlamaIndex retriever over any base retriever.
-
-    Without an LM every step uses its LLM-free strategy; with one (``lm=`` a DSPy LM, ``llm=`` a LlamaIndex
-    LLM, or ``dspy.settings.lm``) every step asks the LM and falls back to the LLM-free strategy, logged at
-    WARNING and counted in :attr:`fallback_counts`, when the LM fails. The trace of the latest query is
-    :attr:`last_trace`.
+    """Seed 001's confidence loop as a LlamaIndex retriever over any base retriever (each LM step falls back to its
+    LLM-free strategy, counted in :attr:`fallback_counts`).
 
     Retrieval depth: give either ``base_retriever`` (called once per query, its results cut to the round's
     ``k``; it should return at least ``round1_k`` results) or ``retriever_factory`` (``k -> retriever``,
@@ -361,8 +359,8 @@ class ConfidenceLoopRetriever(ProgramRetriever):
     ``query``; ``rounds`` (per round: ``round``, ``k``, ``queries``, ``retrieved`` per query, ``new_passages``
     per query); ``entity_chains``; ``confidence``; ``gaps`` (``kind``, ``text``, ``query``, ``entities``,
     ``source``); ``round2`` (whether it ran); ``steps`` (per step: ``"lm"``, ``"llm_free"`` or
-    ``"fallback"``); ``step_reasons`` (per step, the reason in one line); ``fallbacks`` (steps that fell back on this query); ``pool_size``, ``pool_ids`` (every
-    passage considered, first-seen order); ``llm_free_order`` (the LLM-free listwise ranking, as indices into
+    ``"fallback"``); ``step_reasons`` (per step, the reason in one line); ``fallbacks`` (steps that fell back on this query);
+    ``pool_size``, ``pool_ids`` (every passage considered, first-seen order); ``llm_free_order`` (the LLM-free listwise ranking, as indices into
     ``pool_ids``); ``ranking`` (per returned node: ``id``, ``title``, ``first_stage_score``, its LLM-free
     ``relevance`` and ``linked_from``, the passage whose bridge led it there); and
     ``fallback_counts`` (the running totals). Returned nodes are scored ``1 / rank`` (1, 1/2, 1/3, ...),

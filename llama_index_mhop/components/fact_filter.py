@@ -1,13 +1,10 @@
 """``DSPyFactFilter``: HippoRAG 2's recognition-memory step as a LlamaIndex node postprocessor.
 
-HippoRAG 2 (Gutiérrez et al., 2025, "From RAG to Memory: Non-Parametric Continual Learning for Large Language
-Models") retrieves (subject, predicate, object) facts by embedding similarity, then lets an LM *recognise* the
-few that matter for the query (seeds/003). The entities of the kept facts seed the Personalized PageRank walk.
-Here that step works on fact nodes (:func:`fact_node`), inside a graph
-retriever, and on the passage nodes of any standard query engine (``node_postprocessors=[DSPyFactFilter()]``):
-with an LM it reads the passages' facts (:mod:`~llama_index_mhop.components.passage_facts`), recognises the ones the query
-needs, and puts the passages that state them first; without one it puts the passages about what the query names
-first, then the passage they lead to (:mod:`~llama_index_mhop.rules.ranking`).
+HippoRAG 2 (Gutiérrez et al., 2025, "From RAG to Memory") retrieves (subject, predicate, object) facts by
+embedding similarity, then lets an LM *recognise* the few that matter for the query (seeds/003); the entities of
+the kept facts seed the Personalized PageRank walk. Here that step works on fact nodes (:func:`fact_node`) inside a
+graph retriever, and on the passage nodes of any query engine (``node_postprocessors=[DSPyFactFilter()]``, see
+:class:`DSPyFactFilter`).
 
 Three ways to select, all returning input nodes only, at most ``top_n``:
 
@@ -46,12 +43,18 @@ from llama_index.core.prompts.mixin import PromptMixin
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from ..lm.programs import ProgramSource, load_program, save_program, step_prompts, update_step_prompts
-from ..lm.signatures import Fact, FactFilterModule
-from ..lm.steps import DEFAULT_LM_TIMEOUT, FallbackCounter, LMStep, current_lm, resolve_lm
+from ..lm.steps import (
+    DEFAULT_LM_TIMEOUT,
+    Fact,
+    FactFilterModule,
+    FallbackCounter,
+    LMStep,
+    current_lm,
+    resolve_lm,
+)
 from ..rules.parsing import LMOutputError
 from ..rules.ranking import FIRST_PAGE_SIZE, PassageView, first_page
-from ..rules.text import content_terms, drop_possessives, entity_spans, normalize
-from ..stores.corpus import stable_id
+from ..rules.text import content_terms, drop_possessives, entity_spans, normalize, stable_id
 from .base import Flow, LMRequest, StepRecord, StepRunner, arun_flow, run_flow
 from .passage_facts import DEFAULT_FACT_MATCH_CUTOFF, MAX_FUZZY_FACT_CHARS, CandidateMatcher, PassageFacts
 
@@ -253,7 +256,8 @@ class DSPyFactFilter(BaseNodePostprocessor, PromptMixin):
     )
 
     _lm: dspy.BaseLM | None = PrivateAttr(default=None)
-    _passage_facts: PassageFacts = PrivateAttr()
+    _passage_facts: PassageFacts | None = PrivateAttr(default=None)
+    _facts_source: tuple[Any, Any] = PrivateAttr(default=(None, None))
     _program: FactFilterModule = PrivateAttr()
     _fallback_counts: FallbackCounter = PrivateAttr()
 
@@ -284,7 +288,7 @@ class DSPyFactFilter(BaseNodePostprocessor, PromptMixin):
             **kwargs,
         )
         self._lm = resolve_lm(lm=lm, llm=llm)
-        self._passage_facts = PassageFacts(extractor, graph_index=graph_index)
+        self._facts_source = (extractor, graph_index)
         self._program = FactFilterModule()
         if program is not None:
             load_program(self._program, program)
@@ -338,6 +342,9 @@ class DSPyFactFilter(BaseNodePostprocessor, PromptMixin):
 
     def _passage_candidates(self, nodes: list[NodeWithScore]) -> tuple[list[NodeWithScore], list[list[int]]]:
         """Fact nodes for the facts the passages state, and for each the positions of the passages stating it."""
+        if self._passage_facts is None:  # made on first use: a filter of fact nodes never reads a passage's facts
+            extractor, graph_index = self._facts_source
+            self._passage_facts = PassageFacts(extractor, graph_index=graph_index)
         triples, scores, support = self._passage_facts.candidates(nodes)
         return [fact_node(*triple, score=score) for triple, score in zip(triples, scores, strict=True)], support
 

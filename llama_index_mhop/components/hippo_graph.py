@@ -14,20 +14,11 @@ HippoRAG 2 (Gutiérrez et al., 2025, "From RAG to Memory", seeds 003/004), one q
 :class:`HippoGraphModule` runs these steps top to bottom over the graph's public query surface (its retrieval
 state: fact and passage vectors, the walk); :class:`HippoGraphRetriever` is the LlamaIndex retriever around it.
 
-Three additions, all general, all settings of :class:`HippoGraphConfig`
-(0 turns each off):
-
-* ``query_entity_weight`` (default 1): entities the query names (its word n-grams matched against entity keys,
-  longest first) join the reset with that weight divided by their passage count, after the ``linking_top_k``
-  cut. A question names its first-hop entities; an LM filter would keep facts about them, but the LLM-free
-  mention rule over five embedded facts often misses them.
-* ``dense_seed_top_k`` / ``dense_seed_weight`` (default off): the best dense passages get an extra reset weight
-  in proportion to their normalised dense score.
-* ``first_page`` (default 5): the walk ranks passages by probability, not by how multi-hop evidence is linked; its
-  best ``first_page`` passages are put in first-page order (:mod:`~llama_index_mhop.rules.ranking`): the passages
-  about an entity the query names, then the passage the first of them leads to through its bridge entity.
-
-docs/BENCHMARKS.md gives their recall on HotpotQA-100 and the synthetic corpus.
+Three additions, settings of :class:`HippoGraphConfig` (0 turns each off; their recall in docs/BENCHMARKS.md): the
+entities the query names join the reset after the ``linking_top_k`` cut (``query_entity_weight``: a question names
+its first-hop entities, which the LLM-free mention rule over five embedded facts often misses); the best dense
+passages get an extra reset weight (``dense_seed_top_k``, ``dense_seed_weight``, off by default); the walk's best
+``first_page`` passages are put in first-page order (:mod:`~llama_index_mhop.rules.ranking`).
 
 Everything a query needs (fact and passage embeddings, the graph's walk) is loaded once per graph version by
 :meth:`HippoGraphIndex.retrieval_state`, never per query. Steps 1 and 3 read the query's similarity to the facts
@@ -55,8 +46,7 @@ from ..graph.retrieval_source import RetrievalSource
 from ..graph.state import RetrievalState
 from ..graph.walk.exact import DEFAULT_DAMPING, DenseScores, SparseVector
 from ..lm.programs import ProgramSource
-from ..lm.signatures import FactFilterModule
-from ..lm.steps import FallbackCounter
+from ..lm.steps import FactFilterModule, FallbackCounter
 from ..rules.ranking import FIRST_PAGE_SIZE, PassageView, first_page
 from ..rules.text import NON_ENTITY_CAPS, STOPWORDS
 from ..stores.dimension_check import EmbeddingDimensionError, embedder_name

@@ -1,11 +1,5 @@
-"""The facts a passage states, for recognition memory over ordinary passage nodes.
-
-:class:`~llama_index_mhop.components.fact_filter.DSPyFactFilter` recognises facts; a standard query engine retrieves
-passages. This module reads each passage's (subject, predicate, object) triples with an OpenIE extractor (the
-LLM-free one by default), caches them by content, and turns a passage list into candidate fact nodes that
-remember which passages state them.
-Facts an LM writes are matched back to the candidates by string similarity only, never evaluated
-(:class:`CandidateMatcher`).
+"""The facts a passage states (:class:`PassageFacts`, cached by content), for recognising facts over passage nodes,
+and the match of the facts an LM writes back to the candidates, by string similarity only (:class:`CandidateMatcher`).
 """
 
 from __future__ import annotations
@@ -17,8 +11,7 @@ from typing import Any
 
 from llama_index.core.schema import BaseNode, NodeWithScore
 
-from ..rules.text import normalize
-from ..stores.corpus import stable_id
+from ..rules.text import normalize, stable_id
 
 __all__ = ["DEFAULT_FACT_MATCH_CUTOFF", "MAX_FUZZY_FACT_CHARS", "CandidateMatcher", "PassageFacts"]
 

@@ -33,15 +33,14 @@ from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..lm.programs import ProgramSource, load_program, save_program, step_prompts, update_step_prompts
-from ..lm.signatures import QueryPerspectiveGenerator
-from ..lm.steps import DEFAULT_LM_TIMEOUT, FallbackCounter, LMStep, resolve_lm
+from ..lm.steps import DEFAULT_LM_TIMEOUT, FallbackCounter, LMStep, QueryPerspectiveGenerator, resolve_lm
 from ..rules.parsing import LMOutputError
 from ..rules.perspectives import ContextPassage, heuristic_perspectives, repair_perspectives
 from ..rules.ranking import DEFAULT_RRF_K, PassageView, anchored_fusion, link_passages, reciprocal_rank_fusion
 from ..rules.text import check_query
-from ..stores.search import BatchSearcher
 from .base import (
     AsyncSearchBatch,
+    BatchSearcher,
     Flow,
     FlowModule,
     LMRequest,

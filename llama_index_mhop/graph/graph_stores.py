@@ -25,9 +25,9 @@ from llama_index.core.vector_stores.utils import metadata_dict_to_node
 from llama_index.vector_stores.chroma import ChromaVectorStore
 
 from ..stores.chroma_batches import CHROMA_BATCH, delete_ids, existing_ids, get_records, pages, upsert_vectors
-from ..stores.consistency import read_guarded, version_marker
 from ..stores.dimension_check import check_embedding_dimension
 from ..stores.embed_dtype import EmbedDType, check_embed_dtype, embedding_dtype
+from ..stores.search import read_guarded, version_marker
 
 T = TypeVar("T")
 

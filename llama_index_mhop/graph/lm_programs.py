@@ -13,7 +13,7 @@ from typing import Any
 import dspy
 
 from ..lm.programs import load_program, save_program
-from ..lm.signatures import FactFilterModule
+from ..lm.steps import FactFilterModule
 from .openie_file import StoredOpenIE
 
 __all__ = ["EXTRACTOR_PROGRAM_FILE", "FACT_FILTER_PROGRAM_FILE", "load_lm_programs", "save_lm_programs"]

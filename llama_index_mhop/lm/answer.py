@@ -7,8 +7,7 @@ from collections.abc import Sequence
 import dspy
 
 from ..rules.parsing import LMOutputError
-from .signatures import AnswerFromPassages
-from .steps import FallbackCounter, LMStep
+from .steps import AnswerFromPassages, FallbackCounter, LMStep
 
 __all__ = ["ANSWER_STEP", "NO_ANSWER", "answer_question"]
 

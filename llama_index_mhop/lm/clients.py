@@ -1,23 +1,28 @@
 """LM clients as DSPy LMs: a plain chat function, any LlamaIndex LLM, the packaged local model, a command line's
-``--lm``. How the package calls them (context, timeouts, turns, fallbacks) is :mod:`llama_index_mhop.lm.steps`.
+``--lm``; and the turns in which one LM is called, each call in a worker thread bounded in time. Which LM a step
+uses and what happens when it fails is :mod:`llama_index_mhop.lm.steps`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import re
 import threading
+import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import dspy
 from dspy.lm15 import Message, Response, TextPart, Usage
 
 __all__ = [
-    "AsyncChatFunctionEngine", "ChatFunctionEngine", "function_lm", "llamaindex_lm", "lm_from_spec", "local_lm",
-    "output_schema", "render_fields",
+    "MAX_LM_CALLS", "AsyncChatFunctionEngine", "ChatFunctionEngine", "Turn", "call_in_worker", "function_lm",
+    "is_thread_safe", "llamaindex_lm", "lm_from_spec", "local_lm", "output_schema", "render_fields", "turn_of",
 ]
+
+T = TypeVar("T")
 
 #: llama-cpp-python releases seen to crash the process (SIGSEGV) on the first decode of the packaged SmolLM2 model;
 #: pyproject.toml excludes them too. A native crash cannot be caught, so they are refused before loading.
@@ -227,3 +232,106 @@ def lm_from_spec(spec: str | None) -> dspy.BaseLM | None:
     if spec == "local":
         return local_lm()
     return dspy.LM(spec)
+
+
+# -- turns -----------------------------------------------------------------------------------------------------------
+
+#: Calls of one thread-safe LM that run at once, each in a thread of its own: a hung LM holds at most this many.
+MAX_LM_CALLS = 8
+# The turns of each LM object: one at a time when it is not known to be thread-safe, else MAX_LM_CALLS.
+_TURNS: weakref.WeakKeyDictionary[Any, Turn] = weakref.WeakKeyDictionary()
+_TURNS_GUARD = threading.Lock()
+
+
+def is_thread_safe(lm: Any) -> bool:
+    """Whether ``lm`` may be called from two threads at once: its ``thread_safe`` attribute when set (``function_lm``
+    sets it), else only a plain ``dspy.LM`` (a remote API through LiteLLM) is known to be."""
+    flag = getattr(lm, "thread_safe", None)
+    return bool(flag) if flag is not None else type(lm) is dspy.LM
+
+
+class Turn:
+    """The ``size`` calls of one LM that may run at once, each in a thread of its own. A call abandoned after its
+    timeout keeps its turn until the LM returns (a hung LM holds at most ``size`` threads); once abandoned calls
+    hold every turn, a caller gives up at once instead of waiting behind them."""
+
+    def __init__(self, size: int = 1) -> None:
+        self.size = size
+        self._changed = threading.Condition()
+        self._running: dict[object, bool] = {}  # a held turn's ticket -> whether its caller abandoned it
+
+    def acquire(self) -> object:
+        """Wait for a turn and return its ticket; TimeoutError while abandoned calls hold every turn."""
+        with self._changed:
+            while len(self._running) >= self.size:
+                if all(self._running.values()):
+                    raise TimeoutError(
+                        "the LM is still busy with an earlier call that timed out" if self.size == 1 else
+                        f"the LM is still busy with {self.size} earlier calls that timed out")
+                self._changed.wait()
+            ticket = object()
+            self._running[ticket] = False
+            return ticket
+
+    def abandon(self, ticket: object) -> bool:
+        """The ticket's caller stopped waiting for it; False when its call had already given the turn back."""
+        with self._changed:
+            if ticket not in self._running:
+                return False
+            self._running[ticket] = True
+            self._changed.notify_all()  # waiters behind abandoned calls only may now give up
+            return True
+
+    def release(self, ticket: object) -> None:
+        with self._changed:
+            self._running.pop(ticket, None)
+            self._changed.notify_all()
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until no call holds a turn (abandoned ones included); False if ``timeout`` seconds pass first."""
+        with self._changed:
+            return self._changed.wait_for(lambda: not self._running, timeout=timeout)
+
+
+def turn_of(lm: Any) -> Turn:
+    size = MAX_LM_CALLS if is_thread_safe(lm) else 1
+    with _TURNS_GUARD:
+        try:
+            turn = _TURNS.get(lm)
+            if turn is None:
+                turn = _TURNS[lm] = Turn(size)
+        except TypeError:  # an LM that is not hashable or weakly referenceable: bounded per call only
+            turn = Turn(size)
+        return turn
+
+
+def call_in_worker(call: Callable[[], T], timeout: float, turn: Turn) -> T:
+    """``call()`` in a worker thread carrying the caller's context, given ``timeout`` seconds once it is its turn;
+    a call that overruns is abandoned, not killed, and keeps its turn until the LM returns."""
+    ticket = turn.acquire()  # the wait for a turn is not part of the timeout
+    context = contextvars.copy_context()
+    outcome: dict[str, Any] = {}
+    finished = threading.Event()
+
+    def work() -> None:
+        try:
+            outcome["value"] = context.run(call)
+        except BaseException as exc:  # handed to the caller, whatever it is
+            outcome["error"] = exc
+        finally:
+            turn.release(ticket)
+            finished.set()
+
+    try:
+        threading.Thread(target=work, name="mhop-lm", daemon=True).start()
+        answered = finished.wait(timeout)
+    except BaseException:  # no thread, or the caller was interrupted while waiting: the call is not waited for
+        turn.abandon(ticket)
+        raise
+    if not answered:
+        if turn.abandon(ticket):
+            raise TimeoutError(f"no answer within {timeout:g}s")
+        finished.wait()  # it answered just now: the outcome is being handed over
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]

@@ -1,5 +1,4 @@
-"""How the package calls an LM: which LM a step uses, in whose context, for how long, what happens when it fails,
-and how the call shows in an app's LlamaIndex tracing.
+"""The package's LM steps: each step's DSPy signature, which LM a step uses, and what happens when it fails.
 
 An LM is optional everywhere (:func:`current_lm` decides which one a step uses). Every LM call is an
 :class:`LMStep`, which falls back to the step's LLM-free strategy when the LM is absent, raises, times out or answers
@@ -8,17 +7,17 @@ something unusable, and is one LLM event on both of LlamaIndex's channels (:clas
 enclosing retriever's, :func:`step_callbacks`, else ``Settings.callback_manager``), and
 ``LLMChatStartEvent``/``LLMChatEndEvent`` in a span of this module's dispatcher; the response's
 ``additional_kwargs`` name the step and the ``outcome`` (``"lm"``, ``"fallback"`` with its ``reason``,
-``"interrupted"``).
+``"interrupted"``). Each signature's docstring is its instruction; its ``dspy.Predict`` is held by the module of
+the component that runs the step, so DSPy optimizers and ``save``/``load`` find it. Nothing an LM returns is
+evaluated as code.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import json
 import logging
 import threading
-import weakref
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -32,16 +31,19 @@ from llama_index.core.callbacks import CallbackManager, CBEventType, EventPayloa
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.instrumentation.events.llm import LLMChatEndEvent, LLMChatStartEvent
 from llama_index.core.settings import Settings
+from pydantic import BaseModel, Field
 
 from ..adapters.llama_index import configured_llm
 from ..rules.counters import count
 from ..rules.text import escape_controls
 from .answers import BoundedChatAdapter
-from .clients import llamaindex_lm
+from .clients import call_in_worker, is_thread_safe, llamaindex_lm, turn_of
 
 __all__ = [
-    "DEFAULT_LM_TIMEOUT", "MAX_LM_CALLS", "MAX_LOGGED_CHARS", "app_llm", "FallbackCounter", "LMCallEvents", "LMStep",
-    "StepListener", "current_lm", "dispatcher", "is_thread_safe", "resolve_lm", "step_callbacks",
+    "DEFAULT_LM_TIMEOUT", "MAX_LOGGED_CHARS", "AnswerFromPassages", "ConfidenceEvaluator", "EntityAndGapAnalyzer",
+    "Fact", "FactFilterModule", "FactFilterSignature", "FallbackCounter", "LMCallEvents", "LMStep",
+    "ListwiseDocumentReranker", "QueryPerspectiveGenerator", "StepListener", "TargetedQueryGenerator", "app_llm",
+    "current_lm", "dispatcher", "resolve_lm", "step_callbacks",
 ]
 
 logger = logging.getLogger(__name__)
@@ -53,16 +55,11 @@ T = TypeVar("T")
 _ADAPTER = BoundedChatAdapter()
 #: Characters of an LM's answer or error quoted in a log line or a trace.
 MAX_LOGGED_CHARS = 200
-#: Calls of one thread-safe LM that run at once, each in a thread of its own: a hung LM holds at most this many.
-MAX_LM_CALLS = 8
 _logged_no_lm: set[str] = set()
 _logged_lm_sources: set[tuple[str, str]] = set()
 # LlamaIndex's Settings.llm and its DSPy wrapper, the latest one asked for.
 _app_lm: tuple[Any, dspy.BaseLM] | None = None
 _APP_LM_GUARD = threading.Lock()
-# The turns of each LM object: one at a time when it is not known to be thread-safe, else MAX_LM_CALLS.
-_TURNS: weakref.WeakKeyDictionary[Any, Turn] = weakref.WeakKeyDictionary()
-_TURNS_GUARD = threading.Lock()
 
 
 # -- events ----------------------------------------------------------------------------------------------------------
@@ -215,104 +212,10 @@ def _chosen(lm: dspy.BaseLM, source: str) -> dspy.BaseLM:
     return lm
 
 
-def is_thread_safe(lm: Any) -> bool:
-    """Whether ``lm`` may be called from two threads at once: its ``thread_safe`` attribute when set (``function_lm``
-    sets it), else only a plain ``dspy.LM`` (a remote API through LiteLLM) is known to be."""
-    flag = getattr(lm, "thread_safe", None)
-    return bool(flag) if flag is not None else type(lm) is dspy.LM
-
-
-class Turn:
-    """The ``size`` calls of one LM that may run at once, each in a thread of its own. A call abandoned after its
-    timeout keeps its turn until the LM returns (a hung LM holds at most ``size`` threads); once abandoned calls
-    hold every turn, a caller gives up at once instead of waiting behind them."""
-
-    def __init__(self, size: int = 1) -> None:
-        self.size = size
-        self._changed = threading.Condition()
-        self._running: dict[object, bool] = {}  # a held turn's ticket -> whether its caller abandoned it
-
-    def acquire(self) -> object:
-        """Wait for a turn and return its ticket; TimeoutError while abandoned calls hold every turn."""
-        with self._changed:
-            while len(self._running) >= self.size:
-                if all(self._running.values()):
-                    raise TimeoutError(
-                        "the LM is still busy with an earlier call that timed out" if self.size == 1 else
-                        f"the LM is still busy with {self.size} earlier calls that timed out")
-                self._changed.wait()
-            ticket = object()
-            self._running[ticket] = False
-            return ticket
-
-    def abandon(self, ticket: object) -> bool:
-        """The ticket's caller stopped waiting for it; False when its call had already given the turn back."""
-        with self._changed:
-            if ticket not in self._running:
-                return False
-            self._running[ticket] = True
-            self._changed.notify_all()  # waiters behind abandoned calls only may now give up
-            return True
-
-    def release(self, ticket: object) -> None:
-        with self._changed:
-            self._running.pop(ticket, None)
-            self._changed.notify_all()
-
-    def wait_idle(self, timeout: float) -> bool:
-        """Wait until no call holds a turn (abandoned ones included); False if ``timeout`` seconds pass first."""
-        with self._changed:
-            return self._changed.wait_for(lambda: not self._running, timeout=timeout)
-
-
-def _turn(lm: Any) -> Turn:
-    size = MAX_LM_CALLS if is_thread_safe(lm) else 1
-    with _TURNS_GUARD:
-        try:
-            turn = _TURNS.get(lm)
-            if turn is None:
-                turn = _TURNS[lm] = Turn(size)
-        except TypeError:  # an LM that is not hashable or weakly referenceable: bounded per call only
-            turn = Turn(size)
-        return turn
-
-
 def _one_line(text: object, limit: int = MAX_LOGGED_CHARS) -> str:
     # An LM's answer or error is untrusted: no terminal escapes in a log line or a trace.
     line = escape_controls(" ".join(str(text).split()))
     return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
-def _call_in_worker(call: Callable[[], T], timeout: float, turn: Turn) -> T:
-    """``call()`` in a worker thread carrying the caller's context, given ``timeout`` seconds once it is its turn;
-    a call that overruns is abandoned, not killed, and keeps its turn until the LM returns."""
-    ticket = turn.acquire()  # the wait for a turn is not part of the timeout
-    context = contextvars.copy_context()
-    outcome: dict[str, Any] = {}
-    finished = threading.Event()
-
-    def work() -> None:
-        try:
-            outcome["value"] = context.run(call)
-        except BaseException as exc:  # handed to the caller, whatever it is
-            outcome["error"] = exc
-        finally:
-            turn.release(ticket)
-            finished.set()
-
-    try:
-        threading.Thread(target=work, name="mhop-lm", daemon=True).start()
-        answered = finished.wait(timeout)
-    except BaseException:  # no thread, or the caller was interrupted while waiting: the call is not waited for
-        turn.abandon(ticket)
-        raise
-    if not answered:
-        if turn.abandon(ticket):
-            raise TimeoutError(f"no answer within {timeout:g}s")
-        finished.wait()  # it answered just now: the outcome is being handed over
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]
 
 
 StepListener = Callable[[str, str, str], None]
@@ -332,7 +235,7 @@ class LMStep(Generic[T]):
 
     The predictor runs in the caller's DSPy context (a ``dspy.context(trace=[])`` records the call), in a worker
     thread abandoned after ``timeout`` seconds once it is its turn (:func:`is_thread_safe` LMs take at most
-    :data:`MAX_LM_CALLS` turns at once, others one). A ``KeyboardInterrupt``, even the LM's, stops the query.
+    :data:`~.clients.MAX_LM_CALLS` turns at once, others one). A ``KeyboardInterrupt``, even the LM's, stops the query.
     ``name`` names the step in logs, events and ``counter`` (fallback counts); ``listener`` is told ``(step,
     outcome, reason)`` with outcome ``"lm"``, ``"llm_free"`` or ``"fallback"``; ``callback_manager`` is the
     component's LlamaIndex callbacks (None: :func:`step_callbacks`).
@@ -363,7 +266,7 @@ class LMStep(Generic[T]):
         events = LMCallEvents(self.name, inputs, lm, self.callback_manager)
         prediction = None
         try:
-            prediction = _call_in_worker(self._blocking_call(inputs, lm), self.timeout, _turn(lm))
+            prediction = call_in_worker(self._blocking_call(inputs, lm), self.timeout, turn_of(lm))
             value = self.parse(prediction)
         except KeyboardInterrupt as exc:  # the user's, even when the LM raised it: no fallback
             events.end(prediction, "interrupted", "KeyboardInterrupt", exc)
@@ -384,7 +287,7 @@ class LMStep(Generic[T]):
                     prediction = await asyncio.wait_for(self._acall(inputs), timeout=self.timeout)
             else:
                 call = self._blocking_call(inputs, lm)
-                prediction = await asyncio.to_thread(_call_in_worker, call, self.timeout, _turn(lm))
+                prediction = await asyncio.to_thread(call_in_worker, call, self.timeout, turn_of(lm))
             value = self.parse(prediction)
         except KeyboardInterrupt as exc:  # the user's, even when the LM raised it: no fallback
             events.end(prediction, "interrupted", "KeyboardInterrupt", exc)
@@ -430,3 +333,116 @@ class LMStep(Generic[T]):
     def _tell(self, outcome: str, reason: str) -> None:
         if self.listener is not None:
             self.listener(self.name, outcome, reason)
+
+
+# -- signatures ------------------------------------------------------------------------------------------------------
+
+
+class Fact(BaseModel):
+    """A list of (subject, predicate, object) facts: the structured answer of the fact filter (seeds/003)."""
+
+    fact: list[list[str]] = Field(
+        description="A list of facts, each fact is a list of 3 strings: [subject, predicate, object]"
+    )
+
+
+class FactFilterSignature(dspy.Signature):
+    """Filter facts by their relevance to a query, which may need multi-hop reasoning to answer.
+
+    Select up to 4 facts from the candidate list that have a strong connection to the query and help reason
+    towards an accurate answer. Only use facts from the candidate list, copied as they are; never write new
+    facts. Answer in JSON format, e.g. {"fact": [["s1", "p1", "o1"], ["s2", "p2", "o2"]]}; if no fact is
+    relevant, answer with an empty list, {"fact": []}.
+    """
+
+    question: str = dspy.InputField(desc="Query for retrieval")
+    fact_before_filter: str = dspy.InputField(desc="Candidate facts to be filtered")
+    fact_after_filter: Fact = dspy.OutputField(desc="Filtered facts in JSON format")
+
+
+class FactFilterModule(dspy.Module):
+    """The DSPy module of the fact filter (HippoRAG 2's recognition memory; the filter and the graph index hold
+    one): one ``Predict`` over :class:`FactFilterSignature`, at ``filter``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.filter = dspy.Predict(FactFilterSignature)
+
+    def forward(self, question: str, fact_before_filter: str) -> dspy.Prediction:
+        return self.filter(question=question, fact_before_filter=fact_before_filter)
+
+    async def aforward(self, question: str, fact_before_filter: str) -> dspy.Prediction:
+        return await self.filter.acall(question=question, fact_before_filter=fact_before_filter)
+
+
+class QueryPerspectiveGenerator(dspy.Signature):
+    """Generate 4-5 diverse reformulations of a query for multi-hop document retrieval (seed 000).
+
+    Approach the query from different angles, one search query each: entity-focused (a specific entity it
+    names), relationship-focused (how its entities are connected), temporal-focused (time periods and dates),
+    comparison-focused (the contrasting sides), and context-focused (background the answer depends on). When
+    context passages are given, aim the perspectives at what they do not yet cover, such as entities the passages
+    introduce that the query needs next.
+    """
+
+    query: str = dspy.InputField(desc="the question or claim to find evidence for")
+    context: str = dspy.InputField(desc="JSON list of passages retrieved so far (title, text); may be empty")
+    perspectives: list[str] = dspy.OutputField(desc="4-5 distinct search queries, one per angle")
+
+
+class AnswerFromPassages(dspy.Signature):
+    """Answer the question from the passages only, in a few words. If they do not contain the answer, say so."""
+
+    question: str = dspy.InputField()
+    passages: str = dspy.InputField(desc="numbered passages retrieved for the question")
+    answer: str = dspy.OutputField(desc="a short answer")
+
+
+# -- the confidence loop (seed 001): plain-text outputs, read defensively by rules.parsing ("85%" is an answer).
+
+
+class EntityAndGapAnalyzer(dspy.Signature):
+    """Extract the entity chains of a multi-hop question or claim: the named entities it mentions and the
+    unnamed entities that connect them (for example "the film shot in Leland in 1986" -> its director).
+    Then write 2-3 short search queries, each aimed at a different link of the chain, that together would find
+    every document needed to answer or verify it."""
+
+    query: str = dspy.InputField(desc="the question or claim")
+    entity_chains: str = dspy.OutputField(
+        desc="one chain per line, e.g. 'Leland, North Carolina -> film shot there in 1986 -> its director'"
+    )
+    queries: str = dspy.OutputField(desc="2-3 search queries, one per line")
+
+
+class ConfidenceEvaluator(dspy.Signature):
+    """Judge whether the retrieved passages contain enough evidence to answer or verify the query. Give a
+    confidence from 0 to 100 and list what is still missing: entity chains not yet followed, bridging entities
+    that a passage mentions but that no passage describes, or facts that no passage states."""
+
+    query: str = dspy.InputField(desc="the question or claim")
+    passages: str = dspy.InputField(desc="the retrieved passages, numbered")
+    confidence: str = dspy.OutputField(desc="an integer from 0 to 100")
+    missing_information: str = dspy.OutputField(
+        desc="missing entities or facts, one per line; 'none' if nothing is missing"
+    )
+
+
+class TargetedQueryGenerator(dspy.Signature):
+    """Write 1-2 highly targeted search queries that would retrieve the missing information for the query.
+    Aim each query at one gap (name the bridging entity and what is asked about it); do not repeat the queries
+    already issued."""
+
+    query: str = dspy.InputField(desc="the question or claim")
+    missing_information: str = dspy.InputField(desc="the gaps to fill, one per line")
+    issued_queries: str = dspy.InputField(desc="queries already issued, one per line")
+    queries: str = dspy.OutputField(desc="1-2 search queries, one per line")
+
+
+class ListwiseDocumentReranker(dspy.Signature):
+    """Rank all the passages together by how much each contributes to answering or verifying the query.
+    Consider the passages as a set: a passage that names the bridging entity connecting two others matters,
+    and so does the passage about that bridging entity. Return the passage indices, most useful first."""
+
+    query: str = dspy.InputField(desc="the question or claim")
+    passages: str = dspy.InputField(desc="the passages, each introduced by its index in square brackets")
+    ranking: str = dspy.OutputField(desc="comma-separated passage indices (0-based), most useful first")

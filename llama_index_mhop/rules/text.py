@@ -5,11 +5,13 @@ words carry no meaning) is written once. Tuned for encyclopedic English: entitie
 (allowing connectors such as "of" inside a run), quoted titles, and years. The name keys, loosest first:
 :func:`normalize` (how two strings are compared as names), :func:`clean_name` then :func:`normalize` (a name as a
 passage or an LM writes it), :func:`entity_key` (a graph entity node's key), :func:`normalize_title` (HoVer's
-title comparison). Untrusted text shown to a person goes through :func:`escape_controls`.
+title comparison). Untrusted text shown to a person goes through :func:`escape_controls`; :func:`stable_id` is
+the id of a text (a passage's, a fact's).
 """
 
 from __future__ import annotations
 
+import hashlib
 import html
 import logging
 import re
@@ -26,8 +28,8 @@ __all__ = [
     "MAX_QUERY_CHARS", "MIN_NAME_CHARS", "MONTHS", "NON_ENTITY_CAPS", "STOPWORDS", "check_query", "clean_name",
     "content_terms", "drop_possessives", "entity_key", "entity_spans", "escape_controls", "first_sentence",
     "fold_accents", "is_modifier", "is_number_or_date", "mentions", "names_match", "normalize", "normalize_title",
-    "query_entities", "relation_words", "sentences", "stem", "stems", "strip_parenthetical", "strip_possessive",
-    "title_entities", "unique_names", "years",
+    "query_entities", "relation_words", "sentences", "stable_id", "stem", "stems", "strip_parenthetical",
+    "strip_possessive", "title_entities", "unique_names", "years",
 ]
 
 logger = logging.getLogger(__name__)
@@ -109,6 +111,12 @@ def _visible(char: str) -> str:
     if unicodedata.category(char) in ("Cc", "Cf"):
         return char.encode("unicode_escape").decode("ascii")
     return char
+
+
+def stable_id(*parts: str) -> str:
+    """A deterministic id from content: the same parts always give the same id."""
+    digest = hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()
+    return digest[:32]
 
 
 def escape_controls(text: object) -> str:

@@ -4,7 +4,6 @@ hash of its document's id and its own content: the same corpus gives the same id
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -18,7 +17,7 @@ from llama_index.core import Document
 from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.schema import BaseNode, TextNode, TransformComponent
 
-from ..rules.text import escape_controls
+from ..rules.text import escape_controls, stable_id
 
 __all__ = [
     "SKIP_MARK", "PassageChunker", "no_text_error", "DEFAULT_CHUNK_OVERLAP", "DEFAULT_CHUNK_SIZE",
@@ -40,12 +39,6 @@ DEFAULT_MAX_FILE_BYTES = 5 * 1024 * 1024
 
 class CorpusError(ValueError):
     """A corpus that cannot be indexed: empty, missing, or of an unknown shape."""
-
-
-def stable_id(*parts: str) -> str:
-    """A deterministic id from content: the same parts always give the same id."""
-    digest = hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()
-    return digest[:32]
 
 
 def join_sentences(sentences: Sequence[str]) -> str:

@@ -11,10 +11,9 @@ from llama_index.core import Document, VectorStoreIndex
 from llama_index.vector_stores.chroma import ChromaVectorStore
 
 from ..rules.counters import count
-from .consistency import collection_lock
 from .corpus import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, content_hash
 from .passage_rows import distinct_documents, documents_in_rows, versioned_nodes
-from .search import GuardedChromaVectorStore
+from .search import GuardedChromaVectorStore, collection_lock
 from .sync import IncomingDocument, plan_sync
 
 __all__ = ["PassageIndex", "passage_collection", "writing"]

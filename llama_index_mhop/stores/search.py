@@ -1,23 +1,31 @@
-"""The package's Chroma vector store, whose every search reads one whole version of the collection, and a flow's
-rounds of searches: the round's queries embedded in one call (a transformer embeds a batch of short queries in
-little more time than one), each distinct query once per embedder, and over that store answered from one Chroma
-query. A retriever that takes no query vector from ``QueryBundle.embedding`` is searched one query at a time."""
+"""Every search of a passage collection reads one whole version of it, in this process and across processes: a
+readers-writer lock per collection (queries share the read side, a sync holds the write side) and the collection's
+version row (a seqlock kept in Chroma, :class:`VersionMarker`). A retrieval of several searches runs again while a
+sync landed between two of them (:func:`read_one_version`) rather than stall every sync across its LM calls. A
+round's queries are embedded in one call, each distinct query once per embedder (:class:`QueryVectors`), and over
+:class:`GuardedChromaVectorStore` answered from one Chroma query.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import logging
 import math
+import os
 import sys
 import threading
+import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, nullcontext
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import asdict, dataclass
+from typing import Any, ParamSpec, TypeVar
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.indices.vector_store.retrievers import VectorIndexRetriever
-from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle, TextNode
+from llama_index.core.schema import BaseNode, TextNode
 from llama_index.core.vector_stores.types import (
     VectorStoreQuery,
     VectorStoreQueryMode,
@@ -28,15 +36,283 @@ from llama_index.vector_stores.chroma import ChromaVectorStore
 from pydantic import PrivateAttr
 
 from ..adapters.llama_index import (
-    build_query,
     hugging_face_query_embeddings,
     retriever_embed_model,
     retriever_vector_store,
-    with_vector_store,
 )
-from .consistency import VersionMarker, collection_lock, read_guarded, version_marker
+from .consistency import StaleStoreError, StoreBusyError, sync_log
 
-__all__ = ["BatchSearcher", "GuardedChromaVectorStore", "QueryVectors", "embed_queries", "query_embedder"]
+__all__ = ["GuardedChromaVectorStore", "QueryVectors", "StaleStoreError", "StoreBusyError", "VersionMarker",
+           "aread_one_version", "collection_lock", "embed_queries", "query_embedder", "read_guarded",
+           "read_one_version", "version_marker"]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+P = ParamSpec("P")
+
+#: Seconds without a renewed heartbeat after which a marked write counts as abandoned (its writer died).
+ABANDONED_AFTER = 60.0
+#: Seconds a read waits for other processes' writes (and a retrieval for syncs landing in it) before giving up.
+READER_WAIT = 600.0
+VERSION_ROW = "version"
+_POLL = 0.02
+
+
+class ReadWriteLock:
+    """Many readers or one writer, re-entrant in its thread; a waiting writer blocks new readers (no starving)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._readers = 0
+        self._writer: int | None = None
+        self._writer_depth = 0
+        self._writers_waiting = 0
+        #: How many writes have finished: a reader that saw two generations saw two versions.
+        self.generation = 0
+
+    @contextmanager
+    def read(self) -> Iterator[None]:
+        me = threading.get_ident()
+        with self._cond:  # a writer may read what it is writing
+            self._cond.wait_for(lambda: self._writer == me or (self._writer is None and not self._writers_waiting))
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._readers -= 1
+                self._cond.notify_all()
+
+    @contextmanager
+    def write(self) -> Iterator[None]:
+        me = threading.get_ident()
+        with self._cond:
+            if self._writer != me:
+                self._writers_waiting += 1
+                self._cond.wait_for(lambda: self._writer is None and not self._readers)
+                self._writers_waiting -= 1
+                self._writer = me
+            self._writer_depth += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._writer_depth -= 1
+                if self._writer_depth == 0:
+                    self._writer = None
+                    self.generation += 1
+                self._cond.notify_all()
+
+
+_locks: dict[str, ReadWriteLock] = {}
+_locks_guard = threading.Lock()
+
+
+def collection_lock(collection: object) -> ReadWriteLock:
+    """The process-wide lock of a Chroma collection, keyed by the collection's id (stable across clients)."""
+    key = str(getattr(collection, "id", id(collection)))
+    with _locks_guard:
+        return _locks.setdefault(key, ReadWriteLock())
+
+
+#: The last generation of each collection (by its sync log's id) this process's view holds: the one found when it
+#: first opened the collection, then each it wrote. Only embedded stores are checked against it.
+_viewed: dict[str, int] = {}
+_viewed_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Version:
+    """The version row as read: the last finished write's generation, and whether a write is under way."""
+
+    generation: int = 0
+    writing: bool = False
+    heartbeat: float = 0.0
+    writer: int = 0  # the writing process's pid
+
+
+class VersionMarker:
+    """The version row of collection ``name`` in its sync log ``log``: a writer marks it ``writing`` before its first
+    change and sets the next ``generation`` after its last (a mark unrenewed for :data:`ABANDONED_AFTER` seconds is
+    a killed writer's); a search that found it unmarked and unchanged before and after read one whole version."""
+
+    def __init__(self, log: Any, name: str, embedded: bool = False) -> None:
+        self.log = log
+        self.name = name
+        self.embedded = embedded
+        self._warned_abandoned = False
+        self._depth, self._generation = 0, 0  # writes nest (a sync's batches): the outermost marks, from this one
+        self._key = str(getattr(log, "id", name))
+        with _viewed_lock:
+            if self._key not in _viewed:
+                _viewed[self._key] = self.read().generation
+
+    def read(self) -> Version:
+        rows = self.log.get(ids=[VERSION_ROW], include=["metadatas"])["metadatas"]
+        return Version(**rows[0]) if rows and rows[0] else Version()
+
+    def _write(self, version: Version) -> None:
+        self.log.upsert(ids=[VERSION_ROW], embeddings=[[0.0]], metadatas=[asdict(version)])
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """Mark a write for the ``with`` block (one inside another, a sync's batch, renews the outer's heartbeat).
+        The caller holds the collection's write lock, so one thread marks at a time."""
+        if self._depth == 0:
+            self._generation = self.read().generation
+        self._write(Version(self._generation, True, time.time(), os.getpid()))
+        self._depth += 1
+        failed = False
+        try:
+            yield
+        except BaseException:
+            failed = True
+            raise
+        finally:
+            self._depth -= 1
+            if self._depth == 0:  # a failed write ends too: what it wrote is a version (a sync resumes from it)
+                with _viewed_lock:  # first: a reader of this process must never find a version it did not see
+                    _viewed[self._key] = self._generation + 1
+                try:
+                    self._write(Version(self._generation + 1, False, time.time(), os.getpid()))
+                except Exception:
+                    if not failed:
+                        raise  # else the heartbeat lets readers on, and the write's own error is the one to report
+                    logger.warning("collection %s: could not mark the end of a failed write", self.name)
+
+    def read_whole(self, search: Callable[[], T]) -> tuple[T, Version]:
+        """``search()`` run until it began and ended on one unmarked version (waiting while a write runs), and
+        that version. An embedded store's vector index is in each process's memory: another process's change to it
+        raises :class:`StaleStoreError`; writes going on for :data:`READER_WAIT` seconds, :class:`StoreBusyError`."""
+        from chromadb.errors import InternalError
+
+        deadline = time.monotonic() + READER_WAIT
+        while True:
+            before = self.read()
+            self._check_view(before)
+            if self.embedded:
+                # Only this process writes an embedded store it reads, kept out by the collection's lock, which
+                # the search takes; another's write is refused above, or below when it began during the search.
+                result = search()
+                self._check_view(self.read())
+                return result, before
+            if before.writing and not self._abandoned(before):
+                self._wait_or_give_up(deadline)
+                continue
+            try:
+                result, failure = search(), None
+            except InternalError as exc:  # an id another process removed meanwhile: searched again below
+                result, failure = None, exc
+            if self.read() == before:
+                if failure is not None:
+                    raise failure
+                return result, before  # type: ignore[return-value]
+            self._wait_or_give_up(deadline)
+
+    def _check_view(self, version: Version) -> None:
+        """Refuse an embedded store's collection another process writes or wrote since this process saw it."""
+        viewed = _viewed.get(self._key, version.generation)
+        foreign_write = version.writing and version.writer != os.getpid()
+        if self.embedded and (version.generation > viewed or foreign_write):
+            raise StaleStoreError(
+                f"collection {self.name!r} of this embedded Chroma store was changed by another process (version "
+                f"{version.generation}, this process holds {viewed}), and an embedded store's vector index is "
+                "held in each process's memory: share a Chroma server between processes (chroma run; mhop "
+                "--chroma-host), or open the store again in a new process")
+
+    def _abandoned(self, version: Version) -> bool:
+        if not version.writing or time.time() - version.heartbeat <= ABANDONED_AFTER:
+            return False
+        if not self._warned_abandoned:
+            self._warned_abandoned = True
+            logger.warning("collection %s: a write stopped half-way over %.0f s ago; searching it as it is until "
+                           "the next sync (mhop index, sync_vector_index) completes it", self.name, ABANDONED_AFTER)
+        return True
+
+    def _wait_or_give_up(self, deadline: float) -> None:
+        if time.monotonic() > deadline:
+            raise StoreBusyError(f"collection {self.name!r} has been written by another process for over "
+                                 f"{READER_WAIT:g} s; try again when its sync has finished")
+        time.sleep(_POLL)
+
+
+def version_marker(client: Any, collection: Any) -> VersionMarker:
+    """The version row of a passage collection, in its sync log in ``client``."""
+    settings = client.get_settings()
+    embedded = bool(settings.is_persistent and not settings.chroma_server_host)
+    return VersionMarker(sync_log(client, collection.name), collection.name, embedded=embedded)
+
+
+#: The versions each lock's collection was read at during the running retrieval (None: none is tracking).
+_reads: contextvars.ContextVar[dict[int, set[tuple[int, ...]]] | None] = contextvars.ContextVar("mhop_reads",
+                                                                                                default=None)
+
+
+def read_guarded(collection: Any, marker: VersionMarker | None, read: Callable[[], T]) -> T:
+    """``read()`` of a collection under its read lock and at one whole version across processes (``marker``;
+    None: this process alone, see :meth:`VersionMarker.read_whole`), noted for the running :func:`read_one_version`."""
+    lock = collection_lock(collection)
+
+    def locked() -> tuple[T, int]:
+        with lock.read():
+            return read(), lock.generation
+
+    if marker is None:
+        (result, generation), version = locked(), ()
+    else:
+        (result, generation), row = marker.read_whole(locked)
+        version = (row.generation,)
+    seen = _reads.get()
+    if seen is not None:
+        seen.setdefault(id(lock), set()).add((generation, *version))
+    return result
+
+
+@contextmanager
+def _tracking(seen: dict[int, set[tuple[int, ...]]]) -> Iterator[None]:
+    """Note in ``seen`` the versions read in the block (threads it starts with a copy of the context included);
+    a block inside another passes them on to it."""
+    outer = _reads.get()
+    token = _reads.set(seen)
+    try:
+        yield
+    finally:
+        _reads.reset(token)
+        if outer is not None:
+            for key, versions in seen.items():
+                outer.setdefault(key, set()).update(versions)
+
+
+def _runs() -> Iterator[AbstractContextManager[None]]:
+    """A retrieval's runs: another while the last read two versions of a collection, until READER_WAIT."""
+    deadline = time.monotonic() + READER_WAIT
+    while True:
+        seen: dict[int, set[tuple[int, ...]]] = {}
+        yield _tracking(seen)
+        if all(len(versions) == 1 for versions in seen.values()):
+            return
+        if time.monotonic() > deadline:
+            raise StoreBusyError(f"syncs kept changing the index during this retrieval for over {READER_WAIT:g} s")
+
+
+def read_one_version(retrieve: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """``retrieve(...)``, run again (its LM steps included) while a sync landed between two of its reads of one
+    collection, so what it returns was read from one version of each (:class:`StoreBusyError` after
+    :data:`READER_WAIT` seconds)."""
+    for run in _runs():
+        with run:
+            result = retrieve(*args, **kwargs)
+    return result
+
+
+async def aread_one_version(retrieve: Callable[P, Awaitable[T]], *args: P.args, **kwargs: P.kwargs) -> T:
+    """:func:`read_one_version` of an awaited retrieval."""
+    for run in _runs():
+        with run:
+            result = await retrieve(*args, **kwargs)
+    return result
+
 
 def _node(node_id: str, text: str | None, metadata: dict[str, Any]) -> BaseNode:
     """A result row as ``ChromaVectorStore`` reads it: from LlamaIndex's node metadata, else the legacy fields."""
@@ -55,10 +331,9 @@ def _plain(query: VectorStoreQuery) -> bool:
 
 
 class GuardedChromaVectorStore(ChromaVectorStore):
-    """A ``ChromaVectorStore`` whose searches read one whole version of the collection: in this process under the
-    collection's read lock, across processes at one version of its version row (see :mod:`.consistency`).
+    """A ``ChromaVectorStore`` whose searches read one whole version of the collection (:func:`read_guarded`);
     LlamaIndex's writes through it (``insert``, ``delete_ref_doc``, ``refresh_ref_docs``) take the write lock and
-    mark the row."""
+    mark the version row."""
 
     _marker: VersionMarker | None = PrivateAttr(default=None)
     _answers: list[tuple[VectorStoreQuery, VectorStoreQueryResult]] = PrivateAttr(default_factory=list)
@@ -101,8 +376,7 @@ class GuardedChromaVectorStore(ChromaVectorStore):
         """The top k of queries of one depth k from one collection query, each read as ``ChromaVectorStore.query``
         reads it (similarity ``exp(-distance)``); a passage several queries find is read into a node once."""
         found = self.client.query(query_embeddings=[q.query_embedding for q in queries],
-                                       n_results=queries[0].similarity_top_k,
-                                       include=["documents", "metadatas", "distances"])
+                                  n_results=queries[0].similarity_top_k, include=["documents", "metadatas", "distances"])
         nodes: dict[str, BaseNode] = {}
         results = []
         for ids, texts, metas, distances in zip(found["ids"], found["documents"], found["metadatas"],
@@ -130,8 +404,7 @@ class GuardedChromaVectorStore(ChromaVectorStore):
 
 
 def query_embedder(retriever: BaseRetriever) -> BaseEmbedding | None:
-    """The embedder ``retriever`` embeds its queries with, if it takes a query vector from ``QueryBundle.embedding``;
-    else None."""
+    """The embedder ``retriever`` embeds its queries with, if it takes a query vector from ``QueryBundle.embedding``."""
     if isinstance(retriever, VectorIndexRetriever):
         return retriever_embed_model(retriever) if retriever_vector_store(retriever).is_embedding_query else None
     index = getattr(retriever, "index", None)  # HippoGraphRetriever: its index's embedder
@@ -174,46 +447,3 @@ class QueryVectors:
                     self._vectors.popitem(last=False)
             known.update(fresh)
         return [known[q] for q in queries]
-
-
-class BatchSearcher:
-    """Searches a flow's rounds: ``search(queries, k)`` gives one result list per query, from the retriever
-    ``retriever_for(k)``, the round's query vectors embedded together (see the module docstring).
-
-    Args:
-        retriever_for: the retriever that searches ``k`` deep.
-        keep: how many of each result list to keep, given ``k`` (default all).
-    """
-
-    def __init__(self, retriever_for: Callable[[int], BaseRetriever],
-                 keep: Callable[[list[NodeWithScore], int], list[NodeWithScore]] | None = None) -> None:
-        self._retriever_for = retriever_for
-        self._keep = keep or (lambda results, k: list(results))
-        self._vectors: dict[int, QueryVectors] = {}  # by the embedder's id: retrievers of one embedder share them
-        self._lock = threading.Lock()
-
-    def _round(self, retriever: BaseRetriever, queries: list[str]) -> tuple[BaseRetriever, list[QueryBundle | str]]:
-        """The round's bundles (with their query vectors) and the retriever to search them: over the guarded store,
-        a copy of ``retriever`` whose store answers the round's searches from one Chroma call."""
-        embed_model = query_embedder(retriever)
-        if embed_model is None:
-            return retriever, list(queries)
-        with self._lock:
-            vectors = self._vectors.setdefault(id(embed_model), QueryVectors(embed_model))
-        bundles = [QueryBundle(query_str=q, embedding=v) for q, v in zip(queries, vectors(queries), strict=True)]
-        store = retriever_vector_store(retriever) if isinstance(retriever, VectorIndexRetriever) else None
-        if isinstance(store, GuardedChromaVectorStore):
-            answered = store.answering([build_query(retriever, b) for b in bundles])
-            if answered is not store:
-                retriever = with_vector_store(retriever, answered)
-        return retriever, bundles
-
-    def search(self, queries: list[str], k: int) -> list[list[NodeWithScore]]:
-        retriever, bundles = self._round(self._retriever_for(k), queries)
-        return [self._keep(retriever.retrieve(b), k) for b in bundles]
-
-    async def asearch(self, queries: list[str], k: int) -> list[list[NodeWithScore]]:
-        """:meth:`search` with awaited retrievals (run concurrently), the round prepared in a worker thread."""
-        retriever, bundles = await asyncio.to_thread(self._round, self._retriever_for(k), queries)
-        results = await asyncio.gather(*(retriever.aretrieve(b) for b in bundles))
-        return [self._keep(r, k) for r in results]

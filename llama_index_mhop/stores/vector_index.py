@@ -21,7 +21,7 @@ from llama_index.core.schema import BaseNode, TextNode
 from ..rules.counters import count
 from ..rules.terminal import progress
 from .chroma_batches import iter_all
-from .consistency import collection_lock, sync_log
+from .consistency import sync_log
 from .corpus import (
     DEFAULT_CHUNK_OVERLAP,
     DEFAULT_CHUNK_SIZE,
@@ -46,7 +46,7 @@ from .passage_rows import (
     stored_documents,
     versioned_nodes,
 )
-from .search import GuardedChromaVectorStore
+from .search import GuardedChromaVectorStore, collection_lock
 from .sync import (
     IncomingDocument,
     StoredDocument,

@@ -12,7 +12,7 @@ from llama_index_mhop.graph.extraction import OpenIEExtractor
 from llama_index_mhop.graph.index import HippoGraphIndex
 from llama_index_mhop.graph.lm_programs import EXTRACTOR_PROGRAM_FILE, FACT_FILTER_PROGRAM_FILE
 from llama_index_mhop.lm.clients import function_lm, render_fields
-from llama_index_mhop.lm.signatures import FactFilterModule
+from llama_index_mhop.lm.steps import FactFilterModule
 from tests.fact_filter_lm import recognising_lm
 from tests.graph.film_chain import documents
 from tests.word_bag import WordBagEmbedding
