@@ -1,18 +1,10 @@
 """Open information extraction for the HippoRAG 2 memory: named entities and (subject, predicate, object) triples.
 
-HippoRAG 2 builds its graph from an LLM's OpenIE of every passage (one call returns its entities and triples):
-here a DSPy module (:class:`ExtractEntitiesAndTriples`, retried with backoff) with an LLM-free extractor as default
-and fallback (:func:`extract_llm_free`), built for encyclopedic text, where a passage is about its title:
-
-* the title entity: the title without a parenthetical ("Lover Come Back (1961 film)" gives "Lover Come Back"),
-  plus the head of a comma title ("Laie, Hawaii" also gives "Laie");
-* entity spans (:func:`llama_index_mhop.rules.text.entity_spans`) and full dates ("1 October 1943");
-* triples linking the sentence's subject (the title entity, unless the sentence opens with another entity) to
-  each other entity of the sentence, the words before the object as predicate ("... directed by Delbert Mann"
-  gives ("Lover Come Back", "directed by", "Delbert Mann")).
-
-Entities are compared by :func:`entity_key` (accents folded, lowercase, no punctuation, leading article or
-possessive), so "Delbert Mann's" in one passage and the title "Delbert Mann" of another are one node.
+One LM call per passage (:class:`OpenIEModule`, retried with backoff), with an LLM-free extractor for encyclopedic
+text as default and fallback (:func:`extract_llm_free`): the title entities (:func:`title_entities`), entity spans
+and full dates, and triples linking each sentence's subject (the title entity, unless the sentence opens with
+another name) to its other entities, the words before the object as predicate ("... directed by Delbert Mann").
+Entities are compared by :func:`entity_key`, so "Delbert Mann's" and the title "Delbert Mann" are one node.
 """
 
 from __future__ import annotations
@@ -167,11 +159,8 @@ def _predicate(gap: str, previous: str | None) -> str:
 def extract_llm_free(text: str, title: str | None = None,
                      max_triples: int | None = DEFAULT_MAX_LLM_FREE_TRIPLES) -> Extraction:
     """LLM-free OpenIE for encyclopedic passages: entity names in order of first mention (the ``title``'s first)
-    and subject-centred triples, both without duplicates (by :func:`entity_key`).
-
-    ``max_triples``: keep at most this many triples (None: all), those whose object is a name first: every fact is
-    embedded, and a long cast list or chronology costs time without linking what the entities do not.
-    """
+    and subject-centred triples, both without duplicates (by :func:`entity_key`); at most ``max_triples`` (None:
+    all) triples, those whose object is a name first (a long chronology costs embeddings and links little)."""
     subjects = title_entities(title or "")
     subject_keys = {entity_key(s) for s in subjects}
     entities: dict[str, str] = {}
@@ -242,12 +231,9 @@ def _passage_source(title: str | None, passage: str) -> str:
 
 
 def parse_extraction(prediction: Any, source: str | None = None) -> Extraction:
-    """Validate an LM's extraction; raise :class:`LMOutputError` when it is not usable.
-
-    Entities must be a list of strings, every triple three strings. Names longer than :data:`MAX_ENTITY_CHARS`,
-    predicates longer than :data:`MAX_PREDICATE_CHARS`, and with ``source`` (the passage's title and text) names the
-    source does not hold are dropped: an invented name adds nothing. An answer left with nothing is unusable.
-    """
+    """Validate an LM's extraction (a list of strings, triples of three strings), dropping names longer than
+    :data:`MAX_ENTITY_CHARS`, predicates longer than :data:`MAX_PREDICATE_CHARS` and, with ``source`` (the
+    passage's title and text), invented names; :class:`LMOutputError` when malformed or left with nothing."""
     raw_entities = getattr(prediction, "named_entities", None)
     raw_triples = getattr(prediction, "triples", None)
     if not isinstance(raw_entities, list) or not all(isinstance(e, str) for e in raw_entities):
@@ -295,12 +281,9 @@ class OpenIEModule(dspy.Module):
         self.backoff_seconds = backoff_seconds
 
     def _retrying(self) -> dict[str, Any]:
-        return {
-            "stop": stop_after_attempt(self.max_attempts),
-            "wait": wait_exponential(multiplier=self.backoff_seconds, exp_base=2, min=0, max=float("inf")),
-            "before_sleep": _log_retry,
-            "reraise": True,
-        }
+        wait = wait_exponential(multiplier=self.backoff_seconds, exp_base=2, min=0, max=float("inf"))
+        return {"stop": stop_after_attempt(self.max_attempts), "wait": wait, "before_sleep": _log_retry,
+                "reraise": True}
 
     def _checked(self, prediction: dspy.Prediction, title: str, passage: str) -> dspy.Prediction:
         parse_extraction(prediction, _passage_source(title, passage))  # a malformed answer is retried
@@ -329,14 +312,10 @@ class Extractor(Protocol):
 class OpenIEExtractor:
     """Entities and triples of a passage: the DSPy module when an LM is configured, else the LLM-free rules.
 
-    Every LM call is a :class:`~llama_index_mhop.lm.steps.LMStep`; after ``max_attempts`` failed attempts the
-    passage gets the LLM-free extraction (:attr:`fallback_counts` counts it). Title entities are always added.
-
-    Args:
-        lm: a DSPy LM. llm: a LlamaIndex LLM (pass one or the other; neither means ``dspy.settings.lm`` or none).
-        max_attempts: LM attempts per passage. backoff_seconds: first wait between attempts (doubles).
-        timeout: seconds for all attempts of one passage.
-        program: a compiled :class:`OpenIEModule`, or the path of one saved by :meth:`save_program`.
+    Each LM call is a :class:`~llama_index_mhop.lm.steps.LMStep` (``max_attempts``, ``backoff_seconds``, and
+    ``timeout`` seconds for all of one passage's); a passage whose attempts all fail gets the LLM-free extraction
+    (:attr:`fallback_counts` counts it). Title entities are always added. ``lm`` (DSPy) or ``llm`` (LlamaIndex):
+    neither means ``dspy.settings.lm`` or none; ``program``: a compiled :class:`OpenIEModule` or its saved path.
     """
 
     def __init__(self, lm: Any = None, llm: Any = None, max_attempts: int = DEFAULT_MAX_ATTEMPTS,
@@ -359,7 +338,6 @@ class OpenIEExtractor:
         return current_lm(self.lm) is not None
 
     def _step(self, text: str, title: str | None) -> LMStep[Extraction]:
-        """The OpenIE step of one passage (called with :meth:`_inputs`)."""
         return LMStep(EXTRACTION_STEP, self.program, partial(parse_extraction, source=_passage_source(title, text)),
                       lambda: extract_llm_free(text, title), self.fallback_counts, self.timeout)
 

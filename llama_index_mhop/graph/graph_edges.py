@@ -1,13 +1,9 @@
-"""The edges of a knowledge graph: the weighted node pairs its records imply, and the PageRank matrix over them.
-
-:class:`GraphEdges` (mixed into :class:`~.knowledge_graph.KnowledgeGraph`, whose docstring gives the weights)
-writes each record's edges into the integer channels of :mod:`.graph_arrays`, reads them back as weights, builds
-them from the records as a fresh build does, and checks a loaded edge table against the records.
-"""
+"""The edges of a knowledge graph: the weighted node pairs its records imply (in the integer channels of
+:mod:`.graph_arrays`; :mod:`.knowledge_graph` gives the weights), and the PageRank matrix over them."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -34,6 +30,12 @@ KIND_CODE = {PASSAGE: 1, ENTITY: 2}
 _CHANNEL_NAMES = {FACTS: "fact", PLAIN: "passage", TITLE: "title"}
 
 
+def _passage_channels(record: PassageRecord) -> tuple[tuple[int, Sequence[str]], ...]:
+    """A passage's plain and title edge channels, each with the entities it links."""
+    own = set(record.title_entities)
+    return (PLAIN, [e for e in record.entities if e not in own]), (TITLE, record.title_entities)
+
+
 def _micro(similarity: float) -> int:
     """A similarity rounded to 6 decimals, in millionths (exact: the stored floats are already rounded)."""
     return int(round(similarity * SYNONYMY_SCALE))
@@ -50,7 +52,8 @@ class EdgeWeights(NamedTuple):
 
 class GraphEdges:
     """The nodes and weighted edges of a knowledge graph's records (a mixin of
-    :class:`~.knowledge_graph.KnowledgeGraph`, which provides the attributes below)."""
+    :class:`~.knowledge_graph.KnowledgeGraph`, which provides the attributes below): written, read back as weights,
+    rebuilt from the records, and checked against them."""
 
     passages: dict[str, PassageRecord]
     entity_names: dict[str, str]
@@ -73,8 +76,7 @@ class GraphEdges:
         return int((self._edge_weights()[2] > 0).sum())
 
     def _passage_edges(self, passage: int, record: PassageRecord, delta: int) -> None:
-        own = set(record.title_entities)
-        for channel, chosen in ((PLAIN, [e for e in record.entities if e not in own]), (TITLE, record.title_entities)):
+        for channel, chosen in _passage_channels(record):
             self._edges.add(passage, self._nodes.slots(chosen), channel, delta)
 
     def _fact_edges(self, fact_ids: Iterable[str], delta: int) -> None:
@@ -163,13 +165,9 @@ class GraphEdges:
         self._pagerank = None
 
     def check_edges(self) -> None:
-        """Check the edge table against the records: each passage links exactly the entities its record names (its
-        title entities on their own channel) and each entity pair carries one count per fact between them, so a
-        saved table edited or mixed up is refused rather than walked (vectorised: about as long as reading it).
-
-        Raises:
-            ValueError: the channel whose edges disagree.
-        """
+        """Check the edge table against the records (each passage links exactly the entities its record names,
+        each entity pair carries one count per fact), so a saved table edited or mixed up is refused rather than
+        walked; a ``ValueError`` names the channel whose edges disagree."""
         pairs, values = self._edges.table()
         table_keys = EdgeStore._key(pairs[:, 0], pairs[:, 1])
         for channel, (u, v) in self._record_edges().items():
@@ -184,9 +182,8 @@ class GraphEdges:
         """The slot pairs each record channel (plain and title passage edges, facts) implies, once per record."""
         ends: dict[int, tuple[list[int], list[str]]] = {PLAIN: ([], []), TITLE: ([], [])}
         for pid, record in self.passages.items():
-            passage, own = self._nodes.slot(pid), set(record.title_entities)
-            for channel, chosen in ((PLAIN, [e for e in record.entities if e not in own]),
-                                    (TITLE, record.title_entities)):
+            passage = self._nodes.slot(pid)
+            for channel, chosen in _passage_channels(record):
                 ends[channel][0].extend([passage] * len(chosen))
                 ends[channel][1].extend(chosen)
         fact_pairs = [(s, o) for s, _, o in self.facts.values() if s != o]

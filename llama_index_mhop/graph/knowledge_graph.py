@@ -1,38 +1,27 @@
-"""The HippoRAG 2 knowledge graph: entity and passage nodes, fact, passage and synonymy edges.
+"""The HippoRAG 2 knowledge graph (Gutiérrez et al., 2025): entity and passage nodes, fact, passage and synonymy
+edges, walked by Personalized PageRank at query time. One node per entity (keyed by
+:func:`~llama_index_mhop.graph.extraction.entity_key`) and per passage. Weights, and how they differ from HippoRAG's
+public code (an igraph graph of *ordered* node pairs):
 
-HippoRAG 2 (Gutiérrez et al., 2025, "From RAG to Memory") links the OpenIE output of a corpus into one graph that
-Personalized PageRank walks at query time: one node per entity (keyed by
-:func:`~llama_index_mhop.graph.extraction.entity_key`) and per passage; fact edges between the subject and object
-of every triple; passage edges between a passage and each entity it contains; synonymy edges between entities
-whose embeddings are similar (cosine >= ``synonymy_threshold``, 0.8, among each one's ``synonymy_top_k``).
-
-Edge weights, and how they differ from HippoRAG's public code (an igraph graph built from *ordered* node pairs):
-
-* The graph is undirected with **one** edge per node pair: HippoRAG adds fact and synonymy pairs in both
-  directions (counting double in the walk) but passage edges once; here every kind counts once.
-* A **fact edge** weighs the number of *distinct* facts linking the two entities (HippoRAG: 1 per occurrence),
-  so boilerplate repeated across passages does not dominate, and any sequence of inserts and deletes equals a
-  fresh build of the remaining passages.
-* A **synonymy edge** weighs the cosine similarity, once per pair (linked when either entity is among the other's
-  top-k). Both keys need ``synonymy_min_chars`` letters or digits and a letter: years and numbers embed close to
-  one another and would form a clique linking every dated passage. A fact and a synonymy weight add (HippoRAG's
-  dict overwrites one with the other).
-* A **passage edge** weighs 1, to every entity the passage's extraction names (HippoRAG: triple entities only),
-  so a page's title entity and its mentions elsewhere meet at one node.
-* The edge between a passage and its own **title entity** weighs ``title_edge_weight`` (10): a walk reaching
-  "Delbert Mann" should mostly continue to the page "Delbert Mann". On HotpotQA-100 LLM-free it lifts recall@5
-  from 86 to 88 alone and from 89 to 92.5 with the retriever's query entities.
+* The graph is undirected with **one** edge per node pair (HippoRAG counts fact and synonymy pairs twice).
+* A **fact edge** weighs the number of *distinct* facts linking the two entities (HippoRAG: 1 per occurrence), so
+  repeated boilerplate does not dominate and any sequence of inserts and deletes equals a fresh build.
+* A **synonymy edge** weighs the cosine (>= ``synonymy_threshold``, 0.8), once per pair, when either entity is among
+  the other's ``synonymy_top_k``; keys without ``synonymy_min_chars`` letters or digits and a letter get none. A
+  fact and a synonymy weight add (HippoRAG's dict overwrites one with the other).
+* A **passage edge** weighs 1, to every entity the passage's extraction names (HippoRAG: triple entities only), and
+  ``title_edge_weight`` (10) to its own **title entity**: a walk reaching "Delbert Mann" should mostly continue to
+  the page "Delbert Mann" (on HotpotQA-100 LLM-free, recall@5 86 -> 88 alone, 89 -> 92.5 with query entities).
 
 The structure changes only through :meth:`KnowledgeGraph.add_passage`, :meth:`KnowledgeGraph.remove_passages` and
-the synonymy updates (:mod:`.synonym_lists`); each bumps :attr:`KnowledgeGraph.version`, which keys the cached
-PageRank matrix. Storage is arrays (:mod:`.graph_arrays`): integer node slots and edge channels (written and
-weighed by :mod:`.graph_edges`), about 24 bytes per edge, saved as ``.npy`` files that query processes
-memory-map (:mod:`.graph_files`). networkx is an export only (:meth:`KnowledgeGraph.to_networkx`).
+the synonymy updates (:mod:`.synonym_lists`), each bumping :attr:`KnowledgeGraph.version`. Storage is arrays
+(:mod:`.graph_arrays`, edges written and weighed by :mod:`.graph_edges`), saved as ``.npy`` files that query
+processes memory-map (:mod:`.graph_files`); networkx is an export only (:meth:`KnowledgeGraph.to_networkx`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -67,17 +56,9 @@ _SETTINGS = ("synonymy_threshold", "synonymy_top_k", "synonymy_min_chars", "syno
 
 
 class KnowledgeGraph(GraphEdges, SynonymLists):
-    """Entity and passage nodes with fact, passage and synonymy edges (see the module docstring for weights).
-
-    Args:
-        synonymy_threshold, synonymy_top_k: a synonymy edge's least cosine, and most synonyms per entity.
-        synonymy_min_chars: entities whose key has fewer letters and digits get no synonymy edge.
-        synonymy_block_size: entity rows compared at once when computing similarities (memory bound).
-        title_edge_weight: weight of the edge between a passage and its own title entity (1: a plain passage edge).
-
-    Attributes:
-        version: bumped by every change; the PageRank matrix is rebuilt once per version.
-    """
+    """Entity and passage nodes with fact, passage and synonymy edges (the module docstring gives the settings'
+    weights; ``synonymy_block_size``: entity rows compared at once). :attr:`version` is bumped by every change; the
+    PageRank matrix is rebuilt once per version."""
 
     def __init__(self, synonymy_threshold: float = DEFAULT_SYNONYMY_THRESHOLD,
                  synonymy_top_k: int = DEFAULT_SYNONYMY_TOP_K, synonymy_min_chars: int = DEFAULT_SYNONYMY_MIN_CHARS,
@@ -109,8 +90,6 @@ class KnowledgeGraph(GraphEdges, SynonymLists):
         self._saved: tuple[int, str] | None = None  # (version, digest of tables.json) of the last save read or written
         self._pagerank: PageRankGraph | None = None
 
-    # ------------------------------------------------------------------ structure
-
     @property
     def num_entities(self) -> int:
         return len(self.entity_names)
@@ -125,8 +104,7 @@ class KnowledgeGraph(GraphEdges, SynonymLists):
 
     @property
     def save_digest(self) -> str | None:
-        """The digest of the ``tables.json`` this graph was last read from or written to, while it is unchanged
-        since (None: changed since, or never saved)."""
+        """The digest of the ``tables.json`` last read or written, while the graph is unchanged since (else None)."""
         return self._saved[1] if self._saved is not None and self._saved[0] == self.version else None
 
     def _bump(self) -> None:
@@ -162,19 +140,14 @@ class KnowledgeGraph(GraphEdges, SynonymLists):
             self.facts[fact_id] = (subject, predicate, obj)
         record = PassageRecord(tuple(entities), tuple(facts), ref_doc_id, title, own)
         self.passages[passage_id] = record
-        self._link(passage_id, record, new_entities, new_facts)
-        self._bump()
-        return new_entities, new_facts
-
-    def _link(self, passage_id: str, record: PassageRecord, new_entities: Sequence[str],
-              new_facts: Sequence[str]) -> None:
-        """Add the passage's node, its new entity nodes, its passage edges and the edges of its new facts."""
         passage = self._nodes.add(passage_id, KIND_CODE[PASSAGE])
         for entity_id in new_entities:
             self._nodes.add(entity_id, KIND_CODE[ENTITY])
         self._count_support(passage_id, record)
         self._passage_edges(passage, record, 1)
         self._fact_edges(new_facts, 1)
+        self._bump()
+        return new_entities, new_facts
 
     def _count_support(self, passage_id: str, record: PassageRecord) -> None:
         """Count the passage among the supporters of its entities and facts."""
@@ -189,7 +162,7 @@ class KnowledgeGraph(GraphEdges, SynonymLists):
 
     def remove_passages(self, passage_ids: Iterable[str]) -> tuple[list[str], list[str]]:
         """Remove passages, their edges, and the facts and entities no remaining passage supports; the ids of the
-        removed entities and facts. Full synonym lists that lose a neighbour are marked stale.
+        removed entities and facts.
 
         Raises:
             KeyError: a passage is not in the graph (the ones before it are removed).
@@ -210,8 +183,8 @@ class KnowledgeGraph(GraphEdges, SynonymLists):
         return removed_entities, removed_facts
 
     def _detach_passage(self, passage_id: str) -> tuple[list[str], list[str]]:
-        """Take out a passage, its edges and the facts only it supported; the entities it alone named (returned
-        with those facts) are left to :meth:`_drop_entities`."""
+        """Take out a passage, its edges and the facts only it supported; those facts and the entities it alone
+        named (left to :meth:`_drop_entities`)."""
         if passage_id not in self.passages:
             raise KeyError(f"passage {passage_id!r} is not in the graph")
         record = self.passages.pop(passage_id)
@@ -249,8 +222,6 @@ class KnowledgeGraph(GraphEdges, SynonymLists):
         """Ids of the passages that came from the document ``ref_doc_id``."""
         return [pid for pid, record in self.passages.items() if record.ref_doc_id == ref_doc_id]
 
-    # ------------------------------------------------------------------ persistence and export
-
     def config(self) -> dict[str, Any]:
         """The graph's settings, as its constructor takes them."""
         return {key: getattr(self, key) for key in _SETTINGS}
@@ -275,11 +246,8 @@ class KnowledgeGraph(GraphEdges, SynonymLists):
 
     @classmethod
     def from_tables(cls, tables: GraphTables) -> KnowledgeGraph:
-        """A graph holding these records, its nodes and edges built from them as a fresh build makes them.
-
-        Raises:
-            ValueError: a passage or fact names an entity the records do not hold.
-        """
+        """A graph holding these records, its nodes and edges built as a fresh build makes them (a ``ValueError``
+        when a passage or fact names an entity the records do not hold)."""
         graph = cls._with_records(tables)
         try:
             graph._rebuild_structure()
@@ -290,12 +258,8 @@ class KnowledgeGraph(GraphEdges, SynonymLists):
     @classmethod
     def from_files(cls, folder: str | Path, data: Mapping[str, Any], arrays: Mapping[str, np.ndarray],
                    digest: str | None = None) -> KnowledgeGraph:
-        """A graph from the files :func:`~.graph_files.open_graph_files` opened in ``folder`` (``tables.json``'s
-        ``data`` and ``digest``, and the ``arrays`` it names), its node and edge tables checked against the records.
-
-        Raises:
-            ValueError: malformed arrays, or a node or edge table that disagrees with the records.
-        """
+        """A graph from the files :func:`~.graph_files.open_graph_files` opened in ``folder``, its node and edge
+        tables checked against the records (a ``ValueError`` when they disagree or are malformed)."""
         with cycle_collection_paused():
             graph = cls._with_records(GraphTables.from_json(data))
         kinds = {**dict.fromkeys(graph.passages, KIND_CODE[PASSAGE]),
@@ -314,11 +278,8 @@ class KnowledgeGraph(GraphEdges, SynonymLists):
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> KnowledgeGraph:
-        """Rebuild a graph from :meth:`to_dict` output.
-
-        Raises:
-            ValueError: an unknown format version, or node and edge lists that disagree with the records.
-        """
+        """Rebuild a graph from :meth:`to_dict` output (a ``ValueError`` for an unknown format version, or node and
+        edge lists that disagree with the records)."""
         if (version := data.get("format_version")) != GRAPH_FORMAT_VERSION:
             raise ValueError(f"unsupported graph format version {version!r} (this code reads {GRAPH_FORMAT_VERSION})")
         graph = cls.from_tables(GraphTables.from_json(data))
@@ -334,12 +295,8 @@ class KnowledgeGraph(GraphEdges, SynonymLists):
 
     @classmethod
     def load(cls, folder: str | Path, mmap: bool = True) -> KnowledgeGraph:
-        """Read a graph written by :meth:`save`; with ``mmap`` the edge arrays are memory-mapped read-only (a change
-        writes new arrays in memory, never the files).
-
-        Raises:
-            ValueError: a missing, malformed or inconsistent file.
-        """
+        """Read a graph written by :meth:`save`, with ``mmap`` its edge arrays memory-mapped read-only (a
+        ``ValueError`` for a missing, malformed or inconsistent file)."""
         return cls.from_files(folder, *open_graph_files(folder, mmap))
 
     def to_networkx(self) -> Any:
@@ -353,7 +310,5 @@ class KnowledgeGraph(GraphEdges, SynonymLists):
         return self.to_networkx()
 
     def __repr__(self) -> str:
-        return (
-            f"KnowledgeGraph(passages={self.num_passages}, entities={self.num_entities}, facts={self.num_facts}, "
-            f"edges={self.num_edges}, version={self.version})"
-        )
+        return (f"KnowledgeGraph(passages={self.num_passages}, entities={self.num_entities}, facts={self.num_facts}, "
+                f"edges={self.num_edges}, version={self.version})")
