@@ -108,14 +108,9 @@ def _names_inside_sentences(text: str) -> set[str]:
 
 
 def _mentions(sentence: str, known: set[str] | None = None) -> list[tuple[int, int, str]]:
-    """(start, end, name) of the sentence's entity mentions, in text order, without overlaps (longest wins).
-
-    A single word opening the sentence ("After", "However", "Films") is capitalised by position only: it is a
-    mention when ``known`` (names seen capitalised inside sentences of the passage, and the title) holds it.
-    """
-    found: list[tuple[int, int, str]] = []
-    for match in _DATE.finditer(sentence):
-        found.append((match.start(), match.end(), match.group(0)))
+    """(start, end, name) of the sentence's entity mentions, in text order, without overlaps (longest wins); a
+    single word opening the sentence is one only when ``known`` (names capitalised mid-sentence, the title) holds it."""
+    found = [(match.start(), match.end(), match.group(0)) for match in _DATE.finditer(sentence)]
     opening = len(sentence) - len(sentence.lstrip("\"“'‘( "))
     for span in entity_spans(sentence):
         name = _clean_span(span)
@@ -143,12 +138,8 @@ def _predicate(gap: str, previous: str | None) -> str:
     if not words or all(w in _CONJUNCTIONS for w in words):
         # "A, B and C": C stands in the same relation as B; with no relation before it, there is no fact.
         return previous or ""
-    start = None
-    for position in range(len(words) - 1, -1, -1):
-        word = words[position]
-        if word in _VERBS or (len(word) > 4 and word.endswith(("ed", "ing"))):
-            start = position
-            break
+    start = next((i for i in range(len(words) - 1, -1, -1)
+                  if words[i] in _VERBS or (len(words[i]) > 4 and words[i].endswith(("ed", "ing")))), None)
     chosen = words[start:] if start is not None else words
     chosen = chosen[-MAX_PREDICATE_WORDS:]
     while len(chosen) > 1 and chosen[0] in _CONJUNCTIONS:

@@ -63,11 +63,7 @@ def missing_collections(client: Any, prefix: str) -> list[str]:
 
 
 def vector_index_collection(vector_index: Any) -> Any:
-    """The Chroma collection a ``VectorStoreIndex`` keeps its nodes in.
-
-    Raises:
-        TypeError: the index does not keep its nodes in Chroma.
-    """
+    """The Chroma collection a ``VectorStoreIndex`` keeps its nodes in (a ``TypeError`` when not in Chroma)."""
     store = vector_index.vector_store
     if not isinstance(store, ChromaVectorStore):
         raise TypeError(f"from_vector_index needs a VectorStoreIndex over Chroma, got one over {type(store).__name__}")
@@ -151,18 +147,11 @@ def saved_client(chroma_client: Any, kind: str, root: Path) -> tuple[Any, str]:
 class GraphStores:
     """The ``{prefix}_passages``, ``{prefix}_entities`` and ``{prefix}_facts`` collections of one Chroma client.
 
-    An entity or fact record is its id and vector alone (its name or triple is in the graph): with documents and
-    metadata, which Chroma indexes, a record took twice as long to write. ``short_text_batch_size`` and
-    ``short_text_dtype`` embed entity names and facts (:class:`~.index_config.HippoGraphIndexConfig`); ``mode`` is
-    "ephemeral" (copied out on persist), "local" (``persist_dir/chroma``) or "external"; ``owner``: the index id
-    its collections record (one recorded as another index's is refused; None: neither, for a reader).
-
-    Attributes:
-        passage_source: a passage collection of the same store read in place (:meth:`read_passages_from`; None:
-            none): its vector index owns it, so the index never embeds, copies, writes or deletes a passage there.
-
-    Raises:
-        ValueError: a name Chroma would refuse as a collection prefix, or a collection owned by another index.
+    An entity or fact record is its id and vector alone (with documents and metadata, which Chroma indexes, it took
+    twice as long to write). ``mode``: "ephemeral" (copied out on persist), "local" or "external"; ``owner``: the
+    index id its collections record (another's is refused; None: neither, for a reader); :attr:`passage_source`: a
+    passage collection of the same store read in place, never embedded, copied, written or deleted (None: none).
+    A ``ValueError`` for a name Chroma would refuse as a collection prefix, or a collection another index owns.
     """
 
     def __init__(self, client: Any, name: str, embed_model: BaseEmbedding, short_text_batch_size: int | None,

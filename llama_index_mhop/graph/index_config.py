@@ -36,20 +36,17 @@ class HippoGraphIndexConfig(BaseModel):
         insert_batch_size: passages per batch (one checkpoint line per batch).
         num_workers: concurrent OpenIE calls when an LM extracts (4).
         show_progress: show a progress bar over passages.
-        auto_reconcile_max_passages: a query that finds passages gone from the vector index read in place
-            reconciles the graph first when at most this many passages are new (each is extracted); above it, or
-            with 0, it leaves the gone passages out and ``reconcile()`` catches up.
+        auto_reconcile_max_passages: a query finding passages gone from the vector index read in place reconciles
+            the graph first when at most this many are new (above it, or 0: ``reconcile()`` catches up).
         short_text_batch_size: embedding batch size for entity names and facts (None: the embedder's own).
-        short_text_dtype: "bfloat16" (default: where the CPU has it natively, about twice as fast) or "float32"
-            for entity names and facts (:mod:`llama_index_mhop.stores.embed_dtype`); passages are float32.
+        short_text_dtype: "bfloat16" (where the CPU has it natively) or "float32" for entity names and facts.
         exact_synonymy_max_entities: above this many entities, synonyms come from Chroma's HNSW index.
         synonymy_threshold, synonymy_top_k: a synonymy edge's least cosine (HippoRAG 2: 0.8), most per entity.
         title_edge_weight: weight of a passage's edge to its own title entity (:mod:`.knowledge_graph`).
         walk: ``"auto"`` takes the large-graph paths from the sizes below (each logged once); ``"exact"`` never.
         push_min_nodes: graph nodes from which a query pushes from its seeds (:mod:`.walk.affine`).
         int8_min_rows: rows (facts, passages) from which a query's products are estimated from an int8 copy first.
-        hnsw_min_facts, hnsw_min_passages: rows from which facts, passages are searched by Chroma's HNSW index
-            (passages costing recall, docs/SCALING.md).
+        hnsw_min_facts, hnsw_min_passages: rows from which facts, passages are searched by Chroma's HNSW index.
         hnsw_top_n: records an HNSW search scores exactly (the others share the mean of the rest).
     """
 
@@ -77,11 +74,8 @@ class HippoGraphIndexConfig(BaseModel):
 
     @classmethod
     def of(cls, config: HippoGraphIndexConfig | None, settings: dict[str, Any]) -> HippoGraphIndexConfig:
-        """``config`` (default: the defaults) with ``settings`` in place of its fields, checked.
-
-        Raises:
-            TypeError: ``config`` is not a ``HippoGraphIndexConfig``. ValueError: a bad setting.
-        """
+        """``config`` (default: the defaults) with ``settings`` in place of its fields, checked (a ``TypeError``
+        for a ``config`` of another type, a ``ValueError`` for a bad setting)."""
         if config is not None and not isinstance(config, cls):
             raise TypeError(f"config= takes a {cls.__name__}, got {type(config).__name__}")
         if config is not None and not settings:

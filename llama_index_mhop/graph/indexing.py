@@ -1,8 +1,7 @@
 """The indexing pipeline of a graph index: passages in batches through OpenIE, the three stores and the graph.
 
-Per batch: OpenIE reads every passage once; new entities, then new facts, then the passages are embedded into
-Chroma (a passage there has everything it points to); one checkpoint line is appended (:mod:`.checkpoint`), from
-which a killed build resumes without extracting or embedding them again; and the passages join the graph.
+Per batch: OpenIE reads every passage; new entities, facts, then passages are embedded into Chroma; a checkpoint
+line (:mod:`.checkpoint`) lets a killed build resume without redoing them; the passages join the graph.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """OpenIE results in HippoRAG's file format, read and written, and an extractor that serves them.
 
-HippoRAG (2) saves the OpenIE of a corpus as ``openie_results_ner_<model>.json``::
-
-    {"docs": [{"idx": "chunk-<md5 of passage>", "passage": "...",
-               "extracted_entities": ["..."], "extracted_triples": [["s", "p", "o"], ...]}, ...],
-     "avg_ent_chars": 12.3, "avg_ent_words": 2.1}
-
-:class:`StoredOpenIE` serves the stored extraction of every passage whose text matches, validating the untrusted
-file record by record; :func:`export_openie` writes an index's extractions so that a build from the file has the
-same graph.
+HippoRAG (2) saves the OpenIE of a corpus as ``openie_results_ner_<model>.json``: ``{"docs": [{"idx": "chunk-<md5
+of passage>", "passage": "...", "extracted_entities": [...], "extracted_triples": [[s, p, o], ...]}, ...],
+"avg_ent_chars": ..., "avg_ent_words": ...}``. The file is untrusted: it is validated record by record.
 """
 
 from __future__ import annotations
@@ -69,11 +63,8 @@ def _record(record: Any, where: str) -> tuple[str, Extraction]:
 
 
 def read_openie(path: str | os.PathLike[str]) -> dict[str, Extraction]:
-    """The extractions of a HippoRAG OpenIE results file, by :func:`passage_key` of each passage.
-
-    Raises:
-        OpenIEFileError: the file is not JSON in HippoRAG's format (the message names the file and the record).
-    """
+    """The extractions of a HippoRAG OpenIE results file, by :func:`passage_key` of each passage
+    (:class:`OpenIEFileError`, naming the file and the record, when it is not JSON in HippoRAG's format)."""
     path = Path(path)
     try:
         data = json.loads(path.read_bytes().decode("utf-8"))

@@ -2,10 +2,9 @@
 ``HippoGraphIndex.document_hashes``, saved with the graph). New documents are added, changed ones replaced (their
 old passages, and the facts and entities only those supported, leave the graph and Chroma), unchanged ones left.
 
-Crash safety: new passages go in first (checkpointed per batch); the passages to drop leave the graph in memory;
-the Chroma ids to delete are written to :data:`REMOVAL_FILE`, the graph and docstore saved, the rows deleted and the
-file removed. A sync killed anywhere leaves the old graph (the next sync redoes the work) or the new one with a
-removal file, which :func:`finish_removal` completes at the index's next change (never in a read-only opener).
+Crash safety: new passages go in first (checkpointed); the passages to drop leave the graph in memory; the Chroma
+ids to delete are written to :data:`REMOVAL_FILE`, the graph and docstore saved, the rows deleted, the file removed.
+A sync killed anywhere leaves the old graph or the new one with a removal file (:func:`finish_removal`).
 """
 
 from __future__ import annotations
@@ -142,7 +141,7 @@ def commit_removal(removal: Removal, stores: GraphStores, root: Path | None, sav
 
 
 def as_documents(documents: Document | Sequence[Document] | str | os.PathLike[str]) -> list[Document]:
-    """Documents from one ``Document``, a sequence of them, or a corpus path (``stores.load_documents``)."""
+    """Documents from one ``Document``, a sequence of them, or a corpus path (``stores.corpus.load_documents``)."""
     if isinstance(documents, Document):
         return [documents]
     return load_documents(documents if isinstance(documents, str | os.PathLike) else list(documents))

@@ -115,13 +115,8 @@ class SynonymLists:
     def update_synonymy(self, entity_ids: Sequence[str], vectors: np.ndarray,
                         changed: Iterable[str] | None = None) -> int:
         """Compute the synonym lists of new and stale entities (:attr:`stale_synonyms`) and of ``changed`` ones
-        exactly from ``vectors`` (every entity's, in ``entity_ids``' order), and merge them into the others' lists
-        (an unchanged entity's new top-k is that of its old list plus the changed candidates); the synonymy edge
-        count.
-
-        Raises:
-            ValueError: ``entity_ids`` is not exactly the graph's entities, or ``vectors`` has the wrong shape.
-        """
+        exactly from ``vectors`` (every entity's, in ``entity_ids``' order; a ``ValueError`` otherwise), and merge
+        them into the others' lists; the synonymy edge count."""
         ids = list(entity_ids)
         if set(ids) != set(self.entity_names) or len(ids) != len(self.entity_names):
             raise ValueError(
@@ -181,21 +176,16 @@ class SynonymLists:
 
     def _apply_batch(self, queries: set[str], rows: list[tuple[str, list[tuple[str, float]]]]) -> None:
         touched: dict[str, SynonymList] = {}  # entity -> its list before this batch (lists are immutable)
-
-        def remember(entity_id: str) -> None:
-            if entity_id not in touched:
-                touched[entity_id] = self.synonyms.get(entity_id, _NO_SYNONYMS)
-
         merges: dict[str, dict[str, float]] = {}
         for source, found in rows:
-            remember(source)
+            touched.setdefault(source, self.synonyms.get(source, _NO_SYNONYMS))
             kept = [(target, round(sim, _SIM_DECIMALS)) for target, sim in found if target != source]
             self.synonyms[source] = self._top_k(kept)
             for target, sim in kept:
                 if target not in queries:
                     merges.setdefault(target, {})[source] = sim
         for target, candidates in merges.items():
-            remember(target)
+            touched.setdefault(target, self.synonyms.get(target, _NO_SYNONYMS))
             current = dict(self.synonyms.get(target, _NO_SYNONYMS))
             current.update(candidates)
             self.synonyms[target] = self._top_k(list(current.items()))
@@ -215,11 +205,8 @@ class SynonymLists:
             for other in (*before.ids, *self.synonyms.get(entity_id, _NO_SYNONYMS).ids):
                 if other in self.entity_names and entity_id in self.entity_names:
                     pairs.add((min(entity_id, other), max(entity_id, other)))
-
-        def before_list(entity_id: str) -> SynonymList:
-            return touched[entity_id] if entity_id in touched else self.synonyms.get(entity_id, _NO_SYNONYMS)
-
-        old = {(a, b): self._synonymy(a, b, before_list) for a, b in pairs}
+        old = {(a, b): self._synonymy(a, b, lambda e: touched.get(e, self.synonyms.get(e, _NO_SYNONYMS)))
+               for a, b in pairs}
         self._set_synonymy_edges(old, {(a, b): self._synonymy(a, b) for a, b in pairs})
 
     def _synonymy(self, a: str, b: str, lists: Callable[[str], SynonymList] | None = None) -> float:
