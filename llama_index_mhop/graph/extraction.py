@@ -303,10 +303,9 @@ class Extractor(Protocol):
 class OpenIEExtractor:
     """Entities and triples of a passage: the DSPy module when an LM is configured, else the LLM-free rules.
 
-    Each LM call is a :class:`~llama_index_mhop.lm.steps.LMStep` (``max_attempts``, ``backoff_seconds``, and
-    ``timeout`` seconds for all of one passage's); a passage whose attempts all fail gets the LLM-free extraction
-    (:attr:`fallback_counts` counts it). Title entities are always added. ``lm`` (DSPy) or ``llm`` (LlamaIndex):
-    neither means ``dspy.settings.lm`` or none; ``program``: a compiled :class:`OpenIEModule` or its saved path.
+    Each LM call is a :class:`~llama_index_mhop.lm.steps.LMStep`; a passage whose ``max_attempts`` all fail (or
+    outlast ``timeout``) gets the LLM-free extraction, counted in :attr:`fallback_counts`. ``lm`` (DSPy) or ``llm``
+    (LlamaIndex), else ``dspy.settings.lm``; ``program``: a compiled :class:`OpenIEModule` or its saved path.
     """
 
     def __init__(self, lm: Any = None, llm: Any = None, max_attempts: int = DEFAULT_MAX_ATTEMPTS,

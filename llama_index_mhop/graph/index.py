@@ -133,12 +133,9 @@ def _stores_view(name: str, doc: str) -> property:
 class HippoGraphIndex(IndexVerbs, GraphEngines, BaseIndex[HippoGraphStruct]):
     """HippoRAG 2's memory over Chroma: passage, entity and fact collections and the knowledge graph.
 
-    A LlamaIndex index (``load_index_from_storage`` reopens it); the graph and its document hashes
-    (:attr:`document_hashes`) are saved beside LlamaIndex's files in ``persist_dir``. Build one with
-    :meth:`from_documents`, reopen it with :meth:`from_persist_dir`, change it with LlamaIndex's verbs.
-
-    Attributes: ``config``, ``name``, ``graph``, ``stores``, ``extractor`` (its OpenIE), and
-    ``fact_filter_program``, a compiled fact filter program its retrievers start from (persisted; None: none).
+    A LlamaIndex index (``load_index_from_storage`` reopens it), its graph and document hashes saved beside
+    LlamaIndex's files in ``persist_dir``. Attributes: ``config``, ``name``, ``graph``, ``stores``, ``extractor``,
+    and ``fact_filter_program``, the compiled fact filter its retrievers start from (persisted; None: none).
 
     Example:
         >>> index = HippoGraphIndex.from_documents(documents, persist_dir="./hippo")  # doctest: +SKIP

@@ -134,10 +134,9 @@ class IndexVerbs:
         """Reopen an index saved by ``persist`` (as ``load_index_from_storage`` of the storage context saved
         beside it does); a folder copied, moved or restored opens where it lies, as itself.
 
-        ``chroma_client`` defaults to ``persist_dir/chroma`` for an index whose Chroma data lives there, else to
-        :func:`~llama_index_mhop.stores.defaults.default_chroma_client`; ``storage_context`` replaces the saved one;
-        ``config`` gives settings the index was not saved with. The rest are :meth:`from_documents`'s. Raises
-        ``FileNotFoundError`` for no saved index, ``ValueError`` for an unknown format or collections without it.
+        ``chroma_client`` defaults to ``persist_dir/chroma`` (for an index whose Chroma data lives there) or the
+        default client; ``config`` gives settings the index was not saved with; the rest are :meth:`from_documents`'s.
+        Raises ``FileNotFoundError`` for no saved index, ``ValueError`` for an unknown format or missing collections.
         """
         root = Path(persist_dir)
         saved_context, struct = saved_storage(root)

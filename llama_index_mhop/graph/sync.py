@@ -52,10 +52,8 @@ def plan_refresh(documents: Sequence[Document], docstore: SimpleDocumentStore, g
                  chunk: Callable[[Sequence[Document]], list[TextNode]]) -> RefreshPlan:
     """Sort documents into new, changed and unchanged by doc id and hash (a repeated id counts once, first).
 
-    A document without a recorded hash whose passages the graph holds exactly counts as unchanged (its hash is
-    recorded); a recorded hash counts only while the graph holds passages of the document (one a killed change
-    left must not hide it).
-    """
+    An unhashed document whose passages the graph holds exactly is unchanged (its hash is recorded); a recorded
+    hash counts only while the graph holds passages of the document (one a killed change left must not hide it)."""
     first: dict[str, int] = {}
     for position, doc in enumerate(documents):
         first.setdefault(doc.id_, position)

@@ -7,8 +7,7 @@ embedding ``q``, ``scale * E q + uniform`` (``E``: the passage embeddings), so
     z(r) = z(seeds) + scale * Z q + uniform * g,   Z = z of each column of E,   g = z of all passages at 1.
 
 ``Z``, ``g`` and ``u`` are solved once per graph version; a query pays a push from its seeds and ``Z q``, exact
-where it can change the best ``top_k`` (:mod:`.int8_rows`). Without passage vectors (an HNSW search) only ``g``
-is needed, and the push stops at the first of ever finer thresholds whose bounds settle the top ``k``.
+where it can change the best ``top_k`` (:mod:`.int8_rows`). Without passage vectors only ``g`` is needed.
 """
 
 from __future__ import annotations
@@ -111,10 +110,9 @@ class AffineResetPageRank:
     """Personalized PageRank for resets ``seeds + (uniform + scale * E q)`` on the first ``num_passages`` nodes
     of ``pagerank`` (whose ``method`` walks the seeds by ``"push"`` or ``"exact"``).
 
-    ``passage_vectors`` (``E``, normalised float32 rows) is None when passages are searched by HNSW (only
-    ``uniform`` may then be non-zero); ``tol``: the solve's relative L1 change per column; ``row_products`` makes
-    the basis' :class:`~.int8_rows.ExactRows`; ``solved``: the graph's :class:`SolvedBasis` when read from disk.
-    A ``ValueError`` for ``num_passages`` outside the graph, or vectors or ``solved`` of other shapes.
+    ``passage_vectors`` (``E``, normalised float32 rows; None when passages are searched by HNSW),
+    ``row_products`` makes the basis' :class:`~.int8_rows.ExactRows`, ``solved``: the graph's :class:`SolvedBasis`
+    when read from disk. A ``ValueError`` for ``num_passages`` outside the graph, or arrays of other shapes.
     """
 
     def __init__(self, pagerank: PageRankGraph, num_passages: int, passage_vectors: np.ndarray | None = None,

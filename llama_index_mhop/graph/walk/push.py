@@ -1,9 +1,8 @@
 """Personalized PageRank by forward push (Andersen, Chung and Lang, 2006): work that follows the walk's mass.
 
-Push keeps an estimate ``p`` and a residual ``r`` (initially the seeds) and, a round at a time, pushes every node
-whose residual is over ``epsilon * d(u)`` (``d``: out-weight, 1 when dangling): ``p[u] += (1 - damping) * r[u]``,
-the rest spread over its out-edges. With ``y`` the seeds' unnormalised PPR, ``0 <= y - p``, ``|y - p|_1 <= |r|_1
-<= epsilon * sum_u d(u)`` at the end, and on an undirected graph ``y[u] - p[u] <= epsilon * d(u)`` per node.
+A round at a time, every node whose residual ``r[u]`` is over ``epsilon * d(u)`` (``d``: out-weight, 1 when
+dangling) is pushed: ``p[u] += (1 - damping) * r[u]``, the rest spread over its out-edges. At the end the seeds'
+PPR ``y`` has ``0 <= y - p``, ``|y - p|_1 <= |r|_1``, and on an undirected graph ``y[u] - p[u] <= epsilon * d(u)``.
 """
 
 from __future__ import annotations
