@@ -58,15 +58,13 @@ _DATE = re.compile(rf"\b(?:\d{{1,2}} (?:{_MONTHS})(?:,? \d{{4}})?|(?:{_MONTHS}) 
                    rf"|(?:{_MONTHS}) \d{{4}})\b")
 _WORDS = re.compile(r"[A-Za-z][A-Za-z'’\-]*")
 # Words that carry a relation: a predicate starts at the last of them before the object.
-_VERBS = frozenset(
-    """is was are were be been being has had have became become becomes won wins wrote writes made makes
-    married founded plays played stars starred starring includes included include located born died known
+_VERBS = frozenset("""is was are were be been being has had have became become becomes won wins wrote writes made
+    makes married founded plays played stars starred starring includes included include located born died known
     called named based directed written produced released published owned formed led leads served serves
     received features featured hosted created designed developed composed performed recorded signed joined
     moved lived lives works worked studied taught attended graduated elected appointed succeeded preceded
     replaced represents represented belongs belonged contains contained consists consisted borders runs ran
-    flows flowed opened closed built""".split()
-)
+    flows flowed opened closed built""".split())
 _CONJUNCTIONS = frozenset({"and", "or", "but", "nor", "as", "well"})
 
 
@@ -108,8 +106,7 @@ def _names_inside_sentences(text: str) -> set[str]:
 
 
 def _mentions(sentence: str, known: set[str] | None = None) -> list[tuple[int, int, str]]:
-    """(start, end, name) of the sentence's entity mentions, in text order, without overlaps (longest wins); a
-    single word opening the sentence is one only when ``known`` (names capitalised mid-sentence, the title) holds it."""
+    """(start, end, name) of a sentence's mentions, in order, longest first; ``known``: names seen mid-sentence."""
     found = [(match.start(), match.end(), match.group(0)) for match in _DATE.finditer(sentence)]
     opening = len(sentence) - len(sentence.lstrip("\"“'‘( "))
     for span in entity_spans(sentence):
@@ -260,8 +257,7 @@ def _log_retry(state: RetryCallState) -> None:
 
 
 class OpenIEModule(dspy.Module):
-    """One OpenIE call per passage, retried when the LM fails or answers badly: ``max_attempts`` calls at most,
-    waiting ``backoff_seconds`` before the second, doubled before each further one."""
+    """One OpenIE call per passage, retried (``max_attempts``, backoff doubling from ``backoff_seconds``)."""
 
     def __init__(self, max_attempts: int = DEFAULT_MAX_ATTEMPTS, backoff_seconds: float = DEFAULT_BACKOFF_SECONDS):
         super().__init__()

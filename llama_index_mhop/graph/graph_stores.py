@@ -13,9 +13,9 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -27,8 +27,6 @@ from ..stores.chroma_batches import CHROMA_BATCH, delete_ids, existing_ids, get_
 from ..stores.consistency import read_guarded, version_marker
 from ..stores.dimension_check import check_embedding_dimension
 from ..stores.embed_dtype import EmbedDType, check_embed_dtype, embedding_dtype
-
-T = TypeVar("T")
 
 __all__ = ["CHROMA_DIR", "DEFAULT_SHORT_TEXT_BATCH_SIZE", "DEFAULT_SHORT_TEXT_DTYPE", "GraphStores", "client_mode",
            "collection_passages", "fact_text", "index_prefix", "missing_collections", "private_client",
@@ -107,16 +105,14 @@ def _persistent_client(path: Path) -> Any:
 
 
 def private_client() -> Any:
-    """A Chroma store of this process alone, in a temporary directory removed at exit (the in-memory clients of
-    a process share one Chroma system: ours would clash with the app's and share its collections)."""
+    """A Chroma store of this process alone, removed at exit (in-memory clients share one Chroma system)."""
     path = Path(tempfile.mkdtemp(prefix="mhop-hippo-"))
     atexit.register(shutil.rmtree, path, ignore_errors=True)
     return _persistent_client(path)
 
 
 def resolve_client(chroma_client: Any, persist_dir: str | os.PathLike[str] | None) -> tuple[Any, str]:
-    """The client to use and its mode: the given one, else ``persist_dir/chroma``, else a private store whose
-    data is copied out on persist (mode "ephemeral")."""
+    """The client and its mode: the given one, else ``persist_dir/chroma``, else a private ephemeral store."""
     if chroma_client is not None:
         return chroma_client, client_mode(chroma_client)
     if persist_dir is not None:
@@ -125,14 +121,12 @@ def resolve_client(chroma_client: Any, persist_dir: str | os.PathLike[str] | Non
 
 
 def index_prefix(name: str, index_id: str) -> str:
-    """The collection prefix of a new index: its name and a digest of its index id (two indexes of one name in one
-    Chroma store never share a collection)."""
+    """The collection prefix of a new index: its name and a digest of its index id."""
     return f"{name}_{hashlib.sha256(index_id.encode()).hexdigest()[:12]}"
 
 
 def saved_client(chroma_client: Any, kind: str, root: Path) -> tuple[Any, str]:
-    """The client of a saved index and its mode: the given one, else ``root/chroma`` for a "local" index, else
-    the configured default (a server, or ``./.mhop/chroma``) for an index in a Chroma the user named."""
+    """A saved index's client and mode: the given one, ``root/chroma`` (a "local" index), or the default."""
     if chroma_client is not None:
         return chroma_client, client_mode(chroma_client)
     if kind == "local":
@@ -158,10 +152,8 @@ class GraphStores:
                  mode: str, prefix: str | None = None,
                  short_text_dtype: EmbedDType = DEFAULT_SHORT_TEXT_DTYPE, owner: str | None = None) -> None:
         if not isinstance(name, str) or not _NAME.match(name):
-            raise ValueError(
-                f"index name {name!r} must be 3-480 characters of letters, digits, '.', '_' or '-', starting and "
-                "ending with a letter or digit (it prefixes the Chroma collection names)"
-            )
+            raise ValueError(f"index name {name!r} must be 3-480 characters of letters, digits, '.', '_' or '-', "
+                             "starting and ending with a letter or digit (it prefixes the Chroma collection names)")
         self.name = name
         self.prefix = prefix or name
         self.owner = owner
@@ -184,8 +176,7 @@ class GraphStores:
         super().__setattr__(name, value)
 
     def _owned(self, client: Any, name: str) -> Any:
-        """The collection ``name`` of ``client`` (created, naming :attr:`owner`, when missing), unless another
-        index owns it."""
+        """The collection ``name`` of ``client`` (created naming :attr:`owner`), unless another index owns it."""
         metadata = _SPACE if self.owner is None else {**_SPACE, OWNER_KEY: self.owner}
         collection = client.get_or_create_collection(name, metadata=metadata)
         other = (collection.metadata or {}).get(OWNER_KEY)
@@ -201,8 +192,7 @@ class GraphStores:
         return names
 
     def read_passages_from(self, collection: Any) -> bool:
-        """Read ``collection``'s passages in place when it belongs to this index's Chroma store (True); from
-        another store the index copies them as it stores them (False)."""
+        """Read ``collection`` in place if it is in this index's Chroma store (True), else copy its passages."""
         from chromadb.errors import NotFoundError
 
         try:
@@ -217,7 +207,7 @@ class GraphStores:
         """The passage nodes of ``ids`` held in :attr:`passage_source`, in ``ids``' order, without vectors."""
         if self.passage_source is None or not ids:
             return []
-        rows = self._read_source(lambda source: get_records(source, ids, ["documents", "metadatas"]))
+        rows = self._source_records(ids, ["documents", "metadatas"])
         return [_node(i, rows[i]["documents"], rows[i]["metadatas"]) for i in ids if i in rows]
 
     def passage_collections(self) -> list[Any]:
@@ -229,18 +219,17 @@ class GraphStores:
         return set(self.passage_records(ids, []))
 
     def passage_records(self, ids: Sequence[str], include: list[str]) -> dict[str, dict[str, Any]]:
-        """``{id: {field: value}}`` of the passages found, from the source read in place first (a passage both hold
-        is the vector index's node, as that index returns it), then the own collection."""
+        """``{id: {field: value}}`` of the passages found, from the source read in place first, then its own."""
         rows: dict[str, dict[str, Any]] = {}
         if self.passage_source is not None:
-            rows.update(self._read_source(lambda source: get_records(source, ids, include)))
+            rows.update(self._source_records(ids, include))
         rows.update(get_records(self.passages, [i for i in ids if i not in rows], include))
         return rows
 
-    def _read_source(self, read: Callable[[Any], T]) -> T:
-        """``read(passage_source)`` at one whole version of it (:func:`~..stores.consistency.read_guarded`)."""
+    def _source_records(self, ids: Sequence[str], include: list[str]) -> dict[str, dict[str, Any]]:
+        """:attr:`passage_source`'s records at one whole version of it (:func:`~..stores.consistency.read_guarded`)."""
         source = self.passage_source
-        return read_guarded(source, self._source_marker, lambda: read(source))
+        return read_guarded(source, self._source_marker, lambda: get_records(source, ids, include))
 
     def check_embedding_dimension(self) -> None:
         """Refuse (``EmbeddingDimensionError``) an embedder of another dimension than the collections'."""
@@ -252,22 +241,19 @@ class GraphStores:
         return sum(collection.count() for collection in self.passage_collections())
 
     def _short_text_embedder(self) -> BaseEmbedding:
-        """The embedder with ``short_text_batch_size`` (a shallow copy sharing the model): a batch of LlamaIndex's
-        usual 10 short texts is mostly overhead (``benchmarks/short_text_batch.py``)."""
-        model = self.embed_model
-        if self.short_text_batch_size and getattr(model, "embed_batch_size", None) not in (None,
-                                                                                          self.short_text_batch_size):
-            if self._short_embedder is None:
-                try:
-                    self._short_embedder = model.model_copy(update={"embed_batch_size": self.short_text_batch_size})
-                except Exception:  # an embedder that cannot be copied keeps its own batch size
-                    self._short_embedder = model
-            return self._short_embedder
-        return model
+        """The embedder with ``short_text_batch_size`` (``benchmarks/short_text_batch.py``)."""
+        model, size = self.embed_model, self.short_text_batch_size
+        if not size or getattr(model, "embed_batch_size", None) in (None, size):
+            return model
+        if self._short_embedder is None:
+            try:
+                self._short_embedder = model.model_copy(update={"embed_batch_size": size})
+            except Exception:  # an embedder that cannot be copied keeps its own batch size
+                self._short_embedder = model
+        return self._short_embedder
 
     def embed(self, texts: Sequence[str], short: bool = False) -> np.ndarray:
-        """Embed texts, longest first so each batch pads little, and return rows in the input order (short texts,
-        entity names and facts, in :attr:`short_text_dtype`)."""
+        """Embed texts longest first (batches pad little), rows in input order; ``short``: names and facts."""
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
@@ -301,8 +287,7 @@ class GraphStores:
             upsert_vectors(self.facts, missing, self.embed([fact_text(*texts[f]) for f in missing], short=True))
 
     def store_passages(self, nodes: Sequence[TextNode]) -> None:
-        """Store the passage nodes the index does not yet hold through ``ChromaVectorStore``, embedding those that
-        carry no embedding."""
+        """Store the passage nodes the index does not hold, embedding those that carry no embedding."""
         held = self.held_passages([n.node_id for n in nodes])
         missing = [n for n in nodes if n.node_id not in held]
         if not missing:
@@ -322,8 +307,7 @@ class GraphStores:
         delete_ids(self.entities, entities)
 
     def copy_to(self, path: Path, passage_ids: Sequence[str] = ()) -> None:
-        """Copy the three collections into a persistent Chroma store at ``path`` and use it from now on, with the
-        ``passage_ids`` held in :attr:`passage_source` copied into the own passage collection."""
+        """Copy the collections (and ``passage_ids`` of :attr:`passage_source`) to a new store at ``path``."""
         client = _persistent_client(path)
         fields = ["embeddings", "documents", "metadatas"]
 

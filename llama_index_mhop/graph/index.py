@@ -101,8 +101,7 @@ class GraphEngines:
     """The retriever and engines of a :class:`~.retrieval_source.RetrievalSource` (the index, or a reader of it)."""
 
     def as_retriever(self, **kwargs: Any) -> HippoGraphRetriever:
-        """A ``HippoGraphRetriever`` over this graph; ``kwargs`` are its arguments (``similarity_top_k=5``, the
-        other ``HippoGraphConfig`` settings, ``fact_filter``, ``lm``...)."""
+        """A ``HippoGraphRetriever`` over this graph; ``kwargs`` are its arguments (``similarity_top_k``, ...)."""
         from ..components.hippo_graph import HippoGraphRetriever
 
         return HippoGraphRetriever(index=self, **kwargs)
@@ -257,8 +256,7 @@ class HippoGraphIndex(IndexVerbs, GraphEngines, BaseIndex[HippoGraphStruct]):
                 "chroma_facts": stores.facts.count(), "graph_nodes": graph.num_nodes, "graph_edges": graph.num_edges}
 
     def persist(self, persist_dir: str | os.PathLike[str] | None = None) -> Path:
-        """Write the config, the graph and the LM programs (for an in-memory index, Chroma too) to ``persist_dir``
-        (default: its own; a ``ValueError`` when neither is set); the directory written."""
+        """Write the index (its own folder by default; for an in-memory index Chroma too); the folder."""
         target = Path(persist_dir) if persist_dir is not None else self.persist_dir
         if target is None:
             raise ValueError("persist() needs a directory: pass persist_dir=")
@@ -282,8 +280,7 @@ class HippoGraphIndex(IndexVerbs, GraphEngines, BaseIndex[HippoGraphStruct]):
         return state
 
     def still_held(self, nodes: Sequence[NodeWithScore]) -> list[NodeWithScore]:
-        """``nodes`` without the passages gone from a collection read in place since the state was loaded (finding
-        one makes the next query load the graph again)."""
+        """``nodes`` without passages gone from a source read in place (the next query reloads the graph)."""
         if self.stores.passage_source is None or not nodes:
             return list(nodes)
         held = self.stores.held_passages([n.node.node_id for n in nodes])

@@ -74,8 +74,7 @@ class HippoGraphIndexConfig(BaseModel):
 
     @classmethod
     def of(cls, config: HippoGraphIndexConfig | None, settings: dict[str, Any]) -> HippoGraphIndexConfig:
-        """``config`` (default: the defaults) with ``settings`` in place of its fields, checked (a ``TypeError``
-        for a ``config`` of another type, a ``ValueError`` for a bad setting)."""
+        """``config`` (default: the defaults) with ``settings`` in place of its fields, checked."""
         if config is not None and not isinstance(config, cls):
             raise TypeError(f"config= takes a {cls.__name__}, got {type(config).__name__}")
         if config is not None and not settings:

@@ -47,8 +47,7 @@ def _text_node(node: BaseNode) -> TextNode:
 
 
 class IndexVerbs:
-    """The constructors and document verbs of :class:`~.index.HippoGraphIndex` (the host, which provides the
-    attributes below)."""
+    """The constructors and document verbs of :class:`~.index.HippoGraphIndex`, which provides the fields."""
 
     _writer: IndexWriter
     extractor: Extractor
@@ -117,8 +116,7 @@ class IndexVerbs:
 
     @classmethod
     def reopen_or_discard(cls: type[Index], persist_dir: str | os.PathLike[str], **kwargs: Any) -> Index | None:
-        """The index saved in ``persist_dir`` (:meth:`from_persist_dir`), or None when its save is damaged (its
-        derived files are then removed, :func:`~.persistence.discard_damaged_save`)."""
+        """The index saved in ``persist_dir``, or None when its save is damaged (its derived files removed)."""
         try:
             return cls.from_persist_dir(persist_dir, **kwargs)
         except DamagedFileError as exc:
@@ -184,14 +182,12 @@ class IndexVerbs:
         return self._writer.delete(doc_id, None)
 
     def delete_ref_doc(self, ref_doc_id: str, delete_from_docstore: bool = False, **delete_kwargs: Any) -> list[str]:
-        """LlamaIndex's ``delete_ref_doc``: :meth:`delete` of a document; with ``delete_from_docstore`` its entries
-        leave the storage context's docstore too."""
+        """LlamaIndex's ``delete_ref_doc``: :meth:`delete` of a document (and its docstore entries if asked)."""
         return self._writer.delete(ref_doc_id, self.docstore if delete_from_docstore else None)
 
     def delete_nodes(self, node_ids: list[str], delete_from_docstore: bool = False,
                      **delete_kwargs: Any) -> list[str]:
-        """LlamaIndex's ``delete_nodes``: the passages the graph holds leave it and Chroma in one change (and the
-        docstore with ``delete_from_docstore``); the ids removed."""
+        """LlamaIndex's ``delete_nodes``: one change removing the passages the graph holds; the ids removed."""
         passage_ids = self._writer.delete_passages(node_ids)
         if delete_from_docstore:
             for node_id in node_ids:

@@ -89,8 +89,7 @@ def passage_work(node: TextNode, extraction: Extraction) -> PassageWork:
 
 @dataclass
 class BatchIndexer:
-    """Runs passages through the pipeline into one index's stores and graph (``num_workers`` concurrent LM
-    extractions; ``checkpoint``: the checkpoint file, None: none)."""
+    """Runs passages through the pipeline into one index's stores and graph (``checkpoint``: None: none)."""
 
     stores: GraphStores
     graph: KnowledgeGraph
@@ -102,8 +101,7 @@ class BatchIndexer:
 
     def run(self, nodes: Sequence[TextNode], batch_size: int, show: bool,
             on_batch_end: BatchHook | None = None) -> list[str]:
-        """Add the passages the graph lacks (resuming any checkpointed ones first); return the ids added (each
-        once: of two nodes with one id, the first)."""
+        """Add the passages the graph lacks (checkpointed ones first); the ids added, each once."""
         by_id: dict[str, TextNode] = {}
         for node in nodes:
             by_id.setdefault(node.node_id, node)

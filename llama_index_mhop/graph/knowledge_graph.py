@@ -87,8 +87,7 @@ class EdgeWeights(NamedTuple):
 
 
 class KnowledgeGraph(SynonymLists):
-    """Entity and passage nodes with fact, passage and synonymy edges (the module docstring gives the settings;
-    ``synonymy_block_size``: entity rows compared at once); :attr:`version` is bumped by every change."""
+    """Entity and passage nodes with fact, passage and synonymy edges; every change bumps :attr:`version`."""
 
     def __init__(self, synonymy_threshold: float = DEFAULT_SYNONYMY_THRESHOLD,
                  synonymy_top_k: int = DEFAULT_SYNONYMY_TOP_K, synonymy_min_chars: int = DEFAULT_SYNONYMY_MIN_CHARS,
@@ -179,8 +178,7 @@ class KnowledgeGraph(SynonymLists):
         return self.remove_passages([passage_id])
 
     def remove_passages(self, passage_ids: Iterable[str]) -> tuple[list[str], list[str]]:
-        """Remove passages, their edges, and the facts and entities no remaining passage supports; the ids of the
-        removed entities and facts (a ``KeyError`` for a passage not in the graph: the ones before it go)."""
+        """Remove passages and what only they supported; the removed entities, facts (``KeyError``: unknown)."""
         removed_entities: list[str] = []
         removed_facts: list[str] = []
         detached = False
@@ -197,8 +195,7 @@ class KnowledgeGraph(SynonymLists):
         return removed_entities, removed_facts
 
     def _detach_passage(self, passage_id: str) -> tuple[list[str], list[str]]:
-        """Take out a passage, its edges and the facts only it supported; those facts and the entities it alone
-        named (left to :meth:`_drop_entities`)."""
+        """Take out a passage, its edges and the facts only it supported; those facts and its lone entities."""
         if passage_id not in self.passages:
             raise KeyError(f"passage {passage_id!r} is not in the graph")
         record = self.passages.pop(passage_id)
@@ -334,8 +331,7 @@ class KnowledgeGraph(SynonymLists):
         self._pagerank = None
 
     def check_edges(self) -> None:
-        """Refuse (``ValueError``, naming the channel) an edge table, edited or mixed up, that disagrees with the
-        records: each passage links exactly the entities its record names, each entity pair one count per fact."""
+        """Refuse (``ValueError``) an edge table that disagrees with the records (edited or mixed up)."""
         pairs, values = self._edges.table()
         table_keys = EdgeStore._key(pairs[:, 0], pairs[:, 1])
         for channel, (u, v) in self._record_edges().items():
@@ -384,8 +380,7 @@ class KnowledgeGraph(SynonymLists):
 
     @classmethod
     def from_tables(cls, tables: GraphTables) -> KnowledgeGraph:
-        """A graph holding these records, its nodes and edges built as a fresh build makes them (a ``ValueError``
-        when a passage or fact names an entity the records do not hold)."""
+        """A graph of these records, built as a fresh build (``ValueError``: a record names an unknown entity)."""
         graph = cls._with_records(tables)
         try:
             graph._rebuild_structure()
@@ -430,13 +425,11 @@ class KnowledgeGraph(SynonymLists):
 
     @classmethod
     def load(cls, folder: str | Path, mmap: bool = True) -> KnowledgeGraph:
-        """Read a graph written by :meth:`save`, with ``mmap`` its edge arrays memory-mapped read-only (a
-        ``ValueError`` for a missing, malformed or inconsistent file)."""
+        """Read a graph written by :meth:`save`, with ``mmap`` its arrays memory-mapped read-only."""
         return cls.from_files(folder, *open_graph_files(folder, mmap))
 
     def to_networkx(self) -> Any:
-        """This version as a ``networkx.Graph`` (nodes: ``kind``, ``name``; edges: ``facts``, ``synonymy``,
-        ``passage``, ``weight``), which ``networkx.write_graphml`` writes as GraphML."""
+        """This version as a ``networkx.Graph`` (node ``kind``, ``name``; edge weights by kind and total)."""
         return graph_to_networkx(self.tables().node_list(), self.edge_list())
 
     @property

@@ -38,8 +38,7 @@ def save_lm_programs(root: Path, extractor: Any, fact_filter_program: dspy.Modul
 
 
 def load_lm_programs(root: Path, extractor: Any) -> dspy.Module | None:
-    """Load the extractor's program :func:`save_lm_programs` wrote (if any) into ``extractor``'s, and return the
-    saved fact filter program (None: none); a ``ValueError`` for a file that is not a program of its kind."""
+    """Load the saved extractor program into ``extractor``'s; the saved fact filter program (None: none)."""
     program = _extractor_program(extractor)
     if program is not None and (root / EXTRACTOR_PROGRAM_FILE).is_file():
         load_program(program, root / EXTRACTOR_PROGRAM_FILE)

@@ -63,8 +63,7 @@ def _record(record: Any, where: str) -> tuple[str, Extraction]:
 
 
 def read_openie(path: str | os.PathLike[str]) -> dict[str, Extraction]:
-    """The extractions of a HippoRAG OpenIE results file, by :func:`passage_key` of each passage
-    (:class:`OpenIEFileError`, naming the file and the record, when it is not JSON in HippoRAG's format)."""
+    """The extractions of a HippoRAG OpenIE results file by :func:`passage_key` (else :class:`OpenIEFileError`)."""
     path = Path(path)
     try:
         data = json.loads(path.read_bytes().decode("utf-8"))
@@ -80,8 +79,7 @@ def read_openie(path: str | os.PathLike[str]) -> dict[str, Extraction]:
 
 
 def write_openie(path: str | os.PathLike[str], extractions: Iterable[tuple[str, Extraction]]) -> Path:
-    """Write (passage, extraction) pairs as a HippoRAG OpenIE results file, with HippoRAG's passage ids and entity
-    averages (HippoRAG reads it back); the path written."""
+    """Write (passage, extraction) pairs as a HippoRAG OpenIE results file (HippoRAG reads it); the path."""
     docs = [{"idx": "chunk-" + hashlib.md5(passage.encode("utf-8")).hexdigest(),  # noqa: S324 - HippoRAG's id
              "passage": passage, "extracted_entities": list(extraction.entities),
              "extracted_triples": [list(triple) for triple in extraction.triples]}
@@ -154,8 +152,7 @@ def report_stored_openie(extractor: Extractor) -> None:
 
 
 def export_openie(index: Any, path: str | os.PathLike[str]) -> Path:
-    """Write a ``HippoGraphIndex``'s extractions (each passage as ``"title\\ntext"``, in graph order, by the keys
-    the graph keeps) to ``path`` in HippoRAG's OpenIE results format; the path."""
+    """Write a ``HippoGraphIndex``'s extractions (passages as ``"title\\ntext"``) as HippoRAG's file; the path."""
     state, graph = index.retrieval_state(), index.graph
     names, extractions = graph.entity_names, []
     for start in range(0, len(state.passage_ids), CHROMA_BATCH):

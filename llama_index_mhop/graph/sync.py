@@ -35,8 +35,7 @@ REMOVAL_FILE = "hippo_removal.json"
 
 @dataclass
 class RefreshPlan:
-    """What refreshing the graph with documents changes: per document whether it was new or changed, their
-    passages (``nodes``), the passages their new versions lack (``stale``), and the ``hashes`` to record."""
+    """What a refresh changes: per document whether new or changed, their ``nodes``, ``stale`` passages, ``hashes``."""
 
     refreshed: list[bool] = field(default_factory=list)
     nodes: list[TextNode] = field(default_factory=list)

@@ -41,8 +41,7 @@ def _batches(items: Iterable[_Item], size: int) -> Iterator[list[_Item]]:
 
 
 def may_have_synonyms(key: str, min_chars: int) -> bool:
-    """Whether an entity key gets synonymy edges: at least ``min_chars`` letters or digits, at least one letter
-    (years and numbers embed close to one another and would form a clique linking every dated passage)."""
+    """Whether a key gets synonymy edges: ``min_chars`` letters or digits, one a letter (not a year)."""
     return len(re.sub(r"[^a-z0-9]", "", key)) >= min_chars and bool(re.search(r"[a-z]", key))
 
 
@@ -66,8 +65,7 @@ def exact_neighbours(ids: Sequence[str], vectors: np.ndarray, eligible: np.ndarr
 
 
 class SynonymLists:
-    """The synonym lists of a knowledge graph's entities (a mixin of :class:`~.knowledge_graph.KnowledgeGraph`,
-    which provides the attributes below; ``_set_synonymy_edges`` moves pairs' edges from old to new weights)."""
+    """The synonym lists of a knowledge graph's entities (a mixin of :class:`~.knowledge_graph.KnowledgeGraph`)."""
 
     entity_names: dict[str, str]
     synonyms: dict[str, SynonymList]
@@ -82,13 +80,11 @@ class SynonymLists:
 
     @property
     def stale_synonyms(self) -> set[str]:
-        """Entities whose synonym list :meth:`update_synonymy` must (re)compute: new ones, and full lists that lost
-        a neighbour."""
+        """Entities whose list :meth:`update_synonymy` must (re)compute: new ones, full lists that lost one."""
         return set(self._stale_synonyms)
 
     def _drop_synonyms_of(self, gone: set[str]) -> dict[tuple[str, str], float]:
-        """Drop the ``gone`` entities' lists and entries in other lists; the weight each pair that lost its link
-        had. A full list that loses a neighbour is marked stale (one beyond its old top-k may now qualify)."""
+        """Drop the ``gone`` entities' lists and entries (full lists go stale); the weights of the lost pairs."""
         holders = [other for other, neighbours in self.synonyms.items() if not gone.isdisjoint(neighbours.ids)]
         pairs = {(min(a, b), max(a, b)) for a in gone for b in self.synonyms.get(a, _NO_SYNONYMS).ids}
         pairs.update((min(a, b), max(a, b)) for b in holders for a in self.synonyms[b].ids if a in gone)
@@ -161,9 +157,7 @@ class SynonymLists:
         return queries
 
     def _apply_synonyms(self, queries: set[str], rows: Iterable[tuple[str, list[tuple[str, float]]]]) -> int:
-        """Replace the lists of ``queries`` by their candidates (top-k) and merge them into the others' lists,
-        :data:`_APPLY_BATCH` rows at a time (the same result as one pass: a top-k of merged candidates does not
-        depend on their order, and an edge is set from both lists as the last batch touching either left them)."""
+        """Set the lists of ``queries`` from their candidates, :data:`_APPLY_BATCH` rows at a time (as one pass)."""
         found = set()
         for batch in _batches(rows, _APPLY_BATCH):
             found.update(source for source, _ in batch)
@@ -217,8 +211,7 @@ class SynonymLists:
 
 
 class SynonymyRefresher:
-    """Keeps a graph's synonymy edges up to date with its entity collection (``stores``, whose entity vectors
-    it reads, or embeds again when lost), exactly up to ``exact_max_entities`` entities."""
+    """Keeps a graph's synonymy edges in step with its entity collection (exact up to a size)."""
 
     def __init__(self, stores: GraphStores, exact_max_entities: int = DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES) -> None:
         self.stores = stores
@@ -268,8 +261,7 @@ class SynonymyRefresher:
         return ids, np.vstack([self._vectors[e] for e in ids])
 
     def _nearest_entities(self, graph: KnowledgeGraph, ids: list[str]) -> list[list[tuple[str, float]]]:
-        """Each entity's nearest entities as (id, cosine) from Chroma's HNSW index: 16 first, and ``synonymy_top_k``
-        + 1 (itself included) for an entity whose 16th is still above the threshold."""
+        """Each entity's nearest entities by HNSW: 16, and ``synonymy_top_k`` + 1 when the 16th qualifies."""
         collection = self.stores.entities
         wanted = min(graph.synonymy_top_k + 1, collection.count())
         first = min(_FIRST_NEIGHBOURS, wanted)

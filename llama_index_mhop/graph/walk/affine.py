@@ -52,8 +52,7 @@ class AffineResetScores:
 
 @dataclass(frozen=True)
 class SolvedBasis:
-    """One graph version's solve: ``basis`` ``Z`` (float32 passage rows; None without passage vectors),
-    ``uniform_response`` (``g``'s passage rows), ``node_totals`` (``u``), the longest solve's iterations, seconds."""
+    """One graph version's solve: ``Z`` (None without vectors), ``g``, ``u``, iterations and seconds."""
 
     basis: np.ndarray | None
     uniform_response: np.ndarray
@@ -64,8 +63,7 @@ class SolvedBasis:
 
 def solve_basis(pagerank: PageRankGraph, num_passages: int, passage_vectors: np.ndarray | None = None,
                 tol: float = DEFAULT_BASIS_TOL) -> SolvedBasis:
-    """Solve ``Z``, ``g`` and ``u`` for a graph, in column blocks that fit in memory, one per CPU core at a time
-    (the same floats as one block after another)."""
+    """Solve ``Z``, ``g`` and ``u``, in column blocks one per core (the same floats as one after another)."""
     started = time.perf_counter()
     n, damping, m = pagerank.n_nodes, pagerank.damping, pagerank.transition
     dims = 0 if passage_vectors is None else passage_vectors.shape[1]
@@ -193,8 +191,7 @@ class AffineResetPageRank:
 
     def rank(self, seeds: SparseVector, dense: DenseScores, query: np.ndarray, passage_weight: float,
              top_k: int) -> AffineResetScores:
-        """The PageRank of the reset ``seeds`` + ``passage_weight`` times each passage's normalised similarity
-        (``dense`` holding the extremes, and the near rows after an HNSW search), exact on its best ``top_k``."""
+        """The PageRank of ``seeds`` + ``passage_weight`` times each passage's normalised similarity."""
         scale, uniform = dense.normalising(passage_weight)
         q: np.ndarray | None = query
         if dense.near is not None:
@@ -208,8 +205,7 @@ class AffineResetPageRank:
 
     def _add_similarity(self, scores: np.ndarray, scale: float, q: np.ndarray, total: float,
                         top_k: int | None) -> tuple[np.ndarray, np.ndarray | None]:
-        """``(scores + scale * Z q) / total``, exact at least on the rows that can be among the best ``top_k``; and
-        those rows (None: all are exact)."""
+        """``(scores + scale * Z q) / total``, exact on the rows that can make the top ``k``; those rows."""
         basis = self.basis_products
         assert basis is not None
         if top_k is None:
@@ -239,8 +235,7 @@ class AffineResetPageRank:
 
     def _walk_seeds(self, seeds: SparseVector, seed_mass: float, seed_total: float, reset_mass: float,
                     settle: tuple[float, int] | None = None) -> tuple[SparseVector, float]:
-        """``z(seeds)`` (summing to ``seed_total``) and a bound on its L1 error; with ``settle`` (``uniform``, ``k``)
-        on an undirected pushed graph, stopped once the best ``k`` passages are certain."""
+        """``z(seeds)`` and a bound on its L1 error; with ``settle``, stopped once the best ``k`` are certain."""
         if seed_mass <= 0:
             return SparseVector.empty(), 0.0
         damping = self.pagerank.damping
@@ -270,15 +265,13 @@ class AffineResetPageRank:
 
 
 def _seed_walk(pushed: SparsePush, damping: float, factor: float) -> SparseVector:
-    """``z(seeds)`` from a push of the seeds scaled to mass 1 (``factor`` scales it back), plus the remainder's first
-    term ``(1 - d) r`` (at most ``d |r|`` left out; a seed too light to push stays where it is)."""
+    """``z(seeds)`` from a push scaled to mass 1, plus the remainder's first term ``(1 - d) r``."""
     estimate = pushed.estimate.values + (1.0 - damping) * pushed.remainder.values
     return SparseVector(pushed.estimate.nodes, estimate * factor)
 
 
 def _top_settled(base: np.ndarray, walked: SparseVector, slack: np.ndarray, k: int) -> bool:
-    """Whether the best ``k`` passages of ``base + z(seeds)`` and their order are certain, each value being
-    between its estimate in ``walked`` and ``slack`` above it."""
+    """Whether the best ``k`` of ``base + z(seeds)`` and their order are certain within ``slack``."""
     passages = base.shape[0]
     walked_passages, _ = walked.split(passages)
     lower = base.copy()
@@ -307,8 +300,7 @@ def _check_solved(solved: SolvedBasis, n: int, num_passages: int, dims: int | No
 
 
 def _solve(m, damping: float, rhs: np.ndarray, n: int, tol: float) -> tuple[np.ndarray, int]:
-    """``X = (I - damping * m)^-1 R`` by Jacobi iteration (``R``: ``rhs`` padded with zero rows to ``n``); each
-    iteration shrinks the error by ``damping`` (in L1 for ``M``, in its largest entry for ``M.T``)."""
+    """``(I - damping * m)^-1 R`` by Jacobi iteration, ``R`` being ``rhs`` padded to ``n`` rows."""
     rows = rhs.shape[0]
     x = np.zeros((n, rhs.shape[1]))
     x[:rows] = rhs

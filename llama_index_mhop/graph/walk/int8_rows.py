@@ -42,8 +42,7 @@ def largest_magnitude(values: np.ndarray) -> float:
 
 @dataclass(frozen=True)
 class Estimate:
-    """Every row's product with one query, each within its bound: ``|exact_i - values_i| <= bounds(rows)_i
-    <= max_bound`` (``max_bound`` 0: the values are the exact products)."""
+    """Every row's product with one query: ``|exact - values| <= bounds(rows) <= max_bound`` (0: exact)."""
 
     values: np.ndarray
     max_bound: float = 0.0
@@ -199,8 +198,7 @@ class Int8Rows(ExactRows):
 
 def row_products(matrix: np.ndarray, int8_min_rows: int, codes_folder: Path | None = None,
                  codes_kind: str = "int8") -> ExactRows:
-    """:class:`Int8Rows` for a ``matrix`` of ``int8_min_rows`` rows or more where torch's kernel holds its bound,
-    else :class:`ExactRows`."""
+    """:class:`Int8Rows` from ``int8_min_rows`` rows where torch's kernel holds its bound, else exact."""
     if matrix.shape[0] >= max(1, int8_min_rows):
         try:
             return Int8Rows(matrix, codes_folder, codes_kind)

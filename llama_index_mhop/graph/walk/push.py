@@ -32,8 +32,7 @@ class SparsePush:
 
 
 class PushScratch:
-    """Zeroed arrays of one graph's size lent to one push at a time, which zeroes where it wrote (fresh ones would
-    cost a page fault per 4 KB at every query)."""
+    """Zeroed arrays lent to one push at a time (fresh ones cost a page fault per 4 KB per query)."""
 
     def __init__(self, size: int) -> None:
         self.size = size
@@ -102,8 +101,7 @@ def push_sparse(transition: sparse.csr_matrix, walk: sparse.csr_matrix, threshol
 
 
 def _rows_of(matrix: sparse.csr_matrix, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The column indices and values of ``rows`` of a CSR matrix and each row's entry count (``matrix[rows]``
-    without building a matrix, which costs more on small rounds)."""
+    """The column indices, values and entry counts of ``rows`` of a CSR matrix, without building one."""
     starts = matrix.indptr[rows]
     counts = matrix.indptr[rows + 1] - starts
     # position k of row j's run is starts[j] + k: one arange, shifted per run
