@@ -25,34 +25,20 @@ if TYPE_CHECKING:
     from .reader import HippoGraphReader
     from .walk.exact import DEFAULT_DAMPING, DEFAULT_MAX_ITER, DEFAULT_TOL, PageRankGraph
 
-
 __all__ = ["DEFAULT_DAMPING", "DEFAULT_MAX_ITER", "DEFAULT_TOL", "EmptyIndexError", "ExtractEntitiesAndTriples",
            "HippoGraphIndex", "HippoGraphIndexConfig", "HippoGraphReader", "KnowledgeGraph", "OpenIEExtractor",
            "OpenIEFileError", "PageRankGraph", "StoredOpenIE", "UnknownDocumentError", "entity_key", "export_openie",
            "extract_llm_free", "read_openie", "title_entities", "write_openie"]
 
 #: Where each exported name lives (the module, relative to this package).
-_EXPORTS = {
-    "ExtractEntitiesAndTriples": ".extraction",
-    "OpenIEExtractor": ".extraction",
-    "entity_key": ".extraction",
-    "extract_llm_free": ".extraction",
-    "title_entities": ".extraction",
-    "EmptyIndexError": ".index",
-    "HippoGraphIndex": ".index",
-    "UnknownDocumentError": ".index",
-    "HippoGraphIndexConfig": ".index_config",
-    "KnowledgeGraph": ".knowledge_graph",
-    "export_openie": ".openie_file",
-    "OpenIEFileError": ".openie_file",
-    "StoredOpenIE": ".openie_file",
-    "read_openie": ".openie_file",
-    "write_openie": ".openie_file",
-    "HippoGraphReader": ".reader",
-    "DEFAULT_DAMPING": ".walk.exact",
-    "DEFAULT_MAX_ITER": ".walk.exact",
-    "DEFAULT_TOL": ".walk.exact",
-    "PageRankGraph": ".walk.exact",
-}
+_EXPORTS = {name: module for module, names in {
+    ".extraction": ("ExtractEntitiesAndTriples", "OpenIEExtractor", "entity_key", "extract_llm_free", "title_entities"),
+    ".index": ("EmptyIndexError", "HippoGraphIndex", "UnknownDocumentError"),
+    ".index_config": ("HippoGraphIndexConfig",),
+    ".knowledge_graph": ("KnowledgeGraph",),
+    ".openie_file": ("export_openie", "OpenIEFileError", "StoredOpenIE", "read_openie", "write_openie"),
+    ".reader": ("HippoGraphReader",),
+    ".walk.exact": ("DEFAULT_DAMPING", "DEFAULT_MAX_ITER", "DEFAULT_TOL", "PageRankGraph"),
+}.items() for name in names}
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

@@ -1,18 +1,10 @@
 """Open information extraction for the HippoRAG 2 memory: named entities and (subject, predicate, object) triples.
 
-HippoRAG 2 builds its graph from an LLM's OpenIE of every passage (one call returns its entities and triples):
-here a DSPy module (:class:`ExtractEntitiesAndTriples`, retried with backoff) with an LLM-free extractor as default
-and fallback (:func:`extract_llm_free`), built for encyclopedic text, where a passage is about its title:
-
-* the title entity: the title without a parenthetical ("Lover Come Back (1961 film)" gives "Lover Come Back"),
-  plus the head of a comma title ("Laie, Hawaii" also gives "Laie");
-* entity spans (:func:`llama_index_mhop.rules.text.entity_spans`) and full dates ("1 October 1943");
-* triples linking the sentence's subject (the title entity, unless the sentence opens with another entity) to
-  each other entity of the sentence, the words before the object as predicate ("... directed by Delbert Mann"
-  gives ("Lover Come Back", "directed by", "Delbert Mann")).
-
-Entities are compared by :func:`entity_key` (accents folded, lowercase, no punctuation, leading article or
-possessive), so "Delbert Mann's" in one passage and the title "Delbert Mann" of another are one node.
+One LM call per passage (:class:`OpenIEModule`, retried with backoff), with an LLM-free extractor for encyclopedic
+text as default and fallback (:func:`extract_llm_free`): the title entities (:func:`title_entities`), entity spans
+and full dates, and triples linking each sentence's subject (the title entity, unless the sentence opens with
+another name) to its other entities, the words before the object as predicate ("... directed by Delbert Mann").
+Entities are compared by :func:`entity_key`, so "Delbert Mann's" and the title "Delbert Mann" are one node.
 """
 
 from __future__ import annotations
@@ -66,15 +58,13 @@ _DATE = re.compile(rf"\b(?:\d{{1,2}} (?:{_MONTHS})(?:,? \d{{4}})?|(?:{_MONTHS}) 
                    rf"|(?:{_MONTHS}) \d{{4}})\b")
 _WORDS = re.compile(r"[A-Za-z][A-Za-z'’\-]*")
 # Words that carry a relation: a predicate starts at the last of them before the object.
-_VERBS = frozenset(
-    """is was are were be been being has had have became become becomes won wins wrote writes made makes
-    married founded plays played stars starred starring includes included include located born died known
+_VERBS = frozenset("""is was are were be been being has had have became become becomes won wins wrote writes made
+    makes married founded plays played stars starred starring includes included include located born died known
     called named based directed written produced released published owned formed led leads served serves
     received features featured hosted created designed developed composed performed recorded signed joined
     moved lived lives works worked studied taught attended graduated elected appointed succeeded preceded
     replaced represents represented belongs belonged contains contained consists consisted borders runs ran
-    flows flowed opened closed built""".split()
-)
+    flows flowed opened closed built""".split())
 _CONJUNCTIONS = frozenset({"and", "or", "but", "nor", "as", "well"})
 
 
@@ -116,14 +106,8 @@ def _names_inside_sentences(text: str) -> set[str]:
 
 
 def _mentions(sentence: str, known: set[str] | None = None) -> list[tuple[int, int, str]]:
-    """(start, end, name) of the sentence's entity mentions, in text order, without overlaps (longest wins).
-
-    A single word opening the sentence ("After", "However", "Films") is capitalised by position only: it is a
-    mention when ``known`` (names seen capitalised inside sentences of the passage, and the title) holds it.
-    """
-    found: list[tuple[int, int, str]] = []
-    for match in _DATE.finditer(sentence):
-        found.append((match.start(), match.end(), match.group(0)))
+    """(start, end, name) of a sentence's mentions, in order, longest first; ``known``: names seen mid-sentence."""
+    found = [(match.start(), match.end(), match.group(0)) for match in _DATE.finditer(sentence)]
     opening = len(sentence) - len(sentence.lstrip("\"“'‘( "))
     for span in entity_spans(sentence):
         name = _clean_span(span)
@@ -151,12 +135,8 @@ def _predicate(gap: str, previous: str | None) -> str:
     if not words or all(w in _CONJUNCTIONS for w in words):
         # "A, B and C": C stands in the same relation as B; with no relation before it, there is no fact.
         return previous or ""
-    start = None
-    for position in range(len(words) - 1, -1, -1):
-        word = words[position]
-        if word in _VERBS or (len(word) > 4 and word.endswith(("ed", "ing"))):
-            start = position
-            break
+    start = next((i for i in range(len(words) - 1, -1, -1)
+                  if words[i] in _VERBS or (len(words[i]) > 4 and words[i].endswith(("ed", "ing")))), None)
     chosen = words[start:] if start is not None else words
     chosen = chosen[-MAX_PREDICATE_WORDS:]
     while len(chosen) > 1 and chosen[0] in _CONJUNCTIONS:
@@ -167,11 +147,8 @@ def _predicate(gap: str, previous: str | None) -> str:
 def extract_llm_free(text: str, title: str | None = None,
                      max_triples: int | None = DEFAULT_MAX_LLM_FREE_TRIPLES) -> Extraction:
     """LLM-free OpenIE for encyclopedic passages: entity names in order of first mention (the ``title``'s first)
-    and subject-centred triples, both without duplicates (by :func:`entity_key`).
-
-    ``max_triples``: keep at most this many triples (None: all), those whose object is a name first: every fact is
-    embedded, and a long cast list or chronology costs time without linking what the entities do not.
-    """
+    and subject-centred triples, both without duplicates (by :func:`entity_key`); at most ``max_triples`` (None:
+    all) triples, those whose object is a name first (a long chronology costs embeddings and links little)."""
     subjects = title_entities(title or "")
     subject_keys = {entity_key(s) for s in subjects}
     entities: dict[str, str] = {}
@@ -242,12 +219,9 @@ def _passage_source(title: str | None, passage: str) -> str:
 
 
 def parse_extraction(prediction: Any, source: str | None = None) -> Extraction:
-    """Validate an LM's extraction; raise :class:`LMOutputError` when it is not usable.
-
-    Entities must be a list of strings, every triple three strings. Names longer than :data:`MAX_ENTITY_CHARS`,
-    predicates longer than :data:`MAX_PREDICATE_CHARS`, and with ``source`` (the passage's title and text) names the
-    source does not hold are dropped: an invented name adds nothing. An answer left with nothing is unusable.
-    """
+    """Validate an LM's extraction (a list of strings, triples of three strings), dropping names longer than
+    :data:`MAX_ENTITY_CHARS`, predicates longer than :data:`MAX_PREDICATE_CHARS` and, with ``source`` (the
+    passage's title and text), invented names; :class:`LMOutputError` when malformed or left with nothing."""
     raw_entities = getattr(prediction, "named_entities", None)
     raw_triples = getattr(prediction, "triples", None)
     if not isinstance(raw_entities, list) or not all(isinstance(e, str) for e in raw_entities):
@@ -283,8 +257,7 @@ def _log_retry(state: RetryCallState) -> None:
 
 
 class OpenIEModule(dspy.Module):
-    """One OpenIE call per passage, retried when the LM fails or answers badly: ``max_attempts`` calls at most,
-    waiting ``backoff_seconds`` before the second, doubled before each further one."""
+    """One OpenIE call per passage, retried (``max_attempts``, backoff doubling from ``backoff_seconds``)."""
 
     def __init__(self, max_attempts: int = DEFAULT_MAX_ATTEMPTS, backoff_seconds: float = DEFAULT_BACKOFF_SECONDS):
         super().__init__()
@@ -295,12 +268,9 @@ class OpenIEModule(dspy.Module):
         self.backoff_seconds = backoff_seconds
 
     def _retrying(self) -> dict[str, Any]:
-        return {
-            "stop": stop_after_attempt(self.max_attempts),
-            "wait": wait_exponential(multiplier=self.backoff_seconds, exp_base=2, min=0, max=float("inf")),
-            "before_sleep": _log_retry,
-            "reraise": True,
-        }
+        wait = wait_exponential(multiplier=self.backoff_seconds, exp_base=2, min=0, max=float("inf"))
+        return {"stop": stop_after_attempt(self.max_attempts), "wait": wait, "before_sleep": _log_retry,
+                "reraise": True}
 
     def _checked(self, prediction: dspy.Prediction, title: str, passage: str) -> dspy.Prediction:
         parse_extraction(prediction, _passage_source(title, passage))  # a malformed answer is retried
@@ -329,14 +299,9 @@ class Extractor(Protocol):
 class OpenIEExtractor:
     """Entities and triples of a passage: the DSPy module when an LM is configured, else the LLM-free rules.
 
-    Every LM call is a :class:`~llama_index_mhop.lm.steps.LMStep`; after ``max_attempts`` failed attempts the
-    passage gets the LLM-free extraction (:attr:`fallback_counts` counts it). Title entities are always added.
-
-    Args:
-        lm: a DSPy LM. llm: a LlamaIndex LLM (pass one or the other; neither means ``dspy.settings.lm`` or none).
-        max_attempts: LM attempts per passage. backoff_seconds: first wait between attempts (doubles).
-        timeout: seconds for all attempts of one passage.
-        program: a compiled :class:`OpenIEModule`, or the path of one saved by :meth:`save_program`.
+    Each LM call is a :class:`~llama_index_mhop.lm.steps.LMStep`; a passage whose ``max_attempts`` all fail (or
+    outlast ``timeout``) gets the LLM-free extraction, counted in :attr:`fallback_counts`. ``lm`` (DSPy) or ``llm``
+    (LlamaIndex), else ``dspy.settings.lm``; ``program``: a compiled :class:`OpenIEModule` or its saved path.
     """
 
     def __init__(self, lm: Any = None, llm: Any = None, max_attempts: int = DEFAULT_MAX_ATTEMPTS,
@@ -359,7 +324,6 @@ class OpenIEExtractor:
         return current_lm(self.lm) is not None
 
     def _step(self, text: str, title: str | None) -> LMStep[Extraction]:
-        """The OpenIE step of one passage (called with :meth:`_inputs`)."""
         return LMStep(EXTRACTION_STEP, self.program, partial(parse_extraction, source=_passage_source(title, text)),
                       lambda: extract_llm_free(text, title), self.fallback_counts, self.timeout)
 

@@ -1,9 +1,8 @@
 """The three Chroma collections of a graph index (passages, entities, facts) and the embedder that fills them.
 
-Record ids derive from content (``stores.stable_id``), so storing a text twice adds nothing; Chroma is read and
-written in batches. The passage collection is a LlamaIndex ``ChromaVectorStore`` collection (it opens as a
-``VectorStoreIndex``). Two indexes in one store never share a collection: a new index's collection names carry its
-index id (:func:`index_prefix`) and its collections name their owner in their metadata (older ones name none).
+Record ids derive from content (``stores.corpus.stable_id``), so storing a text twice adds nothing. The passage
+collection is a LlamaIndex ``ChromaVectorStore``'s. Two indexes in one store never share a collection: a new
+index's collection names carry its index id (:func:`index_prefix`) and its collections name their owner.
 """
 
 from __future__ import annotations
@@ -14,9 +13,9 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -28,8 +27,6 @@ from ..stores.chroma_batches import CHROMA_BATCH, delete_ids, existing_ids, get_
 from ..stores.dimension_check import check_embedding_dimension
 from ..stores.embed_dtype import EmbedDType, check_embed_dtype, embedding_dtype
 from ..stores.search import read_guarded, version_marker
-
-T = TypeVar("T")
 
 __all__ = ["CHROMA_DIR", "DEFAULT_SHORT_TEXT_BATCH_SIZE", "DEFAULT_SHORT_TEXT_DTYPE", "GraphStores", "client_mode",
            "collection_passages", "fact_text", "index_prefix", "missing_collections", "private_client",
@@ -64,11 +61,7 @@ def missing_collections(client: Any, prefix: str) -> list[str]:
 
 
 def vector_index_collection(vector_index: Any) -> Any:
-    """The Chroma collection a ``VectorStoreIndex`` keeps its nodes in.
-
-    Raises:
-        TypeError: the index does not keep its nodes in Chroma.
-    """
+    """The Chroma collection a ``VectorStoreIndex`` keeps its nodes in (a ``TypeError`` when not in Chroma)."""
     store = vector_index.vector_store
     if not isinstance(store, ChromaVectorStore):
         raise TypeError(f"from_vector_index needs a VectorStoreIndex over Chroma, got one over {type(store).__name__}")
@@ -112,19 +105,14 @@ def _persistent_client(path: Path) -> Any:
 
 
 def private_client() -> Any:
-    """A Chroma store of this process alone, in a temporary directory removed at exit.
-
-    Not ``chromadb.EphemeralClient``: the in-memory clients of a process share one Chroma system, which refuses a
-    second client with other settings, so ours would clash with the app's and share its collections.
-    """
+    """A Chroma store of this process alone, removed at exit (in-memory clients share one Chroma system)."""
     path = Path(tempfile.mkdtemp(prefix="mhop-hippo-"))
     atexit.register(shutil.rmtree, path, ignore_errors=True)
     return _persistent_client(path)
 
 
 def resolve_client(chroma_client: Any, persist_dir: str | os.PathLike[str] | None) -> tuple[Any, str]:
-    """The client to use and its mode: the given one, else ``persist_dir/chroma``, else a private store whose
-    data is copied out on persist (mode "ephemeral")."""
+    """The client and its mode: the given one, else ``persist_dir/chroma``, else a private ephemeral store."""
     if chroma_client is not None:
         return chroma_client, client_mode(chroma_client)
     if persist_dir is not None:
@@ -133,14 +121,12 @@ def resolve_client(chroma_client: Any, persist_dir: str | os.PathLike[str] | Non
 
 
 def index_prefix(name: str, index_id: str) -> str:
-    """The collection prefix of a new index: its name and a digest of its index id, so that two indexes of one name
-    in one Chroma store (the default name, say) never share a collection."""
+    """The collection prefix of a new index: its name and a digest of its index id."""
     return f"{name}_{hashlib.sha256(index_id.encode()).hexdigest()[:12]}"
 
 
 def saved_client(chroma_client: Any, kind: str, root: Path) -> tuple[Any, str]:
-    """The client of a saved index and its mode: the given one, else ``root/chroma`` for a "local" index, else
-    the configured default (a server, or ``./.mhop/chroma``) for an index in a Chroma the user named."""
+    """A saved index's client and mode: the given one, ``root/chroma`` (a "local" index), or the default."""
     if chroma_client is not None:
         return chroma_client, client_mode(chroma_client)
     if kind == "local":
@@ -153,38 +139,21 @@ def saved_client(chroma_client: Any, kind: str, root: Path) -> tuple[Any, str]:
 
 
 class GraphStores:
-    """The ``{name}_passages``, ``{name}_entities`` and ``{name}_facts`` collections of one Chroma client.
+    """The ``{prefix}_passages``, ``{prefix}_entities`` and ``{prefix}_facts`` collections of one Chroma client.
 
-    An entity or fact record is its id and vector alone (its name or triple is in the graph): Chroma indexes every
-    document and metadata key it is given, and with them a record took twice as long to write.
-
-    Args:
-        client: the Chroma client. name: the index's name. embed_model: the embedder of all three collections.
-        short_text_batch_size: embedding batch size for entity names and facts (None: the embedder's own).
-        short_text_dtype: "bfloat16" (where the CPU has it natively, :mod:`llama_index_mhop.stores.embed_dtype`)
-            or "float32" for entity names and facts; passages and queries are always float32.
-        mode: "ephemeral" (in-memory, copied out on persist), "local" (``persist_dir/chroma``) or "external".
-        prefix: the collections' prefix (default: the name).
-        owner: the index id recorded in the collections it creates; one recorded as another index's is refused
-            (None: neither, for a reader).
-
-    Attributes:
-        passage_source: a passage collection of the same store the index reads in place (None: none,
-            :meth:`read_passages_from`); a passage there is neither embedded nor copied, and never written or
-            deleted by the index: its vector index owns it.
-
-    Raises:
-        ValueError: a name Chroma would refuse as a collection prefix, or a collection owned by another index.
+    An entity or fact record is its id and vector alone (with documents and metadata, which Chroma indexes, it took
+    twice as long to write). ``mode``: "ephemeral" (copied out on persist), "local" or "external"; ``owner``: the
+    index id its collections record (another's is refused; None: neither, for a reader); :attr:`passage_source`: a
+    passage collection of the same store read in place, never embedded, copied, written or deleted (None: none).
+    A ``ValueError`` for a name Chroma would refuse as a collection prefix, or a collection another index owns.
     """
 
     def __init__(self, client: Any, name: str, embed_model: BaseEmbedding, short_text_batch_size: int | None,
                  mode: str, prefix: str | None = None,
                  short_text_dtype: EmbedDType = DEFAULT_SHORT_TEXT_DTYPE, owner: str | None = None) -> None:
         if not isinstance(name, str) or not _NAME.match(name):
-            raise ValueError(
-                f"index name {name!r} must be 3-480 characters of letters, digits, '.', '_' or '-', starting and "
-                "ending with a letter or digit (it prefixes the Chroma collection names)"
-            )
+            raise ValueError(f"index name {name!r} must be 3-480 characters of letters, digits, '.', '_' or '-', "
+                             "starting and ending with a letter or digit (it prefixes the Chroma collection names)")
         self.name = name
         self.prefix = prefix or name
         self.owner = owner
@@ -207,8 +176,7 @@ class GraphStores:
         super().__setattr__(name, value)
 
     def _owned(self, client: Any, name: str) -> Any:
-        """The collection ``name`` of ``client`` (created, naming :attr:`owner`, when missing), refused when its
-        metadata names another index."""
+        """The collection ``name`` of ``client`` (created naming :attr:`owner`), unless another index owns it."""
         metadata = _SPACE if self.owner is None else {**_SPACE, OWNER_KEY: self.owner}
         collection = client.get_or_create_collection(name, metadata=metadata)
         other = (collection.metadata or {}).get(OWNER_KEY)
@@ -223,12 +191,8 @@ class GraphStores:
             names["passage_source"] = self.passage_source.name
         return names
 
-    # ------------------------------------------------------------------ passages held in place
-
     def read_passages_from(self, collection: Any) -> bool:
-        """Read the passages ``collection`` holds in place when it belongs to this index's Chroma store (a vector
-        index's collection beside the graph): True. From another store they cannot be read later, so the index
-        copies them as it stores them: False."""
+        """Read ``collection`` in place if it is in this index's Chroma store (True), else copy its passages."""
         from chromadb.errors import NotFoundError
 
         try:
@@ -240,11 +204,10 @@ class GraphStores:
         return same_store
 
     def source_nodes(self, ids: Sequence[str]) -> list[TextNode]:
-        """The passage nodes of ``ids`` held in :attr:`passage_source`, in ``ids``' order, without vectors (the
-        source keeps them: the index reads them in place)."""
+        """The passage nodes of ``ids`` held in :attr:`passage_source`, in ``ids``' order, without vectors."""
         if self.passage_source is None or not ids:
             return []
-        rows = self._read_source(lambda source: get_records(source, ids, ["documents", "metadatas"]))
+        rows = self._source_records(ids, ["documents", "metadatas"])
         return [_node(i, rows[i]["documents"], rows[i]["metadatas"]) for i in ids if i in rows]
 
     def passage_collections(self) -> list[Any]:
@@ -256,26 +219,20 @@ class GraphStores:
         return set(self.passage_records(ids, []))
 
     def passage_records(self, ids: Sequence[str], include: list[str]) -> dict[str, dict[str, Any]]:
-        """``{id: {field: value}}`` of the passages found, from the source read in place first (a passage both
-        hold is the vector index's node, metadata included, as that index returns it), then the own collection."""
+        """``{id: {field: value}}`` of the passages found, from the source read in place first, then its own."""
         rows: dict[str, dict[str, Any]] = {}
         if self.passage_source is not None:
-            rows.update(self._read_source(lambda source: get_records(source, ids, include)))
+            rows.update(self._source_records(ids, include))
         rows.update(get_records(self.passages, [i for i in ids if i not in rows], include))
         return rows
 
-    def _read_source(self, read: Callable[[Any], T]) -> T:
-        """``read(passage_source)`` at one whole version of it, as the vector index's own searches read it
-        (:func:`~llama_index_mhop.stores.search.read_guarded`)."""
+    def _source_records(self, ids: Sequence[str], include: list[str]) -> dict[str, dict[str, Any]]:
+        """:attr:`passage_source`'s records at one whole version of it (:func:`~..stores.consistency.read_guarded`)."""
         source = self.passage_source
-        return read_guarded(source, self._source_marker, lambda: read(source))
+        return read_guarded(source, self._source_marker, lambda: get_records(source, ids, include))
 
     def check_embedding_dimension(self) -> None:
-        """Refuse an embedder whose vectors have another dimension than the collections' (before any write).
-
-        Raises:
-            EmbeddingDimensionError: one line naming both dimensions and the fix.
-        """
+        """Refuse (``EmbeddingDimensionError``) an embedder of another dimension than the collections'."""
         for collection in (*self.passage_collections(), self.facts, self.entities):
             check_embedding_dimension(collection, self.embed_model)
 
@@ -283,25 +240,20 @@ class GraphStores:
         """Passage records the index can read (its own and, when it reads one in place, the source's)."""
         return sum(collection.count() for collection in self.passage_collections())
 
-    # ------------------------------------------------------------------ embedding
-
     def _short_text_embedder(self) -> BaseEmbedding:
-        """The embedder with ``short_text_batch_size`` (a shallow copy sharing the model): a batch of LlamaIndex's
-        usual 10 short texts is mostly per-call overhead (``benchmarks/short_text_batch.py``)."""
-        model = self.embed_model
-        if self.short_text_batch_size and getattr(model, "embed_batch_size", None) not in (None,
-                                                                                          self.short_text_batch_size):
-            if self._short_embedder is None:
-                try:
-                    self._short_embedder = model.model_copy(update={"embed_batch_size": self.short_text_batch_size})
-                except Exception:  # an embedder that cannot be copied keeps its own batch size
-                    self._short_embedder = model
-            return self._short_embedder
-        return model
+        """The embedder with ``short_text_batch_size`` (``benchmarks/short_text_batch.py``)."""
+        model, size = self.embed_model, self.short_text_batch_size
+        if not size or getattr(model, "embed_batch_size", None) in (None, size):
+            return model
+        if self._short_embedder is None:
+            try:
+                self._short_embedder = model.model_copy(update={"embed_batch_size": size})
+            except Exception:  # an embedder that cannot be copied keeps its own batch size
+                self._short_embedder = model
+        return self._short_embedder
 
     def embed(self, texts: Sequence[str], short: bool = False) -> np.ndarray:
-        """Embed texts, longest first so each batch pads little, and return rows in the input order (short texts,
-        entity names and facts, in :attr:`short_text_dtype`)."""
+        """Embed texts longest first (batches pad little), rows in input order; ``short``: names and facts."""
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
@@ -312,23 +264,17 @@ class GraphStores:
         out[order] = np.asarray(vectors, dtype=np.float32)
         return out
 
-    # ------------------------------------------------------------------ writing
-
     def store_entities(self, ids: list[str], keys: dict[str, str]) -> dict[str, np.ndarray]:
-        """Embed and store the entities not yet stored (one left by an interrupted run is reused, not embedded
-        again); return every given entity's vector."""
-        vectors_by_id: dict[str, np.ndarray] = {}
+        """Embed and store the entities not yet stored (one an interrupted run left is reused); every one's vector."""
         if not ids:
-            return vectors_by_id
+            return {}
         stored = get_records(self.entities, ids, ["embeddings"])
-        for entity_id, row in stored.items():
-            vectors_by_id[entity_id] = np.asarray(row["embeddings"], dtype=np.float32)
+        vectors_by_id = {e: np.asarray(row["embeddings"], dtype=np.float32) for e, row in stored.items()}
         missing = [e for e in ids if e not in stored]
-        if not missing:
-            return vectors_by_id
-        vectors = self.embed([keys[e] for e in missing], short=True)
-        upsert_vectors(self.entities, missing, vectors)
-        vectors_by_id.update(zip(missing, vectors, strict=True))
+        if missing:
+            vectors = self.embed([keys[e] for e in missing], short=True)
+            upsert_vectors(self.entities, missing, vectors)
+            vectors_by_id.update(zip(missing, vectors, strict=True))
         return vectors_by_id
 
     def store_facts(self, ids: list[str], texts: dict[str, tuple[str, str, str]]) -> None:
@@ -337,14 +283,11 @@ class GraphStores:
             return
         stored = existing_ids(self.facts, ids)  # once: a fact stored by an interrupted run is not embedded again
         missing = [f for f in ids if f not in stored]
-        if not missing:
-            return
-        upsert_vectors(self.facts, missing, self.embed([fact_text(*texts[f]) for f in missing], short=True))
+        if missing:
+            upsert_vectors(self.facts, missing, self.embed([fact_text(*texts[f]) for f in missing], short=True))
 
     def store_passages(self, nodes: Sequence[TextNode]) -> None:
-        """Store the passage nodes the index does not yet hold (in its own collection or in place in
-        :attr:`passage_source`), with their metadata, through ``ChromaVectorStore``: a node that carries its
-        embedding (from another index) is stored with it, the others are embedded."""
+        """Store the passage nodes the index does not hold, embedding those that carry no embedding."""
         held = self.held_passages([n.node_id for n in nodes])
         missing = [n for n in nodes if n.node_id not in held]
         if not missing:
@@ -358,16 +301,13 @@ class GraphStores:
             node.embedding = None
 
     def delete(self, passages: Sequence[str], entities: Sequence[str], facts: Sequence[str]) -> None:
-        """Delete records from the three collections (passages first: nothing then points to a deleted record).
-        A passage held in :attr:`passage_source` stays there: its vector index owns it."""
+        """Delete records from the three collections, passages first (nothing then points to a deleted record)."""
         delete_ids(self.passages, passages)
         delete_ids(self.facts, facts)
         delete_ids(self.entities, entities)
 
     def copy_to(self, path: Path, passage_ids: Sequence[str] = ()) -> None:
-        """Copy the three collections into a persistent Chroma store at ``path`` and use it from now on; of the
-        passages held in :attr:`passage_source`, ``passage_ids`` are copied into the own passage collection (a
-        store of its own no longer reads another's in place)."""
+        """Copy the collections (and ``passage_ids`` of :attr:`passage_source`) to a new store at ``path``."""
         client = _persistent_client(path)
         fields = ["embeddings", "documents", "metadatas"]
 

@@ -1,9 +1,7 @@
 """``HippoGraphIndex``: HippoRAG 2's memory (passages, entities, facts and their graph) over Chroma.
 
-HippoRAG 2 (Gutiérrez et al., 2025) embeds every passage, reads it once by OpenIE (:mod:`.extraction`), embeds its
-entities and facts, and links them in one graph (:mod:`.knowledge_graph`) that ``HippoGraphRetriever`` walks.
-This module is what a query reads: the index's settings, stores and graph as plain attributes, its query state and
-its retriever and engines. How it is built and changed is :mod:`.index_verbs` (over :mod:`.writer`).
+This module is what a query reads: the index's settings, stores and graph, its query state, retriever and engines.
+How it is built and changed is :mod:`.index_verbs` (over :mod:`.writer`).
 """
 
 from __future__ import annotations
@@ -84,9 +82,7 @@ def chat_engine(retriever: BaseRetriever, chat_mode: Any = "condense_plus_contex
                 **kwargs: Any) -> BaseChatEngine:
     """A chat engine answering from ``retriever``: ``"condense_plus_context"`` (a follow-up is condensed into a
     standalone question first; also ``ChatMode.BEST``) or ``"context"``; ``kwargs`` are its ``from_defaults``'s.
-
-    Raises:
-        ValueError: another chat mode, or no ``llm`` and no ``Settings.llm``.
+    A ``ValueError`` for another chat mode, or no ``llm`` and no ``Settings.llm``.
     """
     from llama_index.core.chat_engine import CondensePlusContextChatEngine, ContextChatEngine
 
@@ -102,48 +98,43 @@ def chat_engine(retriever: BaseRetriever, chat_mode: Any = "condense_plus_contex
 
 
 class GraphEngines:
-    """``as_retriever`` / ``as_query_engine`` / ``as_chat_engine`` of a graph a ``HippoGraphRetriever`` searches
-    (a :class:`~.retrieval_source.RetrievalSource`: the index, or a reader of it)."""
+    """The retriever and engines of a :class:`~.retrieval_source.RetrievalSource` (the index, or a reader of it)."""
 
     def as_retriever(self, **kwargs: Any) -> HippoGraphRetriever:
-        """A ``HippoGraphRetriever`` over this graph; ``kwargs`` are its arguments (``similarity_top_k=5``, the
-        other ``HippoGraphConfig`` settings, ``fact_filter``, ``lm``...)."""
+        """A ``HippoGraphRetriever`` over this graph; ``kwargs`` are its arguments (``similarity_top_k``, ...)."""
         from ..components.hippo_graph import HippoGraphRetriever
 
         return HippoGraphRetriever(index=self, **kwargs)
 
     def as_query_engine(self, llm: Any = None, **kwargs: Any) -> RetrieverQueryEngine:
-        """A ``RetrieverQueryEngine`` over this graph's retriever (:func:`query_engine`); ``kwargs`` are retriever
-        arguments and ``RetrieverQueryEngine.from_args`` arguments."""
+        """:func:`query_engine` over this graph's retriever; ``kwargs``: retriever and ``from_args`` arguments."""
         return query_engine(self._retriever_from(kwargs), llm, **kwargs)
 
     def as_chat_engine(self, chat_mode: str = "condense_plus_context", llm: Any = None,
                        **kwargs: Any) -> BaseChatEngine:
-        """A chat engine over this graph's retriever (:func:`chat_engine`); ``kwargs`` are retriever arguments and
-        the chat engine's ``from_defaults`` arguments (``system_prompt``, ``memory``, ...)."""
+        """:func:`chat_engine` over this graph's retriever; ``kwargs``: retriever and ``from_defaults`` arguments."""
         return chat_engine(self._retriever_from(kwargs), chat_mode, llm, **kwargs)
 
     def _retriever_from(self, kwargs: dict[str, Any]) -> HippoGraphRetriever:
-        """The retriever built from the retriever arguments among an engine's ``kwargs`` (taken out of them)."""
         from ..components.hippo_graph import HippoGraphRetriever
 
         return self.as_retriever(**{k: kwargs.pop(k) for k in list(kwargs) if k in HippoGraphRetriever.ARGUMENTS})
 
 
+def _config_view(name: str) -> property:
+    return property(lambda self: getattr(self.config, name), doc=f"The ``{name}`` setting (:attr:`config`).")
+
+
+def _stores_view(name: str, doc: str) -> property:
+    return property(lambda self: getattr(self.stores, name), doc=doc)
+
+
 class HippoGraphIndex(IndexVerbs, GraphEngines, BaseIndex[HippoGraphStruct]):
     """HippoRAG 2's memory over Chroma: passage, entity and fact collections and the knowledge graph.
 
-    A LlamaIndex index: its struct lives in a ``StorageContext``'s index store, its passage collection is the
-    context's vector store, and ``load_index_from_storage`` reopens it. The graph's tables and arrays, with the
-    hashes of its documents (:attr:`document_hashes`, apart from the context's docstore, which another index may
-    share), are saved beside LlamaIndex's files in ``persist_dir``.
-
-    Build one with :meth:`from_documents`, reopen it with :meth:`from_persist_dir`, change it with LlamaIndex's
-    verbs and query it with :meth:`as_retriever`, :meth:`as_query_engine` or :meth:`as_chat_engine`.
-
-    Attributes:
-        config, name, graph, stores, extractor: its settings, name, knowledge graph, collections and OpenIE.
-        fact_filter_program: a compiled fact filter program its retrievers start from (persisted; None: none).
+    A LlamaIndex index (``load_index_from_storage`` reopens it), its graph and document hashes saved beside
+    LlamaIndex's files in ``persist_dir``. Attributes: ``config``, ``name``, ``graph``, ``stores``, ``extractor``,
+    and ``fact_filter_program``, the compiled fact filter its retrievers start from (persisted; None: none).
 
     Example:
         >>> index = HippoGraphIndex.from_documents(documents, persist_dir="./hippo")  # doctest: +SKIP
@@ -162,20 +153,11 @@ class HippoGraphIndex(IndexVerbs, GraphEngines, BaseIndex[HippoGraphStruct]):
         callback_manager: CallbackManager | None = None, **settings: Any,
     ) -> None:
         """An index over ``graph`` (default: an empty one) in ``chroma_client``'s collections, or, given a saved
-        index's ``index_struct`` and no graph (``load_index_from_storage``), the saved index reopened.
-
-        Args:
-            nodes: passage nodes to index at once (:meth:`insert_nodes`).
-            config: the index's settings, or give them as keywords (``**settings``). A saved index keeps those it
-                was built with, and a given ``graph`` its own synonymy settings.
-            persist_dir: where the index is saved; for a saved index, the folder its storage context was read from
-                (required: the context does not record it).
-            The other arguments are :meth:`from_documents`'s.
-
-        Raises:
-            FileNotFoundError: a saved index's folder holds no index.
-            ValueError: a setting unknown or out of range, a saved struct without ``persist_dir``, or a store
-                without a saved index's collections.
+        index's ``index_struct`` and no graph (``load_index_from_storage``), the saved index reopened from
+        ``persist_dir`` (required then). ``nodes`` are indexed at once; ``config`` or ``**settings``: the settings
+        (a saved index keeps those it was built with, a given ``graph`` its own synonymy settings). The other
+        arguments are :meth:`from_documents`'s. Raises ``FileNotFoundError`` for a folder without a saved index,
+        ``ValueError`` for a bad setting, a saved struct without ``persist_dir``, or a store without its collections.
         """
         from ..stores.defaults import resolve_embed_model  # the defaults layer, only once it is needed
 
@@ -224,8 +206,7 @@ class HippoGraphIndex(IndexVerbs, GraphEngines, BaseIndex[HippoGraphStruct]):
             self.insert_nodes(nodes)
 
     def _in_storage(self, storage_context: StorageContext | None) -> StorageContext:
-        """The given storage context, else one of its own; the passage collection is its vector store unless it
-        has one."""
+        """The given storage context (the passage collection its vector store unless it has one), else its own."""
         if storage_context is None:
             return StorageContext(docstore=SimpleDocumentStore(), index_store=SimpleIndexStore(),
                                   vector_stores={DEFAULT_VECTOR_STORE: self.stores.vector_store},
@@ -234,57 +215,22 @@ class HippoGraphIndex(IndexVerbs, GraphEngines, BaseIndex[HippoGraphStruct]):
             storage_context.add_vector_store(self.stores.vector_store, DEFAULT_VECTOR_STORE)
         return storage_context
 
-    # ------------------------------------------------------------------ stores and counts
-
-    @property
-    def embed_model(self) -> BaseEmbedding:
-        """The embedder of passages, entities, facts and queries (its stores')."""
-        return self.stores.embed_model
-
     @property
     def persist_dir(self) -> Path | None:
         """Where the index is saved (None: kept in memory); every change saves it there."""
         return self._writer.persist_dir
 
-    @property
-    def chunk_size(self) -> int:
-        return self.config.chunk_size
-
-    @property
-    def chunk_overlap(self) -> int:
-        return self.config.chunk_overlap
-
-    @property
-    def insert_batch_size(self) -> int:
-        return self.config.insert_batch_size
-
-    @property
-    def num_workers(self) -> int:
-        return self.config.num_workers
-
-    @property
-    def show_progress(self) -> bool:
-        return self.config.show_progress
-
-    @property
-    def exact_synonymy_max_entities(self) -> int:
-        return self.config.exact_synonymy_max_entities
-
-    @property
-    def chroma_client(self) -> Any:
-        return self.stores.client
-
-    @property
-    def passages_collection(self) -> Any:
-        return self.stores.passages
-
-    @property
-    def entities_collection(self) -> Any:
-        return self.stores.entities
-
-    @property
-    def facts_collection(self) -> Any:
-        return self.stores.facts
+    chunk_size = _config_view("chunk_size")
+    chunk_overlap = _config_view("chunk_overlap")
+    insert_batch_size = _config_view("insert_batch_size")
+    num_workers = _config_view("num_workers")
+    show_progress = _config_view("show_progress")
+    exact_synonymy_max_entities = _config_view("exact_synonymy_max_entities")
+    embed_model = _stores_view("embed_model", "The embedder of passages, entities, facts and queries.")
+    chroma_client = _stores_view("client", "The Chroma client of its collections.")
+    passages_collection = _stores_view("passages", "Its own passage collection.")
+    entities_collection = _stores_view("entities", "Its entity collection.")
+    facts_collection = _stores_view("facts", "Its fact collection.")
 
     @property
     def vector_store(self) -> ChromaVectorStore:
@@ -310,12 +256,7 @@ class HippoGraphIndex(IndexVerbs, GraphEngines, BaseIndex[HippoGraphStruct]):
                 "chroma_facts": stores.facts.count(), "graph_nodes": graph.num_nodes, "graph_edges": graph.num_edges}
 
     def persist(self, persist_dir: str | os.PathLike[str] | None = None) -> Path:
-        """Write the config, the graph and the LM programs (for an in-memory index, Chroma too) to ``persist_dir``
-        (default: its own); the directory written.
-
-        Raises:
-            ValueError: no directory given and none set.
-        """
+        """Write the index (its own folder by default; for an in-memory index Chroma too); the folder."""
         target = Path(persist_dir) if persist_dir is not None else self.persist_dir
         if target is None:
             raise ValueError("persist() needs a directory: pass persist_dir=")
@@ -327,15 +268,10 @@ class HippoGraphIndex(IndexVerbs, GraphEngines, BaseIndex[HippoGraphStruct]):
             save_lm_programs(target, self.extractor, self.fact_filter_program)
         return target
 
-    # ------------------------------------------------------------------ what a query reads
-
     def retrieval_state(self, damping: float = DEFAULT_DAMPING) -> RetrievalState:
-        """The current graph version's query state (its arrays and walk), loaded from Chroma once per version:
-        during a change, the version the last finished change left. When a query found passages gone from the
-        vector index the graph reads in place, it is first reconciled (:meth:`~.writer.IndexWriter.catch_up`).
-
-        Raises:
-            EmptyIndexError: the index holds no passage.
+        """The current graph version's query state (its arrays and walk), loaded from Chroma once per version
+        (during a change, the last finished one's); reconciled first when a query found passages gone from the
+        vector index read in place (:meth:`~.writer.IndexWriter.catch_up`). ``EmptyIndexError`` without passages.
         """
         writer = self._writer
         state = writer.versions.get(damping)
@@ -344,9 +280,7 @@ class HippoGraphIndex(IndexVerbs, GraphEngines, BaseIndex[HippoGraphStruct]):
         return state
 
     def still_held(self, nodes: Sequence[NodeWithScore]) -> list[NodeWithScore]:
-        """``nodes`` without the passages gone from the index's collections since its state was loaded; finding one
-        makes the next query load the graph again without them. Only an index reading a vector index's collection
-        in place can find any."""
+        """``nodes`` without passages gone from a source read in place (the next query reloads the graph)."""
         if self.stores.passage_source is None or not nodes:
             return list(nodes)
         held = self.stores.held_passages([n.node.node_id for n in nodes])
@@ -355,8 +289,6 @@ class HippoGraphIndex(IndexVerbs, GraphEngines, BaseIndex[HippoGraphStruct]):
         self._writer.versions.invalidate()
         self._writer.behind = True
         return [n for n in nodes if n.node.node_id in held]
-
-    # ------------------------------------------------------------------ LlamaIndex's abstract steps
 
     def _build_index_from_nodes(self, nodes: Sequence[BaseNode], **build_kwargs: Any) -> HippoGraphStruct:
         self.insert_nodes(nodes)

@@ -25,41 +25,28 @@ GRAPH_SETTINGS = ("synonymy_threshold", "synonymy_top_k", "title_edge_weight")
 
 class HippoGraphIndexConfig(BaseModel):
     """Every setting of :class:`~llama_index_mhop.graph.index.HippoGraphIndex`, given whole as ``config=`` or one
-    by one as keywords (``HippoGraphIndex.from_documents(docs, chunk_size=128)``).
-
-    A value of the wrong type or out of range raises pydantic's ``ValidationError`` (a ``ValueError``) naming the
-    field. A saved index keeps the settings it was built with (its name, chunking, batching, short-text embedding
-    and its graph's synonymy); ``num_workers``, ``show_progress`` and ``auto_reconcile_max_passages`` are the
-    opener's, and so are the walk's.
+    by one as keywords (``HippoGraphIndex.from_documents(docs, chunk_size=128)``); a bad value raises pydantic's
+    ``ValidationError`` (a ``ValueError``). A saved index keeps the settings it was built with, except
+    ``num_workers``, ``show_progress``, ``auto_reconcile_max_passages`` and the walk's, which are the opener's.
 
     Attributes:
         name: prefix of the Chroma collection names ("hippo").
-        chunk_size: passage size in tokens; longer documents are split, as ``vector_index.build_vector_index``
-            splits them.
-        chunk_overlap: tokens shared by neighbouring chunks.
+        chunk_size, chunk_overlap: passage size and overlap in tokens (as
+            ``stores.vector_index.build_vector_index`` splits documents).
         insert_batch_size: passages per batch (one checkpoint line per batch).
         num_workers: concurrent OpenIE calls when an LM extracts (4).
         show_progress: show a progress bar over passages.
-        auto_reconcile_max_passages: a query that finds passages gone from the vector index the graph reads in
-            place (an app's ``refresh_ref_docs``, ``delete_ref_doc``, ...) reconciles the graph before it answers,
-            when at most this many passages are new (each is extracted); above it, or with 0, the query leaves the
-            gone passages out and ``reconcile()`` catches up.
+        auto_reconcile_max_passages: a query finding passages gone from the vector index read in place reconciles
+            the graph first when at most this many are new (above it, or 0: ``reconcile()`` catches up).
         short_text_batch_size: embedding batch size for entity names and facts (None: the embedder's own).
-        short_text_dtype: "bfloat16" (default) embeds entity names and facts in bfloat16 where the CPU multiplies
-            it natively, about twice as fast (float32 elsewhere); "float32" always. Passages and queries are
-            float32 either way (see :mod:`llama_index_mhop.stores.embed_dtype`).
-        exact_synonymy_max_entities: above this many entities, synonyms come from Chroma's HNSW index of the
-            entity collection instead of exact all-pairs similarities.
-        synonymy_threshold: cosine similarity for a synonymy edge (HippoRAG 2: 0.8).
-        synonymy_top_k: most synonyms per entity.
-        title_edge_weight: weight of a passage's edge to its own title entity (see ``knowledge_graph``).
-        walk: ``"auto"`` (default) takes the large-graph paths from the sizes below, each logged once at INFO when
-            taken; ``"exact"`` never does (every similarity exact, every reset walked by power iteration).
-        push_min_nodes: graph nodes from which the reset's dense share is solved once and a query pushes from its
-            seeds (:mod:`.walk.affine`).
+        short_text_dtype: "bfloat16" (where the CPU has it natively) or "float32" for entity names and facts.
+        exact_synonymy_max_entities: above this many entities, synonyms come from Chroma's HNSW index.
+        synonymy_threshold, synonymy_top_k: a synonymy edge's least cosine (HippoRAG 2: 0.8), most per entity.
+        title_edge_weight: weight of a passage's edge to its own title entity (:mod:`.knowledge_graph`).
+        walk: ``"auto"`` takes the large-graph paths from the sizes below (each logged once); ``"exact"`` never.
+        push_min_nodes: graph nodes from which a query pushes from its seeds (:mod:`.walk.affine`).
         int8_min_rows: rows (facts, passages) from which a query's products are estimated from an int8 copy first.
-        hnsw_min_facts: facts from which the fact collection is searched through Chroma's HNSW index.
-        hnsw_min_passages: passages from which the passage collection is (costing recall, docs/SCALING.md).
+        hnsw_min_facts, hnsw_min_passages: rows from which facts, passages are searched by Chroma's HNSW index.
         hnsw_top_n: records an HNSW search scores exactly (the others share the mean of the rest).
     """
 
@@ -87,12 +74,7 @@ class HippoGraphIndexConfig(BaseModel):
 
     @classmethod
     def of(cls, config: HippoGraphIndexConfig | None, settings: dict[str, Any]) -> HippoGraphIndexConfig:
-        """``config`` (default: the defaults) with the keyword ``settings`` in place of its fields, checked.
-
-        Raises:
-            TypeError: ``config`` is not a ``HippoGraphIndexConfig``.
-            ValueError: a setting unknown or out of range.
-        """
+        """``config`` (default: the defaults) with ``settings`` in place of its fields, checked."""
         if config is not None and not isinstance(config, cls):
             raise TypeError(f"config= takes a {cls.__name__}, got {type(config).__name__}")
         if config is not None and not settings:

@@ -1,6 +1,5 @@
-"""How a graph index is built and changed: its constructors (from documents, a corpus folder, a Chroma-backed
-vector index, or a saved index's folder) and LlamaIndex's document verbs (each with its async form, run in a
-worker thread). :class:`IndexVerbs` is mixed into :class:`~.index.HippoGraphIndex`; each verb is one change of its
+"""How a graph index is built and changed: its constructors and LlamaIndex's document verbs (async ones run in a
+worker thread), mixed into :class:`~.index.HippoGraphIndex`. Each verb is one change of its
 :class:`~.writer.IndexWriter`, which holds the rules (the sync rule, the commit order, the locks).
 """
 
@@ -48,15 +47,12 @@ def _text_node(node: BaseNode) -> TextNode:
 
 
 class IndexVerbs:
-    """The constructors and document verbs of a graph index (a mixin of :class:`~.index.HippoGraphIndex`, whose
-    constructor the classmethods call). The host provides ``_writer``, ``extractor``, ``graph`` and ``docstore``."""
+    """The constructors and document verbs of :class:`~.index.HippoGraphIndex`, which provides the fields."""
 
     _writer: IndexWriter
     extractor: Extractor
     graph: KnowledgeGraph
     docstore: BaseDocumentStore
-
-    # ------------------------------------------------------------------ constructors
 
     @classmethod
     def from_documents(
@@ -68,34 +64,18 @@ class IndexVerbs:
         openie_results: str | os.PathLike[str] | None = None, storage_context: StorageContext | None = None,
         callback_manager: CallbackManager | None = None, **settings: Any,
     ) -> Index:
-        """Index documents into a new or resumed index, by :meth:`insert`'s rule.
+        """Index documents (LlamaIndex documents, a corpus path, or a ``VectorStoreIndex`` over Chroma) into a new
+        or resumed index, by :meth:`insert`'s rule.
 
-        With ``persist_dir`` the index is saved there, its Chroma data lives in ``persist_dir/chroma`` (unless a
-        ``chroma_client`` is given), and an interrupted build resumes from its checkpoint. A finished index already
-        there is reopened (with its saved settings) and only documents it lacks are added; a damaged one is rebuilt
-        (:meth:`reopen_or_discard`).
-
-        Args:
-            documents: LlamaIndex documents (their metadata is kept on the passage nodes), a corpus path
-                (``stores.load_documents``), or a ``VectorStoreIndex`` over Chroma (:meth:`from_vector_index`).
-            embed_model: the embedder of all three stores; default the vector index's, else
-                ``Settings.embed_model`` if set, else all-MiniLM-L6-v2.
-            chroma_client: a Chroma client; default ``persist_dir/chroma``, or a store of this index alone.
-            persist_dir: where the config, graph and checkpoint are written.
-            lm, llm: a DSPy LM or a LlamaIndex LLM for OpenIE; neither: ``dspy.settings.lm``, else LLM-free.
-            show_progress: show a progress bar over passages (a setting, as the keywords below).
-            config: the index's settings (:class:`~.index_config.HippoGraphIndexConfig`), or give them as keywords
-                (``**settings``), which replace its fields.
-            extractor: a custom extractor (``extract(text, title) -> Extraction``); overrides lm/llm.
-            on_batch_end: called as ``on_batch_end(batch_number, passages_done)`` after each checkpointed batch.
-            openie_results: a HippoRAG ``openie_results_ner_<model>.json``: passages whose text it holds take their
-                extraction from it; the rest are extracted.
-            storage_context: the app's LlamaIndex storage for the index (default one of its own).
-            callback_manager: LlamaIndex's callbacks (default ``Settings.callback_manager``).
-
-        Raises:
-            CorpusError: no text to index.
-            ValueError: a bad name, or a setting unknown or out of range.
+        With ``persist_dir`` the index is saved there (its Chroma data in ``persist_dir/chroma`` unless a
+        ``chroma_client`` is given) and an interrupted build resumes from its checkpoint; a finished index there is
+        reopened with its saved settings and given only the documents it lacks (a damaged one is rebuilt).
+        ``embed_model`` defaults to the vector index's, else ``Settings.embed_model``, else all-MiniLM-L6-v2; OpenIE
+        asks ``lm`` (DSPy) or ``llm`` (LlamaIndex), else ``dspy.settings.lm``, else none, unless a custom
+        ``extractor`` is given; ``show_progress`` and ``**settings`` replace fields of ``config``
+        (:class:`~.index_config.HippoGraphIndexConfig`); ``on_batch_end(batch_number, passages_done)`` follows each
+        checkpointed batch; passages take their extraction from ``openie_results`` (HippoRAG's file) when it holds
+        them. Raises ``CorpusError`` for no text, ``ValueError`` for a bad setting.
         """
         from ..stores.defaults import resolve_embed_model  # the defaults layer, only once it is needed
 
@@ -130,25 +110,13 @@ class IndexVerbs:
     @classmethod
     def from_vector_index(cls: type[Index], vector_index: VectorStoreIndex, **kwargs: Any) -> Index:
         """A graph index over the passages of a Chroma-backed ``VectorStoreIndex``, reusing their nodes and stored
-        embeddings; ``kwargs`` are :meth:`from_documents`'s.
-
-        In the vector index's own Chroma store the graph reads its collection in place (never writing to it or
-        deleting from it); passages the vector index lacks go into the graph's own collection. In another store
-        the passages are copied.
-
-        Raises:
-            TypeError: the index does not keep its nodes in Chroma.
-        """
+        embeddings (read in place in the same Chroma store, never written; copied from another); ``kwargs`` are
+        :meth:`from_documents`'s. A ``TypeError`` when the index does not keep its nodes in Chroma."""
         return cls.from_documents(vector_index, **kwargs)
 
     @classmethod
     def reopen_or_discard(cls: type[Index], persist_dir: str | os.PathLike[str], **kwargs: Any) -> Index | None:
-        """The index saved in ``persist_dir`` (:meth:`from_persist_dir`), or None when its save is damaged: its
-        derived files are then removed (:func:`~.persistence.discard_damaged_save`) for the build that follows.
-
-        Raises:
-            ValueError: the save is damaged and its Chroma store cannot be read; :meth:`from_persist_dir`'s errors.
-        """
+        """The index saved in ``persist_dir``, or None when its save is damaged (its derived files removed)."""
         try:
             return cls.from_persist_dir(persist_dir, **kwargs)
         except DamagedFileError as exc:
@@ -161,22 +129,12 @@ class IndexVerbs:
         embed_model: BaseEmbedding | None = None, lm: Any = None, llm: Any = None, show_progress: bool | None = None,
         storage_context: StorageContext | None = None, *, config: HippoGraphIndexConfig | None = None,
     ) -> Index:
-        """Reopen an index saved by ``persist`` in the storage context saved beside it (the same as
-        ``load_index_from_storage(StorageContext.from_defaults(persist_dir=DIR), persist_dir=DIR)``). A folder
-        copied, moved or restored opens where it lies, as itself.
+        """Reopen an index saved by ``persist`` (as ``load_index_from_storage`` of the storage context saved
+        beside it does); a folder copied, moved or restored opens where it lies, as itself.
 
-        Args:
-            persist_dir: the directory ``persist`` wrote (the graph's edge arrays are memory-mapped read-only).
-            chroma_client: the collections' client; default ``persist_dir/chroma`` for an index whose Chroma data
-                lives there, else :func:`~llama_index_mhop.stores.defaults.default_chroma_client`.
-            embed_model: the embedder the index was built with (default as in :meth:`from_documents`).
-            lm, llm: the LM for OpenIE of later inserts. show_progress: progress bars of later inserts.
-            storage_context: the app's storage context to reopen the index in, instead of the saved one.
-            config: settings the index was not saved with (``num_workers``, ``show_progress``).
-
-        Raises:
-            FileNotFoundError: no saved index in ``persist_dir``.
-            ValueError: an unknown format version, or Chroma collections that do not hold the graph's records.
+        ``chroma_client`` defaults to ``persist_dir/chroma`` (for an index whose Chroma data lives there) or the
+        default client; ``config`` gives settings the index was not saved with; the rest are :meth:`from_documents`'s.
+        Raises ``FileNotFoundError`` for no saved index, ``ValueError`` for an unknown format or missing collections.
         """
         root = Path(persist_dir)
         saved_context, struct = saved_storage(root)
@@ -184,30 +142,18 @@ class IndexVerbs:
         return cls(index_struct=struct, storage_context=storage_context or saved_context, chroma_client=chroma_client,
                    embed_model=embed_model, persist_dir=root, lm=lm, llm=llm, config=config, **settings)
 
-    # ------------------------------------------------------------------ document verbs
-
     def reconcile(self, show_progress: bool | None = None, on_batch_end: BatchHook | None = None) -> Drift:
-        """Bring the graph in step with the passages it stands on, whatever changed them (see :mod:`.reconcile`).
-
-        Passages in none of the index's collections leave the graph, with the facts and entities only they
-        supported; passages of the vector index collection it reads in place that the graph lacks are extracted
-        and added (their vectors read, not embedded again). A run killed anywhere ends, when run again, where an
-        uninterrupted one ends; queries meanwhile answer from the graph as it was.
-
-        Returns the passages gone and the passages new.
-        """
+        """Bring the graph in step with the passages it stands on (:mod:`.reconcile`): passages in no collection
+        leave it, passages of the collection read in place it lacks are extracted and added. Idempotent, and safe
+        to kill; queries meanwhile answer from the graph as it was. Returns the passages gone and new."""
         return self._writer.reconcile(self.extractor, show_progress, on_batch_end)
 
     def insert(self, documents: Document | Sequence[Document] | str | os.PathLike[str],
                show_progress: bool | None = None, on_batch_end: BatchHook | None = None,
                openie_results: str | os.PathLike[str] | None = None) -> list[str]:
-        """Index documents by one rule: a document is known by its doc id and content hash.
-
-        New documents are added; a changed one replaces its old version (its old passages, and the facts and
-        entities only they supported, leave the graph and Chroma); unchanged ones are left untouched. With a
-        ``persist_dir`` the work is checkpointed per batch and saved crash-safely (:mod:`.sync`). Queries in other
-        threads meanwhile answer from the index as it was. ``openie_results``: as in :meth:`from_documents`. Returns
-        the ids of the passages added.
+        """Index documents by :mod:`.sync`'s rule (a document is known by its doc id and content hash): new ones
+        are added, a changed one replaces its old version, unchanged ones are left alone; crash-safe with a
+        ``persist_dir``. ``openie_results``: as in :meth:`from_documents`. Returns the ids of the passages added.
         """
         return self._writer.sync(self.extractor, as_documents(documents), [], show_progress, on_batch_end,
                                  openie_results, corpus=corpus_of(documents))[1]
@@ -229,25 +175,19 @@ class IndexVerbs:
         self.insert(document, show_progress=show_progress)
 
     def delete(self, doc_id: str) -> list[str]:
-        """Remove a passage (by node id) or every passage of a document (by doc id, or by a file name naming one
-        document), and the document's hash; the facts and entities no other passage supports go too. Queries in
-        other threads meanwhile answer from the graph as it was. Returns the ids of the passages removed.
-
-        Raises:
-            UnknownDocumentError: (a ``KeyError``) no passage or document has this id (the message lists close
-                matches), or a file name names several documents.
+        """Remove a passage (by node id) or every passage of a document (by doc id, or a file name naming one
+        document), with the facts and entities no other passage supports; the ids of the passages removed. Raises
+        ``UnknownDocumentError`` (a ``KeyError``) for no such passage or document, or a file name naming several.
         """
         return self._writer.delete(doc_id, None)
 
     def delete_ref_doc(self, ref_doc_id: str, delete_from_docstore: bool = False, **delete_kwargs: Any) -> list[str]:
-        """LlamaIndex's ``delete_ref_doc``: :meth:`delete` of a document; with ``delete_from_docstore`` its entries
-        leave the storage context's docstore too."""
+        """LlamaIndex's ``delete_ref_doc``: :meth:`delete` of a document (and its docstore entries if asked)."""
         return self._writer.delete(ref_doc_id, self.docstore if delete_from_docstore else None)
 
     def delete_nodes(self, node_ids: list[str], delete_from_docstore: bool = False,
                      **delete_kwargs: Any) -> list[str]:
-        """LlamaIndex's ``delete_nodes``: these passages leave the graph and Chroma in one change (ids the graph
-        does not hold are skipped), and with ``delete_from_docstore`` the docstore; the ids removed."""
+        """LlamaIndex's ``delete_nodes``: one change removing the passages the graph holds; the ids removed."""
         passage_ids = self._writer.delete_passages(node_ids)
         if delete_from_docstore:
             for node_id in node_ids:

@@ -1,8 +1,7 @@
 """The indexing pipeline of a graph index: passages in batches through OpenIE, the three stores and the graph.
 
-Per batch: OpenIE reads every passage once; new entities, then new facts, then the passages are embedded into
-Chroma (a passage there has everything it points to); one checkpoint line is appended (:mod:`.checkpoint`), from
-which a killed build resumes without extracting or embedding them again; and the passages join the graph.
+Per batch: OpenIE reads every passage; new entities, facts, then passages are embedded into Chroma; a checkpoint
+line (:mod:`.checkpoint`) lets a killed build resume without redoing them; the passages join the graph.
 """
 
 from __future__ import annotations
@@ -65,15 +64,10 @@ class PassageWork:
 def passage_work(node: TextNode, extraction: Extraction) -> PassageWork:
     """Content ids for a passage's title entities, entities and facts (facts need both entities and a relation)."""
     title = str(node.metadata.get("title", ""))
+    title_keys = [entity_key(name) for name in title_entities(title)]
+    own = [stable_id("entity", key) for key in title_keys if key]
     entities: dict[str, str] = {}
-    own = []
-    for name in title_entities(title):
-        key = entity_key(name)
-        if key:
-            entities.setdefault(stable_id("entity", key), key)
-            own.append(stable_id("entity", key))
-    for name in extraction.entities:
-        key = entity_key(name)
+    for key in [*title_keys, *(entity_key(name) for name in extraction.entities)]:
         if key:
             entities.setdefault(stable_id("entity", key), key)
     facts: dict[str, tuple[str, str, str]] = {}
@@ -95,11 +89,7 @@ def passage_work(node: TextNode, extraction: Extraction) -> PassageWork:
 
 @dataclass
 class BatchIndexer:
-    """Runs passages through the pipeline into one index's stores and graph.
-
-    ``num_workers``: concurrent extractions when the extractor calls an LM; ``synonymy`` is told the vectors of new
-    entities; ``checkpoint``: the checkpoint file (None: none); ``timer``: where the seconds per phase add up.
-    """
+    """Runs passages through the pipeline into one index's stores and graph (``checkpoint``: None: none)."""
 
     stores: GraphStores
     graph: KnowledgeGraph
@@ -111,8 +101,7 @@ class BatchIndexer:
 
     def run(self, nodes: Sequence[TextNode], batch_size: int, show: bool,
             on_batch_end: BatchHook | None = None) -> list[str]:
-        """Add the passages the graph lacks (resuming any checkpointed ones first); return the ids added (each
-        once: of two nodes with one id, the first)."""
+        """Add the passages the graph lacks (checkpointed ones first); the ids added, each once."""
         by_id: dict[str, TextNode] = {}
         for node in nodes:
             by_id.setdefault(node.node_id, node)
@@ -154,12 +143,9 @@ class BatchIndexer:
         records = read_checkpoint(self.checkpoint, self.stores.name)
         pending = [pid for pid in records if pid not in self.graph.passages]
         stored = self.stores.held_passages(pending)
-        resumed = []
-        for pid in pending:
-            if pid not in stored:
-                continue  # the checkpoint outran Chroma (another client?): index it again
+        resumed = [pid for pid in pending if pid in stored]  # the others outran Chroma: indexed again
+        for pid in resumed:
             records[pid].add_to(self.graph, pid)
-            resumed.append(pid)
         if resumed:
             logger.info("%s: resumed %d passages from %s", self.stores.name, len(resumed), self.checkpoint)
         return resumed
@@ -182,16 +168,12 @@ class BatchIndexer:
         # Entities and facts first, passages last: a passage in Chroma has everything it points to.
         bar.set_postfix_str("entities")
         with self.timer("entities"):
-            entities: dict[str, str] = {}
-            for work in works:
-                entities.update(work.entry.entities)
+            entities = {key: name for work in works for key, name in work.entry.entities.items()}
             new_entities = [e for e in entities if e not in self.graph.entity_names]
             self.synonymy.remember(self.stores.store_entities(new_entities, entities))
         bar.set_postfix_str("facts")
         with self.timer("facts"):
-            facts: dict[str, tuple[str, str, str]] = {}
-            for work in works:
-                facts.update(work.fact_texts)
+            facts = {key: texts for work in works for key, texts in work.fact_texts.items()}
             new_facts = [f for f in facts if f not in self.graph.facts]
             self.stores.store_facts(new_facts, facts)
         bar.set_postfix_str("passages")

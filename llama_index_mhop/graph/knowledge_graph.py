@@ -1,45 +1,40 @@
-"""The HippoRAG 2 knowledge graph: entity and passage nodes, fact, passage and synonymy edges.
+"""The HippoRAG 2 knowledge graph (Gutiérrez et al., 2025): a node per entity (by :func:`~.extraction.entity_key`)
+and per passage, fact, passage and synonymy edges, and the PageRank matrix over them. Weights, and how they differ
+from HippoRAG's public code (an igraph graph of *ordered* node pairs):
 
-HippoRAG 2 (Gutiérrez et al., 2025, "From RAG to Memory") links the OpenIE output of a corpus into one graph that
-Personalized PageRank walks at query time: one node per entity (keyed by
-:func:`~llama_index_mhop.graph.extraction.entity_key`) and per passage; fact edges between the subject and object
-of every triple; passage edges between a passage and each entity it contains; synonymy edges between entities
-whose embeddings are similar (cosine >= ``synonymy_threshold``, 0.8, among each one's ``synonymy_top_k``).
+* The graph is undirected with **one** edge per node pair (HippoRAG counts fact and synonymy pairs twice).
+* A **fact edge** weighs the *distinct* facts linking the two entities (HippoRAG: 1 per occurrence): boilerplate
+  does not dominate, and any sequence of inserts and deletes equals a fresh build.
+* A **synonymy edge** weighs the cosine (>= ``synonymy_threshold``, 0.8), once per pair, when either entity is among
+  the other's ``synonymy_top_k``; keys without ``synonymy_min_chars`` letters or digits and a letter get none. A
+  fact and a synonymy weight add (HippoRAG's dict overwrites one with the other).
+* A **passage edge** weighs 1, to every entity the passage's extraction names (HippoRAG: triple entities only), and
+  ``title_edge_weight`` (10) to its own **title entity**: a walk reaching "Delbert Mann" should mostly continue to
+  the page "Delbert Mann" (on HotpotQA-100 LLM-free, recall@5 86 -> 88 alone, 89 -> 92.5 with query entities).
 
-Edge weights, and how they differ from HippoRAG's public code (an igraph graph built from *ordered* node pairs):
-
-* The graph is undirected with **one** edge per node pair: HippoRAG adds fact and synonymy pairs in both
-  directions (counting double in the walk) but passage edges once; here every kind counts once.
-* A **fact edge** weighs the number of *distinct* facts linking the two entities (HippoRAG: 1 per occurrence),
-  so boilerplate repeated across passages does not dominate, and any sequence of inserts and deletes equals a
-  fresh build of the remaining passages.
-* A **synonymy edge** weighs the cosine similarity, once per pair (linked when either entity is among the other's
-  top-k). Both keys need ``synonymy_min_chars`` letters or digits and a letter: years and numbers embed close to
-  one another and would form a clique linking every dated passage. A fact and a synonymy weight add (HippoRAG's
-  dict overwrites one with the other).
-* A **passage edge** weighs 1, to every entity the passage's extraction names (HippoRAG: triple entities only),
-  so a page's title entity and its mentions elsewhere meet at one node.
-* The edge between a passage and its own **title entity** weighs ``title_edge_weight`` (10): a walk reaching
-  "Delbert Mann" should mostly continue to the page "Delbert Mann". On HotpotQA-100 LLM-free it lifts recall@5
-  from 86 to 88 alone and from 89 to 92.5 with the retriever's query entities.
-
-The structure changes only through :meth:`KnowledgeGraph.add_passage`, :meth:`KnowledgeGraph.remove_passages` and
-the synonymy updates (:mod:`.synonym_lists`); each bumps :attr:`KnowledgeGraph.version`, which keys the cached
-PageRank matrix. Storage is arrays (:mod:`.graph_arrays`): integer node slots and edge channels (written and
-weighed by :mod:`.graph_edges`), about 24 bytes per edge, saved as ``.npy`` files that query processes
-memory-map (:mod:`.graph_files`). networkx is an export only (:meth:`KnowledgeGraph.to_networkx`).
+Every change bumps :attr:`KnowledgeGraph.version`. Storage is arrays (:mod:`.graph_arrays`: integer node slots and
+edge channels) saved as ``.npy`` files that queries memory-map; networkx is an export only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from .graph_arrays import EdgeStore, NodeTable, PassageRecord, SynonymList
-from .graph_edges import ENTITY, KIND_CODE, PASSAGE, EdgeWeights, GraphEdges
+from .graph_arrays import (
+    FACTS,
+    PLAIN,
+    SYNONYMY,
+    SYNONYMY_SCALE,
+    TITLE,
+    EdgeStore,
+    NodeTable,
+    PassageRecord,
+    SynonymList,
+)
 from .graph_files import (
     cycle_collection_paused,
     graph_to_networkx,
@@ -49,7 +44,7 @@ from .graph_files import (
 )
 from .json_files import GraphTables, check_listed, graph_dict
 from .synonym_lists import SynonymLists
-from .walk.exact import PageRankGraph
+from .walk.exact import DEFAULT_DAMPING, PageRankGraph
 
 __all__ = ["DEFAULT_SYNONYMY_BLOCK_SIZE", "DEFAULT_SYNONYMY_MIN_CHARS", "DEFAULT_SYNONYMY_THRESHOLD",
            "DEFAULT_SYNONYMY_TOP_K", "DEFAULT_TITLE_EDGE_WEIGHT", "ENTITY", "GRAPH_FORMAT_VERSION", "PASSAGE",
@@ -62,20 +57,35 @@ DEFAULT_SYNONYMY_BLOCK_SIZE = 1024
 DEFAULT_TITLE_EDGE_WEIGHT = 10.0
 GRAPH_FORMAT_VERSION = 1
 _SETTINGS = ("synonymy_threshold", "synonymy_top_k", "synonymy_min_chars", "synonymy_block_size", "title_edge_weight")
+ENTITY = "entity"
+PASSAGE = "passage"
+#: The node kind codes of the node table.
+KIND_CODE = {PASSAGE: 1, ENTITY: 2}
+_CHANNEL_NAMES = {FACTS: "fact", PLAIN: "passage", TITLE: "title"}
 
 
-class KnowledgeGraph(GraphEdges, SynonymLists):
-    """Entity and passage nodes with fact, passage and synonymy edges (see the module docstring for weights).
+def _passage_channels(record: PassageRecord) -> tuple[tuple[int, Sequence[str]], ...]:
+    """A passage's plain and title edge channels, each with the entities it links."""
+    own = set(record.title_entities)
+    return (PLAIN, [e for e in record.entities if e not in own]), (TITLE, record.title_entities)
 
-    Args:
-        synonymy_threshold, synonymy_top_k: a synonymy edge's least cosine, and most synonyms per entity.
-        synonymy_min_chars: entities whose key has fewer letters and digits get no synonymy edge.
-        synonymy_block_size: entity rows compared at once when computing similarities (memory bound).
-        title_edge_weight: weight of the edge between a passage and its own title entity (1: a plain passage edge).
 
-    Attributes:
-        version: bumped by every change; the PageRank matrix is rebuilt once per version.
-    """
+def _micro(similarity: float) -> int:
+    """A similarity rounded to 6 decimals, in millionths (exact: the stored floats are already rounded)."""
+    return int(round(similarity * SYNONYMY_SCALE))
+
+
+class EdgeWeights(NamedTuple):
+    """One edge: distinct facts linking the pair, synonymy similarity, passage weight, and their sum."""
+
+    facts: int
+    synonymy: float
+    passage: float
+    weight: float
+
+
+class KnowledgeGraph(SynonymLists):
+    """Entity and passage nodes with fact, passage and synonymy edges; every change bumps :attr:`version`."""
 
     def __init__(self, synonymy_threshold: float = DEFAULT_SYNONYMY_THRESHOLD,
                  synonymy_top_k: int = DEFAULT_SYNONYMY_TOP_K, synonymy_min_chars: int = DEFAULT_SYNONYMY_MIN_CHARS,
@@ -107,24 +117,13 @@ class KnowledgeGraph(GraphEdges, SynonymLists):
         self._saved: tuple[int, str] | None = None  # (version, digest of tables.json) of the last save read or written
         self._pagerank: PageRankGraph | None = None
 
-    # ------------------------------------------------------------------ structure
-
-    @property
-    def num_entities(self) -> int:
-        return len(self.entity_names)
-
-    @property
-    def num_facts(self) -> int:
-        return len(self.facts)
-
-    @property
-    def num_passages(self) -> int:
-        return len(self.passages)
+    num_entities = property(lambda self: len(self.entity_names), doc="Entities in the graph.")
+    num_facts = property(lambda self: len(self.facts), doc="Facts in the graph.")
+    num_passages = property(lambda self: len(self.passages), doc="Passages in the graph.")
 
     @property
     def save_digest(self) -> str | None:
-        """The digest of the ``tables.json`` this graph was last read from or written to, while it is unchanged
-        since (None: changed since, or never saved)."""
+        """The digest of the ``tables.json`` last read or written, while the graph is unchanged since (else None)."""
         return self._saved[1] if self._saved is not None and self._saved[0] == self.version else None
 
     def _bump(self) -> None:
@@ -136,12 +135,8 @@ class KnowledgeGraph(GraphEdges, SynonymLists):
                     title_entities: Iterable[str] = ()) -> tuple[list[str], list[str]]:
         """Add a passage node, its entities (``{id: key}``), facts (``{id: (subject id, predicate, object id)}``)
         and edges, the edges to its ``title_entities`` weighing ``title_edge_weight``; the ids of the entities and
-        facts new to the graph. Synonymy edges come from :meth:`update_synonymy`.
-
-        Raises:
-            ValueError: the passage is already in the graph, its id is an entity's, or a fact names an entity not
-                in ``entities``.
-        """
+        facts new to the graph (a ``ValueError`` when the passage is already there, its id is an entity's, or a
+        fact names an entity not in ``entities``). Synonymy edges come from :meth:`update_synonymy`."""
         if passage_id in self._nodes:
             raise ValueError(f"passage {passage_id!r} is already in the graph")
         if passage_id in entities:
@@ -160,19 +155,14 @@ class KnowledgeGraph(GraphEdges, SynonymLists):
             self.facts[fact_id] = (subject, predicate, obj)
         record = PassageRecord(tuple(entities), tuple(facts), ref_doc_id, title, own)
         self.passages[passage_id] = record
-        self._link(passage_id, record, new_entities, new_facts)
-        self._bump()
-        return new_entities, new_facts
-
-    def _link(self, passage_id: str, record: PassageRecord, new_entities: Sequence[str],
-              new_facts: Sequence[str]) -> None:
-        """Add the passage's node, its new entity nodes, its passage edges and the edges of its new facts."""
         passage = self._nodes.add(passage_id, KIND_CODE[PASSAGE])
         for entity_id in new_entities:
             self._nodes.add(entity_id, KIND_CODE[ENTITY])
         self._count_support(passage_id, record)
         self._passage_edges(passage, record, 1)
         self._fact_edges(new_facts, 1)
+        self._bump()
+        return new_entities, new_facts
 
     def _count_support(self, passage_id: str, record: PassageRecord) -> None:
         """Count the passage among the supporters of its entities and facts."""
@@ -186,12 +176,7 @@ class KnowledgeGraph(GraphEdges, SynonymLists):
         return self.remove_passages([passage_id])
 
     def remove_passages(self, passage_ids: Iterable[str]) -> tuple[list[str], list[str]]:
-        """Remove passages, their edges, and the facts and entities no remaining passage supports; the ids of the
-        removed entities and facts. Full synonym lists that lose a neighbour are marked stale.
-
-        Raises:
-            KeyError: a passage is not in the graph (the ones before it are removed).
-        """
+        """Remove passages and what only they supported; the removed entities, facts (``KeyError``: unknown)."""
         removed_entities: list[str] = []
         removed_facts: list[str] = []
         detached = False
@@ -208,8 +193,7 @@ class KnowledgeGraph(GraphEdges, SynonymLists):
         return removed_entities, removed_facts
 
     def _detach_passage(self, passage_id: str) -> tuple[list[str], list[str]]:
-        """Take out a passage, its edges and the facts only it supported; the entities it alone named (returned
-        with those facts) are left to :meth:`_drop_entities`."""
+        """Take out a passage, its edges and the facts only it supported; those facts and its lone entities."""
         if passage_id not in self.passages:
             raise KeyError(f"passage {passage_id!r} is not in the graph")
         record = self.passages.pop(passage_id)
@@ -247,7 +231,128 @@ class KnowledgeGraph(GraphEdges, SynonymLists):
         """Ids of the passages that came from the document ``ref_doc_id``."""
         return [pid for pid, record in self.passages.items() if record.ref_doc_id == ref_doc_id]
 
-    # ------------------------------------------------------------------ persistence and export
+    @property
+    def num_nodes(self) -> int:
+        return len(self._nodes)
+
+    @property
+    def num_edges(self) -> int:
+        """Undirected edges of positive weight."""
+        return int((self._edge_weights()[2] > 0).sum())
+
+    def _passage_edges(self, passage: int, record: PassageRecord, delta: int) -> None:
+        for channel, chosen in _passage_channels(record):
+            self._edges.add(passage, self._nodes.slots(chosen), channel, delta)
+
+    def _fact_edges(self, fact_ids: Iterable[str], delta: int) -> None:
+        pairs = [(s, o) for s, _, o in (self.facts[f] for f in fact_ids) if s != o]
+        if pairs:
+            self._edges.add(self._nodes.slots(p[0] for p in pairs), self._nodes.slots(p[1] for p in pairs),
+                            FACTS, delta)
+
+    def _set_synonymy_edges(self, old: Mapping[tuple[str, str], float], new: Mapping[tuple[str, str], float]) -> None:
+        deltas = {pair: _micro(new[pair]) - _micro(old.get(pair, 0.0)) for pair in new}
+        changed = [(a, b, delta) for (a, b), delta in deltas.items() if delta]
+        if changed:
+            self._edges.add(self._nodes.slots(a for a, _, _ in changed), self._nodes.slots(b for _, b, _ in changed),
+                            SYNONYMY, np.array([delta for _, _, delta in changed]))
+
+    def _synonymy_edge_count(self) -> int:
+        _, values, weight = self._edge_weights()
+        return int(((values[:, SYNONYMY] != 0) & (weight > 0)).sum())
+
+    def _edge_weights(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The edge table: slot pairs, channel values, and each edge's weight (facts + synonymy + passage)."""
+        pairs, values = self._edges.table()
+        return pairs, values, self._weights(values)[2]
+
+    def _weights(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per row of channel values: the synonymy weight, the passage weight and the edge's total weight."""
+        synonymy = values[:, SYNONYMY] / SYNONYMY_SCALE
+        passage = values[:, PLAIN] * 1.0 + values[:, TITLE] * self.title_edge_weight
+        return synonymy, passage, values[:, FACTS].astype(np.float64) + synonymy + passage
+
+    def edge(self, u: str, v: str) -> EdgeWeights | None:
+        """The edge between two nodes, or None when they are not linked."""
+        if u not in self._nodes or v not in self._nodes:
+            return None
+        values = self._edges.channels_of(self._nodes.slot(u), self._nodes.slot(v))
+        if values is None:
+            return None
+        synonymy, passage, weight = (float(w[0]) for w in self._weights(values[None, :]))
+        return EdgeWeights(int(values[FACTS]), synonymy, passage, weight) if weight > 0 else None
+
+    def edge_list(self) -> list[tuple[str, str, int, float, float]]:
+        """Every edge as ``(u, v, facts, synonymy, passage)`` with ``u < v``, sorted (for comparisons)."""
+        pairs, values = self._edges.table()
+        synonymy, passage, weight = self._weights(values)
+        keep = weight > 0
+        keys = [self._nodes.key(slot) for slot in pairs[keep].ravel().tolist()]
+        columns = (values[keep, FACTS].tolist(), synonymy[keep].tolist(), passage[keep].tolist())
+        return sorted((min(a, b), max(a, b), f, s, p) for a, b, f, s, p in zip(keys[::2], keys[1::2], *columns,
+                                                                                strict=True))
+
+    def node_kind(self, key: str) -> str:
+        """``"passage"`` or ``"entity"``."""
+        return PASSAGE if self._nodes.kind(self._nodes.slot(key)) == KIND_CODE[PASSAGE] else ENTITY
+
+    def pagerank_graph(self, damping: float = DEFAULT_DAMPING) -> PageRankGraph:
+        """This graph version's PageRank matrix (built once per version), its rows in :meth:`node_order`."""
+        if self._pagerank is None or self._pagerank.damping != damping:
+            nodes = self.node_order()
+            position = np.full(self._nodes.capacity, -1, dtype=np.int64)
+            position[self._nodes.slots(nodes)] = np.arange(len(nodes))
+            pairs, _, weight = self._edge_weights()
+            keep = weight > 0
+            edges = np.stack([position[pairs[keep, 0]], position[pairs[keep, 1]]], axis=1)
+            self._pagerank = PageRankGraph.from_edges(
+                len(nodes), edges, weight[keep], nodes=nodes, damping=damping, version=self.version
+            )
+        return self._pagerank
+
+    def node_order(self) -> list[str]:
+        """Passage ids then entity ids, each sorted: the row order of :meth:`pagerank_graph`."""
+        return sorted(self.passages) + sorted(self.entity_names)
+
+    def _rebuild_structure(self) -> None:
+        """Nodes and edges from the tables alone (passages, facts, synonym lists), as a fresh build makes them."""
+        self._nodes, self._edges = NodeTable(), EdgeStore()
+        for pid in sorted(self.passages):
+            self._nodes.add(pid, KIND_CODE[PASSAGE])
+        for entity_id in sorted(self.entity_names):
+            self._nodes.add(entity_id, KIND_CODE[ENTITY])
+        for pid, record in self.passages.items():
+            self._passage_edges(self._nodes.slot(pid), record, 1)
+        self._fact_edges(self.facts, 1)
+        pairs = {(min(a, b), max(a, b)) for a, lst in self.synonyms.items() for b, _ in lst if b in self.entity_names}
+        self._set_synonymy_edges({}, {pair: self._synonymy(*pair) for pair in sorted(pairs)})
+        self._pagerank = None
+
+    def check_edges(self) -> None:
+        """Refuse (``ValueError``) an edge table that disagrees with the records (edited or mixed up)."""
+        pairs, values = self._edges.table()
+        table_keys = EdgeStore._key(pairs[:, 0], pairs[:, 1])
+        for channel, (u, v) in self._record_edges().items():
+            low, high = np.minimum(u, v), np.maximum(u, v)
+            expected, counts = np.unique(EdgeStore._key(low, high), return_counts=True)
+            present = values[:, channel] != 0
+            if not (np.array_equal(table_keys[present], expected)
+                    and np.array_equal(values[present, channel], counts)):
+                raise ValueError(f"its {_CHANNEL_NAMES[channel]} edges disagree with the passages and facts")
+
+    def _record_edges(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """The slot pairs each record channel (plain and title passage edges, facts) implies, once per record."""
+        ends: dict[int, tuple[list[int], list[str]]] = {PLAIN: ([], []), TITLE: ([], [])}
+        for pid, record in self.passages.items():
+            passage = self._nodes.slot(pid)
+            for channel, chosen in _passage_channels(record):
+                ends[channel][0].extend([passage] * len(chosen))
+                ends[channel][1].extend(chosen)
+        fact_pairs = [(s, o) for s, _, o in self.facts.values() if s != o]
+        edges = {channel: (np.asarray(slots, dtype=np.int64), self._nodes.slots(entities))
+                 for channel, (slots, entities) in ends.items()}
+        edges[FACTS] = (self._nodes.slots(s for s, _ in fact_pairs), self._nodes.slots(o for _, o in fact_pairs))
+        return edges
 
     def config(self) -> dict[str, Any]:
         """The graph's settings, as its constructor takes them."""
@@ -273,11 +378,7 @@ class KnowledgeGraph(GraphEdges, SynonymLists):
 
     @classmethod
     def from_tables(cls, tables: GraphTables) -> KnowledgeGraph:
-        """A graph holding these records, its nodes and edges built from them as a fresh build makes them.
-
-        Raises:
-            ValueError: a passage or fact names an entity the records do not hold.
-        """
+        """A graph of these records, built as a fresh build (``ValueError``: a record names an unknown entity)."""
         graph = cls._with_records(tables)
         try:
             graph._rebuild_structure()
@@ -288,12 +389,7 @@ class KnowledgeGraph(GraphEdges, SynonymLists):
     @classmethod
     def from_files(cls, folder: str | Path, data: Mapping[str, Any], arrays: Mapping[str, np.ndarray],
                    digest: str | None = None) -> KnowledgeGraph:
-        """A graph from the files :func:`~.graph_files.open_graph_files` opened in ``folder`` (``tables.json``'s
-        ``data`` and ``digest``, and the ``arrays`` it names), its node and edge tables checked against the records.
-
-        Raises:
-            ValueError: malformed arrays, or a node or edge table that disagrees with the records.
-        """
+        """A graph from the files :func:`~.graph_files.open_graph_files` opened, checked (``ValueError``)."""
         with cycle_collection_paused():
             graph = cls._with_records(GraphTables.from_json(data))
         kinds = {**dict.fromkeys(graph.passages, KIND_CODE[PASSAGE]),
@@ -312,11 +408,7 @@ class KnowledgeGraph(GraphEdges, SynonymLists):
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> KnowledgeGraph:
-        """Rebuild a graph from :meth:`to_dict` output.
-
-        Raises:
-            ValueError: an unknown format version, or node and edge lists that disagree with the records.
-        """
+        """Rebuild a graph from :meth:`to_dict` output (``ValueError``: unknown version, or lists that disagree)."""
         if (version := data.get("format_version")) != GRAPH_FORMAT_VERSION:
             raise ValueError(f"unsupported graph format version {version!r} (this code reads {GRAPH_FORMAT_VERSION})")
         graph = cls.from_tables(GraphTables.from_json(data))
@@ -324,25 +416,18 @@ class KnowledgeGraph(GraphEdges, SynonymLists):
         return graph
 
     def save(self, folder: str | Path, attached: Mapping[str, Any] | None = None) -> Path:
-        """Write this version to ``folder`` as ``tables.json`` and ``.npy`` arrays, with ``attached`` JSON values
-        inside ``tables.json`` (see :func:`~.graph_files.save_graph`)."""
+        """Write this version to ``folder`` (:func:`~.graph_files.save_graph`, with ``attached`` JSON values)."""
         digest = save_graph(folder, self.tables(), self._nodes, self._edges, attached)
         self._saved = (self.version, digest)
         return Path(folder)
 
     @classmethod
     def load(cls, folder: str | Path, mmap: bool = True) -> KnowledgeGraph:
-        """Read a graph written by :meth:`save`; with ``mmap`` the edge arrays are memory-mapped read-only (a change
-        writes new arrays in memory, never the files).
-
-        Raises:
-            ValueError: a missing, malformed or inconsistent file.
-        """
+        """Read a graph written by :meth:`save`, with ``mmap`` its arrays memory-mapped read-only."""
         return cls.from_files(folder, *open_graph_files(folder, mmap))
 
     def to_networkx(self) -> Any:
-        """This version as a ``networkx.Graph`` (nodes: ``kind``, ``name``; edges: ``facts``, ``synonymy``,
-        ``passage``, ``weight``); ``networkx.write_graphml(graph.to_networkx(), path)`` writes GraphML."""
+        """This version as a ``networkx.Graph`` (node ``kind``, ``name``; edge weights by kind and total)."""
         return graph_to_networkx(self.tables().node_list(), self.edge_list())
 
     @property
@@ -351,7 +436,5 @@ class KnowledgeGraph(GraphEdges, SynonymLists):
         return self.to_networkx()
 
     def __repr__(self) -> str:
-        return (
-            f"KnowledgeGraph(passages={self.num_passages}, entities={self.num_entities}, facts={self.num_facts}, "
-            f"edges={self.num_edges}, version={self.version})"
-        )
+        return (f"KnowledgeGraph(passages={self.num_passages}, entities={self.num_entities}, facts={self.num_facts}, "
+                f"edges={self.num_edges}, version={self.version})")

@@ -1,9 +1,5 @@
-"""The graph index's DSPy programs on disk: the OpenIE extractor's and the fact filter's, beside the graph.
-
-``HippoGraphIndex.persist`` writes them as DSPy's JSON (instructions and demos): the extractor's program, and the
-fact filter program its retrievers start from (``index.fact_filter_program``; none when unset). Reopening loads
-them back, so the index extracts and filters facts as the saved one did.
-"""
+"""The graph index's DSPy programs on disk, as DSPy's JSON beside the graph: the OpenIE extractor's, and the fact
+filter program its retrievers start from (``index.fact_filter_program``), so a reopened index works as it did."""
 
 from __future__ import annotations
 
@@ -42,12 +38,7 @@ def save_lm_programs(root: Path, extractor: Any, fact_filter_program: dspy.Modul
 
 
 def load_lm_programs(root: Path, extractor: Any) -> dspy.Module | None:
-    """Load the extractor's program :func:`save_lm_programs` wrote into ``extractor``'s (an index saved without
-    one keeps the default program), and return the saved fact filter program (None: none saved).
-
-    Raises:
-        ValueError: a program file that is not a saved program of its kind.
-    """
+    """Load the saved extractor program into ``extractor``'s; the saved fact filter program (None: none)."""
     program = _extractor_program(extractor)
     if program is not None and (root / EXTRACTOR_PROGRAM_FILE).is_file():
         load_program(program, root / EXTRACTOR_PROGRAM_FILE)

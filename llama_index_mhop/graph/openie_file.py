@@ -1,17 +1,8 @@
 """OpenIE results in HippoRAG's file format, read and written, and an extractor that serves them.
 
-HippoRAG (2) saves the OpenIE of a corpus as ``openie_results_ner_<model>.json``::
-
-    {"docs": [{"idx": "chunk-<md5 of passage>", "passage": "...",
-               "extracted_entities": ["..."], "extracted_triples": [["s", "p", "o"], ...]}, ...],
-     "avg_ent_chars": 12.3, "avg_ent_words": 2.1}
-
-A user who paid an LLM for that extraction can bring it across: :class:`StoredOpenIE` serves the stored
-extraction of every passage whose text matches (HippoRAG 2 stores a passage as ``"title\\ntext"``; the bare text
-matches too) and hands the rest to a fallback extractor, counting both. Pass it as
-``HippoGraphIndex.from_documents(..., extractor=StoredOpenIE(path))``. The file is untrusted: it is validated
-record by record, and an error names the file and the record. :func:`export_openie` writes an index's extractions
-in that format, by their keys (as the graph keeps them): an index built from the file has the same graph.
+HippoRAG (2) saves the OpenIE of a corpus as ``openie_results_ner_<model>.json``: ``{"docs": [{"idx": "chunk-<md5
+of passage>", "passage": "...", "extracted_entities": [...], "extracted_triples": [[s, p, o], ...]}, ...],
+"avg_ent_chars": ..., "avg_ent_words": ...}``. The file is untrusted: it is validated record by record.
 """
 
 from __future__ import annotations
@@ -72,11 +63,7 @@ def _record(record: Any, where: str) -> tuple[str, Extraction]:
 
 
 def read_openie(path: str | os.PathLike[str]) -> dict[str, Extraction]:
-    """The extractions of a HippoRAG OpenIE results file, by :func:`passage_key` of each passage.
-
-    Raises:
-        OpenIEFileError: the file is not JSON in HippoRAG's format (the message names the file and the record).
-    """
+    """The extractions of a HippoRAG OpenIE results file by :func:`passage_key` (else :class:`OpenIEFileError`)."""
     path = Path(path)
     try:
         data = json.loads(path.read_bytes().decode("utf-8"))
@@ -92,23 +79,15 @@ def read_openie(path: str | os.PathLike[str]) -> dict[str, Extraction]:
 
 
 def write_openie(path: str | os.PathLike[str], extractions: Iterable[tuple[str, Extraction]]) -> Path:
-    """Write (passage, extraction) pairs as a HippoRAG OpenIE results file, with HippoRAG's passage ids and entity
-    averages (HippoRAG reads it back); the path written."""
-    docs = [
-        {
-            "idx": "chunk-" + hashlib.md5(passage.encode("utf-8")).hexdigest(),  # noqa: S324 - HippoRAG's id
-            "passage": passage,
-            "extracted_entities": list(extraction.entities),
-            "extracted_triples": [list(triple) for triple in extraction.triples],
-        }
-        for passage, extraction in extractions
-    ]
+    """Write (passage, extraction) pairs as a HippoRAG OpenIE results file (HippoRAG reads it); the path."""
+    docs = [{"idx": "chunk-" + hashlib.md5(passage.encode("utf-8")).hexdigest(),  # noqa: S324 - HippoRAG's id
+             "passage": passage, "extracted_entities": list(extraction.entities),
+             "extracted_triples": [list(triple) for triple in extraction.triples]}
+            for passage, extraction in extractions]
     names = [name for doc in docs for name in doc["extracted_entities"]]
-    data = {
-        "docs": docs,
-        "avg_ent_chars": round(sum(len(n) for n in names) / len(names), 4) if names else 0,
-        "avg_ent_words": round(sum(len(n.split()) for n in names) / len(names), 4) if names else 0,
-    }
+    data = {"docs": docs,
+            "avg_ent_chars": round(sum(len(n) for n in names) / len(names), 4) if names else 0,
+            "avg_ent_words": round(sum(len(n.split()) for n in names) / len(names), 4) if names else 0}
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(path.name + ".tmp")
@@ -118,11 +97,9 @@ def write_openie(path: str | os.PathLike[str], extractions: Iterable[tuple[str, 
 
 
 class StoredOpenIE:
-    """An :class:`~llama_index_mhop.graph.extraction.Extractor` serving stored HippoRAG OpenIE results.
-
-    ``path``: a HippoRAG ``openie_results_ner_<model>.json`` file (read and validated now); ``fallback``: the
-    extractor of passages it does not hold (default :class:`OpenIEExtractor`). :attr:`from_file` and
-    :attr:`extracted` count the passages each served; :attr:`served` lists every (passage, extraction) in order.
+    """An :class:`~.extraction.Extractor` serving the HippoRAG OpenIE results file at ``path`` (passages stored as
+    ``"title\\ntext"`` or as the bare text), the others extracted by ``fallback`` (default :class:`OpenIEExtractor`).
+    :attr:`from_file` and :attr:`extracted` count each; :attr:`served` lists every (passage, extraction) in order.
     """
 
     def __init__(self, path: str | os.PathLike[str], fallback: Extractor | None = None) -> None:
@@ -143,7 +120,7 @@ class StoredOpenIE:
         return getattr(self.fallback, "fallback_counts", None)
 
     def lookup(self, text: str, title: str | None = None) -> Extraction | None:
-        """The stored extraction of the passage (as ``"title\\ntext"`` or as the bare text), or None."""
+        """The stored extraction of the passage, or None."""
         candidates = [f"{title}\n{text}", text] if title else [text]
         for passage in candidates:
             found = self.stored.get(passage_key(passage))
@@ -156,17 +133,14 @@ class StoredOpenIE:
         stored = self.lookup(text, title)
         extraction = stored if stored is not None else self.fallback.extract(text, title)
         with self._lock:
-            if stored is not None:
-                self.from_file += 1
-            else:
-                self.extracted += 1
+            self.from_file += stored is not None
+            self.extracted += stored is None
             self.served.append((f"{title}\n{text}" if title else text, extraction))
         return extraction
 
 
 def with_stored_openie(extractor: Extractor, path: str | os.PathLike[str] | None) -> Extractor:
-    """``extractor`` behind the stored OpenIE results of ``path`` (``openie_results=`` of the graph index), or
-    ``extractor`` itself when no file is given."""
+    """``extractor`` behind the stored OpenIE results of ``path`` (None: ``extractor`` itself)."""
     return extractor if path is None else StoredOpenIE(path, fallback=extractor)
 
 
@@ -178,8 +152,7 @@ def report_stored_openie(extractor: Extractor) -> None:
 
 
 def export_openie(index: Any, path: str | os.PathLike[str]) -> Path:
-    """Write a ``HippoGraphIndex``'s extractions (each passage as ``"title\\ntext"``, in graph order) as ``path``
-    in HippoRAG's OpenIE results format; the path. :class:`StoredOpenIE` reads it back."""
+    """Write a ``HippoGraphIndex``'s extractions (passages as ``"title\\ntext"``) as HippoRAG's file; the path."""
     state, graph = index.retrieval_state(), index.graph
     names, extractions = graph.entity_names, []
     for start in range(0, len(state.passage_ids), CHROMA_BATCH):

@@ -1,14 +1,10 @@
-"""One sync rule for a graph index: a document is known by its doc id and its content hash.
+"""One sync rule for a graph index: a document is known by its doc id and its content hash (kept in
+``HippoGraphIndex.document_hashes``, saved with the graph). New documents are added, changed ones replaced (their
+old passages, and the facts and entities only those supported, leave the graph and Chroma), unchanged ones left.
 
-Indexing documents adds the new ones, replaces the changed ones (their old passages, and the facts and entities
-only those supported, leave the graph and Chroma) and leaves unchanged ones untouched. The hashes live in the
-index's own document store (``HippoGraphIndex.document_hashes``), saved with the graph.
-
-Crash safety: new passages go in first (checkpointed per batch, :mod:`.checkpoint`); the passages to drop leave
-the graph in memory; then the ids to delete from Chroma are written to ``hippo_removal.json``, the graph and the
-docstore are saved, the Chroma rows are deleted and the removal file goes. A sync killed anywhere leaves either
-the old graph (the next sync redoes the work) or the new graph with a removal file, which :func:`finish_removal`
-completes at the index's next change (under the writer lock: an index opened only to be read never deletes).
+Crash safety: new passages go in first (checkpointed); the passages to drop leave the graph in memory; the Chroma
+ids to delete are written to :data:`REMOVAL_FILE`, the graph and docstore saved, the rows deleted, the file removed.
+A sync killed anywhere leaves the old graph or the new one with a removal file (:func:`finish_removal`).
 """
 
 from __future__ import annotations
@@ -39,9 +35,7 @@ REMOVAL_FILE = "hippo_removal.json"
 
 @dataclass
 class RefreshPlan:
-    """What refreshing the graph with a set of documents changes: per document whether it was new or changed
-    (``refresh_ref_docs``'s result), the passages of those (``nodes``), the passages their new versions no longer
-    have (``stale``), and the document ``hashes`` to record once done."""
+    """What a refresh changes: per document whether new or changed, their ``nodes``, ``stale`` passages, ``hashes``."""
 
     refreshed: list[bool] = field(default_factory=list)
     nodes: list[TextNode] = field(default_factory=list)
@@ -57,11 +51,8 @@ def plan_refresh(documents: Sequence[Document], docstore: SimpleDocumentStore, g
                  chunk: Callable[[Sequence[Document]], list[TextNode]]) -> RefreshPlan:
     """Sort documents into new, changed and unchanged by doc id and hash (a repeated id counts once, first).
 
-    A document without a recorded hash whose passages are exactly those the graph holds for its id (an index
-    built before hashes were kept) counts as unchanged, and its hash is recorded. A recorded hash counts only
-    while the graph holds passages of the document: a hash left by a change killed half-way (or a document the
-    graph reconciled away) must not hide the document.
-    """
+    An unhashed document whose passages the graph holds exactly is unchanged (its hash is recorded); a recorded
+    hash counts only while the graph holds passages of the document (one a killed change left must not hide it)."""
     first: dict[str, int] = {}
     for position, doc in enumerate(documents):
         first.setdefault(doc.id_, position)
@@ -115,8 +106,7 @@ class Removal:
                        [*self.facts, *other.facts])
 
     def unnamed_by(self, graph: KnowledgeGraph) -> Removal:
-        """The records of this removal the graph does not name (again), each once: a record removed and then
-        added back by a later change keeps its Chroma row."""
+        """The records of this removal the graph does not name (again), each once."""
         return Removal([p for p in dict.fromkeys(self.passages) if p not in graph.passages],
                        [e for e in dict.fromkeys(self.entities) if e not in graph.entity_names],
                        [f for f in dict.fromkeys(self.facts) if f not in graph.facts])
@@ -137,8 +127,7 @@ def detach_passages(graph: KnowledgeGraph, synonymy: SynonymyRefresher, passage_
 
 
 def commit_removal(removal: Removal, stores: GraphStores, root: Path | None, save: Callable[[], object] | None) -> None:
-    """End a change: with ``save``, record the Chroma ids to delete in ``root``, save the graph and docstore
-    (``save``), and only then delete the rows and the record (the order the module docstring explains)."""
+    """End a change in the module docstring's order: record the ids to delete in ``root``, ``save``, delete."""
     if save is not None and root is not None:
         if removal:
             write_json(root / REMOVAL_FILE, removal.to_json())
@@ -149,7 +138,7 @@ def commit_removal(removal: Removal, stores: GraphStores, root: Path | None, sav
 
 
 def as_documents(documents: Document | Sequence[Document] | str | os.PathLike[str]) -> list[Document]:
-    """Documents from one ``Document``, a sequence of them, or a corpus path (``stores.load_documents``)."""
+    """Documents from one ``Document``, a sequence of them, or a corpus path (``stores.corpus.load_documents``)."""
     if isinstance(documents, Document):
         return [documents]
     return load_documents(documents if isinstance(documents, str | os.PathLike) else list(documents))
@@ -161,10 +150,7 @@ def corpus_of(documents: Any) -> str | os.PathLike[str] | None:
 
 
 def finish_removal(root: Path, graph: KnowledgeGraph, stores: GraphStores) -> None:
-    """Complete a removal a killed sync left: delete the listed rows the saved graph no longer names.
-
-    Rows the graph still names stay (the graph was saved before the removal began, and the next sync redoes it).
-    """
+    """Complete a removal a killed sync left: delete the listed rows the saved graph no longer names."""
     path = root / REMOVAL_FILE
     if not path.is_file():
         return
@@ -174,13 +160,12 @@ def finish_removal(root: Path, graph: KnowledgeGraph, stores: GraphStores) -> No
         lists[key] = check_field(data, key, list, str(path), default=[])
         for item in lists[key]:
             check_value(item, str, str(path), key)
-    Removal(lists["passages"], lists["entities"], lists["facts"]).unnamed_by(graph).delete_from(stores)
+    Removal(**lists).unnamed_by(graph).delete_from(stores)
     path.unlink()
 
 
 def load_docstore(path: Path) -> SimpleDocumentStore:
-    """The document store saved at ``path`` by an index saved before its graph carried it (checked first), or
-    an empty one when there is none."""
+    """The document store an older index saved at ``path`` (checked first), or an empty one."""
     if not path.is_file():
         return SimpleDocumentStore()
     return docstore_from_dict(read_json_object(path), str(path))

@@ -1,11 +1,6 @@
-"""Synonym lists of entities: who may have synonyms, exact blocked cosine neighbours, the top-k lists, and
-keeping them up to date with the entity collection.
-
-:class:`SynonymLists` keeps each entity's top-k synonyms (the knowledge graph mixes it in); the graph turns list
-changes into synonymy edges through ``_set_synonymy_edges``. A pair's edge weight is the larger similarity either
-entity's list holds for the other. :class:`SynonymyRefresher` computes the lists of new and stale entities: up to
-``exact_max_entities`` entities exactly (all pairs), beyond from Chroma's HNSW index of the entity collection.
-Entity vectors are cached between refreshes so that an insert does not read every entity back from Chroma.
+"""Synonym lists of entities: :class:`SynonymLists` keeps each entity's top-k synonyms (a pair's synonymy edge
+weighs the larger similarity either list holds for the other); :class:`SynonymyRefresher` computes the lists of new
+and stale entities, exactly (all pairs) or from Chroma's HNSW index of the entity collection.
 """
 
 from __future__ import annotations
@@ -46,11 +41,7 @@ def _batches(items: Iterable[_Item], size: int) -> Iterator[list[_Item]]:
 
 
 def may_have_synonyms(key: str, min_chars: int) -> bool:
-    """Whether an entity key gets synonymy edges: at least ``min_chars`` letters or digits, at least one letter.
-
-    Years and numbers embed close to one another ("1961" and "1962") and would otherwise form a clique that
-    links every dated passage.
-    """
+    """Whether a key gets synonymy edges: ``min_chars`` letters or digits, one a letter (not a year)."""
     return len(re.sub(r"[^a-z0-9]", "", key)) >= min_chars and bool(re.search(r"[a-z]", key))
 
 
@@ -74,12 +65,7 @@ def exact_neighbours(ids: Sequence[str], vectors: np.ndarray, eligible: np.ndarr
 
 
 class SynonymLists:
-    """The synonym lists of a knowledge graph's entities (a mixin of :class:`~.knowledge_graph.KnowledgeGraph`).
-
-    The host provides the entity table, the synonymy settings, ``_bump`` (a new graph version),
-    ``_set_synonymy_edges(old, new)`` (move the edges of pairs from old to new weights) and
-    ``_synonymy_edge_count()``.
-    """
+    """The synonym lists of a knowledge graph's entities (a mixin of :class:`~.knowledge_graph.KnowledgeGraph`)."""
 
     entity_names: dict[str, str]
     synonyms: dict[str, SynonymList]
@@ -94,16 +80,11 @@ class SynonymLists:
 
     @property
     def stale_synonyms(self) -> set[str]:
-        """Entities whose synonym list :meth:`update_synonymy` must (re)compute: new ones, and full lists that lost
-        a neighbour."""
+        """Entities whose list :meth:`update_synonymy` must (re)compute: new ones, full lists that lost one."""
         return set(self._stale_synonyms)
 
     def _drop_synonyms_of(self, gone: set[str]) -> dict[tuple[str, str], float]:
-        """Drop the lists of the ``gone`` entities and their entries in every other list, in one pass over the
-        lists; returns the synonymy weight each pair that lost its link had (its edge goes).
-
-        A full list that loses a neighbour is marked stale: a neighbour beyond its old top-k may now qualify.
-        """
+        """Drop the ``gone`` entities' lists and entries (full lists go stale); the weights of the lost pairs."""
         holders = [other for other, neighbours in self.synonyms.items() if not gone.isdisjoint(neighbours.ids)]
         pairs = {(min(a, b), max(a, b)) for a in gone for b in self.synonyms.get(a, _NO_SYNONYMS).ids}
         pairs.update((min(a, b), max(a, b)) for b in holders for a in self.synonyms[b].ids if a in gone)
@@ -130,14 +111,8 @@ class SynonymLists:
     def update_synonymy(self, entity_ids: Sequence[str], vectors: np.ndarray,
                         changed: Iterable[str] | None = None) -> int:
         """Compute the synonym lists of new and stale entities (:attr:`stale_synonyms`) and of ``changed`` ones
-        (all of them for a full rebuild) exactly, and merge them into the others' lists; the synonymy edge count.
-
-        ``vectors`` are every entity's embedding, in the order of ``entity_ids``. An unchanged entity's new top-k is
-        the top-k of its old list plus the changed candidates, so only the changed rows are computed, in blocks.
-
-        Raises:
-            ValueError: ``entity_ids`` is not exactly the graph's entities, or ``vectors`` has the wrong shape.
-        """
+        exactly from ``vectors`` (every entity's, in ``entity_ids``' order; a ``ValueError`` otherwise), and merge
+        them into the others' lists; the synonymy edge count."""
         ids = list(entity_ids)
         if set(ids) != set(self.entity_names) or len(ids) != len(self.entity_names):
             raise ValueError(
@@ -160,13 +135,9 @@ class SynonymLists:
 
     def update_synonymy_by_search(self, search: Callable[[list[str]], list[list[tuple[str, float]]]],
                                   changed: Iterable[str] | None = None, batch_size: int = 1024) -> int:
-        """Like :meth:`update_synonymy`, with the neighbours found by ``search`` (e.g. an HNSW vector index).
-
-        For large graphs (all pairs grows with the square of the entities). ``search(ids)`` gives each entity's
-        nearest entities as ``(id, cosine)``, at least those above the threshold among the ``synonymy_top_k``. A pair
-        is found from the new entity's side only (an old entity can miss a new synonym only when more than
-        ``synonymy_top_k`` entities are that similar).
-        """
+        """:meth:`update_synonymy` for large graphs: ``search(ids)`` gives each entity's nearest entities as
+        ``(id, cosine)`` (an HNSW index), at least those above the threshold among the ``synonymy_top_k``. A pair is
+        found from the new entity's side only."""
         queries = self._pending(changed)
         ordered = sorted(e for e in queries if self._eligible(e))
 
@@ -186,13 +157,7 @@ class SynonymLists:
         return queries
 
     def _apply_synonyms(self, queries: set[str], rows: Iterable[tuple[str, list[tuple[str, float]]]]) -> int:
-        """Replace the lists of ``queries`` by their candidates (top-k) and merge them into the others' lists.
-
-        Applied :data:`_APPLY_BATCH` rows at a time, each batch's edges moved before the next: what an update
-        holds besides the lists is one batch's, however many entities it recomputes. The result is the same as
-        one pass: a top-k of merged candidates does not depend on the order they are merged in, and an edge is
-        set from both entities' lists as they stand after the last batch that touched either.
-        """
+        """Set the lists of ``queries`` from their candidates, :data:`_APPLY_BATCH` rows at a time (as one pass)."""
         found = set()
         for batch in _batches(rows, _APPLY_BATCH):
             found.update(source for source, _ in batch)
@@ -205,21 +170,16 @@ class SynonymLists:
 
     def _apply_batch(self, queries: set[str], rows: list[tuple[str, list[tuple[str, float]]]]) -> None:
         touched: dict[str, SynonymList] = {}  # entity -> its list before this batch (lists are immutable)
-
-        def remember(entity_id: str) -> None:
-            if entity_id not in touched:
-                touched[entity_id] = self.synonyms.get(entity_id, _NO_SYNONYMS)
-
         merges: dict[str, dict[str, float]] = {}
         for source, found in rows:
-            remember(source)
+            touched.setdefault(source, self.synonyms.get(source, _NO_SYNONYMS))
             kept = [(target, round(sim, _SIM_DECIMALS)) for target, sim in found if target != source]
             self.synonyms[source] = self._top_k(kept)
             for target, sim in kept:
                 if target not in queries:
                     merges.setdefault(target, {})[source] = sim
         for target, candidates in merges.items():
-            remember(target)
+            touched.setdefault(target, self.synonyms.get(target, _NO_SYNONYMS))
             current = dict(self.synonyms.get(target, _NO_SYNONYMS))
             current.update(candidates)
             self.synonyms[target] = self._top_k(list(current.items()))
@@ -239,11 +199,8 @@ class SynonymLists:
             for other in (*before.ids, *self.synonyms.get(entity_id, _NO_SYNONYMS).ids):
                 if other in self.entity_names and entity_id in self.entity_names:
                     pairs.add((min(entity_id, other), max(entity_id, other)))
-
-        def before_list(entity_id: str) -> SynonymList:
-            return touched[entity_id] if entity_id in touched else self.synonyms.get(entity_id, _NO_SYNONYMS)
-
-        old = {(a, b): self._synonymy(a, b, before_list) for a, b in pairs}
+        old = {(a, b): self._synonymy(a, b, lambda e: touched.get(e, self.synonyms.get(e, _NO_SYNONYMS)))
+               for a, b in pairs}
         self._set_synonymy_edges(old, {(a, b): self._synonymy(a, b) for a, b in pairs})
 
     def _synonymy(self, a: str, b: str, lists: Callable[[str], SynonymList] | None = None) -> float:
@@ -254,8 +211,7 @@ class SynonymLists:
 
 
 class SynonymyRefresher:
-    """Keeps a graph's synonymy edges up to date with its entity collection (``stores``, whose entity vectors
-    it reads, or embeds again when lost), exactly up to ``exact_max_entities`` entities."""
+    """Keeps a graph's synonymy edges in step with its entity collection (exact up to a size)."""
 
     def __init__(self, stores: GraphStores, exact_max_entities: int = DEFAULT_EXACT_SYNONYMY_MAX_ENTITIES) -> None:
         self.stores = stores
@@ -305,11 +261,7 @@ class SynonymyRefresher:
         return ids, np.vstack([self._vectors[e] for e in ids])
 
     def _nearest_entities(self, graph: KnowledgeGraph, ids: list[str]) -> list[list[tuple[str, float]]]:
-        """Each entity's nearest entities as (id, cosine), from Chroma's HNSW index of the entity collection.
-
-        A first query asks for 16 neighbours; an entity whose 16th is still above the threshold is asked again for
-        ``synonymy_top_k`` + 1 (itself included), so most entities cost one small query.
-        """
+        """Each entity's nearest entities by HNSW: 16, and ``synonymy_top_k`` + 1 when the 16th qualifies."""
         collection = self.stores.entities
         wanted = min(graph.synonymy_top_k + 1, collection.count())
         first = min(_FIRST_NEIGHBOURS, wanted)

@@ -7,8 +7,7 @@ embedding ``q``, ``scale * E q + uniform`` (``E``: the passage embeddings), so
     z(r) = z(seeds) + scale * Z q + uniform * g,   Z = z of each column of E,   g = z of all passages at 1.
 
 ``Z``, ``g`` and ``u`` are solved once per graph version; a query pays a push from its seeds and ``Z q``, exact
-where it can change the best ``top_k`` (:mod:`.int8_rows`). Without passage vectors (an HNSW search) only ``g``
-is needed, and the push stops at the first of ever finer thresholds whose bounds settle the top ``k``.
+where it can change the best ``top_k`` (:mod:`.int8_rows`). Without passage vectors only ``g`` is needed.
 """
 
 from __future__ import annotations
@@ -41,10 +40,9 @@ _COARSE_STEP = 8.0
 
 @dataclass(frozen=True)
 class AffineResetScores:
-    """The PageRank vector of one reset: ``passages`` (their share of a vector summing to 1); ``seed_entities``, the
-    entities' probability from the seeds' walk alone (nodes counted from the first entity, for traces); ``l1_bound``
-    on the passages' L1 error from the seeds' push (0 by power iteration; the basis' float32 rounding not in it);
-    ``exact_rows``, the passages computed exactly when ``top_k`` was asked (None: all are)."""
+    """The PageRank vector of one reset: ``passages`` (their share of a vector summing to 1); ``seed_entities``
+    from the seeds' walk alone (nodes counted from the first entity); ``l1_bound`` on the passages' L1 error from
+    the seeds' push; ``exact_rows``, the passages computed exactly when ``top_k`` was asked (None: all are)."""
 
     passages: np.ndarray
     seed_entities: SparseVector
@@ -54,9 +52,7 @@ class AffineResetScores:
 
 @dataclass(frozen=True)
 class SolvedBasis:
-    """What the solve of one graph version yields: ``basis`` ``Z`` (float32 passage rows; None without passage
-    vectors), ``uniform_response`` (``g``'s passage rows), ``node_totals`` (``u``), the longest solve's
-    ``iterations`` and its ``seconds``."""
+    """One graph version's solve: ``Z`` (None without vectors), ``g``, ``u``, iterations and seconds."""
 
     basis: np.ndarray | None
     uniform_response: np.ndarray
@@ -67,8 +63,7 @@ class SolvedBasis:
 
 def solve_basis(pagerank: PageRankGraph, num_passages: int, passage_vectors: np.ndarray | None = None,
                 tol: float = DEFAULT_BASIS_TOL) -> SolvedBasis:
-    """Solve ``Z``, ``g`` and ``u`` for a graph: ``D + 2`` right-hand sides in column blocks that fit in memory, one
-    block per CPU core at a time (scipy and numpy release the GIL): the same floats as one block after another."""
+    """Solve ``Z``, ``g`` and ``u``, in column blocks one per core (the same floats as one after another)."""
     started = time.perf_counter()
     n, damping, m = pagerank.n_nodes, pagerank.damping, pagerank.transition
     dims = 0 if passage_vectors is None else passage_vectors.shape[1]
@@ -76,7 +71,6 @@ def solve_basis(pagerank: PageRankGraph, num_passages: int, passage_vectors: np.
     block = max(1, _SOLVE_BYTES // (8 * n))
 
     def solve_columns(start: int) -> int:
-        """One block of the basis' columns, only the passage rows kept."""
         assert passage_vectors is not None and basis is not None
         rhs = np.asarray(passage_vectors[:, start : start + block], dtype=np.float64)
         solved, block_iterations = _solve(m, damping, rhs, n, tol)
@@ -84,12 +78,10 @@ def solve_basis(pagerank: PageRankGraph, num_passages: int, passage_vectors: np.
         return block_iterations
 
     def solve_uniform() -> tuple[np.ndarray, int]:
-        """``g``, the response to every passage at 1."""
         solved, uniform_iterations = _solve(m, damping, np.ones((num_passages, 1)), n, tol)
         return solved[:num_passages, 0].copy(), uniform_iterations
 
     def solve_totals() -> tuple[np.ndarray, int]:
-        """``u = (I - d M)^-T 1``: the total mass z(r) puts on all nodes is u . r."""
         solved, total_iterations = _solve(m.transpose().tocsr(), damping, np.ones((n, 1)), n, tol)
         return solved[:, 0], total_iterations
 
@@ -106,7 +98,6 @@ def solve_basis(pagerank: PageRankGraph, num_passages: int, passage_vectors: np.
 
 
 def _solver_threads() -> int:
-    """The CPU cores this process may run on."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on Linux
@@ -114,19 +105,12 @@ def _solver_threads() -> int:
 
 
 class AffineResetPageRank:
-    """Personalized PageRank for resets ``seeds + (uniform + scale * E q)`` on the passage nodes.
+    """Personalized PageRank for resets ``seeds + (uniform + scale * E q)`` on the first ``num_passages`` nodes
+    of ``pagerank`` (whose ``method`` walks the seeds by ``"push"`` or ``"exact"``).
 
-    Args:
-        pagerank: the graph, passages first; its ``method`` walks the seeds by ``"push"`` or ``"exact"``.
-        num_passages: how many of the first nodes are passages.
-        passage_vectors: ``E``, one normalised float32 row per passage; None when the passages are searched by
-            HNSW (only ``uniform`` may then be non-zero).
-        tol: the solve stops when every column's L1 change is below ``tol`` times its L1 norm.
-        row_products: makes the basis' :class:`~.int8_rows.ExactRows` (default exact products).
-        solved: the graph's :class:`SolvedBasis` when already known (read from disk): nothing is solved.
-
-    Raises:
-        ValueError: ``num_passages`` outside the graph, or vectors or ``solved`` of other shapes.
+    ``passage_vectors`` (``E``, normalised float32 rows; None when passages are searched by HNSW),
+    ``row_products`` makes the basis' :class:`~.int8_rows.ExactRows`, ``solved``: the graph's :class:`SolvedBasis`
+    when read from disk. A ``ValueError`` for ``num_passages`` outside the graph, or arrays of other shapes.
     """
 
     def __init__(self, pagerank: PageRankGraph, num_passages: int, passage_vectors: np.ndarray | None = None,
@@ -166,14 +150,10 @@ class AffineResetPageRank:
 
     def run(self, seeds: SparseVector, uniform: float = 0.0, scale: float = 0.0,
             query: np.ndarray | None = None, top_k: int | None = None) -> AffineResetScores:
-        """The PageRank vector of ``seeds`` (non-negative) plus ``uniform + scale * E q`` on every passage (``uniform``
-        may be negative where ``scale * E q`` makes up for it). With ``top_k`` only the best ``top_k`` passages need
-        be exact (:attr:`AffineResetScores.exact_rows`); without a query the seeds' push may then stop once those and
-        their order are certain (each score at most its bound below the exact one).
-
-        Raises:
-            ValueError: an all-zero reset, seeds outside the graph or negative, or ``query`` without a basis.
-        """
+        """The PageRank vector of ``seeds`` (non-negative) plus ``uniform + scale * E q`` on every passage; with
+        ``top_k`` only the best ``top_k`` passages need be exact, and without a query the seeds' push may stop once
+        those and their order are certain. A ``ValueError`` for an all-zero reset, bad seeds, or a query without a
+        basis."""
         n, passages = self.pagerank.n_nodes, self.num_passages
         if seeds.nodes.size and (seeds.nodes[0] < 0 or seeds.nodes[-1] >= n or seeds.values.min() < 0):
             raise ValueError(f"seeds must be non-negative weights on nodes in [0, {n})")
@@ -211,8 +191,7 @@ class AffineResetPageRank:
 
     def rank(self, seeds: SparseVector, dense: DenseScores, query: np.ndarray, passage_weight: float,
              top_k: int) -> AffineResetScores:
-        """The PageRank of the reset ``seeds`` + ``passage_weight`` times each passage's normalised similarity
-        (``dense`` holding the extremes, and the near rows after an HNSW search), exact on its best ``top_k``."""
+        """The PageRank of ``seeds`` + ``passage_weight`` times each passage's normalised similarity."""
         scale, uniform = dense.normalising(passage_weight)
         q: np.ndarray | None = query
         if dense.near is not None:
@@ -226,8 +205,7 @@ class AffineResetPageRank:
 
     def _add_similarity(self, scores: np.ndarray, scale: float, q: np.ndarray, total: float,
                         top_k: int | None) -> tuple[np.ndarray, np.ndarray | None]:
-        """``(scores + scale * Z q) / total``: exact, or (``top_k``, and a basis estimate) exact on the rows that
-        can be among the best ``top_k`` and estimated elsewhere; and those rows (None: all are exact)."""
+        """``(scores + scale * Z q) / total``, exact on the rows that can make the top ``k``; those rows."""
         basis = self.basis_products
         assert basis is not None
         if top_k is None:
@@ -257,8 +235,7 @@ class AffineResetPageRank:
 
     def _walk_seeds(self, seeds: SparseVector, seed_mass: float, seed_total: float, reset_mass: float,
                     settle: tuple[float, int] | None = None) -> tuple[SparseVector, float]:
-        """``z(seeds)`` (unnormalised, summing to ``seed_total``) and a bound on its L1 error; with ``settle``
-        (``uniform``, ``k``) on an undirected pushed graph, stopped once the best ``k`` passages are certain."""
+        """``z(seeds)`` and a bound on its L1 error; with ``settle``, stopped once the best ``k`` are certain."""
         if seed_mass <= 0:
             return SparseVector.empty(), 0.0
         damping = self.pagerank.damping
@@ -288,16 +265,13 @@ class AffineResetPageRank:
 
 
 def _seed_walk(pushed: SparsePush, damping: float, factor: float) -> SparseVector:
-    """``z(seeds)`` at the nodes reached from a push of the seeds scaled to mass 1 (``factor`` scales it back):
-    adding the remainder's first term, ``(1 - d) r``, leaves at most ``d |r|`` out and keeps a seed too light to
-    push where it is."""
+    """``z(seeds)`` from a push scaled to mass 1, plus the remainder's first term ``(1 - d) r``."""
     estimate = pushed.estimate.values + (1.0 - damping) * pushed.remainder.values
     return SparseVector(pushed.estimate.nodes, estimate * factor)
 
 
 def _top_settled(base: np.ndarray, walked: SparseVector, slack: np.ndarray, k: int) -> bool:
-    """Whether the best ``k`` passages of ``base + z(seeds)`` and their order are certain, each passage's value
-    being at least its estimate in ``walked`` and at most ``slack`` above it."""
+    """Whether the best ``k`` of ``base + z(seeds)`` and their order are certain within ``slack``."""
     passages = base.shape[0]
     walked_passages, _ = walked.split(passages)
     lower = base.copy()
@@ -326,8 +300,7 @@ def _check_solved(solved: SolvedBasis, n: int, num_passages: int, dims: int | No
 
 
 def _solve(m, damping: float, rhs: np.ndarray, n: int, tol: float) -> tuple[np.ndarray, int]:
-    """``X = (I - damping * m)^-1 R`` by Jacobi iteration (``R``: ``rhs`` padded with zero rows to ``n``); each
-    iteration shrinks the error by ``damping`` (in L1 for ``M``, in its largest entry for ``M.T``)."""
+    """``(I - damping * m)^-1 R`` by Jacobi iteration, ``R`` being ``rhs`` padded to ``n`` rows."""
     rows = rhs.shape[0]
     x = np.zeros((n, rhs.shape[1]))
     x[:rows] = rhs

@@ -1,10 +1,9 @@
 """A query's product with every row of a matrix, estimated within a bound and exact where a ranking needs it.
 
-A query reads only the best ``k`` and the lowest of its products with every row exactly. An int8 copy of the
-rows (a quarter of float32's bytes, :class:`Int8Rows`) estimates every product within a bound on each row's error
-(the row's own rounding, the query's rounding to bfloat16, the float32 sum and the bfloat16 result), checked
-against the exact product at construction; only the rows whose bounds can reach the top are multiplied exactly,
-so every result is the exact product's. Without torch's kernel, or if its check fails, products stay exact.
+An int8 copy of the rows (:class:`Int8Rows`) estimates every product within a bound on each row's error (the row's
+rounding, the query's rounding to bfloat16, the float32 sum and the bfloat16 result), checked against the exact
+product at construction; only the rows whose bounds can reach the top or the bottom are multiplied exactly, so every
+result is the exact product's. Without torch's kernel, or if its check fails, products stay exact.
 """
 
 from __future__ import annotations
@@ -43,8 +42,7 @@ def largest_magnitude(values: np.ndarray) -> float:
 
 @dataclass(frozen=True)
 class Estimate:
-    """Every row's product with one query, each within its bound: ``|exact_i - values_i| <= bounds(rows)_i
-    <= max_bound`` (``max_bound`` 0: the values are the exact products)."""
+    """Every row's product with one query: ``|exact - values| <= bounds(rows) <= max_bound`` (0: exact)."""
 
     values: np.ndarray
     max_bound: float = 0.0
@@ -58,8 +56,7 @@ class Estimate:
 
 
 class ExactRows:
-    """The exact product with every row of ``matrix`` (float32, kept by reference); :attr:`method` names the
-    estimate subclasses make (``"int8"``)."""
+    """The exact product with every row of ``matrix`` (float32, by reference); :attr:`method` names the estimate."""
 
     method = "exact"
 
@@ -75,15 +72,10 @@ class ExactRows:
         return all_products(self.matrix[rows], query)
 
 
-# Every selection below reads the whole array only in comparisons with one number; bounds are computed, and
-# partitions run, over the few rows near the top or the bottom.
-
-
 def top_candidates(center: np.ndarray, radius: Callable[[np.ndarray], np.ndarray], max_radius: float,
                    k: int) -> tuple[np.ndarray, float]:
-    """The rows that can be among the ``k`` largest values, given each value within ``radius(rows)`` (at most
-    ``max_radius``) of ``center``: those whose upper bound reaches the ``k``-th largest lower bound (ties
-    included), in increasing order, and that ``k``-th largest lower bound."""
+    """The rows that can be among the ``k`` largest values, each within ``radius(rows)`` (at most ``max_radius``) of
+    ``center``: those whose upper bound reaches the ``k``-th largest lower bound, in increasing order, and it."""
     size = center.shape[0]
     if k <= 0 or size == 0:
         return np.zeros(0, dtype=np.int64), float("inf")
@@ -103,8 +95,7 @@ def top_candidates(center: np.ndarray, radius: Callable[[np.ndarray], np.ndarray
 
 def lowest_candidates(center: np.ndarray, radius: Callable[[np.ndarray], np.ndarray],
                       max_radius: float) -> np.ndarray:
-    """The rows that can hold the smallest value, given each value within ``radius(rows)`` (at most
-    ``max_radius``) of ``center``, in increasing order."""
+    """The rows that can hold the smallest value, each within ``radius(rows)`` of ``center``, in increasing order."""
     if center.shape[0] == 0:
         return np.zeros(0, dtype=np.int64)
     low = float(center.min())
@@ -122,13 +113,9 @@ def _bfloat16_upward(values: np.ndarray) -> np.ndarray:
 
 
 class Int8Rows(ExactRows):
-    """Products with a float32 matrix, estimated from its int8 copy (the module docstring) and exact as
-    :class:`ExactRows` computes them; the copy shared through ``codes_folder`` as ``<codes_kind>-<hash>.npy``
-    (:class:`~..state_files.VectorMatrix`; None: held in the heap).
-
-    Raises:
-        RuntimeError: torch's int8 kernel is missing, or its result broke the bound in the self-check.
-    """
+    """Products with a float32 matrix estimated from its int8 copy, shared through ``codes_folder``
+    (:class:`~..state_files.VectorMatrix`; None: held in the heap); a ``RuntimeError`` when torch's int8 kernel is
+    missing or broke the bound in the self-check."""
 
     method = "int8"
 
@@ -211,8 +198,7 @@ class Int8Rows(ExactRows):
 
 def row_products(matrix: np.ndarray, int8_min_rows: int, codes_folder: Path | None = None,
                  codes_kind: str = "int8") -> ExactRows:
-    """The products for ``matrix``: :class:`Int8Rows` from ``int8_min_rows`` rows where torch's kernel holds its
-    bound (its int8 copy shared through ``codes_folder`` when given), else :class:`ExactRows`."""
+    """:class:`Int8Rows` from ``int8_min_rows`` rows where torch's kernel holds its bound, else exact."""
     if matrix.shape[0] >= max(1, int8_min_rows):
         try:
             return Int8Rows(matrix, codes_folder, codes_kind)

@@ -1,9 +1,8 @@
 """Personalized PageRank by forward push (Andersen, Chung and Lang, 2006): work that follows the walk's mass.
 
-Push keeps an estimate ``p`` and a residual ``r`` (initially the seeds) and, a round at a time, pushes every node
-whose residual is over ``epsilon * d(u)`` (``d``: out-weight, 1 when dangling): ``p[u] += (1 - damping) * r[u]``,
-the rest spread over its out-edges. With ``y`` the seeds' unnormalised PPR, ``0 <= y - p``, ``|y - p|_1 <= |r|_1
-<= epsilon * sum_u d(u)`` at the end, and on an undirected graph ``y[u] - p[u] <= epsilon * d(u)`` per node.
+A round at a time, every node whose residual ``r[u]`` is over ``epsilon * d(u)`` (``d``: out-weight, 1 when
+dangling) is pushed: ``p[u] += (1 - damping) * r[u]``, the rest spread over its out-edges. At the end the seeds'
+PPR ``y`` has ``0 <= y - p``, ``|y - p|_1 <= |r|_1``, and on an undirected graph ``y[u] - p[u] <= epsilon * d(u)``.
 """
 
 from __future__ import annotations
@@ -33,8 +32,7 @@ class SparsePush:
 
 
 class PushScratch:
-    """Zeroed arrays of one graph's size, lent to one push at a time (concurrent pushes get their own) and zeroed
-    again where it wrote: fresh ones would cost a page fault per 4 KB at every query."""
+    """Zeroed arrays lent to one push at a time (fresh ones cost a page fault per 4 KB per query)."""
 
     def __init__(self, size: int) -> None:
         self.size = size
@@ -60,12 +58,8 @@ def push_sparse(transition: sparse.csr_matrix, walk: sparse.csr_matrix, threshol
                 seeds: SparseVector, damping: float, epsilon: float, scratch: PushScratch | None = None,
                 finer: Sequence[float] = (), settled: Callable[[SparsePush, float], bool] | None = None) -> SparsePush:
     """Forward push from ``seeds`` (non-negative) over ``transition`` (``M``) and ``walk`` (``M.T``, CSR) while some
-    ``r[u] > epsilon * threshold_weight[u]``; with ``finer`` (decreasing) thresholds, on from where it stopped to
-    the next one until ``settled(result, threshold)``. ``scratch``: the arrays to work in (default fresh ones).
-
-    Raises:
-        ValueError: a threshold is not positive.
-    """
+    ``r[u] > epsilon * threshold_weight[u]``, then on to each of the ``finer`` thresholds until ``settled(result,
+    threshold)``; a ``ValueError`` for a threshold that is not positive."""
     thresholds = [epsilon, *finer]
     if not all(t > 0 for t in thresholds):
         raise ValueError(f"epsilon must be > 0, got {thresholds!r}")
@@ -107,8 +101,7 @@ def push_sparse(transition: sparse.csr_matrix, walk: sparse.csr_matrix, threshol
 
 
 def _rows_of(matrix: sparse.csr_matrix, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The column indices and values of ``rows`` of a CSR matrix, row after row, and each row's entry count
-    (what ``matrix[rows]`` holds, without building a matrix: that costs more than the gather on small rounds)."""
+    """The column indices, values and entry counts of ``rows`` of a CSR matrix, without building one."""
     starts = matrix.indptr[rows]
     counts = matrix.indptr[rows + 1] - starts
     # position k of row j's run is starts[j] + k: one arange, shifted per run
