@@ -33,19 +33,10 @@ class BenchContext:
     run's largest k) and ``program`` (a compiled DSPy program's JSON path). ``vector_index``: an index of exactly
     these documents to reuse instead of building one."""
 
-    def __init__(
-        self,
-        documents: Sequence[Document],
-        embed_model: BaseEmbedding,
-        chroma_client: Any,
-        work_dir: str | Path,
-        top_k: int,
-        lm: Any = None,
-        collection_name: str | None = None,
-        show_progress: bool = False,
-        vector_index: VectorStoreIndex | None = None,
-        program: str | None = None,
-    ) -> None:
+    def __init__(self, documents: Sequence[Document], embed_model: BaseEmbedding, chroma_client: Any,
+                 work_dir: str | Path, top_k: int, lm: Any = None, collection_name: str | None = None,
+                 show_progress: bool = False, vector_index: VectorStoreIndex | None = None,
+                 program: str | None = None) -> None:
         self.documents = list(documents)
         self.program = program
         self.embed_model = embed_model
@@ -74,21 +65,22 @@ class BenchContext:
         dropped first, so the time always measures embedding and storing the whole corpus."""
         if self._vector_index is not None and self.vector_index_seconds is not None:
             return self.vector_index_seconds
-        names = {getattr(c, "name", c) for c in self.chroma_client.list_collections()}
-        if self.collection_name in names:
-            self.chroma_client.delete_collection(self.collection_name)
+        self._drop_collections(self.collection_name)
         start = time.perf_counter()
-        self._vector_index = build_vector_index(
-            self.documents,
-            collection_name=self.collection_name,
-            chroma_client=self.chroma_client,
-            embed_model=self.embed_model,
-            show_progress=self.show_progress,
-        )
+        self._vector_index = build_vector_index(self.documents, collection_name=self.collection_name,
+                                                chroma_client=self.chroma_client, embed_model=self.embed_model,
+                                                show_progress=self.show_progress)
         self.vector_index_seconds = time.perf_counter() - start
         logger.info("shared vector index %s: %d documents in %.1f s", self.collection_name, len(self.documents),
                     self.vector_index_seconds)
         return self.vector_index_seconds
+
+    def _drop_collections(self, *names: str) -> None:
+        """Delete those of ``names`` an earlier run left in the store."""
+        existing = {getattr(c, "name", c) for c in self.chroma_client.list_collections()}
+        for name in names:
+            if name in existing:
+                self.chroma_client.delete_collection(name)
 
     @property
     def nodes(self) -> list[TextNode]:
@@ -103,12 +95,8 @@ class BenchContext:
         real measurement); the passages' stored embeddings are reused, only entities and facts are embedded."""
         if self._graph_index is None:
             from ..graph import HippoGraphIndex
-
             name = self.collection_name.replace("mhop_bench_", "mhop_hippo_")
-            existing = {getattr(c, "name", c) for c in self.chroma_client.list_collections()}
-            for suffix in ("passages", "entities", "facts"):  # the graph index's collections, left by an earlier run
-                if f"{name}_{suffix}" in existing:
-                    self.chroma_client.delete_collection(f"{name}_{suffix}")
+            self._drop_collections(*(f"{name}_{suffix}" for suffix in ("passages", "entities", "facts")))
             self._graph_index = HippoGraphIndex.from_vector_index(
                 self.vector_index, embed_model=self.embed_model, chroma_client=self.chroma_client, name=name,
                 show_progress=self.show_progress,
@@ -120,14 +108,8 @@ class IndexContext:
     """The resources of ``mhop query`` or ``mhop demo``: the passage and graph indexes, opened or built by the given
     loaders on first use."""
 
-    def __init__(
-        self,
-        top_k: int,
-        lm: Any = None,
-        vector_index: Callable[[], VectorStoreIndex] | None = None,
-        graph_index: Callable[[], Any] | None = None,
-        program: str | None = None,
-    ) -> None:
+    def __init__(self, top_k: int, lm: Any = None, vector_index: Callable[[], VectorStoreIndex] | None = None,
+                 graph_index: Callable[[], Any] | None = None, program: str | None = None) -> None:
         self.top_k = top_k
         self.lm = lm
         self.program = program

@@ -32,24 +32,14 @@ from .records import (
     text_field,
 )
 
-__all__ = [
-    "FORMATS",
-    "BenchDataset",
-    "BenchQuestion",
-    "DatasetFormatError",
-    "Passage",
-    "detect_format",
-    "load_dataset",
-    "load_hipporag",
-    "load_hotpotqa",
-    "load_hover",
-    "load_musique",
-]
+__all__ = ["FORMATS", "BenchDataset", "BenchQuestion", "DatasetFormatError", "Passage", "detect_format", "load_dataset",
+           "load_hipporag", "load_hotpotqa", "load_hover", "load_musique"]
 
 logger = logging.getLogger(__name__)
 
 #: The formats :func:`load_dataset` reads (plus ``"auto"``).
 FORMATS = ("hotpotqa", "musique", "hipporag", "hover")
+
 
 @dataclass(frozen=True)
 class Passage:
@@ -62,11 +52,8 @@ class Passage:
 
 @dataclass
 class BenchQuestion:
-    """One benchmark question and the ids of the passages that answer it.
-
-    ``metadata`` holds what the format offers beside (answer, type, hops, ...). When the format lists the
-    paragraphs shown with the question, ``metadata["context_ids"]`` holds their passage ids.
-    """
+    """One benchmark question and the ids of the passages that answer it. ``metadata`` holds what the format offers
+    beside (answer, type, hops, ...), and ``"context_ids"``: the passage ids shown with the question, if listed."""
 
     qid: str
     text: str
@@ -90,11 +77,8 @@ class BenchDataset:
         return [(q.qid, g) for q in self.questions for g in q.gold_ids if g not in ids]
 
     def head(self, n: int, context_only: bool = False) -> BenchDataset:
-        """The first ``n`` questions; with ``context_only``, only the passages of their contexts and gold.
-
-        Raises:
-            ValueError: ``n`` < 1, or ``context_only`` on a format that lists no per-question context.
-        """
+        """The first ``n`` questions; with ``context_only``, only the passages of their contexts and gold (ValueError
+        for ``n`` < 1, or ``context_only`` on a format that lists no per-question context)."""
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")
         questions = self.questions[:n]
@@ -117,9 +101,6 @@ def _warn_missing(dataset: BenchDataset) -> BenchDataset:
     return dataset
 
 
-# -- corpora --------------------------------------------------------------------------------------------------
-
-
 def _title_text_corpus(path: Path, make_id: Callable[[str, str], str]) -> list[Passage]:
     """A corpus file: a list (or JSON lines) of ``{title, text}`` records, or an object ``{title: text}``."""
     if path.suffix.lower() == ".json":
@@ -132,7 +113,7 @@ def _title_text_corpus(path: Path, make_id: Callable[[str, str], str]) -> list[P
             for title, body in data.items():
                 text = body_text(body, path, f"title {title!r}", "text")
                 passages.append(Passage(make_id(title, text), title, text))
-            return _dedupe_passages(passages)
+            return list(dict.fromkeys(passages))
         if not isinstance(data, list):
             raise DatasetFormatError(path, f"expected a list of {{title, text}} records, got {type(data).__name__}")
         records = data
@@ -145,21 +126,7 @@ def _title_text_corpus(path: Path, make_id: Callable[[str, str], str]) -> list[P
         key = "text" if isinstance(record, dict) and "text" in record else "paragraph_text"
         text = body_text(get_field(record, key, (str, list), path, ref), path, ref, key)
         passages.append(Passage(make_id(title, text), title, text))
-    return _dedupe_passages(passages)
-
-
-def _dedupe_passages(passages: list[Passage]) -> list[Passage]:
-    seen: set[tuple[str, str, str]] = set()
-    out = []
-    for passage in passages:
-        key = (passage.passage_id, passage.title, passage.text)
-        if key not in seen:
-            seen.add(key)
-            out.append(passage)
-    return out
-
-
-# -- HotpotQA -------------------------------------------------------------------------------------------------
+    return list(dict.fromkeys(passages))  # a repeated passage (same id, title and text) once
 
 
 def load_hotpotqa(path: PathLike, corpus: PathLike | None = None, limit: int | None = None) -> BenchDataset:
@@ -204,12 +171,8 @@ def load_hotpotqa(path: PathLike, corpus: PathLike | None = None, limit: int | N
     return _warn_missing(BenchDataset(dataset_name(path, qpath), passages, questions, "hotpotqa", str(qpath)))
 
 
-# -- MuSiQue and HippoRAG 2 -----------------------------------------------------------------------------------
-
-
-def _paragraph_questions(
-    qpath: Path, records: list[Any], text_key: str, limit: int | None
-) -> tuple[list[BenchQuestion], list[Passage]]:
+def _paragraph_questions(qpath: Path, records: list[Any], text_key: str,
+                         limit: int | None) -> tuple[list[BenchQuestion], list[Passage]]:
     questions: list[BenchQuestion] = []
     union: dict[str, Passage] = {}
     skipped = 0
@@ -275,9 +238,6 @@ def load_hipporag(path: PathLike, corpus: PathLike | None = None, limit: int | N
     return _paragraph_dataset(path, corpus, limit, "text", "hipporag")
 
 
-# -- HoVer ----------------------------------------------------------------------------------------------------
-
-
 def _hover_corpus(path: Path) -> list[Passage]:
     passages = []
     for index, record in enumerate(read_records(path)):
@@ -335,15 +295,9 @@ def load_hover(path: PathLike, corpus: PathLike | None = None, limit: int | None
     return _warn_missing(BenchDataset(dataset_name(path, qpath), passages, questions, "hover", str(qpath)))
 
 
-# -- detection ------------------------------------------------------------------------------------------------
-
-
 def detect_format(path: PathLike) -> str:
-    """The format of a dataset folder or question file, from the shape of its first record.
-
-    Raises:
-        DatasetFormatError: the path holds no records or records of no known format.
-    """
+    """The format of a dataset folder or question file, from the shape of its first record (DatasetFormatError when
+    it holds no records or records of no known format)."""
     qpath = resolve_path(path)
     records = read_records(qpath)
     if not records:
@@ -364,11 +318,7 @@ def detect_format(path: PathLike) -> str:
 
 
 _LOADERS: dict[str, Callable[..., BenchDataset]] = {
-    "hotpotqa": load_hotpotqa,
-    "musique": load_musique,
-    "hipporag": load_hipporag,
-    "hover": load_hover,
-}
+    "hotpotqa": load_hotpotqa, "musique": load_musique, "hipporag": load_hipporag, "hover": load_hover}
 
 
 def load_dataset(path: PathLike, format: str = "auto", limit: int | None = None) -> BenchDataset:

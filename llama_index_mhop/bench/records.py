@@ -11,34 +11,15 @@ from typing import Any
 
 from ..stores.corpus import join_sentences
 
-__all__ = [
-    "DatasetFormatError",
-    "PathLike",
-    "as_tuple",
-    "body_text",
-    "check_limit",
-    "corpus_file",
-    "dataset_name",
-    "get_field",
-    "question_id",
-    "questions_file",
-    "read_records",
-    "record_ref",
-    "resolve_path",
-    "text_field",
-]
+__all__ = ["DatasetFormatError", "PathLike", "body_text", "check_limit", "corpus_file", "dataset_name", "get_field",
+           "question_id", "questions_file", "read_records", "record_ref", "resolve_path", "text_field"]
 
 PathLike = str | os.PathLike[str]
 
 
 class DatasetFormatError(ValueError):
-    """A dataset file that does not have the expected shape.
-
-    Attributes:
-        file: the offending file.
-        record: the record (``"record 3 (id 'abc')"``, ``"line 7"``), or None for a file-level problem.
-        field: the field at fault, or None.
-    """
+    """A dataset file that does not have the expected shape: ``file``, ``record`` (``"record 3 (id 'abc')"``,
+    ``"line 7"``; None for a file-level problem) and ``field`` (or None) say where."""
 
     def __init__(self, file: PathLike, message: str, record: str | None = None, field: str | None = None):
         self.file = str(file)
@@ -46,9 +27,6 @@ class DatasetFormatError(ValueError):
         self.field = field
         where = ", ".join(part for part in (record, f"field {field!r}" if field else None) if part)
         super().__init__(f"{self.file}: {where + ': ' if where else ''}{message}")
-
-
-# -- records and fields --------------------------------------------------------------------------------------------
 
 
 def record_ref(index: int, record: Any, id_keys: Iterable[str] = ("_id", "id", "uid")) -> str:
@@ -90,14 +68,11 @@ def get_field(record: Any, key: str, kind: type | tuple[type, ...], path: Path, 
     if key not in record:
         raise DatasetFormatError(path, "is missing", record=ref, field=key)
     value = record[key]
-    if not isinstance(value, kind) or isinstance(value, bool) and bool not in as_tuple(kind):
-        names = " or ".join(t.__name__ for t in as_tuple(kind))
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if not isinstance(value, kinds) or isinstance(value, bool) and bool not in kinds:
+        names = " or ".join(t.__name__ for t in kinds)
         raise DatasetFormatError(path, f"expected {names}, got {type(value).__name__}", record=ref, field=key)
     return value
-
-
-def as_tuple(kind: type | tuple[type, ...]) -> tuple[type, ...]:
-    return kind if isinstance(kind, tuple) else (kind,)
 
 
 def text_field(record: Any, key: str, path: Path, ref: str) -> str:

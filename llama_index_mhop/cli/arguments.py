@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..bench.arguments import RETRIEVER_NAMES, add_bench_arguments, add_optimize_arguments
+from ..bench.cli import RETRIEVER_NAMES, add_bench_arguments, add_optimize_arguments
 from .config import CONFIG_FILE
 
 __all__ = ["SYNC_LOG_SUFFIX", "collection_name_problem", "make_parser", "timeout_problem"]
@@ -99,14 +99,12 @@ def make_parser(handlers: Mapping[str, Callable[[argparse.Namespace], int]],
     index.add_argument("--no-delete", action="store_true",
                        help="only add and update: keep documents indexed from PATH that are gone from it")
     _add_store_arguments(index)
-    index.set_defaults(func=handlers["index"])
 
     delete = sub.add_parser("delete", help="remove documents by doc id (a file name alone when unambiguous)")
     delete.add_argument("doc_ids", nargs="+", metavar="DOC_ID")
     delete.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     delete.add_argument("--graph-dir", help="the graph index, if any (default: graph/ beside --chroma-path)")
     _add_store_arguments(delete)
-    delete.set_defaults(func=handlers["delete"])
 
     query = sub.add_parser("query", help="retrieve passages for a question (and answer it when an LM is set)")
     query.add_argument("query")
@@ -119,12 +117,10 @@ def make_parser(handlers: Mapping[str, Callable[[argparse.Namespace], int]],
     query.add_argument("--program", help="a compiled program of the retriever (JSON from mhop optimize)")
     query.add_argument("--graph-dir", help="the graph index of hippo_graph (default: graph/ beside --chroma-path)")
     _add_store_arguments(query)
-    query.set_defaults(func=handlers["query"])
 
     status = sub.add_parser("status", help="what is indexed, where, when it was last synced")
     status.add_argument("--graph-dir", help="the graph index (default: graph/ beside --chroma-path)")
     _add_store_arguments(status)
-    status.set_defaults(func=handlers["status"])
 
     demo = sub.add_parser("demo", help="index the shipped multi-hop corpus and compare retrievers on it")
     demo.add_argument("--chroma-path", default=os.path.join(DEFAULT_HOME, "demo"))
@@ -132,16 +128,13 @@ def make_parser(handlers: Mapping[str, Callable[[argparse.Namespace], int]],
                       help="comma-separated registered retrievers (default: %(default)s)")
     demo.add_argument("--top-k", type=int, default=5)
     demo.add_argument("--lm", default="none", help="none | local | a dspy model string")
-    demo.set_defaults(func=handlers["demo"])
 
-    optimize = sub.add_parser("optimize", help="compile a retriever's DSPy program against a retrieval metric")
-    add_optimize_arguments(optimize)
-    optimize.set_defaults(func=handlers["optimize"])
-
-    bench = sub.add_parser("bench", help="benchmark retrievers on a multi-hop dataset")
-    add_bench_arguments(bench)
-    bench.set_defaults(func=handlers["bench"])
-    for command in (index, query, delete, status, demo, bench):
-        known = {action.dest for action in command._actions}
-        command.set_defaults(**{dest: value for dest, value in (defaults or {}).items() if dest in known})
+    add_optimize_arguments(sub.add_parser("optimize",
+                                          help="compile a retriever's DSPy program against a retrieval metric"))
+    add_bench_arguments(sub.add_parser("bench", help="benchmark retrievers on a multi-hop dataset"))
+    for name, command in sub.choices.items():
+        command.set_defaults(func=handlers[name])
+        if name != "optimize":  # mhop.toml sets the store, the index and the query; optimize takes its own
+            known = {action.dest for action in command._actions}
+            command.set_defaults(**{dest: value for dest, value in (defaults or {}).items() if dest in known})
     return parser

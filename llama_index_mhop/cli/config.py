@@ -62,17 +62,10 @@ class _Key:
 
 _SCHEMA: dict[str, dict[str, _Key]] = {
     "embedding": {"model": _Key("embed_model", str)},
-    "chroma": {
-        "path": _Key("chroma_path", str),
-        "host": _Key("chroma_host", str),
-        "port": _Key("chroma_port", int, 1, 65535),
-        "collection": _Key("collection", str),
-    },
-    "indexing": {
-        "graph": _Key("graph", bool),
-        "graph_dir": _Key("graph_dir", str),
-        "delete_missing": _Key("no_delete", bool, invert=True),
-    },
+    "chroma": {"path": _Key("chroma_path", str), "host": _Key("chroma_host", str),
+               "port": _Key("chroma_port", int, 1, 65535), "collection": _Key("collection", str)},
+    "indexing": {"graph": _Key("graph", bool), "graph_dir": _Key("graph_dir", str),
+                 "delete_missing": _Key("no_delete", bool, invert=True)},
     "retrieval": {"retriever": _Key("retriever", str), "top_k": _Key("top_k", int, 1, 1000)},
     "lm": {"model": _Key("lm", str)},
 }

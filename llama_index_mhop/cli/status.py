@@ -28,11 +28,8 @@ def _has_collection(client: Any, name: str) -> bool:
 
 
 def passage_status(client: Any, collection_name: str) -> dict[str, Any]:
-    """A passage collection's documents, passages, sources, and the time and counts of the last sync.
-
-    Raises:
-        ValueError: no such collection.
-    """
+    """A passage collection's documents, passages, sources, and the time and counts of the last sync (ValueError
+    when there is no such collection)."""
     if not _has_collection(client, collection_name):
         raise ValueError(f"no Chroma collection {collection_name!r}; index a corpus first (mhop index PATH)")
     collection = client.get_collection(collection_name)
@@ -66,7 +63,6 @@ def _edge_count(folder: Path, tables: dict[str, Any], where: Path) -> int:
     import numpy as np
 
     from ..graph.graph_files import check_saved_array
-
     name = (tables.get("arrays") or {}).get("edge_values") if isinstance(tables.get("arrays"), dict) else None
     if not isinstance(name, str) or Path(name).name != name or not name.endswith(".npy"):
         raise ValueError(f"{where}: arrays: expected the file name of edge_values")
@@ -104,16 +100,11 @@ def _graph_counts(root: Path) -> tuple[dict[str, Any], dict[str, int], list[str]
 
 
 def graph_status(client: Any, graph_dir: str | Path) -> dict[str, Any]:
-    """The counts of the graph index saved in ``graph_dir``, keyed as ``HippoGraphIndex.counts()``.
-
-    Raises:
-        FileNotFoundError: no index saved in ``graph_dir``.
-        ValueError: an unreadable file, or a store without the index's collections.
-    """
+    """The counts of the graph index saved in ``graph_dir``, keyed as ``HippoGraphIndex.counts()``:
+    FileNotFoundError when none is saved there, ValueError for an unreadable file or a store without its collections."""
     from chromadb.errors import NotFoundError
 
     from ..graph.reconcile import find_drift
-
     root = Path(graph_dir)
     config, counts, passage_ids = _graph_counts(root)
     name = config.get("name")
