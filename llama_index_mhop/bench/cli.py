@@ -189,26 +189,17 @@ def _print_table(result: dict[str, Any]) -> None:
     ks = result["k_values"]
     table = Table(title=f"{result['dataset']}: {result['n_questions']} questions, {result['n_passages']} passages")
     table.add_column("retriever", style="bold")
-    for k in ks:
-        table.add_column(f"R@{k}", justify="right")
-    for k in ks:
-        table.add_column(f"all@{k}", justify="right")
     answered = any("answer" in run for run in result["runs"])
     answer_headers = ("EM", "ans F1", "ans fb") if answered else ()
-    for header in (*answer_headers, "index s", "p50 ms", "p95 ms", "RSS MB"):
+    for header in (*(f"R@{k}" for k in ks), *(f"all@{k}" for k in ks), *answer_headers, "index s", "p50 ms", "p95 ms",
+                   "RSS MB"):
         table.add_column(header, justify="right")
     for run in result["runs"]:
         metrics = run["metrics"]
-        table.add_row(
-            run["name"],
-            *(f"{metrics[f'recall@{k}']:.1f}" for k in ks),
-            *(f"{metrics[f'all_gold@{k}']:.1f}" for k in ks),
-            *(_answer_cells(run.get("answer")) if answered else ()),
-            f"{run['index_seconds']:.1f}",
-            f"{run['latency_ms_p50']:.1f}",
-            f"{run['latency_ms_p95']:.1f}",
-            f"{run['peak_rss_mb']:.0f}",
-        )
+        table.add_row(run["name"], *(f"{metrics[f'recall@{k}']:.1f}" for k in ks),
+                      *(f"{metrics[f'all_gold@{k}']:.1f}" for k in ks),
+                      *(_answer_cells(run.get("answer")) if answered else ()), f"{run['index_seconds']:.1f}",
+                      f"{run['latency_ms_p50']:.1f}", f"{run['latency_ms_p95']:.1f}", f"{run['peak_rss_mb']:.0f}")
     console = Console()
     if not console.is_terminal:  # a pipe or a log file: do not squeeze the columns to 80 characters
         console = Console(width=max(console.width, 220))
@@ -234,11 +225,9 @@ def _significance_table(significance: dict[str, Any], ks: list[int]) -> Any:
     for key in keys:
         table.add_column(key.replace("recall@", "R@").replace("all_gold@", "all@"), justify="right")
     for name, comparisons in significance["runs"].items():
-        cells = []
-        for key in keys:
-            c = comparisons[key]
-            cells.append(f"{c['difference']:+.1f} [{c['ci_low']:+.1f}, {c['ci_high']:+.1f}] p={c['p_value']:.2f}")
-        table.add_row(name, *cells)
+        cells = (comparisons[key] for key in keys)
+        table.add_row(name, *(f"{c['difference']:+.1f} [{c['ci_low']:+.1f}, {c['ci_high']:+.1f}] p={c['p_value']:.2f}"
+                              for c in cells))
     return table
 
 

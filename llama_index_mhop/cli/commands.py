@@ -18,8 +18,14 @@ from typing import TYPE_CHECKING, Any
 
 from ..rules.text import escape_controls
 from ..stores.sync import UnknownDocumentError
-from .arguments import collection_name_problem, make_parser, timeout_problem
-from .config import ConfigError, find_config, load_config
+from .arguments import (
+    ConfigError,
+    collection_name_problem,
+    find_config,
+    load_config,
+    make_parser,
+    timeout_problem,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -27,7 +33,7 @@ if TYPE_CHECKING:
 
 # Light imports only, so --help and argument errors answer at once: each command imports what it needs.
 
-__all__ = ["build_parser", "load_demo", "main", "run_demo"]
+__all__ = ["build_parser", "load_demo", "main"]
 
 
 def __getattr__(name: str) -> Any:
@@ -45,15 +51,12 @@ def _console() -> Console:
     return current
 
 
-def _plain(value: object, style: str = "") -> Text:
-    from ..rules.terminal import plain_text
-    return plain_text(value, style)
-
-
 def _labelled(label: str, style: str, message: object) -> Text:
     """``label`` in ``style``, then ``message`` as plain text (never markup, control characters escaped)."""
     from rich.text import Text
-    return Text.assemble((label, style), " ", _plain(message))
+
+    from ..rules.terminal import plain_text
+    return Text.assemble((label, style), " ", plain_text(message))
 
 
 def _client(args: argparse.Namespace, read_only: bool = False) -> Any:
@@ -150,13 +153,6 @@ def _sync_graph(args: argparse.Namespace, client: Any, vector_index: Any) -> tup
     return graph, graph.reconcile(show_progress=show_progress)
 
 
-def _answer(query: str, nodes: Sequence[Any], lm: Any) -> str | None:
-    if lm is None:
-        return None
-    from ..lm.answer import answer_question
-    return answer_question(query, [n.node.get_content() for n in nodes], lm)
-
-
 def _open_graph(args: argparse.Namespace, client: Any) -> Any:
     from ..graph import HippoGraphIndex, HippoGraphIndexConfig
     if not _graph_exists(args):
@@ -184,7 +180,10 @@ def cmd_query(args: argparse.Namespace) -> int:
     results = retriever.retrieve(args.query)
     trace = (getattr(retriever, "last_trace", None) or {"note": f"{args.retriever} keeps no trace"}) \
         if args.explain else None
-    answer = _answer(args.query, results, lm)
+    answer = None
+    if lm is not None:  # the LM's module (and DSPy) only when there is an LM
+        from ..lm.answer import answer_question
+        answer = answer_question(args.query, [n.node.get_content() for n in results], lm)
     if args.json:
         report: dict[str, Any] = {"query": args.query, "retriever": args.retriever, "results": [
             {"rank": rank, "score": result.score, "id": result.node.node_id,
@@ -221,13 +220,15 @@ def _print_json(value: Any) -> None:
 def _print_table(args: argparse.Namespace, results: Sequence[Any]) -> None:
     """The results as a table for a terminal (passages, titles and the query are untrusted: plain text)."""
     from rich.table import Table
-    table = Table(title=_plain(f"{args.retriever}: {args.query}"))
+
+    from ..rules.terminal import plain_text
+    table = Table(title=plain_text(f"{args.retriever}: {args.query}"))
     for column in ("rank", "score", "title", "passage"):
         table.add_column(column)
     for rank, result in enumerate(results, start=1):
         text = " ".join(result.node.get_content().split())
-        table.add_row(str(rank), f"{result.score or 0.0:.4f}", _plain(result.node.metadata.get("title", "")),
-                      _plain(text[:160] + ("…" if len(text) > 160 else "")))
+        table.add_row(str(rank), f"{result.score or 0.0:.4f}", plain_text(result.node.metadata.get("title", "")),
+                      plain_text(text[:160] + ("…" if len(text) > 160 else "")))
     _console().print(table)
 
 
@@ -277,18 +278,18 @@ def load_demo() -> tuple[list[dict], list[dict]]:
     return corpus, questions
 
 
-def run_demo(chroma_path: str | os.PathLike[str], retrievers: list[str], top_k: int = 5, lm: Any = None,
-             console: Console | None = None) -> int:
-    """Index the demo corpus under ``chroma_path`` and print, per question, each retriever's top ``top_k``."""
-    from rich.console import Console
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Index the demo corpus under ``--chroma-path`` and print, per question, each retriever's top ``--top-k``."""
     from rich.table import Table
 
     from ..bench.context import IndexContext
     from ..bench.registry import get_retriever_spec
+    from ..lm.clients import lm_from_spec
     from ..stores.corpus import make_document
     from ..stores.defaults import default_chroma_client
     from ..stores.vector_index import build_vector_index
-    console = console or Console()
+    chroma_path, retrievers, top_k, lm = args.chroma_path, args.retrievers.split(","), args.top_k, lm_from_spec(args.lm)
+    console = _console()
     specs = [get_retriever_spec(name) for name in retrievers]
     corpus, questions = load_demo()
     documents = [make_document(p["title"], p["text"]) for p in corpus]
@@ -324,12 +325,6 @@ def run_demo(chroma_path: str | os.PathLike[str], retrievers: list[str], top_k: 
     summary = ", ".join(f"{name}: {count}/{len(questions)}" for name, count in found_all.items())
     console.print(f"[bold]Questions with every gold passage in the top {top_k}:[/bold] {summary}")
     return 0
-
-
-def cmd_demo(args: argparse.Namespace) -> int:
-    from ..lm.clients import lm_from_spec
-    return run_demo(chroma_path=args.chroma_path, retrievers=args.retrievers.split(","), top_k=args.top_k,
-                    lm=lm_from_spec(args.lm), console=_console())
 
 
 def _imported(module: str, name: str) -> Callable[[argparse.Namespace], int]:
