@@ -110,13 +110,8 @@ def _machine() -> dict[str, Any]:
             versions[package] = _metadata.version(package)
         except _metadata.PackageNotFoundError:
             continue
-    return {
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "python": platform.python_version(),
-        "packages": versions,
-    }
+    return {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
+            "cpu_count": os.cpu_count(), "python": platform.python_version(), "packages": versions}
 
 
 def _fallbacks(searcher: Searcher) -> dict[str, int]:
@@ -212,19 +207,13 @@ class Benchmarker:
         answer_lm = self._answer_lm()
         runs = [self._run_one(spec, ctx, answer_lm) for spec in self.specs]
         return {
-            "dataset": self.dataset.name,
-            "n_questions": len(self.dataset.questions),
-            "n_passages": len(self.dataset.passages),
-            "k_values": list(self.k_values),
-            "runs": runs,
-            "format": self.dataset.format,
-            "source": self.dataset.source,
-            "n_index_nodes": len(ctx.nodes),
+            "dataset": self.dataset.name, "n_questions": len(self.dataset.questions),
+            "n_passages": len(self.dataset.passages), "k_values": list(self.k_values), "runs": runs,
+            "format": self.dataset.format, "source": self.dataset.source, "n_index_nodes": len(ctx.nodes),
             "n_gold_missing": len(self.dataset.missing_gold()),
             "embed_model": str(getattr(ctx.embed_model, "model_name", type(ctx.embed_model).__name__)),
             "lm": None if self.lm is None else str(getattr(self.lm, "model", type(self.lm).__name__)),
-            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "machine": _machine(),
+            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "machine": _machine(),
             "significance": compare_runs(runs, baseline=SIGNIFICANCE_BASELINE, k_values=self.k_values),
         }
 
@@ -269,15 +258,10 @@ class Benchmarker:
         p50, p95 = np.percentile(latencies, [50, 95])
         per_question = per_question_scores(rankings, questions, self.k_values)
         run = {
-            "name": spec.name,
-            "index_seconds": round(own_seconds + shared, 4),
-            "latency_ms_p50": round(float(p50), 4),
-            "latency_ms_p95": round(float(p95), 4),
-            "peak_rss_mb": round(peak_rss_mb(), 2),
-            "metrics": _means(per_question),
-            "description": spec.description,
-            "index_seconds_shared": round(shared, 4),
-            "index_seconds_own": round(own_seconds, 4),
+            "name": spec.name, "index_seconds": round(own_seconds + shared, 4),
+            "latency_ms_p50": round(float(p50), 4), "latency_ms_p95": round(float(p95), 4),
+            "peak_rss_mb": round(peak_rss_mb(), 2), "metrics": _means(per_question), "description": spec.description,
+            "index_seconds_shared": round(shared, 4), "index_seconds_own": round(own_seconds, 4),
             "fallbacks": _fallbacks(searcher),
             "per_question": {key: [round(v, 4) for v in values] for key, values in per_question.items()},
         }
@@ -331,19 +315,11 @@ class AnswerEvaluator:
         """The run's ``answer`` block (means in percent, per-question scores), or None without gold answers."""
         if not self._qids:
             return None
-        return {
-            "exact_match": round(float(np.mean(self._exact)), 4),
-            "f1": round(float(np.mean(self._f1)), 4),
-            "n_questions": len(self._qids),
-            "n_fallbacks": self.fallbacks[ANSWER_STEP],
-            "passages": self.passages,
-            "per_question": {
-                "qid": list(self._qids),
-                "answer": list(self._answers),
-                "exact_match": [round(v, 4) for v in self._exact],
-                "f1": [round(v, 4) for v in self._f1],
-            },
-        }
+        return {"exact_match": round(float(np.mean(self._exact)), 4), "f1": round(float(np.mean(self._f1)), 4),
+                "n_questions": len(self._qids), "n_fallbacks": self.fallbacks[ANSWER_STEP], "passages": self.passages,
+                "per_question": {"qid": list(self._qids), "answer": list(self._answers),
+                                 "exact_match": [round(v, 4) for v in self._exact],
+                                 "f1": [round(v, 4) for v in self._f1]}}
 
 
 def _require(condition: bool, message: str) -> None:

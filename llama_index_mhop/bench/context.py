@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +48,6 @@ class BenchContext:
         self.collection_name = collection_name or "mhop_bench_" + stable_id(*(d.id_ for d in self.documents))[:16]
         self.show_progress = show_progress
         self._vector_index: VectorStoreIndex | None = vector_index
-        self._nodes: list[TextNode] | None = None
-        self._graph_index: Any = None
         #: Seconds spent building the shared vector index (None until it is built; 0.0 when one was given).
         self.vector_index_seconds: float | None = None if vector_index is None else 0.0
 
@@ -82,26 +81,21 @@ class BenchContext:
             if name in existing:
                 self.chroma_client.delete_collection(name)
 
-    @property
+    @cached_property
     def nodes(self) -> list[TextNode]:
         """The corpus chunked exactly as in the shared index (same node ids), for retrievers with their own index."""
-        if self._nodes is None:
-            self._nodes = chunk_documents(self.documents)
-        return self._nodes
+        return chunk_documents(self.documents)
 
-    @property
+    @cached_property
     def graph_index(self) -> Any:
         """A HippoGraphIndex over the shared vector index's passages, built fresh on first use (so its build time is a
         real measurement); the passages' stored embeddings are reused, only entities and facts are embedded."""
-        if self._graph_index is None:
-            from ..graph import HippoGraphIndex
-            name = self.collection_name.replace("mhop_bench_", "mhop_hippo_")
-            self._drop_collections(*(f"{name}_{suffix}" for suffix in ("passages", "entities", "facts")))
-            self._graph_index = HippoGraphIndex.from_vector_index(
-                self.vector_index, embed_model=self.embed_model, chroma_client=self.chroma_client, name=name,
-                show_progress=self.show_progress,
-            )
-        return self._graph_index
+        from ..graph import HippoGraphIndex
+        name = self.collection_name.replace("mhop_bench_", "mhop_hippo_")
+        self._drop_collections(*(f"{name}_{suffix}" for suffix in ("passages", "entities", "facts")))
+        return HippoGraphIndex.from_vector_index(self.vector_index, embed_model=self.embed_model,
+                                                 chroma_client=self.chroma_client, name=name,
+                                                 show_progress=self.show_progress)
 
 
 class IndexContext:
@@ -114,27 +108,22 @@ class IndexContext:
         self.lm = lm
         self.program = program
         self._loaders: dict[str, Callable[[], Any] | None] = {"vector": vector_index, "graph": graph_index}
-        self._opened: dict[str, Any] = {}
 
     def _open(self, which: str) -> Any:
-        if which not in self._opened:
-            loader = self._loaders[which]
-            if loader is None:
-                raise ValueError(f"this context has no {which} index")
-            self._opened[which] = loader()
-        return self._opened[which]
+        loader = self._loaders[which]
+        if loader is None:
+            raise ValueError(f"this context has no {which} index")
+        return loader()
 
-    @property
+    @cached_property
     def vector_index(self) -> VectorStoreIndex:
         return self._open("vector")
 
-    @property
+    @cached_property
     def nodes(self) -> list[BaseNode]:
         """Every passage of the vector index (for retrievers that build their own index, such as BM25)."""
-        if "nodes" not in self._opened:
-            self._opened["nodes"] = all_passages(self.vector_index)
-        return self._opened["nodes"]
+        return all_passages(self.vector_index)
 
-    @property
+    @cached_property
     def graph_index(self) -> Any:
         return self._open("graph")

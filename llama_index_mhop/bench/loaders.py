@@ -379,18 +379,16 @@ def load_hover(path: PathLike, corpus: PathLike | None = None, limit: int | None
             break
         ref = record_ref(index, record)
         claim = text_field(record, "claim", qpath, ref)
-        gold: list[str] = []
+        titles: list[str] = []
         for fact in get_field(record, "supporting_facts", list, qpath, ref):
             if isinstance(fact, dict) and isinstance(fact.get("key"), str):
-                title = fact["key"]
+                titles.append(fact["key"])
             elif isinstance(fact, list) and len(fact) == 2 and isinstance(fact[0], str):
-                title = fact[0]
+                titles.append(fact[0])
             else:
                 raise DatasetFormatError(qpath, f"expected [title, sentence_index] or {{key, value}}, got {fact!r}",
                                          record=ref, field="supporting_facts")
-            normalised = normalize_title(title)
-            if normalised not in gold:
-                gold.append(normalised)
+        gold = list(dict.fromkeys(normalize_title(title) for title in titles))
         if not gold:
             raise DatasetFormatError(qpath, "names no supporting passage", record=ref, field="supporting_facts")
         metadata = {k: record[k] for k in ("label", "num_hops", "hpqa_id") if k in record}

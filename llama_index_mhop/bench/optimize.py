@@ -16,11 +16,10 @@ import dspy
 
 from ..rules.metrics import all_gold_at_k, recall_at_k
 from .benchmarker import passage_ids
-from .cli import OPTIMIZABLE, OPTIMIZERS, add_optimize_arguments
+from .cli import OPTIMIZERS
 from .loaders import BenchDataset, BenchQuestion
 
-__all__ = ["METRICS", "OPTIMIZERS", "OPTIMIZABLE", "OptimizeResult", "add_optimize_arguments", "optimize_program",
-           "retrieval_metric", "run_optimize", "split_questions"]
+__all__ = ["METRICS", "OptimizeResult", "optimize_program", "retrieval_metric", "run_optimize", "split_questions"]
 
 #: ``--metric``: a retrieval metric and its cut-off.
 METRICS: dict[str, tuple[Callable[..., float], int]] = {
@@ -86,7 +85,7 @@ class OptimizeResult:
 
 def optimize_program(retriever: Any, name: str, dataset: BenchDataset, optimizer: str, metric_name: str, train: int,
                      out: str | Path, lm: Any = None, seed: int = 0) -> OptimizeResult:
-    """Compile ``retriever.program`` (a retriever of :data:`OPTIMIZABLE`) on ``train`` questions of a seeded split
+    """Compile ``retriever.program`` (a retriever of ``bench.cli.OPTIMIZABLE``) on ``train`` questions of a seeded split
     and save it to ``out``; measure the dev split before and after. ``lm`` is GEPA's reflection LM."""
     metric = retrieval_metric(metric_name)
     train_questions, dev_questions = split_questions(dataset.questions, train, seed)

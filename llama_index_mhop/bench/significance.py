@@ -88,11 +88,7 @@ def compare_runs(runs: Sequence[Mapping[str, Any]], baseline: str = "vector",
             key: paired_comparison(run["per_question"][key], reference[key], n_resamples, seed=seed).as_dict()
             for key in (f"{metric}@{k}" for k in k_values for metric in metrics)
         }
-    return {
-        "baseline": baseline,
-        "test": "two-sided paired permutation test over questions (sign flips of per-question differences)",
-        "interval": f"{DEFAULT_CONFIDENCE_LEVEL:.0%} percentile bootstrap of the mean difference",
-        "n_resamples": n_resamples,
-        "seed": seed,
-        "runs": compared,
-    }
+    return {"baseline": baseline,
+            "test": "two-sided paired permutation test over questions (sign flips of per-question differences)",
+            "interval": f"{DEFAULT_CONFIDENCE_LEVEL:.0%} percentile bootstrap of the mean difference",
+            "n_resamples": n_resamples, "seed": seed, "runs": compared}

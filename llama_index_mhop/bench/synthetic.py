@@ -371,19 +371,10 @@ def generate_dataset(n_passages: int, n_questions: int = DEFAULT_N_QUESTIONS, se
         world.collecting = False
         text = chain_rng.choice(kind.templates).format(chain[0])
         _check_chain(world, chain, answer, text)
-        questions.append({
-            "_id": f"syn{seed}-{number:04d}",
-            "question": text,
-            "answer": answer,
-            "type": "bridge",
-            "level": "hard" if hops == 3 else "medium",
-            "supporting_facts": [[title, 0] for title in chain],
-            "context": [],
-            "hops": hops,
-            "kind": name,
-            "chain": list(chain),
-            "bridge_entities": list(chain[1:]),
-        })
+        questions.append({"_id": f"syn{seed}-{number:04d}", "question": text, "answer": answer, "type": "bridge",
+                          "level": "hard" if hops == 3 else "medium",
+                          "supporting_facts": [[title, 0] for title in chain], "context": [], "hops": hops,
+                          "kind": name, "chain": list(chain), "bridge_entities": list(chain[1:])})
     n_chain = len(world.entities)
     if n_passages < n_chain:
         raise ValueError(f"n_passages={n_passages} is smaller than the {n_chain} passages that {n_questions} "

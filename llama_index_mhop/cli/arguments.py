@@ -50,7 +50,7 @@ else:  # pragma: no cover - the standard library's TOML reader arrived in 3.11
     import tomli as tomllib
 
 __all__ = ["CONFIG_FILE", "SYNC_LOG_SUFFIX", "ConfigError", "collection_name_problem", "find_config", "load_config",
-           "make_parser", "timeout_problem"]
+           "make_parser", "options_problem", "timeout_problem"]
 
 DEFAULT_HOME = os.environ.get("MHOP_HOME", "./.mhop")
 
@@ -95,6 +95,15 @@ def timeout_problem(value: Any) -> str | None:
     if math.isfinite(seconds) and seconds > 0:
         return None
     return f"--chroma-timeout must be a positive finite number of seconds, got {value}"
+
+
+def options_problem(args: argparse.Namespace) -> str | None:
+    """Why ``--chroma-timeout`` or ``--collection`` (flag, environment or mhop.toml) cannot be used, or None."""
+    if hasattr(args, "chroma_timeout") and (problem := timeout_problem(args.chroma_timeout)):
+        return problem
+    if isinstance(getattr(args, "collection", None), str):
+        return collection_name_problem(args.collection)
+    return None
 
 
 def _add_store_arguments(parser: argparse.ArgumentParser) -> None:

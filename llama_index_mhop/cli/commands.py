@@ -18,14 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..rules.text import escape_controls
 from ..stores.sync import UnknownDocumentError
-from .arguments import (
-    ConfigError,
-    collection_name_problem,
-    find_config,
-    load_config,
-    make_parser,
-    timeout_problem,
-)
+from .arguments import ConfigError, find_config, load_config, make_parser, options_problem, timeout_problem
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -352,7 +345,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     args = build_parser(defaults).parse_args(argv)
-    problem = _store_options_problem(args)
+    problem = options_problem(args)
     if problem is not None:  # before any store is opened or model loaded
         _print_error(problem)
         return 2
@@ -366,15 +359,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         _print_error(message)
         return 2
-
-
-def _store_options_problem(args: argparse.Namespace) -> str | None:
-    """Why ``--chroma-timeout`` or ``--collection`` (flag, environment or mhop.toml) cannot be used, or None."""
-    if hasattr(args, "chroma_timeout") and (problem := timeout_problem(args.chroma_timeout)):
-        return problem
-    if isinstance(getattr(args, "collection", None), str):
-        return collection_name_problem(args.collection)
-    return None
 
 
 #: Errors a command reports as one line (exit status 2) rather than a traceback.

@@ -16,9 +16,7 @@ __all__ = ["graph_status", "passage_status"]
 #: Row metadata of the passage index: LlamaIndex's document id, and the folder or file a document came from.
 DOCUMENT_ID_KEY = "document_id"
 SOURCE_KEY = "source"
-#: The edge table's channels (``graph.graph_arrays``): facts, synonymy in millionths, plain and title passage edges.
-FACTS, SYNONYMY, PLAIN, TITLE = range(4)
-SYNONYMY_SCALE = 1_000_000
+#: ``KnowledgeGraph``'s default title edge weight (its module is not imported: ``mhop status`` stays light).
 DEFAULT_TITLE_EDGE_WEIGHT = 10.0
 _PAGE = 5000
 
@@ -62,6 +60,7 @@ def _edge_count(folder: Path, tables: dict[str, Any], where: Path) -> int:
     """Edges of positive weight in the saved edge table (``KnowledgeGraph.num_edges``)."""
     import numpy as np
 
+    from ..graph.graph_arrays import FACTS, PLAIN, SYNONYMY, SYNONYMY_SCALE, TITLE
     from ..graph.graph_files import check_saved_array
     name = (tables.get("arrays") or {}).get("edge_values") if isinstance(tables.get("arrays"), dict) else None
     if not isinstance(name, str) or Path(name).name != name or not name.endswith(".npy"):
