@@ -11,7 +11,7 @@ from llama_index.core.llms import MockLLM
 from llama_index.core.query_engine import RetrieverQueryEngine, TransformQueryEngine
 
 from llama_index_mhop import PerspectiveQueryTransform, RRFFusionRetriever, build_vector_index
-from llama_index_mhop.cli.demo import load_demo
+from llama_index_mhop.cli.commands import load_demo
 from llama_index_mhop.stores.corpus import make_document
 
 

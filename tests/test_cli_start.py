@@ -63,7 +63,7 @@ def test_help_exits_0():
 
 def test_the_light_names_are_the_registry_s():
     """What --help offers is what the modules owning the names accept."""
-    from llama_index_mhop.bench import arguments as cli_arguments
+    from llama_index_mhop.bench import cli as cli_arguments
     from llama_index_mhop.bench import loaders, optimize
     from llama_index_mhop.bench.registry import registered_retrievers
 
@@ -119,8 +119,8 @@ def _status(store, capsys) -> dict:
 
 def _opened_counts(root: Path, embed_model) -> tuple[dict, dict]:
     """What the index reports once opened: the passage collection and the graph index's counts."""
-    from llama_index_mhop.stores.defaults import default_chroma_client
     from llama_index_mhop.graph import HippoGraphIndex
+    from llama_index_mhop.stores.defaults import default_chroma_client
     from llama_index_mhop.stores.vector_index import describe_collection
 
     client = default_chroma_client(root / "chroma")
@@ -294,8 +294,8 @@ def test_a_collection_name_from_the_config_file_is_checked(tmp_path, capsys, mon
 
 def test_the_sync_log_is_named_as_the_name_check_assumes(tmp_path, embed_model):
     from llama_index_mhop.cli.arguments import SYNC_LOG_SUFFIX, collection_name_problem
-    from llama_index_mhop.stores.defaults import default_chroma_client
     from llama_index_mhop.stores.corpus import make_document
+    from llama_index_mhop.stores.defaults import default_chroma_client
     from llama_index_mhop.stores.vector_index import sync_vector_index
 
     client = default_chroma_client(tmp_path / "chroma")

@@ -1,8 +1,8 @@
 import pytest
 
+from llama_index_mhop.cli.arguments import ConfigError, load_config
 from llama_index_mhop.cli.commands import build_parser
 from llama_index_mhop.cli.commands import main as mhop
-from llama_index_mhop.cli.config import ConfigError, load_config
 
 GOOD = """
 [embedding]

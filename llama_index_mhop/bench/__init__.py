@@ -8,69 +8,18 @@ from __future__ import annotations
 
 from ..rules.lazy_exports import lazy_exports
 
-__all__ = [
-    "DEFAULT_K_VALUES",
-    "FORMATS",
-    "METRIC_NAMES",
-    "BenchContext",
-    "BenchDataset",
-    "BenchQuestion",
-    "Benchmarker",
-    "DatasetFormatError",
-    "Passage",
-    "RetrieverFactory",
-    "RetrieverSpec",
-    "Searcher",
-    "detect_format",
-    "get_retriever_spec",
-    "load_dataset",
-    "load_hipporag",
-    "load_hotpotqa",
-    "load_hover",
-    "load_musique",
-    "passage_documents",
-    "passage_ids",
-    "peak_rss_mb",
-    "plot",
-    "pool_rankings",
-    "register_retriever",
-    "registered_retrievers",
-    "save_json",
-    "score_rankings",
-    "validate_result",
-]
-
-#: Where each exported name lives (the module, relative to this package).
-_EXPORTS = {
-    "DEFAULT_K_VALUES": ".benchmarker",
-    "METRIC_NAMES": ".benchmarker",
-    "Benchmarker": ".benchmarker",
-    "passage_ids": ".benchmarker",
-    "peak_rss_mb": ".benchmarker",
-    "save_json": ".benchmarker",
-    "score_rankings": ".benchmarker",
-    "validate_result": ".benchmarker",
-    "BenchContext": ".context",
-    "passage_documents": ".context",
-    "FORMATS": ".loaders",
-    "BenchDataset": ".loaders",
-    "BenchQuestion": ".loaders",
-    "DatasetFormatError": ".loaders",
-    "Passage": ".loaders",
-    "detect_format": ".loaders",
-    "load_dataset": ".loaders",
-    "load_hipporag": ".loaders",
-    "load_hotpotqa": ".loaders",
-    "load_hover": ".loaders",
-    "load_musique": ".loaders",
-    "plot": ".cli",
-    "RetrieverFactory": ".registry",
-    "RetrieverSpec": ".registry",
-    "get_retriever_spec": ".registry",
-    "register_retriever": ".registry",
-    "registered_retrievers": ".registry",
-    "Searcher": ".searcher",
-    "pool_rankings": ".searcher",
+#: The modules (relative to this package) and the names each exports.
+_MODULES = {
+    ".benchmarker": ("DEFAULT_K_VALUES", "METRIC_NAMES", "Benchmarker", "passage_ids", "peak_rss_mb", "save_json",
+                     "validate_result"),
+    ".context": ("BenchContext", "passage_documents"),
+    ".loaders": ("FORMATS", "BenchDataset", "BenchQuestion", "DatasetFormatError", "Passage", "detect_format",
+                 "load_dataset", "load_hipporag", "load_hotpotqa", "load_hover", "load_musique"),
+    ".cli": ("plot",),
+    ".registry": ("RetrieverFactory", "RetrieverSpec", "get_retriever_spec", "register_retriever",
+                  "registered_retrievers", "Searcher", "pool_rankings"),
 }
+_EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
+__all__ = sorted(_EXPORTS)
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

@@ -1,10 +1,12 @@
-"""The Benchmarker: every retriever of a run on the same corpus, embedder and questions (seed 002).
+"""The Benchmarker: every retriever of a run on the same corpus, embedder and questions (seed 002), and with
+``answer=True`` (``mhop bench --answer``, seed 004) an LM's answers from each ranking's top passages.
 
 The corpus is embedded once into a fresh shared Chroma collection; each retriever's factory is timed as its own
 index build; each question is searched once at the largest k, and precision, recall, F1 and all-gold at every k
 are read off that one ranking (chunks of one passage counting once), averaged and reported in percent.
 ``index_seconds`` adds the shared build for retrievers with ``needs_index="vector"``; ``peak_rss_mb`` is the
-process's high-water mark (``ru_maxrss``), which never goes down across runs.
+process's high-water mark (``ru_maxrss``), which never goes down across runs. Answers are scored by exact match
+and token F1 against the gold answer and its aliases; an answer the LM failed to give counts as wrong.
 """
 
 from __future__ import annotations
@@ -17,39 +19,30 @@ import platform
 import resource
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from importlib import metadata as _metadata
 from pathlib import Path
 from typing import Any
 
+import dspy
 import numpy as np
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.embeddings.base import BaseEmbedding
-from llama_index.core.schema import NodeWithScore
+from llama_index.core.schema import MetadataMode, NodeWithScore
 
-from ..lm.steps import current_lm
-from ..rules.metrics import all_gold_at_k, dedupe, f1_at_k, precision_at_k, recall_at_k
-from .answers import DEFAULT_ANSWER_PASSAGES, AnswerEvaluator, gold_answers
+from ..lm.answer import ANSWER_STEP, answer_question
+from ..lm.steps import FallbackCounter, current_lm
+from ..rules import metrics
 from .context import BenchContext, passage_documents
 from .loaders import BenchDataset, BenchQuestion
-from .registry import RetrieverFactory, RetrieverSpec, get_retriever_spec, registered_retrievers
-from .searcher import Searcher
+from .registry import RetrieverFactory, RetrieverSpec, Searcher, get_retriever_spec, registered_retrievers
 from .significance import compare_runs
 
-__all__ = [
-    "DEFAULT_K_VALUES",
-    "DEFAULT_WORK_DIR",
-    "METRIC_NAMES",
-    "SIGNIFICANCE_BASELINE",
-    "Benchmarker",
-    "passage_ids",
-    "peak_rss_mb",
-    "per_question_scores",
-    "save_json",
-    "score_rankings",
-    "top_passages",
-    "validate_result",
-]
+__all__ = ["DEFAULT_ANSWER_PASSAGES", "DEFAULT_K_VALUES", "DEFAULT_WORK_DIR", "METRIC_NAMES",
+           "SIGNIFICANCE_BASELINE", "AnswerEvaluator", "Benchmarker", "gold_answers", "passage_ids", "peak_rss_mb",
+           "per_question_scores", "save_json", "top_passages", "validate_result"]
 
 logger = logging.getLogger(__name__)
 
@@ -60,11 +53,10 @@ SIGNIFICANCE_BASELINE = "vector"
 #: The metrics of a run, each reported as ``NAME@K`` for every k.
 METRIC_NAMES = ("recall", "all_gold", "precision", "f1")
 _METRIC_FUNCTIONS: dict[str, Callable[[Sequence[str], Sequence[str], int], float]] = {
-    "recall": recall_at_k,
-    "all_gold": all_gold_at_k,
-    "precision": precision_at_k,
-    "f1": f1_at_k,
-}
+    "recall": metrics.recall_at_k, "all_gold": metrics.all_gold_at_k, "precision": metrics.precision_at_k,
+    "f1": metrics.f1_at_k}
+#: Passages of a retriever's ranking (distinct passages, best first) the LM answers from.
+DEFAULT_ANSWER_PASSAGES = 5
 
 
 def peak_rss_mb() -> float:
@@ -79,8 +71,9 @@ def _passage_id(item: NodeWithScore) -> str:
 
 
 def passage_ids(nodes: Sequence[NodeWithScore]) -> list[str]:
-    """The passage ids (``passage_id`` metadata, else ``title``, else node id) of retrieved nodes, best first, once each."""
-    return dedupe(_passage_id(item) for item in nodes)
+    """The passage ids (``passage_id`` metadata, else ``title``, else node id) of retrieved nodes, best first, once
+    each."""
+    return metrics.dedupe(_passage_id(item) for item in nodes)
 
 
 def top_passages(nodes: Sequence[NodeWithScore], n: int) -> list[NodeWithScore]:
@@ -93,37 +86,21 @@ def top_passages(nodes: Sequence[NodeWithScore], n: int) -> list[NodeWithScore]:
     return list(first.values())
 
 
-def per_question_scores(
-    rankings: Sequence[Sequence[str]], questions: Sequence[BenchQuestion], k_values: Sequence[int]
-) -> dict[str, list[float]]:
-    """Each question's ``recall@K``, ``all_gold@K``, ``precision@K`` and ``f1@K`` in percent, in question order.
-
-    Raises:
-        ValueError: rankings and questions differ in number, or there are no questions.
-    """
+def per_question_scores(rankings: Sequence[Sequence[str]], questions: Sequence[BenchQuestion],
+                        k_values: Sequence[int]) -> dict[str, list[float]]:
+    """Each question's ``recall@K``, ``all_gold@K``, ``precision@K`` and ``f1@K`` in percent, in question order;
+    ValueError when rankings and questions differ in number or there are no questions."""
     if len(rankings) != len(questions):
         raise ValueError(f"{len(rankings)} rankings for {len(questions)} questions")
     if not questions:
         raise ValueError("no questions to score")
-    return {
-        f"{name}@{k}": [
-            100.0 * _METRIC_FUNCTIONS[name](ranking, question.gold_ids, k)
-            for ranking, question in zip(rankings, questions, strict=True)
-        ]
-        for k in k_values
-        for name in METRIC_NAMES
-    }
+    return {f"{name}@{k}": [100.0 * _METRIC_FUNCTIONS[name](ranking, question.gold_ids, k)
+                            for ranking, question in zip(rankings, questions, strict=True)]
+            for k in k_values for name in METRIC_NAMES}
 
 
 def _means(per_question: Mapping[str, Sequence[float]]) -> dict[str, float]:
     return {key: round(float(np.mean(values)), 4) for key, values in per_question.items()}
-
-
-def score_rankings(
-    rankings: Sequence[Sequence[str]], questions: Sequence[BenchQuestion], k_values: Sequence[int]
-) -> dict[str, float]:
-    """Mean ``recall@K``, ``all_gold@K``, ``precision@K`` and ``f1@K`` in percent (0-100) for every K."""
-    return _means(per_question_scores(rankings, questions, k_values))
 
 
 def _machine() -> dict[str, Any]:
@@ -133,55 +110,36 @@ def _machine() -> dict[str, Any]:
             versions[package] = _metadata.version(package)
         except _metadata.PackageNotFoundError:
             continue
-    return {
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "python": platform.python_version(),
-        "packages": versions,
-    }
+    return {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
+            "cpu_count": os.cpu_count(), "python": platform.python_version(), "packages": versions}
 
 
 def _fallbacks(searcher: Searcher) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    components = [*searcher.retrievers, searcher.query_transform, searcher.reranker]
-    for component in components:
+    counts: Counter[str] = Counter()
+    for component in [*searcher.retrievers, searcher.query_transform, searcher.reranker]:
         counter = getattr(component, "fallback_counts", None)
         if counter is not None and hasattr(counter, "as_dict"):
-            for step, n in counter.as_dict().items():
-                counts[step] = counts.get(step, 0) + n
-    return counts
+            counts.update(counter.as_dict())
+    return dict(counts)
 
 
 class Benchmarker:
     """Run retrievers on one dataset with one embedder and one index, and report the DESIGN.md result schema.
 
-    Args:
-        retrievers: registered names, or a mapping of name to factory (taken to read the shared vector index) or
-            :class:`RetrieverSpec`; None means every registered retriever.
-        k_values: the cut-offs to report; each question is searched once at the largest.
-        embed_model: default all-MiniLM-L6-v2; chroma_client: default a persistent store under ``work_dir``.
-        lm: a DSPy LM handed to factories (None: LLM-free strategies).
-        program: a compiled DSPy program (JSON path) for the one retriever benchmarked.
-        answer: also let the LM (``lm``, else ``dspy.settings.lm``) answer each question from each ranking's top
-            ``answer_passages`` passages, reporting exact match and token F1 (nothing, with a warning, without an
-            LM or gold answers).
+    ``retrievers``: registered names, or a mapping of name to factory (taken to read the shared vector index) or
+    :class:`RetrieverSpec` (None: every registered one). ``embed_model`` defaults to all-MiniLM-L6-v2,
+    ``chroma_client`` to a persistent store under ``work_dir``; ``lm`` is handed to factories (None: LLM-free);
+    ``program`` is the one retriever's compiled DSPy program (JSON path). ``answer``: the LM (``lm``, else
+    ``dspy.settings.lm``) also answers from each ranking's top ``answer_passages`` passages (nothing, with a
+    warning, without an LM or gold answers).
     """
 
-    def __init__(
-        self,
-        dataset: BenchDataset,
-        retrievers: Sequence[str] | Mapping[str, RetrieverFactory | RetrieverSpec] | None = None,
-        k_values: Sequence[int] = DEFAULT_K_VALUES,
-        embed_model: BaseEmbedding | None = None,
-        chroma_client: Any = None,
-        work_dir: str | os.PathLike[str] = DEFAULT_WORK_DIR,
-        lm: Any = None,
-        show_progress: bool = True,
-        program: str | None = None,
-        answer: bool = False,
-        answer_passages: int = DEFAULT_ANSWER_PASSAGES,
-    ) -> None:
+    def __init__(self, dataset: BenchDataset,
+                 retrievers: Sequence[str] | Mapping[str, RetrieverFactory | RetrieverSpec] | None = None,
+                 k_values: Sequence[int] = DEFAULT_K_VALUES, embed_model: BaseEmbedding | None = None,
+                 chroma_client: Any = None, work_dir: str | os.PathLike[str] = DEFAULT_WORK_DIR, lm: Any = None,
+                 show_progress: bool = True, program: str | None = None, answer: bool = False,
+                 answer_passages: int = DEFAULT_ANSWER_PASSAGES) -> None:
         if not dataset.questions:
             raise ValueError(f"dataset {dataset.name!r} has no questions")
         if not dataset.passages:
@@ -204,17 +162,15 @@ class Benchmarker:
             raise ValueError("--program is one retriever's compiled program: give exactly one retriever")
 
     @staticmethod
-    def _resolve_specs(
-        retrievers: Sequence[str] | Mapping[str, RetrieverFactory | RetrieverSpec] | None,
-    ) -> list[RetrieverSpec]:
+    def _resolve_specs(retrievers: Sequence[str] | Mapping[str, RetrieverFactory | RetrieverSpec] | None,
+                       ) -> list[RetrieverSpec]:
         if retrievers is None:
             specs = list(registered_retrievers().values())
         elif isinstance(retrievers, Mapping):
             specs = []
             for name, entry in retrievers.items():
                 if isinstance(entry, RetrieverSpec):
-                    specs.append(entry if entry.name == name else RetrieverSpec(name, entry.description,
-                                                                                entry.factory, entry.needs_index))
+                    specs.append(entry if entry.name == name else replace(entry, name=name))
                 elif callable(entry):
                     specs.append(RetrieverSpec(name, getattr(entry, "__doc__", None) or name, entry, "vector"))
                 else:
@@ -233,21 +189,13 @@ class Benchmarker:
 
     def _context(self) -> BenchContext:
         from ..stores.defaults import default_chroma_client, resolve_embed_model
-
         embed_model = resolve_embed_model(self.embed_model)
         client = self.chroma_client if self.chroma_client is not None else default_chroma_client(
             self.work_dir / "chroma")
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        return BenchContext(
-            passage_documents(self.dataset.passages),
-            embed_model=embed_model,
-            chroma_client=client,
-            work_dir=self.work_dir,
-            top_k=max(self.k_values),
-            lm=self.lm,
-            show_progress=self.show_progress,
-            program=self.program,
-        )
+        return BenchContext(passage_documents(self.dataset.passages), embed_model=embed_model, chroma_client=client,
+                            work_dir=self.work_dir, top_k=max(self.k_values), lm=self.lm,
+                            show_progress=self.show_progress, program=self.program)
 
     def run(self) -> dict[str, Any]:
         """Index once, run every retriever on every question, and return the result (DESIGN.md schema)."""
@@ -259,19 +207,13 @@ class Benchmarker:
         answer_lm = self._answer_lm()
         runs = [self._run_one(spec, ctx, answer_lm) for spec in self.specs]
         return {
-            "dataset": self.dataset.name,
-            "n_questions": len(self.dataset.questions),
-            "n_passages": len(self.dataset.passages),
-            "k_values": list(self.k_values),
-            "runs": runs,
-            "format": self.dataset.format,
-            "source": self.dataset.source,
-            "n_index_nodes": len(ctx.nodes),
+            "dataset": self.dataset.name, "n_questions": len(self.dataset.questions),
+            "n_passages": len(self.dataset.passages), "k_values": list(self.k_values), "runs": runs,
+            "format": self.dataset.format, "source": self.dataset.source, "n_index_nodes": len(ctx.nodes),
             "n_gold_missing": len(self.dataset.missing_gold()),
             "embed_model": str(getattr(ctx.embed_model, "model_name", type(ctx.embed_model).__name__)),
             "lm": None if self.lm is None else str(getattr(self.lm, "model", type(self.lm).__name__)),
-            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "machine": _machine(),
+            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "machine": _machine(),
             "significance": compare_runs(runs, baseline=SIGNIFICANCE_BASELINE, k_values=self.k_values),
         }
 
@@ -299,7 +241,6 @@ class Benchmarker:
 
     def _run_one(self, spec: RetrieverSpec, ctx: BenchContext, answer_lm: Any = None) -> dict[str, Any]:
         from ..rules.terminal import progress
-
         searcher, own_seconds = self._build(spec, ctx)
         shared = (ctx.vector_index_seconds or 0.0) if spec.needs_index == "vector" else 0.0
         top_k = max(self.k_values)
@@ -317,15 +258,10 @@ class Benchmarker:
         p50, p95 = np.percentile(latencies, [50, 95])
         per_question = per_question_scores(rankings, questions, self.k_values)
         run = {
-            "name": spec.name,
-            "index_seconds": round(own_seconds + shared, 4),
-            "latency_ms_p50": round(float(p50), 4),
-            "latency_ms_p95": round(float(p95), 4),
-            "peak_rss_mb": round(peak_rss_mb(), 2),
-            "metrics": _means(per_question),
-            "description": spec.description,
-            "index_seconds_shared": round(shared, 4),
-            "index_seconds_own": round(own_seconds, 4),
+            "name": spec.name, "index_seconds": round(own_seconds + shared, 4),
+            "latency_ms_p50": round(float(p50), 4), "latency_ms_p95": round(float(p95), 4),
+            "peak_rss_mb": round(peak_rss_mb(), 2), "metrics": _means(per_question), "description": spec.description,
+            "index_seconds_shared": round(shared, 4), "index_seconds_own": round(own_seconds, 4),
             "fallbacks": _fallbacks(searcher),
             "per_question": {key: [round(v, 4) for v in values] for key, values in per_question.items()},
         }
@@ -335,7 +271,55 @@ class Benchmarker:
         return run
 
 
-# -- result files ---------------------------------------------------------------------------------------------
+def gold_answers(question: BenchQuestion) -> list[str]:
+    """The gold answer and its aliases from the question's record, each once, in record order ([] when none)."""
+    found: list[str] = []
+    for key in ("answer", "answer_aliases"):
+        value = question.metadata.get(key)
+        for answer in [value] if isinstance(value, str) else value if isinstance(value, list) else []:
+            if isinstance(answer, str) and answer.strip() and answer not in found:
+                found.append(answer)
+    return found
+
+
+class AnswerEvaluator:
+    """Answers the questions of one retriever's run with ``lm`` from ``passages`` distinct passages, and scores them."""
+
+    def __init__(self, lm: dspy.BaseLM, passages: int = DEFAULT_ANSWER_PASSAGES) -> None:
+        if passages < 1:
+            raise ValueError(f"passages must be at least 1, got {passages}")
+        self.lm = lm
+        self.passages = passages
+        self.fallbacks = FallbackCounter()
+        self._qids: list[str] = []
+        self._answers: list[str] = []
+        self._exact: list[float] = []
+        self._f1: list[float] = []
+
+    def add(self, question: BenchQuestion, top_passages: Sequence[NodeWithScore]) -> None:
+        """Answer ``question`` from the first :attr:`passages` of ``top_passages`` (one node per passage, best first)
+        and score it; a question without a gold answer is left out."""
+        golds = gold_answers(question)
+        if not golds:
+            return
+        texts = [item.node.get_content(metadata_mode=MetadataMode.LLM) for item in top_passages[: self.passages]]
+        before = self.fallbacks[ANSWER_STEP]
+        answer = answer_question(question.text, texts, self.lm, counter=self.fallbacks)
+        answered = self.fallbacks[ANSWER_STEP] == before  # a fallback is no answer: wrong, whatever it says
+        self._qids.append(question.qid)
+        self._answers.append(answer)
+        self._exact.append(100.0 * metrics.answer_exact_match(answer, golds) if answered else 0.0)
+        self._f1.append(100.0 * metrics.answer_f1(answer, golds) if answered else 0.0)
+
+    def result(self) -> dict[str, Any] | None:
+        """The run's ``answer`` block (means in percent, per-question scores), or None without gold answers."""
+        if not self._qids:
+            return None
+        return {"exact_match": round(float(np.mean(self._exact)), 4), "f1": round(float(np.mean(self._f1)), 4),
+                "n_questions": len(self._qids), "n_fallbacks": self.fallbacks[ANSWER_STEP], "passages": self.passages,
+                "per_question": {"qid": list(self._qids), "answer": list(self._answers),
+                                 "exact_match": [round(v, 4) for v in self._exact],
+                                 "f1": [round(v, 4) for v in self._f1]}}
 
 
 def _require(condition: bool, message: str) -> None:
@@ -365,14 +349,14 @@ def validate_result(result: Mapping[str, Any]) -> None:
         for key in ("index_seconds", "latency_ms_p50", "latency_ms_p95", "peak_rss_mb"):
             _require(key in run, f"{where} missing {key!r}")
             _require(_is_number(run[key]) and run[key] >= 0, f"{where}.{key} must be a number >= 0")
-        metrics = run.get("metrics")
-        _require(isinstance(metrics, Mapping), f"{where}.metrics must be an object")
+        scores = run.get("metrics")
+        _require(isinstance(scores, Mapping), f"{where}.metrics must be an object")
         for k in ks:
             for name in METRIC_NAMES:
                 key = f"{name}@{k}"
-                _require(key in metrics, f"{where}.metrics missing {key!r}")
-                _require(_is_number(metrics[key]) and 0 <= metrics[key] <= 100,
-                         f"{where}.metrics[{key!r}] must be a number in [0, 100], got {metrics[key]!r}")
+                _require(key in scores, f"{where}.metrics missing {key!r}")
+                _require(_is_number(scores[key]) and 0 <= scores[key] <= 100,
+                         f"{where}.metrics[{key!r}] must be a number in [0, 100], got {scores[key]!r}")
         if "answer" in run:
             answer = run["answer"]
             _require(isinstance(answer, Mapping), f"{where}.answer must be an object")

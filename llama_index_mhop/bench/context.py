@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -33,19 +34,10 @@ class BenchContext:
     run's largest k) and ``program`` (a compiled DSPy program's JSON path). ``vector_index``: an index of exactly
     these documents to reuse instead of building one."""
 
-    def __init__(
-        self,
-        documents: Sequence[Document],
-        embed_model: BaseEmbedding,
-        chroma_client: Any,
-        work_dir: str | Path,
-        top_k: int,
-        lm: Any = None,
-        collection_name: str | None = None,
-        show_progress: bool = False,
-        vector_index: VectorStoreIndex | None = None,
-        program: str | None = None,
-    ) -> None:
+    def __init__(self, documents: Sequence[Document], embed_model: BaseEmbedding, chroma_client: Any,
+                 work_dir: str | Path, top_k: int, lm: Any = None, collection_name: str | None = None,
+                 show_progress: bool = False, vector_index: VectorStoreIndex | None = None,
+                 program: str | None = None) -> None:
         self.documents = list(documents)
         self.program = program
         self.embed_model = embed_model
@@ -56,8 +48,6 @@ class BenchContext:
         self.collection_name = collection_name or "mhop_bench_" + stable_id(*(d.id_ for d in self.documents))[:16]
         self.show_progress = show_progress
         self._vector_index: VectorStoreIndex | None = vector_index
-        self._nodes: list[TextNode] | None = None
-        self._graph_index: Any = None
         #: Seconds spent building the shared vector index (None until it is built; 0.0 when one was given).
         self.vector_index_seconds: float | None = None if vector_index is None else 0.0
 
@@ -74,85 +64,66 @@ class BenchContext:
         dropped first, so the time always measures embedding and storing the whole corpus."""
         if self._vector_index is not None and self.vector_index_seconds is not None:
             return self.vector_index_seconds
-        names = {getattr(c, "name", c) for c in self.chroma_client.list_collections()}
-        if self.collection_name in names:
-            self.chroma_client.delete_collection(self.collection_name)
+        self._drop_collections(self.collection_name)
         start = time.perf_counter()
-        self._vector_index = build_vector_index(
-            self.documents,
-            collection_name=self.collection_name,
-            chroma_client=self.chroma_client,
-            embed_model=self.embed_model,
-            show_progress=self.show_progress,
-        )
+        self._vector_index = build_vector_index(self.documents, collection_name=self.collection_name,
+                                                chroma_client=self.chroma_client, embed_model=self.embed_model,
+                                                show_progress=self.show_progress)
         self.vector_index_seconds = time.perf_counter() - start
         logger.info("shared vector index %s: %d documents in %.1f s", self.collection_name, len(self.documents),
                     self.vector_index_seconds)
         return self.vector_index_seconds
 
-    @property
+    def _drop_collections(self, *names: str) -> None:
+        """Delete those of ``names`` an earlier run left in the store."""
+        existing = {getattr(c, "name", c) for c in self.chroma_client.list_collections()}
+        for name in names:
+            if name in existing:
+                self.chroma_client.delete_collection(name)
+
+    @cached_property
     def nodes(self) -> list[TextNode]:
         """The corpus chunked exactly as in the shared index (same node ids), for retrievers with their own index."""
-        if self._nodes is None:
-            self._nodes = chunk_documents(self.documents)
-        return self._nodes
+        return chunk_documents(self.documents)
 
-    @property
+    @cached_property
     def graph_index(self) -> Any:
         """A HippoGraphIndex over the shared vector index's passages, built fresh on first use (so its build time is a
         real measurement); the passages' stored embeddings are reused, only entities and facts are embedded."""
-        if self._graph_index is None:
-            from ..graph import HippoGraphIndex
-
-            name = self.collection_name.replace("mhop_bench_", "mhop_hippo_")
-            existing = {getattr(c, "name", c) for c in self.chroma_client.list_collections()}
-            for suffix in ("passages", "entities", "facts"):  # the graph index's collections, left by an earlier run
-                if f"{name}_{suffix}" in existing:
-                    self.chroma_client.delete_collection(f"{name}_{suffix}")
-            self._graph_index = HippoGraphIndex.from_vector_index(
-                self.vector_index, embed_model=self.embed_model, chroma_client=self.chroma_client, name=name,
-                show_progress=self.show_progress,
-            )
-        return self._graph_index
+        from ..graph import HippoGraphIndex
+        name = self.collection_name.replace("mhop_bench_", "mhop_hippo_")
+        self._drop_collections(*(f"{name}_{suffix}" for suffix in ("passages", "entities", "facts")))
+        return HippoGraphIndex.from_vector_index(self.vector_index, embed_model=self.embed_model,
+                                                 chroma_client=self.chroma_client, name=name,
+                                                 show_progress=self.show_progress)
 
 
 class IndexContext:
     """The resources of ``mhop query`` or ``mhop demo``: the passage and graph indexes, opened or built by the given
     loaders on first use."""
 
-    def __init__(
-        self,
-        top_k: int,
-        lm: Any = None,
-        vector_index: Callable[[], VectorStoreIndex] | None = None,
-        graph_index: Callable[[], Any] | None = None,
-        program: str | None = None,
-    ) -> None:
+    def __init__(self, top_k: int, lm: Any = None, vector_index: Callable[[], VectorStoreIndex] | None = None,
+                 graph_index: Callable[[], Any] | None = None, program: str | None = None) -> None:
         self.top_k = top_k
         self.lm = lm
         self.program = program
         self._loaders: dict[str, Callable[[], Any] | None] = {"vector": vector_index, "graph": graph_index}
-        self._opened: dict[str, Any] = {}
 
     def _open(self, which: str) -> Any:
-        if which not in self._opened:
-            loader = self._loaders[which]
-            if loader is None:
-                raise ValueError(f"this context has no {which} index")
-            self._opened[which] = loader()
-        return self._opened[which]
+        loader = self._loaders[which]
+        if loader is None:
+            raise ValueError(f"this context has no {which} index")
+        return loader()
 
-    @property
+    @cached_property
     def vector_index(self) -> VectorStoreIndex:
         return self._open("vector")
 
-    @property
+    @cached_property
     def nodes(self) -> list[BaseNode]:
         """Every passage of the vector index (for retrievers that build their own index, such as BM25)."""
-        if "nodes" not in self._opened:
-            self._opened["nodes"] = all_passages(self.vector_index)
-        return self._opened["nodes"]
+        return all_passages(self.vector_index)
 
-    @property
+    @cached_property
     def graph_index(self) -> Any:
         return self._open("graph")

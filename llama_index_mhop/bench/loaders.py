@@ -3,53 +3,156 @@
 One loader per published format: raw HotpotQA (and HippoRAG's ``hotpotqa*``/``2wikimultihopqa``; ``passage_id`` =
 title), MuSiQue and HippoRAG 2 (titles repeat: ``passage_id = stable_id(title, text)``), and HoVer (gold by
 normalised title, as HoVer's ``discrete_retrieval_eval``). A malformed file raises :class:`DatasetFormatError`
-naming the file, the record and the field.
+naming the file, the record and the field. Files are JSON lists or JSON Lines.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ..rules.text import escape_controls, normalize_title
-from ..stores.corpus import stable_id
-from .records import (
-    DatasetFormatError,
-    PathLike,
-    body_text,
-    check_limit,
-    corpus_file,
-    dataset_name,
-    get_field,
-    question_id,
-    read_records,
-    record_ref,
-    resolve_path,
-    text_field,
-)
+from ..stores.corpus import join_sentences, stable_id
 
-__all__ = [
-    "FORMATS",
-    "BenchDataset",
-    "BenchQuestion",
-    "DatasetFormatError",
-    "Passage",
-    "detect_format",
-    "load_dataset",
-    "load_hipporag",
-    "load_hotpotqa",
-    "load_hover",
-    "load_musique",
-]
+__all__ = ["FORMATS", "BenchDataset", "BenchQuestion", "DatasetFormatError", "Passage", "detect_format", "load_dataset",
+           "load_hipporag", "load_hotpotqa", "load_hover", "load_musique"]
 
 logger = logging.getLogger(__name__)
 
 #: The formats :func:`load_dataset` reads (plus ``"auto"``).
 FORMATS = ("hotpotqa", "musique", "hipporag", "hover")
+PathLike = str | os.PathLike[str]
+
+
+class DatasetFormatError(ValueError):
+    """A dataset file that does not have the expected shape: ``file``, ``record`` (``"record 3 (id 'abc')"``,
+    ``"line 7"``; None for a file-level problem) and ``field`` (or None) say where."""
+
+    def __init__(self, file: PathLike, message: str, record: str | None = None, field: str | None = None):
+        self.file = str(file)
+        self.record = record
+        self.field = field
+        where = ", ".join(part for part in (record, f"field {field!r}" if field else None) if part)
+        super().__init__(f"{self.file}: {where + ': ' if where else ''}{message}")
+
+
+def record_ref(index: int, record: Any, id_keys: Iterable[str] = ("_id", "id", "uid")) -> str:
+    if isinstance(record, dict):
+        for key in id_keys:
+            if isinstance(record.get(key), (str, int)) and not isinstance(record.get(key), bool):
+                return f"record {index} (id {record[key]!r})"
+    return f"record {index}"
+
+
+def read_records(path: Path) -> list[Any]:
+    """A JSON list, or JSON lines (one value per non-blank line)."""
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise DatasetFormatError(path, f"cannot be read ({exc})") from exc
+    if path.suffix.lower() == ".jsonl":
+        records = []
+        for number, line in enumerate(raw.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise DatasetFormatError(path, f"not valid JSON ({exc.msg})", record=f"line {number}") from exc
+        return records
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise DatasetFormatError(path, f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from exc
+    if not isinstance(data, list):
+        raise DatasetFormatError(path, f"expected a JSON list of records, got a JSON {type(data).__name__}")
+    return data
+
+
+def get_field(record: Any, key: str, kind: type | tuple[type, ...], path: Path, ref: str) -> Any:
+    if not isinstance(record, dict):
+        raise DatasetFormatError(path, f"expected a JSON object, got {type(record).__name__}", record=ref)
+    if key not in record:
+        raise DatasetFormatError(path, "is missing", record=ref, field=key)
+    value = record[key]
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if not isinstance(value, kinds) or isinstance(value, bool) and bool not in kinds:
+        names = " or ".join(t.__name__ for t in kinds)
+        raise DatasetFormatError(path, f"expected {names}, got {type(value).__name__}", record=ref, field=key)
+    return value
+
+
+def text_field(record: Any, key: str, path: Path, ref: str) -> str:
+    value = get_field(record, key, str, path, ref)
+    if not value.strip():
+        raise DatasetFormatError(path, "is empty", record=ref, field=key)
+    return value
+
+
+def body_text(value: Any, path: Path, ref: str, key: str) -> str:
+    """A passage body given as a string or a list of sentences."""
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, list) and all(isinstance(s, str) for s in value):
+        return join_sentences(value)
+    raise DatasetFormatError(path, f"expected a string or a list of sentences, got {type(value).__name__}",
+                             record=ref, field=key)
+
+
+def question_id(record: dict, keys: Iterable[str], index: int) -> str:
+    for key in keys:
+        value = record.get(key)
+        if isinstance(value, (str, int)) and not isinstance(value, bool) and str(value):
+            return str(value)
+    return str(index)
+
+
+def questions_file(folder: Path) -> Path:
+    """The question file of a dataset folder: ``questions.json(l)``, else the one non-corpus JSON file."""
+    for name in ("questions.json", "questions.jsonl"):
+        if (folder / name).is_file():
+            return folder / name
+    candidates = sorted(p for p in folder.iterdir()
+                        if p.is_file() and p.suffix.lower() in (".json", ".jsonl") and "corpus" not in p.stem.lower())
+    if len(candidates) == 1:
+        return candidates[0]
+    if not candidates:
+        raise DatasetFormatError(folder, "holds no question file (questions.json, NAME.json or NAME.jsonl)")
+    names = ", ".join(p.name for p in candidates)
+    raise DatasetFormatError(folder, f"holds several question files ({names}); pass the one to load")
+
+
+def corpus_file(questions: Path, suffixes: tuple[str, ...] = (".json", ".jsonl")) -> Path | None:
+    """The corpus beside a question file: ``NAME_corpus.json(l)`` or ``corpus.json(l)``."""
+    for stem in (f"{questions.stem}_corpus", "corpus"):
+        for suffix in suffixes:
+            candidate = questions.with_name(stem + suffix)
+            if candidate.is_file() and candidate != questions:
+                return candidate
+    return None
+
+
+def resolve_path(path: PathLike) -> Path:
+    resolved = Path(path)
+    if not resolved.exists():
+        raise DatasetFormatError(resolved, "does not exist")
+    return questions_file(resolved) if resolved.is_dir() else resolved
+
+
+def dataset_name(path: PathLike, questions: Path) -> str:
+    given = Path(path)
+    return given.name if given.is_dir() else questions.stem
+
+
+def check_limit(limit: int | None) -> None:
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ValueError(f"limit must be a positive integer or None, got {limit!r}")
+
 
 @dataclass(frozen=True)
 class Passage:
@@ -62,11 +165,8 @@ class Passage:
 
 @dataclass
 class BenchQuestion:
-    """One benchmark question and the ids of the passages that answer it.
-
-    ``metadata`` holds what the format offers beside (answer, type, hops, ...). When the format lists the
-    paragraphs shown with the question, ``metadata["context_ids"]`` holds their passage ids.
-    """
+    """One benchmark question and the ids of the passages that answer it. ``metadata`` holds what the format offers
+    beside (answer, type, hops, ...), and ``"context_ids"``: the passage ids shown with the question, if listed."""
 
     qid: str
     text: str
@@ -90,11 +190,8 @@ class BenchDataset:
         return [(q.qid, g) for q in self.questions for g in q.gold_ids if g not in ids]
 
     def head(self, n: int, context_only: bool = False) -> BenchDataset:
-        """The first ``n`` questions; with ``context_only``, only the passages of their contexts and gold.
-
-        Raises:
-            ValueError: ``n`` < 1, or ``context_only`` on a format that lists no per-question context.
-        """
+        """The first ``n`` questions; with ``context_only``, only the passages of their contexts and gold (ValueError
+        for ``n`` < 1, or ``context_only`` on a format that lists no per-question context)."""
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")
         questions = self.questions[:n]
@@ -117,9 +214,6 @@ def _warn_missing(dataset: BenchDataset) -> BenchDataset:
     return dataset
 
 
-# -- corpora --------------------------------------------------------------------------------------------------
-
-
 def _title_text_corpus(path: Path, make_id: Callable[[str, str], str]) -> list[Passage]:
     """A corpus file: a list (or JSON lines) of ``{title, text}`` records, or an object ``{title: text}``."""
     if path.suffix.lower() == ".json":
@@ -128,11 +222,8 @@ def _title_text_corpus(path: Path, make_id: Callable[[str, str], str]) -> list[P
         except json.JSONDecodeError as exc:
             raise DatasetFormatError(path, f"not valid JSON ({exc.msg} at line {exc.lineno})") from exc
         if isinstance(data, dict):  # {title: [sentences]} as HippoRAG publishes HotpotQA corpora
-            passages = []
-            for title, body in data.items():
-                text = body_text(body, path, f"title {title!r}", "text")
-                passages.append(Passage(make_id(title, text), title, text))
-            return _dedupe_passages(passages)
+            pairs = [(title, body_text(body, path, f"title {title!r}", "text")) for title, body in data.items()]
+            return list(dict.fromkeys(Passage(make_id(title, text), title, text) for title, text in pairs))
         if not isinstance(data, list):
             raise DatasetFormatError(path, f"expected a list of {{title, text}} records, got {type(data).__name__}")
         records = data
@@ -145,21 +236,7 @@ def _title_text_corpus(path: Path, make_id: Callable[[str, str], str]) -> list[P
         key = "text" if isinstance(record, dict) and "text" in record else "paragraph_text"
         text = body_text(get_field(record, key, (str, list), path, ref), path, ref, key)
         passages.append(Passage(make_id(title, text), title, text))
-    return _dedupe_passages(passages)
-
-
-def _dedupe_passages(passages: list[Passage]) -> list[Passage]:
-    seen: set[tuple[str, str, str]] = set()
-    out = []
-    for passage in passages:
-        key = (passage.passage_id, passage.title, passage.text)
-        if key not in seen:
-            seen.add(key)
-            out.append(passage)
-    return out
-
-
-# -- HotpotQA -------------------------------------------------------------------------------------------------
+    return list(dict.fromkeys(passages))  # a repeated passage (same id, title and text) once
 
 
 def load_hotpotqa(path: PathLike, corpus: PathLike | None = None, limit: int | None = None) -> BenchDataset:
@@ -176,13 +253,11 @@ def load_hotpotqa(path: PathLike, corpus: PathLike | None = None, limit: int | N
         ref = record_ref(index, record)
         text = text_field(record, "question", qpath, ref)
         facts = get_field(record, "supporting_facts", list, qpath, ref)
-        gold: list[str] = []
         for fact in facts:
             if not (isinstance(fact, list) and len(fact) == 2 and isinstance(fact[0], str)):
                 raise DatasetFormatError(qpath, f"expected [title, sentence_index] pairs, got {fact!r}",
                                          record=ref, field="supporting_facts")
-            if fact[0] not in gold:
-                gold.append(fact[0])
+        gold = list(dict.fromkeys(fact[0] for fact in facts))
         if not gold:
             raise DatasetFormatError(qpath, "names no supporting passage", record=ref, field="supporting_facts")
         context_ids = []
@@ -204,12 +279,8 @@ def load_hotpotqa(path: PathLike, corpus: PathLike | None = None, limit: int | N
     return _warn_missing(BenchDataset(dataset_name(path, qpath), passages, questions, "hotpotqa", str(qpath)))
 
 
-# -- MuSiQue and HippoRAG 2 -----------------------------------------------------------------------------------
-
-
-def _paragraph_questions(
-    qpath: Path, records: list[Any], text_key: str, limit: int | None
-) -> tuple[list[BenchQuestion], list[Passage]]:
+def _paragraph_questions(qpath: Path, records: list[Any], text_key: str,
+                         limit: int | None) -> tuple[list[BenchQuestion], list[Passage]]:
     questions: list[BenchQuestion] = []
     union: dict[str, Passage] = {}
     skipped = 0
@@ -275,9 +346,6 @@ def load_hipporag(path: PathLike, corpus: PathLike | None = None, limit: int | N
     return _paragraph_dataset(path, corpus, limit, "text", "hipporag")
 
 
-# -- HoVer ----------------------------------------------------------------------------------------------------
-
-
 def _hover_corpus(path: Path) -> list[Passage]:
     passages = []
     for index, record in enumerate(read_records(path)):
@@ -311,18 +379,16 @@ def load_hover(path: PathLike, corpus: PathLike | None = None, limit: int | None
             break
         ref = record_ref(index, record)
         claim = text_field(record, "claim", qpath, ref)
-        gold: list[str] = []
+        titles: list[str] = []
         for fact in get_field(record, "supporting_facts", list, qpath, ref):
             if isinstance(fact, dict) and isinstance(fact.get("key"), str):
-                title = fact["key"]
+                titles.append(fact["key"])
             elif isinstance(fact, list) and len(fact) == 2 and isinstance(fact[0], str):
-                title = fact[0]
+                titles.append(fact[0])
             else:
                 raise DatasetFormatError(qpath, f"expected [title, sentence_index] or {{key, value}}, got {fact!r}",
                                          record=ref, field="supporting_facts")
-            normalised = normalize_title(title)
-            if normalised not in gold:
-                gold.append(normalised)
+        gold = list(dict.fromkeys(normalize_title(title) for title in titles))
         if not gold:
             raise DatasetFormatError(qpath, "names no supporting passage", record=ref, field="supporting_facts")
         metadata = {k: record[k] for k in ("label", "num_hops", "hpqa_id") if k in record}
@@ -335,15 +401,9 @@ def load_hover(path: PathLike, corpus: PathLike | None = None, limit: int | None
     return _warn_missing(BenchDataset(dataset_name(path, qpath), passages, questions, "hover", str(qpath)))
 
 
-# -- detection ------------------------------------------------------------------------------------------------
-
-
 def detect_format(path: PathLike) -> str:
-    """The format of a dataset folder or question file, from the shape of its first record.
-
-    Raises:
-        DatasetFormatError: the path holds no records or records of no known format.
-    """
+    """The format of a dataset folder or question file, from the shape of its first record (DatasetFormatError when
+    it holds no records or records of no known format)."""
     qpath = resolve_path(path)
     records = read_records(qpath)
     if not records:
@@ -364,11 +424,7 @@ def detect_format(path: PathLike) -> str:
 
 
 _LOADERS: dict[str, Callable[..., BenchDataset]] = {
-    "hotpotqa": load_hotpotqa,
-    "musique": load_musique,
-    "hipporag": load_hipporag,
-    "hover": load_hover,
-}
+    "hotpotqa": load_hotpotqa, "musique": load_musique, "hipporag": load_hipporag, "hover": load_hover}
 
 
 def load_dataset(path: PathLike, format: str = "auto", limit: int | None = None) -> BenchDataset:

@@ -15,33 +15,21 @@ from typing import Any
 import dspy
 
 from ..rules.metrics import all_gold_at_k, recall_at_k
-from .arguments import OPTIMIZABLE, OPTIMIZERS, add_optimize_arguments
 from .benchmarker import passage_ids
+from .cli import OPTIMIZERS
 from .loaders import BenchDataset, BenchQuestion
 
-__all__ = [
-    "METRICS",
-    "OPTIMIZERS",
-    "OPTIMIZABLE",
-    "OptimizeResult",
-    "add_optimize_arguments",
-    "optimize_program",
-    "retrieval_metric",
-    "run_optimize",
-    "split_questions",
-]
+__all__ = ["METRICS", "OptimizeResult", "optimize_program", "retrieval_metric", "run_optimize", "split_questions"]
 
-METRICS: dict[str, tuple[Callable[..., float], int]] = {"all_gold@21": (all_gold_at_k, 21), "recall@5": (recall_at_k, 5)}
+#: ``--metric``: a retrieval metric and its cut-off.
+METRICS: dict[str, tuple[Callable[..., float], int]] = {
+    "all_gold@21": (all_gold_at_k, 21), "recall@5": (recall_at_k, 5)}
 
 
-def split_questions(
-    questions: Sequence[BenchQuestion], train: int, seed: int = 0
-) -> tuple[list[BenchQuestion], list[BenchQuestion]]:
-    """A seeded split: ``train`` questions to compile on, the rest to measure on.
-
-    Raises:
-        ValueError: ``train`` is below 1 or leaves no dev question.
-    """
+def split_questions(questions: Sequence[BenchQuestion], train: int,
+                    seed: int = 0) -> tuple[list[BenchQuestion], list[BenchQuestion]]:
+    """A seeded split: ``train`` questions to compile on, the rest to measure on (ValueError when ``train`` is below
+    1 or leaves no dev question)."""
     if train < 1 or train >= len(questions):
         raise ValueError(f"--train must be between 1 and {len(questions) - 1} for {len(questions)} questions")
     order = list(questions)
@@ -50,11 +38,8 @@ def split_questions(
 
 
 def retrieval_metric(name: str) -> Callable[..., float]:
-    """``metric(example, prediction, trace=None, *_)``: the named metric of the prediction's passages.
-
-    Raises:
-        ValueError: an unknown metric name.
-    """
+    """``metric(example, prediction, trace=None, *_)``: the named metric of the prediction's passages (ValueError
+    for an unknown name)."""
     if name not in METRICS:
         raise ValueError(f"unknown metric {name!r}; choose from {', '.join(METRICS)}")
     function, k = METRICS[name]
@@ -98,18 +83,9 @@ class OptimizeResult:
     program_path: Path
 
 
-def optimize_program(
-    retriever: Any,
-    name: str,
-    dataset: BenchDataset,
-    optimizer: str,
-    metric_name: str,
-    train: int,
-    out: str | Path,
-    lm: Any = None,
-    seed: int = 0,
-) -> OptimizeResult:
-    """Compile ``retriever.program`` (a retriever of :data:`OPTIMIZABLE`) on ``train`` questions of a seeded split
+def optimize_program(retriever: Any, name: str, dataset: BenchDataset, optimizer: str, metric_name: str, train: int,
+                     out: str | Path, lm: Any = None, seed: int = 0) -> OptimizeResult:
+    """Compile ``retriever.program`` (a retriever of ``bench.cli.OPTIMIZABLE``) on ``train`` questions of a seeded split
     and save it to ``out``; measure the dev split before and after. ``lm`` is GEPA's reflection LM."""
     metric = retrieval_metric(metric_name)
     train_questions, dev_questions = split_questions(dataset.questions, train, seed)
@@ -129,7 +105,6 @@ def run_optimize(args: argparse.Namespace) -> int:
     from .context import BenchContext, passage_documents
     from .loaders import load_dataset
     from .registry import get_retriever_spec
-
     lm = lm_from_spec(args.lm)
     if lm is None:
         raise ValueError("mhop optimize needs an LM: --lm local or a DSPy model string")

@@ -13,14 +13,8 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-__all__ = [
-    "DEFAULT_CONFIDENCE_LEVEL",
-    "DEFAULT_N_RESAMPLES",
-    "DEFAULT_SEED",
-    "PairedComparison",
-    "compare_runs",
-    "paired_comparison",
-]
+__all__ = ["DEFAULT_CONFIDENCE_LEVEL", "DEFAULT_N_RESAMPLES", "DEFAULT_SEED", "PairedComparison", "compare_runs",
+           "paired_comparison"]
 
 DEFAULT_N_RESAMPLES = 10_000
 DEFAULT_CONFIDENCE_LEVEL = 0.95
@@ -46,19 +40,11 @@ def _mean_difference(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray
     return np.mean(x - y, axis=axis)
 
 
-def paired_comparison(
-    treatment: Sequence[float],
-    baseline: Sequence[float],
-    n_resamples: int = DEFAULT_N_RESAMPLES,
-    confidence_level: float = DEFAULT_CONFIDENCE_LEVEL,
-    seed: int = DEFAULT_SEED,
-) -> PairedComparison:
+def paired_comparison(treatment: Sequence[float], baseline: Sequence[float], n_resamples: int = DEFAULT_N_RESAMPLES,
+                      confidence_level: float = DEFAULT_CONFIDENCE_LEVEL, seed: int = DEFAULT_SEED) -> PairedComparison:
     """Compare paired per-question scores (same questions, same order): mean difference, its confidence interval
     and a permutation p-value; ``seed`` seeds both resampling procedures, so a result file is reproducible.
-
-    Raises:
-        ValueError: the two sequences differ in length, are empty, or hold a value that is not finite.
-    """
+    ValueError when the two differ in length, are empty, or hold a value that is not finite."""
     x = np.asarray(treatment, dtype=float)
     y = np.asarray(baseline, dtype=float)
     if x.ndim != 1 or x.shape != y.shape:
@@ -77,34 +63,16 @@ def paired_comparison(
         # Every sign pattern of a constant difference gives |mean| = |observed|; no spread to bootstrap.
         p_value = 1.0 if differences[0] == 0 else float(min(1.0, 2.0 ** (1 - x.size)))
         return PairedComparison(mean, mean, mean, p_value, int(x.size))
-    test = stats.permutation_test(
-        (x, y),
-        _mean_difference,
-        permutation_type="samples",
-        vectorized=True,
-        n_resamples=n_resamples,
-        alternative="two-sided",
-        rng=np.random.default_rng(seed),
-    )
-    interval = stats.bootstrap(
-        (differences,),
-        np.mean,
-        n_resamples=n_resamples,
-        confidence_level=confidence_level,
-        method="percentile",
-        rng=np.random.default_rng(seed),
-    ).confidence_interval
+    test = stats.permutation_test((x, y), _mean_difference, permutation_type="samples", vectorized=True,
+                                  n_resamples=n_resamples, alternative="two-sided", rng=np.random.default_rng(seed))
+    interval = stats.bootstrap((differences,), np.mean, n_resamples=n_resamples, confidence_level=confidence_level,
+                               method="percentile", rng=np.random.default_rng(seed)).confidence_interval
     return PairedComparison(mean, float(interval.low), float(interval.high), float(test.pvalue), int(x.size))
 
 
-def compare_runs(
-    runs: Sequence[Mapping[str, Any]],
-    baseline: str = "vector",
-    metrics: Sequence[str] = ("recall", "all_gold"),
-    k_values: Sequence[int] = (),
-    n_resamples: int = DEFAULT_N_RESAMPLES,
-    seed: int = DEFAULT_SEED,
-) -> dict[str, Any]:
+def compare_runs(runs: Sequence[Mapping[str, Any]], baseline: str = "vector",
+                 metrics: Sequence[str] = ("recall", "all_gold"), k_values: Sequence[int] = (),
+                 n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = DEFAULT_SEED) -> dict[str, Any]:
     """Every run against the ``baseline`` run, per ``NAME@K``, from the runs' ``per_question`` scores:
     ``{"baseline", "test", "interval", "n_resamples", "seed", "runs": {name: {"recall@5": {...}}}}``, or ``{}``
     when no run is named ``baseline``."""
@@ -120,11 +88,7 @@ def compare_runs(
             key: paired_comparison(run["per_question"][key], reference[key], n_resamples, seed=seed).as_dict()
             for key in (f"{metric}@{k}" for k in k_values for metric in metrics)
         }
-    return {
-        "baseline": baseline,
-        "test": "two-sided paired permutation test over questions (sign flips of per-question differences)",
-        "interval": f"{DEFAULT_CONFIDENCE_LEVEL:.0%} percentile bootstrap of the mean difference",
-        "n_resamples": n_resamples,
-        "seed": seed,
-        "runs": compared,
-    }
+    return {"baseline": baseline,
+            "test": "two-sided paired permutation test over questions (sign flips of per-question differences)",
+            "interval": f"{DEFAULT_CONFIDENCE_LEVEL:.0%} percentile bootstrap of the mean difference",
+            "n_resamples": n_resamples, "seed": seed, "runs": compared}

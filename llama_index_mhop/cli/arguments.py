@@ -1,7 +1,32 @@
-"""The ``mhop`` command's argument definitions and checks, in the standard library alone.
+"""The ``mhop`` command's argument definitions and checks, and its configuration file, in the standard library
+alone: ``mhop --help`` and argument errors are answered without importing Chroma, LlamaIndex, DSPy, torch or numpy
+(the commands import what they need when they run).
 
-``mhop --help`` and argument errors are answered without importing Chroma, LlamaIndex, DSPy, torch or numpy:
-the commands import what they need when they run.
+``mhop.toml`` holds the command line's settings, validated before anything runs: five sections, every key
+optional, a command-line flag overriding it::
+
+    [embedding]
+    model = "./models/my-embedder"   # a local model directory or a sentence-transformers model on disk
+
+    [chroma]
+    path = "./.mhop/chroma"          # the embedded store, or:
+    host = "chroma.internal"         # a Chroma server
+    port = 8000
+    collection = "mhop_passages"
+
+    [indexing]
+    graph = true                     # also keep the HippoRAG 2 graph index
+    graph_dir = "./.mhop/graph"
+    delete_missing = true            # `mhop index DIR` mirrors DIR
+
+    [retrieval]
+    retriever = "hippo_graph"
+    top_k = 5
+
+    [lm]
+    model = "none"                   # none | local | a DSPy model string
+
+A bad file is a one-line error naming the file and the key.
 """
 
 from __future__ import annotations
@@ -11,13 +36,21 @@ import ipaddress
 import math
 import os
 import re
+import sys
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from ..bench.arguments import RETRIEVER_NAMES, add_bench_arguments, add_optimize_arguments
-from .config import CONFIG_FILE
+from ..bench.cli import RETRIEVER_NAMES, add_bench_arguments, add_optimize_arguments
 
-__all__ = ["SYNC_LOG_SUFFIX", "collection_name_problem", "make_parser", "timeout_problem"]
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - the standard library's TOML reader arrived in 3.11
+    import tomli as tomllib
+
+__all__ = ["CONFIG_FILE", "SYNC_LOG_SUFFIX", "ConfigError", "collection_name_problem", "find_config", "load_config",
+           "make_parser", "options_problem", "timeout_problem"]
 
 DEFAULT_HOME = os.environ.get("MHOP_HOME", "./.mhop")
 
@@ -64,6 +97,15 @@ def timeout_problem(value: Any) -> str | None:
     return f"--chroma-timeout must be a positive finite number of seconds, got {value}"
 
 
+def options_problem(args: argparse.Namespace) -> str | None:
+    """Why ``--chroma-timeout`` or ``--collection`` (flag, environment or mhop.toml) cannot be used, or None."""
+    if hasattr(args, "chroma_timeout") and (problem := timeout_problem(args.chroma_timeout)):
+        return problem
+    if isinstance(getattr(args, "collection", None), str):
+        return collection_name_problem(args.collection)
+    return None
+
+
 def _add_store_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chroma-path", default=os.path.join(DEFAULT_HOME, "chroma"),
                         help="directory of the embedded Chroma store (default: %(default)s)")
@@ -99,14 +141,12 @@ def make_parser(handlers: Mapping[str, Callable[[argparse.Namespace], int]],
     index.add_argument("--no-delete", action="store_true",
                        help="only add and update: keep documents indexed from PATH that are gone from it")
     _add_store_arguments(index)
-    index.set_defaults(func=handlers["index"])
 
     delete = sub.add_parser("delete", help="remove documents by doc id (a file name alone when unambiguous)")
     delete.add_argument("doc_ids", nargs="+", metavar="DOC_ID")
     delete.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     delete.add_argument("--graph-dir", help="the graph index, if any (default: graph/ beside --chroma-path)")
     _add_store_arguments(delete)
-    delete.set_defaults(func=handlers["delete"])
 
     query = sub.add_parser("query", help="retrieve passages for a question (and answer it when an LM is set)")
     query.add_argument("query")
@@ -119,12 +159,10 @@ def make_parser(handlers: Mapping[str, Callable[[argparse.Namespace], int]],
     query.add_argument("--program", help="a compiled program of the retriever (JSON from mhop optimize)")
     query.add_argument("--graph-dir", help="the graph index of hippo_graph (default: graph/ beside --chroma-path)")
     _add_store_arguments(query)
-    query.set_defaults(func=handlers["query"])
 
     status = sub.add_parser("status", help="what is indexed, where, when it was last synced")
     status.add_argument("--graph-dir", help="the graph index (default: graph/ beside --chroma-path)")
     _add_store_arguments(status)
-    status.set_defaults(func=handlers["status"])
 
     demo = sub.add_parser("demo", help="index the shipped multi-hop corpus and compare retrievers on it")
     demo.add_argument("--chroma-path", default=os.path.join(DEFAULT_HOME, "demo"))
@@ -132,16 +170,113 @@ def make_parser(handlers: Mapping[str, Callable[[argparse.Namespace], int]],
                       help="comma-separated registered retrievers (default: %(default)s)")
     demo.add_argument("--top-k", type=int, default=5)
     demo.add_argument("--lm", default="none", help="none | local | a dspy model string")
-    demo.set_defaults(func=handlers["demo"])
 
-    optimize = sub.add_parser("optimize", help="compile a retriever's DSPy program against a retrieval metric")
-    add_optimize_arguments(optimize)
-    optimize.set_defaults(func=handlers["optimize"])
-
-    bench = sub.add_parser("bench", help="benchmark retrievers on a multi-hop dataset")
-    add_bench_arguments(bench)
-    bench.set_defaults(func=handlers["bench"])
-    for command in (index, query, delete, status, demo, bench):
-        known = {action.dest for action in command._actions}
-        command.set_defaults(**{dest: value for dest, value in (defaults or {}).items() if dest in known})
+    add_optimize_arguments(sub.add_parser("optimize",
+                                          help="compile a retriever's DSPy program against a retrieval metric"))
+    add_bench_arguments(sub.add_parser("bench", help="benchmark retrievers on a multi-hop dataset"))
+    for name, command in sub.choices.items():
+        command.set_defaults(func=handlers[name])
+        if name != "optimize":  # mhop.toml sets the store, the index and the query; optimize takes its own
+            known = {action.dest for action in command._actions}
+            command.set_defaults(**{dest: value for dest, value in (defaults or {}).items() if dest in known})
     return parser
+
+
+CONFIG_FILE = "mhop.toml"
+#: Deepest nesting of tables and arrays read: a setting sits at depth 2 ([section] key = value).
+MAX_NESTING = 8
+
+
+class ConfigError(ValueError):
+    """A configuration file that cannot be used; the message names the file and the key."""
+
+
+@dataclass(frozen=True)
+class _Key:
+    dest: str  # the command line's name for the setting (its argparse dest)
+    kind: type
+    minimum: int | None = None
+    maximum: int | None = None
+    invert: bool = False  # the flag says the opposite (delete_missing = true is no --no-delete)
+
+
+_SCHEMA: dict[str, dict[str, _Key]] = {
+    "embedding": {"model": _Key("embed_model", str)},
+    "chroma": {"path": _Key("chroma_path", str), "host": _Key("chroma_host", str),
+               "port": _Key("chroma_port", int, 1, 65535), "collection": _Key("collection", str)},
+    "indexing": {"graph": _Key("graph", bool), "graph_dir": _Key("graph_dir", str),
+                 "delete_missing": _Key("no_delete", bool, invert=True)},
+    "retrieval": {"retriever": _Key("retriever", str), "top_k": _Key("top_k", int, 1, 1000)},
+    "lm": {"model": _Key("lm", str)},
+}
+_TYPE_NAMES = {str: "a string", int: "an integer", bool: "true or false"}
+
+
+def find_config(explicit: str | os.PathLike[str] | None = None) -> Path | None:
+    """The configuration file to read: ``explicit`` (which must exist), else ``./mhop.toml`` if present."""
+    if explicit is not None:
+        path = Path(explicit)
+        if not path.is_file():
+            raise ConfigError(f"{path}: no such configuration file")
+        return path
+    default = Path(CONFIG_FILE)
+    return default if default.is_file() else None
+
+
+def _shown(value: Any) -> str:
+    """A value as an error message quotes it: its repr, cut short (it may be a long or nested array)."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:79] + "…"
+
+
+def _nesting(value: Any) -> int:
+    """How deep tables and arrays nest in ``value``, counted without recursion."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, Mapping):
+            children = list(item.values())
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, depth + 1)
+        if deepest > MAX_NESTING:
+            break
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def _check(path: Path, name: str, key: _Key, value: Any) -> Any:
+    # bool is an int in Python: a port of `true` must not pass as 1.
+    if not isinstance(value, key.kind) or (key.kind is int and isinstance(value, bool)):
+        raise ConfigError(f"{path}: {name} must be {_TYPE_NAMES[key.kind]}, got {_shown(value)}")
+    if key.minimum is not None and not key.minimum <= value <= (key.maximum or value):
+        raise ConfigError(f"{path}: {name} must be between {key.minimum} and {key.maximum}, got {value}")
+    return (not value) if key.invert else value
+
+
+def load_config(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The command-line defaults (by argparse dest) a configuration file sets; ConfigError when it is bad."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path}: not a readable TOML file ({exc})") from exc
+    except RecursionError:  # the standard library's reader recurses once per level of nesting
+        raise ConfigError(f"{path}: not a readable TOML file (arrays or tables nested too deeply)") from None
+    if _nesting(data) > MAX_NESTING:
+        raise ConfigError(f"{path}: arrays or tables nested more than {MAX_NESTING} levels deep")
+    defaults: dict[str, Any] = {}
+    for section, values in data.items():
+        keys = _SCHEMA.get(section)
+        if keys is None:
+            raise ConfigError(f"{path}: unknown section [{section}] (known: {', '.join(_SCHEMA)})")
+        if not isinstance(values, Mapping):
+            raise ConfigError(f"{path}: {section} must be a section ([{section}]), got {_shown(values)}")
+        for name, value in values.items():
+            key = keys.get(name)
+            if key is None:
+                raise ConfigError(f"{path}: unknown key {section}.{name} (known: {', '.join(keys)})")
+            defaults[key.dest] = _check(path, f"{section}.{name}", key, value)
+    return defaults

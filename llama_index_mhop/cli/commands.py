@@ -1,29 +1,24 @@
-"""The ``mhop`` command: index a corpus, query it, run the demo, benchmark retrievers.
-
-Examples::
-
-    mhop index ./my_corpus/            # a folder of text files or a JSON corpus
-    mhop query "Who directed the film shot in Leland in 1986?" --retriever rrf_fusion --explain
-    mhop demo
-    mhop bench --dataset ../shared/datasets/hotpotqa-100
+"""The ``mhop`` command: index a corpus (``mhop index ./my_corpus/``), query it (``mhop query "..." --explain``),
+run the demo (the shipped multi-hop corpus, each retriever's finds with gold passages marked), benchmark retrievers.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import logging
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
+from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..rules.text import escape_controls
 from ..stores.sync import UnknownDocumentError
-from .arguments import collection_name_problem, make_parser, timeout_problem
-from .config import ConfigError, find_config, load_config
+from .arguments import ConfigError, find_config, load_config, make_parser, options_problem, timeout_problem
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -31,7 +26,8 @@ if TYPE_CHECKING:
 
 # Light imports only, so --help and argument errors answer at once: each command imports what it needs.
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "load_demo", "main"]
+
 
 def __getattr__(name: str) -> Any:
     if name == "console":  # the Rich console, made on first use (see _console)
@@ -44,28 +40,21 @@ def _console() -> Console:
     current = globals().get("console")
     if current is None:
         from rich.console import Console
-
         current = globals()["console"] = Console()
     return current
-
-
-def _plain(value: object, style: str = "") -> Text:
-    from ..rules.terminal import plain_text
-
-    return plain_text(value, style)
 
 
 def _labelled(label: str, style: str, message: object) -> Text:
     """``label`` in ``style``, then ``message`` as plain text (never markup, control characters escaped)."""
     from rich.text import Text
 
-    return Text.assemble((label, style), " ", _plain(message))
+    from ..rules.terminal import plain_text
+    return Text.assemble((label, style), " ", plain_text(message))
 
 
 def _client(args: argparse.Namespace, read_only: bool = False) -> Any:
     """The command's Chroma client; ``read_only``: an embedded store that cannot be written is read from a copy."""
     from ..stores.defaults import DEFAULT_CHROMA_TIMEOUT, default_chroma_client
-
     problem = timeout_problem(args.chroma_timeout)
     if problem:
         raise ValueError(problem)
@@ -81,7 +70,6 @@ def _graph_dir(args: argparse.Namespace) -> str:
 def _embed_model(args: argparse.Namespace) -> Any:
     """The ``--embed-model`` embedder, loaded once per command however many steps of it embed."""
     from ..stores.defaults import load_embed_model
-
     if "loaded_embed_model" not in vars(args):
         args.loaded_embed_model = load_embed_model(args.embed_model)
     return args.loaded_embed_model
@@ -92,7 +80,6 @@ def _writing(args: argparse.Namespace, graph: bool) -> Iterator[None]:
     """The writer locks of the folders a command changes (Chroma's, and the graph index's when ``graph``), taken
     before anything is written: two writers run one after the other, an unwritable folder is refused unchanged."""
     from ..stores.consistency import store_lock
-
     folders = [] if args.chroma_host else [args.chroma_path]
     if graph or args.chroma_host:
         folders.append(_graph_dir(args))
@@ -104,13 +91,13 @@ def _writing(args: argparse.Namespace, graph: bool) -> Iterator[None]:
 
 def _graph_exists(args: argparse.Namespace) -> bool:
     from ..graph.layout import saved_index_exists
-
     return saved_index_exists(Path(_graph_dir(args)))
 
 
 def cmd_index(args: argparse.Namespace) -> int:
     from ..stores.corpus import SKIP_MARK
-
+    from ..stores.passage_index import passage_collection
+    from ..stores.vector_index import sync_vector_index
     stores_log = logging.getLogger("llama_index_mhop.stores.corpus")
 
     def not_listed(record: logging.LogRecord) -> bool:  # a skipped file is listed: its log line would say it twice
@@ -118,32 +105,25 @@ def cmd_index(args: argparse.Namespace) -> int:
 
     stores_log.addFilter(not_listed)
     try:
-        return _index(args)
+        with _writing(args, graph=args.graph or _graph_exists(args)):
+            client = _client(args)
+            result = sync_vector_index(args.path, collection_name=args.collection, chroma_client=client,
+                                       embed_model=_embed_model(args), show_progress=not args.quiet,
+                                       delete_missing=not args.no_delete, strict=args.strict,
+                                       follow_symlinks=args.follow_symlinks)
+            console = _console()
+            for file in result.skipped:
+                console.print(_labelled("skipped", "yellow", file.reason), soft_wrap=True)
+            counts = ", ".join(f"{n} {what}" for what, n in result.plan.counts().items())
+            passages = passage_collection(result.index).count()
+            console.print(_labelled("indexed", "green",
+                                    f"{args.path} -> collection {args.collection!r}: {counts} ({passages} passages)"))
+            if args.graph or _graph_exists(args):  # an existing graph is kept in step whether or not --graph is given
+                graph, drift = _sync_graph(args, client, result.index)
+                console.print(_labelled("graph", "green", f"-> {_graph_dir(args)}: {drift.counts()} passages "
+                                                          f"reconciled, {graph.counts()}"))
     finally:
         stores_log.removeFilter(not_listed)
-
-
-def _index(args: argparse.Namespace) -> int:
-    from ..stores.passage_index import passage_collection
-    from ..stores.vector_index import sync_vector_index
-
-    with _writing(args, graph=args.graph or _graph_exists(args)):
-        client = _client(args)
-        result = sync_vector_index(args.path, collection_name=args.collection, chroma_client=client,
-                                   embed_model=_embed_model(args), show_progress=not args.quiet,
-                                   delete_missing=not args.no_delete, strict=args.strict,
-                                   follow_symlinks=args.follow_symlinks)
-        console = _console()
-        for file in result.skipped:
-            console.print(_labelled("skipped", "yellow", file.reason), soft_wrap=True)
-        counts = ", ".join(f"{n} {what}" for what, n in result.plan.counts().items())
-        passages = passage_collection(result.index).count()
-        console.print(_labelled("indexed", "green",
-                                f"{args.path} -> collection {args.collection!r}: {counts} ({passages} passages)"))
-        if args.graph or _graph_exists(args):  # an existing graph is kept in step whether or not --graph is given
-            graph, drift = _sync_graph(args, client, result.index)
-            console.print(_labelled("graph", "green", f"-> {_graph_dir(args)}: {drift.counts()} passages "
-                                                      f"reconciled, {graph.counts()}"))
     return 0
 
 
@@ -153,7 +133,6 @@ def _sync_graph(args: argparse.Namespace, client: Any, vector_index: Any) -> tup
     from ..graph import HippoGraphIndex
     from ..graph.reconcile import Drift
     from ..stores.passage_index import passage_collection
-
     show_progress = not getattr(args, "quiet", False)
     # A damaged save is removed (logged) and built again from the passage index, as a new one.
     graph = (HippoGraphIndex.reopen_or_discard(_graph_dir(args), chroma_client=client, embed_model=_embed_model(args))
@@ -167,17 +146,8 @@ def _sync_graph(args: argparse.Namespace, client: Any, vector_index: Any) -> tup
     return graph, graph.reconcile(show_progress=show_progress)
 
 
-def _answer(query: str, nodes: Sequence[Any], lm: Any) -> str | None:
-    if lm is None:
-        return None
-    from ..lm.answer import answer_question
-
-    return answer_question(query, [n.node.get_content() for n in nodes], lm)
-
-
 def _open_graph(args: argparse.Namespace, client: Any) -> Any:
     from ..graph import HippoGraphIndex, HippoGraphIndexConfig
-
     if not _graph_exists(args):
         raise FileNotFoundError(f"no graph index at {_graph_dir(args)}; build it with: mhop index PATH --graph")
     # A command reconciles the graph by itself when it changes the store (_sync_graph); a query never writes.
@@ -191,7 +161,6 @@ def cmd_query(args: argparse.Namespace) -> int:
     from ..lm.clients import lm_from_spec
     from ..rules.text import check_query
     from ..stores.vector_index import load_vector_index
-
     args.query = check_query(args.query)  # an empty query is an error before any store is opened
     client = _client(args, read_only=True)
     lm = lm_from_spec(args.lm)
@@ -204,7 +173,10 @@ def cmd_query(args: argparse.Namespace) -> int:
     results = retriever.retrieve(args.query)
     trace = (getattr(retriever, "last_trace", None) or {"note": f"{args.retriever} keeps no trace"}) \
         if args.explain else None
-    answer = _answer(args.query, results, lm)
+    answer = None
+    if lm is not None:  # the LM's module (and DSPy) only when there is an LM
+        from ..lm.answer import answer_question
+        answer = answer_question(args.query, [n.node.get_content() for n in results], lm)
     if args.json:
         report: dict[str, Any] = {"query": args.query, "retriever": args.retriever, "results": [
             {"rank": rank, "score": result.score, "id": result.node.node_id,
@@ -242,19 +214,19 @@ def _print_table(args: argparse.Namespace, results: Sequence[Any]) -> None:
     """The results as a table for a terminal (passages, titles and the query are untrusted: plain text)."""
     from rich.table import Table
 
-    table = Table(title=_plain(f"{args.retriever}: {args.query}"))
+    from ..rules.terminal import plain_text
+    table = Table(title=plain_text(f"{args.retriever}: {args.query}"))
     for column in ("rank", "score", "title", "passage"):
         table.add_column(column)
     for rank, result in enumerate(results, start=1):
         text = " ".join(result.node.get_content().split())
-        table.add_row(str(rank), f"{result.score or 0.0:.4f}", _plain(result.node.metadata.get("title", "")),
-                      _plain(text[:160] + ("…" if len(text) > 160 else "")))
+        table.add_row(str(rank), f"{result.score or 0.0:.4f}", plain_text(result.node.metadata.get("title", "")),
+                      plain_text(text[:160] + ("…" if len(text) > 160 else "")))
     _console().print(table)
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
     from ..stores.vector_index import delete_documents, load_vector_index
-
     gone: list[UnknownDocumentError] = []
     with _writing(args, graph=_graph_exists(args)):
         client = _client(args)
@@ -281,7 +253,6 @@ def cmd_status(args: argparse.Namespace) -> int:
     from ..rules.counters import process_counters
     from ..stores.defaults import describe_client
     from .status import graph_status, passage_status
-
     client = _client(args, read_only=True)
     report: dict[str, Any] = {"store": describe_client(client), "passages": passage_status(client, args.collection)}
     graph_dir = _graph_dir(args)
@@ -292,30 +263,73 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def load_demo() -> tuple[list[dict], list[dict]]:
+    """The shipped demo corpus (``[{title, text}]``) and questions (``[{question, gold_titles, hops, ...}]``)."""
+    data = resources.files("llama_index_mhop") / "data"
+    corpus = json.loads((data / "demo_corpus.json").read_text(encoding="utf-8"))
+    questions = json.loads((data / "demo_questions.json").read_text(encoding="utf-8"))
+    return corpus, questions
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
+    """Index the demo corpus under ``--chroma-path`` and print, per question, each retriever's top ``--top-k``."""
+    from rich.table import Table
+
+    from ..bench.context import IndexContext
+    from ..bench.registry import get_retriever_spec
     from ..lm.clients import lm_from_spec
-    from .demo import run_demo
+    from ..stores.corpus import make_document
+    from ..stores.defaults import default_chroma_client
+    from ..stores.vector_index import build_vector_index
+    chroma_path, retrievers, top_k, lm = args.chroma_path, args.retrievers.split(","), args.top_k, lm_from_spec(args.lm)
+    console = _console()
+    specs = [get_retriever_spec(name) for name in retrievers]
+    corpus, questions = load_demo()
+    documents = [make_document(p["title"], p["text"]) for p in corpus]
+    client = default_chroma_client(chroma_path)
 
-    return run_demo(chroma_path=args.chroma_path, retrievers=args.retrievers.split(","), top_k=args.top_k,
-                    lm=lm_from_spec(args.lm), console=_console())
+    def graph_index() -> Any:
+        from ..graph import HippoGraphIndex
+        return HippoGraphIndex.from_documents(documents, chroma_client=client, name="mhop_demo_graph",
+                                              show_progress=False)
+
+    index = build_vector_index(documents, collection_name="mhop_demo", chroma_client=client, show_progress=False)
+    context = IndexContext(top_k, lm, vector_index=lambda: index, graph_index=graph_index)
+    built = {spec.name: spec.factory(context) for spec in specs}
+    console.print(f"[bold]Demo corpus:[/bold] {len(documents)} passages, {len(questions)} multi-hop questions "
+                  f"(indexed in Chroma at {chroma_path})\n")
+    found_all = {name: 0 for name in retrievers}
+    for question in questions:
+        gold = question["gold_titles"]
+        table = Table(title=f"{question['question']}  ({question['hops']} hops; answer: {question['answer']})",
+                      title_justify="left")
+        table.add_column("rank")
+        for name in retrievers:
+            table.add_column(name)
+        columns = []
+        for name in retrievers:
+            titles = [r.node.metadata.get("title", "") for r in built[name].retrieve(question["question"])]
+            found_all[name] += set(gold) <= set(titles)
+            columns.append([f"[green]✓ {t}[/green]" if t in gold else t for t in titles])
+        for rank in range(top_k):
+            table.add_row(str(rank + 1), *[col[rank] if rank < len(col) else "" for col in columns])
+        console.print(table)
+        console.print(f"gold: {', '.join(gold)}\n")
+    summary = ", ".join(f"{name}: {count}/{len(questions)}" for name, count in found_all.items())
+    console.print(f"[bold]Questions with every gold passage in the top {top_k}:[/bold] {summary}")
+    return 0
 
 
-def cmd_optimize(args: argparse.Namespace) -> int:
-    from ..bench.optimize import run_optimize
-
-    return run_optimize(args)
-
-
-def cmd_bench(args: argparse.Namespace) -> int:
-    from ..bench.cli import run_bench
-
-    return run_bench(args)
+def _imported(module: str, name: str) -> Callable[[argparse.Namespace], int]:
+    """A command run by ``module.name`` (relative to this package), imported only when the command runs."""
+    return lambda args: getattr(importlib.import_module(module, __package__), name)(args)
 
 
 def build_parser(defaults: dict[str, Any] | None = None) -> argparse.ArgumentParser:
     """The ``mhop`` argument parser; ``defaults`` (from ``mhop.toml``, by argparse dest) replace built-in defaults."""
-    handlers = {"index": cmd_index, "delete": cmd_delete, "query": cmd_query, "status": cmd_status,
-                "demo": cmd_demo, "optimize": cmd_optimize, "bench": cmd_bench}
+    handlers = {"index": cmd_index, "delete": cmd_delete, "query": cmd_query, "status": cmd_status, "demo": cmd_demo,
+                "optimize": _imported("..bench.optimize", "run_optimize"),
+                "bench": _imported("..bench.cli", "run_bench")}
     return make_parser(handlers, defaults)
 
 
@@ -331,7 +345,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     args = build_parser(defaults).parse_args(argv)
-    problem = _store_options_problem(args)
+    problem = options_problem(args)
     if problem is not None:  # before any store is opened or model loaded
         _print_error(problem)
         return 2
@@ -345,15 +359,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         _print_error(message)
         return 2
-
-
-def _store_options_problem(args: argparse.Namespace) -> str | None:
-    """Why ``--chroma-timeout`` or ``--collection`` (flag, environment or mhop.toml) cannot be used, or None."""
-    if hasattr(args, "chroma_timeout") and (problem := timeout_problem(args.chroma_timeout)):
-        return problem
-    if isinstance(getattr(args, "collection", None), str):
-        return collection_name_problem(args.collection)
-    return None
 
 
 #: Errors a command reports as one line (exit status 2) rather than a traceback.

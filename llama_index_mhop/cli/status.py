@@ -17,9 +17,7 @@ __all__ = ["graph_status", "passage_status"]
 #: Row metadata of the passage index: LlamaIndex's document id, and the folder or file a document came from.
 DOCUMENT_ID_KEY = "document_id"
 SOURCE_KEY = "source"
-#: The edge table's channels (``graph.graph_arrays``): facts, synonymy in millionths, plain and title passage edges.
-FACTS, SYNONYMY, PLAIN, TITLE = range(4)
-SYNONYMY_SCALE = 1_000_000
+#: ``KnowledgeGraph``'s default title edge weight (its module is not imported: ``mhop status`` stays light).
 DEFAULT_TITLE_EDGE_WEIGHT = 10.0
 _PAGE = 5000
 
@@ -29,11 +27,8 @@ def _has_collection(client: Any, name: str) -> bool:
 
 
 def passage_status(client: Any, collection_name: str) -> dict[str, Any]:
-    """A passage collection's documents, passages, sources, and the time and counts of the last sync.
-
-    Raises:
-        ValueError: no such collection.
-    """
+    """A passage collection's documents, passages, sources, and the time and counts of the last sync (ValueError
+    when there is no such collection)."""
     if not _has_collection(client, collection_name):
         raise ValueError(f"no Chroma collection {collection_name!r}; index a corpus first (mhop index PATH)")
     collection = client.get_collection(collection_name)
@@ -66,8 +61,8 @@ def _edge_count(folder: Path, tables: dict[str, Any], where: Path) -> int:
     """Edges of positive weight in the saved edge table (``KnowledgeGraph.num_edges``)."""
     import numpy as np
 
+    from ..graph.graph_arrays import FACTS, PLAIN, SYNONYMY, SYNONYMY_SCALE, TITLE
     from ..graph.graph_files import check_saved_array
-
     name = (tables.get("arrays") or {}).get("edge_values") if isinstance(tables.get("arrays"), dict) else None
     if not isinstance(name, str) or Path(name).name != name or not name.endswith(".npy"):
         raise ValueError(f"{where}: arrays: expected the file name of edge_values")
@@ -105,16 +100,11 @@ def _graph_counts(root: Path) -> tuple[dict[str, Any], dict[str, int], list[str]
 
 
 def graph_status(client: Any, graph_dir: str | Path) -> dict[str, Any]:
-    """The counts of the graph index saved in ``graph_dir``, keyed as ``HippoGraphIndex.counts()``.
-
-    Raises:
-        FileNotFoundError: no index saved in ``graph_dir``.
-        ValueError: an unreadable file, or a store without the index's collections.
-    """
+    """The counts of the graph index saved in ``graph_dir``, keyed as ``HippoGraphIndex.counts()``:
+    FileNotFoundError when none is saved there, ValueError for an unreadable file or a store without its collections."""
     from chromadb.errors import NotFoundError
 
     from ..graph.reconcile import find_drift
-
     root = Path(graph_dir)
     config, counts, passage_ids = _graph_counts(root)
     name = config.get("name")

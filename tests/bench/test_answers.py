@@ -9,8 +9,7 @@ from pathlib import Path
 import dspy
 import pytest
 
-from llama_index_mhop.bench.answers import gold_answers
-from llama_index_mhop.bench.benchmarker import validate_result
+from llama_index_mhop.bench.benchmarker import gold_answers, validate_result
 from llama_index_mhop.bench.cli import main
 from llama_index_mhop.bench.loaders import BenchQuestion, load_dataset
 from llama_index_mhop.lm.clients import function_lm, render_fields

@@ -17,8 +17,8 @@ from llama_index_mhop.bench.loaders import (
     load_hover,
     load_musique,
 )
-from llama_index_mhop.stores.corpus import join_sentences, stable_id
 from llama_index_mhop.rules.text import normalize_title
+from llama_index_mhop.stores.corpus import join_sentences, stable_id
 
 DATA = Path(__file__).parent / "data"
 HIPPORAG = DATA / "hipporag"

@@ -8,7 +8,7 @@ from llama_index.core.indices.query.query_transform.base import BaseQueryTransfo
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
-from llama_index_mhop.bench.searcher import Searcher, pool_rankings
+from llama_index_mhop.bench.registry import Searcher, pool_rankings
 
 
 def _node(node_id: str, score: float | None) -> NodeWithScore:

@@ -14,8 +14,8 @@ from llama_index_mhop.bench.loaders import load_dataset
 from llama_index_mhop.bench.optimize import optimize_program, retrieval_metric, split_questions
 from llama_index_mhop.bench.registry import get_retriever_spec
 from llama_index_mhop.bench.synthetic import write_dataset
-from llama_index_mhop.lm.clients import function_lm, render_fields
 from llama_index_mhop.components.fact_filter import DSPyFactFilter
+from llama_index_mhop.lm.clients import function_lm, render_fields
 from tests.fact_filter_lm import recognising_lm
 
 

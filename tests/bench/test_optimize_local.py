@@ -13,10 +13,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from llama_index_mhop.cli import commands as cli
 from llama_index_mhop.bench import optimize
-from llama_index_mhop.components.rrf_fusion import PerspectiveQueryTransform
-from llama_index_mhop.components.rrf_fusion import RRFFusionModule
+from llama_index_mhop.cli import commands as cli
+from llama_index_mhop.components.rrf_fusion import PerspectiveQueryTransform, RRFFusionModule
 
 # Slow: the local model runs in a child process (tests/native_isolation.py).
 pytestmark = pytest.mark.slow
