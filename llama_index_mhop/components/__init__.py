@@ -8,16 +8,7 @@ from .hippo_graph import HippoGraphConfig, HippoGraphModule, HippoGraphRetriever
 from .rrf_fusion import PerspectiveQueryTransform, RRFFusionConfig, RRFFusionModule, RRFFusionRetriever
 
 __all__ = [
-    "ConfidenceLoopConfig",
-    "ConfidenceLoopModule",
-    "ConfidenceLoopRetriever",
-    "DSPyFactFilter",
-    "HippoGraphConfig",
-    "HippoGraphModule",
-    "HippoGraphRetriever",
-    "PerspectiveQueryTransform",
-    "RRFFusionConfig",
-    "RRFFusionModule",
-    "RRFFusionRetriever",
-    "fact_node",
+    "ConfidenceLoopConfig", "ConfidenceLoopModule", "ConfidenceLoopRetriever", "DSPyFactFilter",
+    "HippoGraphConfig", "HippoGraphModule", "HippoGraphRetriever", "PerspectiveQueryTransform",
+    "RRFFusionConfig", "RRFFusionModule", "RRFFusionRetriever", "fact_node",
 ]

@@ -40,20 +40,8 @@ from ..stores.search import (
 )
 
 __all__ = [
-    "BatchSearcher",
-    "Call",
-    "CheckedQueryRetriever",
-    "Flow",
-    "FlowModule",
-    "LMRequest",
-    "NodesAndTrace",
-    "ProgramRetriever",
-    "Search",
-    "StepRecord",
-    "StepRunner",
-    "arun_flow",
-    "query_text",
-    "run_flow",
+    "BatchSearcher", "Call", "CheckedQueryRetriever", "Flow", "FlowModule", "LMRequest", "NodesAndTrace",
+    "ProgramRetriever", "Search", "StepRecord", "StepRunner", "arun_flow", "query_text", "run_flow",
 ]
 
 T = TypeVar("T")

@@ -59,17 +59,8 @@ from .base import Flow, LMRequest, StepRecord, StepRunner, arun_flow, run_flow
 from .passage_facts import DEFAULT_FACT_MATCH_CUTOFF, MAX_FUZZY_FACT_CHARS, CandidateMatcher, PassageFacts
 
 __all__ = [
-    "DEFAULT_FACT_MATCH_CUTOFF",
-    "DEFAULT_FACT_TOP_N",
-    "FACT_KEYS",
-    "DSPyFactFilter",
-    "FactFilterModule",
-    "FactSelection",
-    "MAX_FUZZY_FACT_CHARS",
-    "fact_node",
-    "fact_triple",
-    "is_fact_node",
-    "select_by_mentions",
+    "DEFAULT_FACT_MATCH_CUTOFF", "DEFAULT_FACT_TOP_N", "FACT_KEYS", "DSPyFactFilter", "FactFilterModule",
+    "FactSelection", "MAX_FUZZY_FACT_CHARS", "fact_node", "fact_triple", "is_fact_node", "select_by_mentions",
     "select_by_score",
 ]
 

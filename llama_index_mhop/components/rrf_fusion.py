@@ -53,13 +53,8 @@ from .base import (
 )
 
 __all__ = [
-    "PERSPECTIVES_STEP",
-    "PerspectiveModule",
-    "PerspectiveQueryTransform",
-    "RRFFusionConfig",
-    "RRFFusionModule",
-    "RRFFusionRetriever",
-    "to_context",
+    "PERSPECTIVES_STEP", "PerspectiveModule", "PerspectiveQueryTransform", "RRFFusionConfig", "RRFFusionModule",
+    "RRFFusionRetriever", "to_context",
 ]
 
 logger = logging.getLogger(__name__)
