@@ -297,9 +297,8 @@ class Extractor(Protocol):
 
 
 class OpenIEExtractor:
-    """Entities and triples of a passage: the DSPy module when an LM is configured, else the LLM-free rules.
-
-    Each LM call is a :class:`~llama_index_mhop.lm.steps.LMStep`; a passage whose ``max_attempts`` all fail (or
+    """Entities and triples of a passage: the DSPy module when an LM is configured, else the LLM-free rules. Each
+    LM call is a :class:`~llama_index_mhop.lm.steps.LMStep`; a passage whose ``max_attempts`` all fail (or
     outlast ``timeout``) gets the LLM-free extraction, counted in :attr:`fallback_counts`. ``lm`` (DSPy) or ``llm``
     (LlamaIndex), else ``dspy.settings.lm``; ``program``: a compiled :class:`OpenIEModule` or its saved path.
     """

@@ -152,13 +152,10 @@ class HippoGraphIndex(IndexVerbs, GraphEngines, BaseIndex[HippoGraphStruct]):
         docstore: SimpleDocumentStore | None = None, lm: Any = None, llm: Any = None,
         callback_manager: CallbackManager | None = None, **settings: Any,
     ) -> None:
-        """An index over ``graph`` (default: an empty one) in ``chroma_client``'s collections, or, given a saved
-        index's ``index_struct`` and no graph (``load_index_from_storage``), the saved index reopened from
-        ``persist_dir`` (required then). ``nodes`` are indexed at once; ``config`` or ``**settings``: the settings
-        (a saved index keeps those it was built with, a given ``graph`` its own synonymy settings). The other
-        arguments are :meth:`from_documents`'s. Raises ``FileNotFoundError`` for a folder without a saved index,
-        ``ValueError`` for a bad setting, a saved struct without ``persist_dir``, or a store without its collections.
-        """
+        """An index over ``graph`` (default: empty) in ``chroma_client``'s collections, or, given a saved struct and
+        no graph (``load_index_from_storage``), the index saved in ``persist_dir``; ``nodes`` are indexed at once.
+        The other arguments are :meth:`from_documents`'s. Raises ``FileNotFoundError`` (no saved index) or
+        ``ValueError`` (a bad setting, a saved struct without ``persist_dir``, a store without its collections)."""
         from ..stores.defaults import resolve_embed_model  # the defaults layer, only once it is needed
 
         config = HippoGraphIndexConfig.of(config, settings)

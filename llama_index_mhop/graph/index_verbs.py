@@ -67,15 +67,13 @@ class IndexVerbs:
         """Index documents (LlamaIndex documents, a corpus path, or a ``VectorStoreIndex`` over Chroma) into a new
         or resumed index, by :meth:`insert`'s rule.
 
-        With ``persist_dir`` the index is saved there (its Chroma data in ``persist_dir/chroma`` unless a
-        ``chroma_client`` is given) and an interrupted build resumes from its checkpoint; a finished index there is
-        reopened with its saved settings and given only the documents it lacks (a damaged one is rebuilt).
-        ``embed_model`` defaults to the vector index's, else ``Settings.embed_model``, else all-MiniLM-L6-v2; OpenIE
-        asks ``lm`` (DSPy) or ``llm`` (LlamaIndex), else ``dspy.settings.lm``, else none, unless a custom
-        ``extractor`` is given; ``show_progress`` and ``**settings`` replace fields of ``config``
-        (:class:`~.index_config.HippoGraphIndexConfig`); ``on_batch_end(batch_number, passages_done)`` follows each
-        checkpointed batch; passages take their extraction from ``openie_results`` (HippoRAG's file) when it holds
-        them. Raises ``CorpusError`` for no text, ``ValueError`` for a bad setting.
+        With ``persist_dir`` the index is saved there (Chroma in ``persist_dir/chroma`` unless ``chroma_client``) and
+        a killed build resumes; a finished index there is reopened and given only the documents it lacks.
+        ``embed_model``: default the vector index's, else ``Settings.embed_model``, else all-MiniLM-L6-v2; OpenIE asks
+        ``lm`` (DSPy) or ``llm`` (LlamaIndex), else ``dspy.settings.lm``, unless an ``extractor`` is given;
+        ``show_progress`` and ``**settings`` replace fields of ``config``; ``on_batch_end(batch_number, done)``
+        follows each checkpointed batch; ``openie_results``: a HippoRAG OpenIE file passages take extractions from.
+        Raises ``CorpusError`` for no text, ``ValueError`` for a bad setting.
         """
         from ..stores.defaults import resolve_embed_model  # the defaults layer, only once it is needed
 
@@ -129,9 +127,7 @@ class IndexVerbs:
         embed_model: BaseEmbedding | None = None, lm: Any = None, llm: Any = None, show_progress: bool | None = None,
         storage_context: StorageContext | None = None, *, config: HippoGraphIndexConfig | None = None,
     ) -> Index:
-        """Reopen an index saved by ``persist`` (as ``load_index_from_storage`` of the storage context saved
-        beside it does); a folder copied, moved or restored opens where it lies, as itself.
-
+        """Reopen an index saved by ``persist`` (a folder copied, moved or restored opens where it lies, as itself).
         ``chroma_client`` defaults to ``persist_dir/chroma`` (for an index whose Chroma data lives there) or the
         default client; ``config`` gives settings the index was not saved with; the rest are :meth:`from_documents`'s.
         Raises ``FileNotFoundError`` for no saved index, ``ValueError`` for an unknown format or missing collections.

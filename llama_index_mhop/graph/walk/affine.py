@@ -106,11 +106,10 @@ def _solver_threads() -> int:
 
 class AffineResetPageRank:
     """Personalized PageRank for resets ``seeds + (uniform + scale * E q)`` on the first ``num_passages`` nodes
-    of ``pagerank`` (whose ``method`` walks the seeds by ``"push"`` or ``"exact"``).
-
-    ``passage_vectors`` (``E``, normalised float32 rows; None when passages are searched by HNSW),
-    ``row_products`` makes the basis' :class:`~.int8_rows.ExactRows`, ``solved``: the graph's :class:`SolvedBasis`
-    when read from disk. A ``ValueError`` for ``num_passages`` outside the graph, or arrays of other shapes.
+    of ``pagerank`` (whose ``method`` walks the seeds by ``"push"`` or ``"exact"``). ``passage_vectors``: ``E``,
+    normalised float32 rows (None when passages are searched by HNSW); ``row_products`` makes the basis'
+    :class:`~.int8_rows.ExactRows`; ``solved``: the graph's :class:`SolvedBasis` when read from disk. A
+    ``ValueError`` for ``num_passages`` outside the graph, or arrays of other shapes.
     """
 
     def __init__(self, pagerank: PageRankGraph, num_passages: int, passage_vectors: np.ndarray | None = None,
