@@ -281,7 +281,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from ..stores.corpus import make_document
     from ..stores.defaults import default_chroma_client
     from ..stores.vector_index import build_vector_index
-    chroma_path, retrievers, top_k, lm = args.chroma_path, args.retrievers.split(","), args.top_k, lm_from_spec(args.lm)
+    lm = lm_from_spec(args.lm)
+    chroma_path, top_k, retrievers = args.chroma_path, args.top_k, args.retrievers.split(",")
     console = _console()
     specs = [get_retriever_spec(name) for name in retrievers]
     corpus, questions = load_demo()
