@@ -1,18 +1,25 @@
-"""What a query reads: one immutable :class:`RetrievalState` per graph version, and the columns it reads by position.
+"""What a query reads: one immutable :class:`RetrievalState` per graph version, the columns it reads by position,
+and which version a query gets.
 
 A :class:`RetrievalState` holds the arrays a query needs (passage and fact embeddings, searched exactly or through
-Chroma's HNSW index by size (:mod:`.walk.walk`), node order, and the graph's walk
-(:class:`~.walk.walk.GraphWalk`)), loaded once per graph version, never per query (:mod:`.state_load`).
+Chroma's HNSW index by size (:class:`DenseVectors`, :mod:`.walk.walk`), node order, and the graph's walk
+(:class:`~.walk.exact.GraphWalk`)), loaded once per graph version, never per query (:mod:`.state_load`).
 Its ids and names are lists when loaded from the graph and columns mapped from a query snapshot's files
 (:class:`StringColumn`, :class:`NameLookup`, :class:`FactTriples`) when opened from one; a query reads both alike
 and builds nodes only for the passages it returns.
-"""
+
+:class:`VersionedState` decides which version a query gets while writers change the graph: writers hold its lock
+for a whole change; a query in another thread meanwhile answers from the loaded state if it is the version the
+last finished change left, else waits for the running change; the first query after a change loads the new
+version. Never a half-changed graph, never one older than the last finished change."""
 
 from __future__ import annotations
 
 import bisect
 import json
-from collections.abc import Iterable, Sequence
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
@@ -22,20 +29,17 @@ from llama_index.core.schema import BaseNode
 from llama_index.core.vector_stores.utils import metadata_dict_to_node
 
 from .json_files import load_array
+from .walk.exact import DenseScores, all_products, best_first
+from .walk.walk import WalkSettings
 
 if TYPE_CHECKING:
-    from .walk import DenseVectors, GraphWalk
+    from .graph_stores import GraphStores
+    from .knowledge_graph import KnowledgeGraph
+    from .walk.exact import GraphWalk
+    from .walk.int8_rows import ExactRows
 
-__all__ = [
-    "EmptyIndexError",
-    "FactTriples",
-    "NameLookup",
-    "PassageRecords",
-    "PassagesGoneError",
-    "RetrievalState",
-    "StateColumns",
-    "StringColumn",
-]
+__all__ = ["DenseVectors", "EmptyIndexError", "FactTriples", "NameLookup", "PassageRecords", "PassagesGoneError",
+           "RetrievalState", "StateColumns", "StringColumn", "VectorSum", "VersionedState"]
 
 
 class EmptyIndexError(ValueError):
@@ -43,11 +47,7 @@ class EmptyIndexError(ValueError):
 
 
 class PassagesGoneError(ValueError):
-    """Passages of the graph are in none of its passage collections: the collections moved on without it.
-
-    Attributes:
-        passage_ids: the passages that are gone.
-    """
+    """Passages of the graph (``passage_ids``) are in none of its passage collections: they moved on without it."""
 
     def __init__(self, passage_ids: list[str], message: str) -> None:
         super().__init__(message)
@@ -101,13 +101,9 @@ def mapped_bytes(path: Path) -> np.ndarray:
 
 
 class PassageRecords:
-    """The passages' text and metadata as Chroma returns them, one JSON record each in one byte buffer (a file
-    every query process maps, or the heap: written by :class:`~.state_files.PassageTexts`), read back by row.
-
-    Args:
-        data: the records' bytes.
-        offsets: where each record starts, and the end of the last one.
-    """
+    """The passages' text and metadata as Chroma returns them, one JSON record each in one byte buffer ``data`` (a
+    file every query process maps, or the heap: written by :class:`~.state_files.PassageTexts`), read back by row;
+    ``offsets``: where each record starts, and the end of the last one."""
 
     def __init__(self, data: np.ndarray, offsets: np.ndarray) -> None:
         self._bytes = data
@@ -115,11 +111,8 @@ class PassageRecords:
 
     @classmethod
     def mapped(cls, path: Path, offsets: np.ndarray) -> PassageRecords:
-        """The records of a finished file, with its ``offsets``, mapped read-only.
-
-        Raises:
-            ValueError: offsets that do not match the file.
-        """
+        """The records of a finished file, with its ``offsets``, mapped read-only; ValueError: offsets that do not
+        match the file."""
         data = mapped_bytes(path)
         if offsets.ndim != 1 or not len(offsets) or offsets[0] != 0 or offsets[-1] != len(data):
             raise ValueError(f"{path}: the record offsets do not match the file")
@@ -140,12 +133,8 @@ class PassageRecords:
 
 
 class StringColumn(Sequence[str]):
-    """Strings stored as one JSON line each (``<name>.jsonl``) with the end of every line (``<name>.ends.npy``).
-
-    Args:
-        lines: the bytes of the lines.
-        ends: the offset just past each line's newline (int64, non-decreasing, the last one ``len(lines)``).
-    """
+    """Strings stored as one JSON line each (``<name>.jsonl``, the bytes ``lines``) with ``ends``, the offset just
+    past each line's newline (``<name>.ends.npy``, int64, non-decreasing, the last one ``len(lines)``)."""
 
     def __init__(self, lines: np.ndarray, ends: np.ndarray) -> None:
         # plain views of the mapped files: indexing an np.memmap costs a Python call per index, and a lookup
@@ -155,11 +144,8 @@ class StringColumn(Sequence[str]):
 
     @classmethod
     def open(cls, folder: Path, name: str, length: int) -> StringColumn:
-        """The column ``name`` of ``folder``, mapped read-only, checked to hold ``length`` strings.
-
-        Raises:
-            ValueError: a missing file, or ends that do not match the lines.
-        """
+        """The column ``name`` of ``folder``, mapped read-only, checked to hold ``length`` strings; ValueError: a
+        missing file, or ends that do not match the lines."""
         ends = load_array(folder / f"{name}.ends.npy", np.int64, 1, mmap=True)
         path = folder / f"{name}.jsonl"
         try:
@@ -271,3 +257,193 @@ class StateColumns:
     fact_ids: Sequence[str]
     predicates: Sequence[str]
     fact_nodes: np.ndarray
+
+
+@dataclass(frozen=True)
+class VectorSum:
+    """The sum of a collection's normalised vectors (float64): all an HNSW search needs of them besides the
+    collection's index, so a state past the threshold never holds the rows themselves."""
+
+    total: np.ndarray
+
+
+class DenseVectors:
+    """The normalised vectors of one collection's records for one graph version, searched exactly or by HNSW.
+
+    Args:
+        ids: the records' ids, sorted, in the order of the scores returned.
+        vectors: their normalised rows; or their :class:`VectorSum`, searched by HNSW whatever their number.
+        collections: the Chroma collections holding them (records not in ``ids`` are skipped).
+        hnsw_min_records: from this many records, search the collections' HNSW index.
+        top_n: records an HNSW search returns exactly.
+        int8_min_records: from this many records, a search for the top alone estimates from an int8 copy first,
+            shared through ``codes_folder`` as ``<codes_kind>-<hash>.npy`` (None: held in the heap).
+    """
+
+    def __init__(self, ids: Sequence[str], vectors: np.ndarray | VectorSum, collections: list[Any],
+                 hnsw_min_records: int, top_n: int = WalkSettings.hnsw_top_n,
+                 int8_min_records: int = WalkSettings.int8_min_rows, codes_folder: Path | None = None,
+                 codes_kind: str = "int8") -> None:
+        self.size = len(ids)
+        summed = isinstance(vectors, VectorSum)
+        #: The vectors' dimension (0 when there are none).
+        self.dimension = (len(vectors.total) if summed else int(vectors.shape[1]) if vectors.ndim == 2 else 0
+                          ) if self.size else 0
+        self.top_n = top_n
+        self.method = "hnsw" if summed or self.size >= max(1, hnsw_min_records) else "exact"
+        self.matrix: np.ndarray | None = None
+        self.products: ExactRows | None = None
+        if self.method == "exact":
+            from .walk.int8_rows import row_products  # imports the large-graph tier: a load, never a query
+
+            assert isinstance(vectors, np.ndarray)
+            self.matrix = vectors
+            self.products = row_products(vectors, int8_min_records, codes_folder, codes_kind)
+            return
+        self._ids = ids
+        self._total = vectors.total if summed else vectors.sum(axis=0, dtype=np.float64)
+        self._held = [(collection, collection.count()) for collection in collections]
+
+    def _row(self, record_id: str) -> int | None:
+        """The row of ``record_id`` among the sorted ids, or None."""
+        row = bisect.bisect_left(self._ids, record_id)
+        return row if row < len(self._ids) and self._ids[row] == record_id else None
+
+    def search(self, query: np.ndarray, top_k: int = 0, every: bool = True,
+               top_n: int | None = None) -> DenseScores:
+        """The ``top_k`` records most similar to ``query`` (normalised), the highest and lowest similarity, and
+        (``every``) every record's; past the HNSW threshold the ``top_n`` nearest are exact and the others share
+        the mean of the rest."""
+        if self.size == 0:
+            empty = np.zeros(0, dtype=np.float32)
+            return DenseScores(np.zeros(0, dtype=np.int64), empty, 0.0, 0.0, empty if every else None)
+        if self.matrix is None or self.products is None:
+            return self._search_hnsw(query, top_k, top_n)
+        if every or self.products.method == "exact":
+            exact = all_products(self.matrix, query)
+            top = best_first(exact, top_k)
+            return DenseScores(top, exact[top], float(exact.max()), float(exact.min()), exact)
+        from .walk.int8_rows import lowest_candidates, top_candidates  # the large-graph tier only
+
+        estimate = self.products.estimate(query)
+        top, _ = top_candidates(estimate.values, estimate.bounds, estimate.max_bound, max(1, top_k))
+        rows = np.union1d(top, lowest_candidates(estimate.values, estimate.bounds, estimate.max_bound))
+        exact = self.products.exact(query, rows)
+        best = best_first(exact, max(1, top_k))
+        return DenseScores(rows[best[:top_k]], exact[best[:top_k]], float(exact[best[0]]), float(exact.min()))
+
+    def _search_hnsw(self, query: np.ndarray, top_k: int, top_n: int | None) -> DenseScores:
+        n_results = min(top_n or self.top_n, self.size)
+        near_by_row: dict[int, float] = {}
+        farthest: list[float] = []
+        for collection, held in self._held:
+            if not held:
+                continue
+            found = collection.query(query_embeddings=[query.tolist(), (-query).tolist()],
+                                     n_results=min(n_results, held), include=["distances"])
+            # a record added after this version was loaded, or not the graph's, has no row
+            near = ((self._row(i), 1.0 - d) for i, d in zip(found["ids"][0], found["distances"][0], strict=True))
+            near_by_row.update((row, similarity) for row, similarity in near if row is not None)
+            # cosine distance to -q is 1 + similarity to q: the nearest to -q is the least similar to q
+            farthest += [d - 1.0 for i, d in zip(found["ids"][1], found["distances"][1], strict=True)
+                         if self._row(i) is not None][:1]
+        pairs = sorted(near_by_row.items(), key=lambda pair: -pair[1])[:n_results]
+        rows = np.array([r for r, _ in pairs], dtype=np.int64)
+        near = np.array([s for _, s in pairs], dtype=np.float64)
+        rest = self.size - len(rows)
+        mean_rest = (float(self._total @ query) - float(near.sum())) / rest if rest else 0.0
+        scores = np.full(self.size, mean_rest, dtype=np.float64)
+        scores[rows] = near
+        top = best_first(scores, top_k)
+        return DenseScores(top, scores[top], float(scores.max()), min([float(scores.min()), *farthest]), scores,
+                           rows, mean_rest)
+
+
+class VersionedState:
+    """The loaded :class:`RetrievalState` of one graph and the lock its writers hold.
+
+    Args:
+        graph: the graph whose versions are served; stores: its Chroma collections.
+        before_load: called under the lock before a state is loaded (to bring synonymy edges up to date).
+        basis_folder, state_folder: asked at each load (see :func:`~.state_load.load_retrieval_state`); None: in memory.
+        drop_gone: called under the lock with the passages a load found in no collection, to take them out of
+            the graph in memory; the load then runs again.
+        walk: the paths the index's walk and searches take (default :class:`~.walk.walk.WalkSettings`).
+    """
+
+    def __init__(self, graph: KnowledgeGraph, stores: GraphStores, before_load: Callable[[], None],
+                 basis_folder: Callable[[], Path | None] = lambda: None,
+                 state_folder: Callable[[], Path | None] = lambda: None,
+                 drop_gone: Callable[[list[str]], None] | None = None, walk: WalkSettings | None = None) -> None:
+        self.graph = graph
+        self.stores = stores
+        self._before_load = before_load
+        self._basis_folder = basis_folder
+        self._state_folder = state_folder
+        self._drop_gone = drop_gone
+        self.walk = walk or WalkSettings(name=stores.name)
+        self.lock = threading.RLock()
+        self._state: RetrievalState | None = None
+        self._finished_version = graph.version
+        self._changes_running = 0
+
+    @property
+    def changing(self) -> bool:
+        """Whether a change is running (a query from its batch hook must not start another)."""
+        return self._changes_running > 0
+
+    def invalidate(self) -> None:
+        """Forget the loaded state: the next query loads the graph again (its collections changed under it)."""
+        with self.lock:
+            self._state = None
+
+    @contextmanager
+    def change(self) -> Iterator[None]:
+        """Hold the write lock for one change; when it ends, its graph version is the finished one."""
+        with self.lock:
+            self._changes_running += 1
+            try:
+                yield
+            finally:
+                self._changes_running -= 1
+                self._finished_version = self.graph.version
+
+    def get(self, damping: float) -> RetrievalState:
+        """The state a query reads now (see the module docstring for which version)."""
+        state = self._state
+        if state is not None and state.walk.damping == damping:
+            if state.version == self.graph.version:
+                return state
+            if not self.lock.acquire(blocking=False):
+                if state.version == self._finished_version:
+                    return state  # a change is running: answer from the graph as the last finished change left it
+                self.lock.acquire()  # the loaded state predates the last finished change: wait for this one
+        else:
+            self.lock.acquire()
+        try:
+            return self._load_current(damping)
+        finally:
+            self.lock.release()
+
+    def _load_current(self, damping: float) -> RetrievalState:
+        state = self._state
+        if state is not None and state.version == self.graph.version and state.walk.damping == damping:
+            return state  # loaded by another query while this one waited
+        if self.graph.num_passages == 0:
+            raise EmptyIndexError(f"index {self.stores.name!r} holds no passage: insert documents before retrieving")
+        self._before_load()
+        from .state_load import load_retrieval_state  # loading reads Chroma and snapshots: never a warm query
+
+        try:
+            state = load_retrieval_state(self.graph, self.stores, damping, self.walk, basis_folder=self._basis_folder(),
+                                         state_folder=self._state_folder(),
+                                         snapshot_digest=None if self._changes_running else self.graph.save_digest)
+        except PassagesGoneError as gone:
+            if self._drop_gone is None:
+                raise
+            self._drop_gone(gone.passage_ids)
+            return self._load_current(damping)
+        if not self._changes_running:  # a query from inside a change (a batch hook) sees it but does not keep it
+            self._state = state
+            self._finished_version = self.graph.version  # no change is running: this graph is a finished one
+        return state

@@ -29,9 +29,9 @@ from numpy.lib.format import open_memmap
 from scipy import sparse
 
 from .json_files import DamagedFileError, check_file_digest, content_hash, file_digest, load_array, write_json
-from .state import PassageRecords, mapped_bytes
 
 if TYPE_CHECKING:
+    from .state import PassageRecords
     from .state_load import Snapshot
 
 __all__ = ["SNAPSHOT_FORMAT", "SNAPSHOT_LINKS", "SNAPSHOT_MANIFEST", "STATE_FOLDER", "PassageTexts", "VectorMatrix",
@@ -241,6 +241,9 @@ class PassageTexts:
 
     def finish(self) -> PassageRecords:
         """The records, mapped read-only from the folder's file of the same content when there is one."""
+        # imported here: the state imports the walk, whose large-graph tier imports this module
+        from .state import PassageRecords, mapped_bytes
+
         offsets = np.concatenate([np.zeros(1, dtype=np.int64), *self._ends])
         if self._file is not None:
             assert self._partial is not None

@@ -1,4 +1,4 @@
-"""Loading a graph version's :class:`~.state.RetrievalState`, its query snapshot, and which version a query gets.
+"""Loading a graph version's :class:`~.state.RetrievalState` and its query snapshot.
 
 :func:`load_retrieval_state` reads the graph's passage and fact embeddings and passage texts from Chroma a batch at
 a time (beside a persisted index into files every process maps, :mod:`.state_files`). A process that loads the
@@ -10,19 +10,12 @@ The folder is written under a partial name and renamed whole; a new one removes 
 :func:`open_saved_state` opens a snapshot, every file checked against its digest first: a damaged one is logged and
 removed, and the state is loaded from the graph instead.
 
-:class:`VersionedState` decides which version a query gets while writers change the graph: writers hold its lock
-for a whole change; a query in another thread meanwhile answers from the loaded state if it is the version the
-last finished change left, else waits for the running change; the first query after a change loads the new
-version. Never a half-changed graph, never one older than the last finished change.
 """
 
 from __future__ import annotations
 
 import logging
 import shutil
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -35,6 +28,7 @@ from .graph_stores import GraphStores
 from .json_files import check_model, load_array, read_json_object
 from .knowledge_graph import KnowledgeGraph
 from .state import (
+    DenseVectors,
     EmptyIndexError,
     FactTriples,
     NameLookup,
@@ -43,6 +37,7 @@ from .state import (
     RetrievalState,
     StateColumns,
     StringColumn,
+    VectorSum,
 )
 from .state_files import (
     SNAPSHOT_FORMAT,
@@ -58,10 +53,10 @@ from .state_files import (
     snapshot_folder,
     write_snapshot,
 )
-from .walk import DenseVectors, GraphWalk, PageRankGraph, VectorSum, WalkSettings
-from .walk.exact import WalkMatrices
+from .walk import GraphWalk, PageRankGraph, WalkSettings
+from .walk.walk import WalkMatrices
 
-__all__ = ["SNAPSHOT_FORMAT", "Snapshot", "VersionedState", "build_state", "load_retrieval_state", "open_saved_state",
+__all__ = ["SNAPSHOT_FORMAT", "Snapshot", "build_state", "load_retrieval_state", "open_saved_state",
            "open_snapshot", "snapshot_folder", "write_snapshot"]
 
 logger = logging.getLogger(__name__)
@@ -307,91 +302,3 @@ def build_state(version: int, columns: StateColumns, passage_matrix: np.ndarray,
         walk=graph_walk,
         passage_texts=passage_texts,
     )
-
-
-class VersionedState:
-    """The loaded :class:`RetrievalState` of one graph and the lock its writers hold.
-
-    Args:
-        graph: the graph whose versions are served; stores: its Chroma collections.
-        before_load: called under the lock before a state is loaded (to bring synonymy edges up to date).
-        basis_folder, state_folder: asked at each load (see :func:`load_retrieval_state`); None: in memory.
-        drop_gone: called under the lock with the passages a load found in no collection, to take them out of
-            the graph in memory; the load then runs again.
-        walk: the paths the index's walk and searches take (default :class:`~.walk.WalkSettings`).
-    """
-
-    def __init__(self, graph: KnowledgeGraph, stores: GraphStores, before_load: Callable[[], None],
-                 basis_folder: Callable[[], Path | None] = lambda: None,
-                 state_folder: Callable[[], Path | None] = lambda: None,
-                 drop_gone: Callable[[list[str]], None] | None = None, walk: WalkSettings | None = None) -> None:
-        self.graph = graph
-        self.stores = stores
-        self._before_load = before_load
-        self._basis_folder = basis_folder
-        self._state_folder = state_folder
-        self._drop_gone = drop_gone
-        self.walk = walk or WalkSettings(name=stores.name)
-        self.lock = threading.RLock()
-        self._state: RetrievalState | None = None
-        self._finished_version = graph.version
-        self._changes_running = 0
-
-    @property
-    def changing(self) -> bool:
-        """Whether a change is running (a query from its batch hook must not start another)."""
-        return self._changes_running > 0
-
-    def invalidate(self) -> None:
-        """Forget the loaded state: the next query loads the graph again (its collections changed under it)."""
-        with self.lock:
-            self._state = None
-
-    @contextmanager
-    def change(self) -> Iterator[None]:
-        """Hold the write lock for one change; when it ends, its graph version is the finished one."""
-        with self.lock:
-            self._changes_running += 1
-            try:
-                yield
-            finally:
-                self._changes_running -= 1
-                self._finished_version = self.graph.version
-
-    def get(self, damping: float) -> RetrievalState:
-        """The state a query reads now (see the module docstring for which version)."""
-        state = self._state
-        if state is not None and state.walk.damping == damping:
-            if state.version == self.graph.version:
-                return state
-            if not self.lock.acquire(blocking=False):
-                if state.version == self._finished_version:
-                    return state  # a change is running: answer from the graph as the last finished change left it
-                self.lock.acquire()  # the loaded state predates the last finished change: wait for this one
-        else:
-            self.lock.acquire()
-        try:
-            return self._load_current(damping)
-        finally:
-            self.lock.release()
-
-    def _load_current(self, damping: float) -> RetrievalState:
-        state = self._state
-        if state is not None and state.version == self.graph.version and state.walk.damping == damping:
-            return state  # loaded by another query while this one waited
-        if self.graph.num_passages == 0:
-            raise EmptyIndexError(f"index {self.stores.name!r} holds no passage: insert documents before retrieving")
-        self._before_load()
-        try:
-            state = load_retrieval_state(self.graph, self.stores, damping, self.walk, basis_folder=self._basis_folder(),
-                                         state_folder=self._state_folder(),
-                                         snapshot_digest=None if self._changes_running else self.graph.save_digest)
-        except PassagesGoneError as gone:
-            if self._drop_gone is None:
-                raise
-            self._drop_gone(gone.passage_ids)
-            return self._load_current(damping)
-        if not self._changes_running:  # a query from inside a change (a batch hook) sees it but does not keep it
-            self._state = state
-            self._finished_version = self.graph.version  # no change is running: this graph is a finished one
-        return state

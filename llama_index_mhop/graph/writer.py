@@ -1,7 +1,7 @@
 """The writing side of a graph index: every change it makes, each one unit, in the order that keeps it crash-safe.
 
 A change holds the store's writer lock across processes (a persisted index) and the state's lock in this process
-(:class:`~.state_load.VersionedState`), so queries meanwhile answer from the last finished change. Inside it,
+(:class:`~.state.VersionedState`), so queries meanwhile answer from the last finished change. Inside it,
 documents follow the sync rule (:mod:`.sync`), passages go through the batched pipeline (:mod:`.indexing`),
 synonymy edges are brought up to date (:mod:`.synonym_lists`), and the change ends as :mod:`.sync` orders it.
 """
@@ -32,8 +32,8 @@ from .knowledge_graph import KnowledgeGraph
 from .layout import saved_index_exists
 from .openie_file import report_stored_openie, with_stored_openie
 from .reconcile import Drift, find_drift
+from .state import VersionedState
 from .state_files import STATE_FOLDER
-from .state_load import VersionedState
 from .sync import Removal, commit_removal, detach_passages, finish_removal, known_doc_ids, plan_refresh
 from .synonym_lists import SynonymyRefresher
 from .walk.basis_files import BASIS_FOLDER

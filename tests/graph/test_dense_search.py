@@ -6,7 +6,7 @@ import chromadb
 import numpy as np
 import pytest
 
-from llama_index_mhop.graph.walk.walk import DenseVectors
+from llama_index_mhop.graph.state import DenseVectors
 
 
 @pytest.fixture(scope="module")

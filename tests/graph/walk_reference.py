@@ -27,9 +27,9 @@ from llama_index_mhop.graph.walk.exact import (
     _check_params,
     _check_reset,
     _power_iteration,
-    _walk,
 )
 from llama_index_mhop.graph.walk.push import push_sparse, threshold_weights
+from llama_index_mhop.graph.walk.walk import walk_matrices as _walk
 
 
 def transition_matrix(adjacency: Any) -> sparse.csr_matrix:

@@ -1,4 +1,5 @@
-"""The exact walk: Personalized PageRank by power iteration, a query's seeds, and its dense similarities.
+"""The exact walk: Personalized PageRank by power iteration, a query's seeds and dense similarities, and
+:class:`GraphWalk`, which ranks a query's passages on this path or the large-graph tier's.
 
 HippoRAG 2 (Gutiérrez et al., 2025) walks with ``damping=0.5`` from a reset of the recognised facts' entities and
 every passage's min-max normalised dense score (seeds/003, seeds/004). As in ``networkx.pagerank`` and igraph,
@@ -12,16 +13,23 @@ import logging
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy import sparse
 
-if TYPE_CHECKING:
-    from .push import PushScratch, SparsePush
+from .walk import WalkMatrices, walk_matrices
 
-__all__ = ["DEFAULT_DAMPING", "DEFAULT_MAX_ITER", "DEFAULT_TOL", "PUSH_TOLERANCE", "DenseScores", "PageRankGraph",
-           "SparseVector", "WalkMatrices", "all_products", "best_first"]
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from .affine import AffineResetPageRank
+    from .push import PushScratch, SparsePush
+    from .walk import WalkSettings
+
+__all__ = ["DEFAULT_DAMPING", "DEFAULT_MAX_ITER", "DEFAULT_TOL", "PUSH_TOLERANCE", "DenseScores", "GraphWalk",
+           "PageRankGraph", "Ranking", "SparseVector", "all_products", "best_first"]
 
 logger = logging.getLogger(__name__)
 
@@ -34,12 +42,8 @@ _METHODS = ("exact", "push")
 
 @dataclass(frozen=True)
 class SparseVector:
-    """The non-zero entries of a vector over nodes: ``nodes`` (int64, increasing) and ``values`` (float64). A query's
-    few seeds among many nodes cost what they hold, not a graph-sized array.
-
-    Raises:
-        ValueError: ``nodes`` and ``values`` differ in length, or ``nodes`` is not increasing.
-    """
+    """The non-zero entries of a vector over nodes: ``nodes`` (int64, increasing) and ``values`` (float64), so a
+    query's few seeds cost what they hold. ValueError: they differ in length, or ``nodes`` is not increasing."""
 
     nodes: np.ndarray
     values: np.ndarray
@@ -112,10 +116,9 @@ def best_first(values: np.ndarray, k: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class DenseScores:
-    """One query's similarities to a collection's records: the ``top`` rows asked for (best first, ties by row) and
-    their ``top_scores``; the ``high`` and ``low`` extremes of the min-max normalisation (``low`` after an HNSW search:
-    the farthest record's); every record's ``scores`` (None when only the top was asked for); after an HNSW search
-    the ``near`` rows scored exactly, every other row holding ``rest``."""
+    """One query's similarities to a collection's records: the ``top`` rows (best first, ties by row), their
+    ``top_scores``, the extremes ``high`` and ``low`` (after HNSW: the farthest record's), every record's ``scores``
+    (None: only the top asked for) and, after HNSW, the ``near`` rows scored exactly, every other one ``rest``."""
 
     top: np.ndarray
     top_scores: np.ndarray
@@ -126,8 +129,7 @@ class DenseScores:
     rest: float = 0.0
 
     def normalised(self, scores: np.ndarray) -> np.ndarray:
-        """``scores`` scaled to [0, 1] by ``low`` and ``high`` (HippoRAG 2's min-max normalisation); all ones
-        when the extremes agree."""
+        """``scores`` min-max scaled to [0, 1] by ``low`` and ``high`` (all ones when they agree), as HippoRAG 2."""
         if scores.size == 0:
             return scores
         if self.high - self.low <= 0:
@@ -138,40 +140,6 @@ class DenseScores:
         """``weight`` times :meth:`normalised` as ``scale * s + uniform``: affine in ``s``, for the solved walk."""
         scale = weight / (self.high - self.low) if self.high - self.low > 0 else 0.0
         return scale, (-scale * self.low if scale > 0 else weight)
-
-
-class WalkMatrices(NamedTuple):
-    """What a walk reads of a graph: ``M`` (column-stochastic CSR), ``P = M.T`` (row-stochastic CSR) and each
-    node's out-weight; given to :class:`PageRankGraph` they are used as they are (memory maps stay shared)."""
-
-    transition: sparse.csr_matrix
-    walk: sparse.csr_matrix
-    out_weight: np.ndarray
-    symmetric: bool | None = None  # whether the adjacency is symmetric (None: not known, found on first use)
-
-
-def _walk(adjacency: Any) -> tuple[sparse.csr_matrix, sparse.csr_matrix, np.ndarray]:
-    """The transition matrix ``M``, the walk ``P = M.T`` (row-stochastic CSR) and each node's out-weight."""
-    if sparse.issparse(adjacency):
-        a = sparse.csr_matrix(adjacency, dtype=np.float64, copy=True)
-    else:
-        a = sparse.csr_matrix(np.asarray(adjacency, dtype=np.float64))
-    if a.ndim != 2 or a.shape[0] != a.shape[1]:
-        raise ValueError(f"adjacency must be a square n x n matrix, got shape {a.shape}")
-    a.sum_duplicates()
-    if a.nnz and not np.all(np.isfinite(a.data)):
-        raise ValueError("adjacency holds a NaN or infinite edge weight")
-    if a.nnz and a.data.min() < 0:
-        raise ValueError(f"adjacency holds a negative edge weight ({a.data.min():g}); weights must be >= 0")
-    a.eliminate_zeros()
-    n = a.shape[0]
-    out_weight = np.asarray(a.sum(axis=1), dtype=np.float64).ravel()
-    scale = np.zeros(n)
-    np.divide(1.0, out_weight, out=scale, where=out_weight > 0)
-    a.data *= np.repeat(scale, np.diff(a.indptr))  # row-normalise in place: P[i, j] = A[i, j] / out(i)
-    m = a.transpose().tocsr()
-    m.sort_indices()
-    return m, a, out_weight
 
 
 def _check_damping(damping: float) -> float:
@@ -206,8 +174,7 @@ def _check_reset(reset: Any, n: int) -> np.ndarray:
 
 def _power_iteration(m: sparse.csr_matrix, r: np.ndarray, scale: float, tol: float, max_iter: int) -> np.ndarray:
     """Iterate ``x <- scale * M x + (1 - sum(scale * M x)) * r`` from ``x = r`` until the L1 change is < tol: the
-    mass a step loses (``1 - d``, dangling columns) returns to the reset in one term, keeping the sum at 1. The L1
-    error after stopping is at most ``d / (1 - d)`` times the last change."""
+    mass a step loses returns to the reset, keeping the sum at 1; the L1 error is at most ``d / (1 - d)`` times it."""
     n = r.shape[0]
     support = np.flatnonzero(r)
     sparse_reset = len(support) * 8 < n  # a few seed nodes: touch only them when returning mass to the reset
@@ -244,16 +211,13 @@ class PageRankGraph:
     Args:
         adjacency: ``n x n`` finite non-negative weights (``[i, j]``: the edge ``i -> j``), or another graph's
             :attr:`matrices`.
-        damping: probability of following an edge, in [0, 1); HippoRAG 2 uses 0.5.
-        tol, max_iter: the power iteration's L1 change to stop at, and its cap.
+        damping: probability of following an edge, in [0, 1); tol, max_iter: the power iteration's stop and cap.
         nodes, version: optional labels of the rows and of the graph.
-        method: ``"exact"`` (power iteration of the whole reset) or ``"push"`` (a push from the seeds,
-            :mod:`.push`, the dense share solved once, :mod:`.affine`).
+        method: ``"exact"`` (power iteration of the whole reset) or ``"push"`` (:mod:`.push`, :mod:`.affine`).
         push_epsilon: the push's threshold per unit of out-weight; default :data:`PUSH_TOLERANCE` / n.
 
     Raises:
-        ValueError: a bad adjacency, damping, tol, max_iter, push_epsilon or method; ``nodes`` of another length
-            or with repeats.
+        ValueError: a bad argument; ``nodes`` of another length or with repeats.
     """
 
     def __init__(self, adjacency: Any, *, damping: float = DEFAULT_DAMPING, tol: float = DEFAULT_TOL,
@@ -272,7 +236,7 @@ class PageRankGraph:
         if isinstance(adjacency, WalkMatrices):  # another graph's, as saved: used as they are (maps stay shared)
             self._transition, walk, self._out_weight, symmetric = adjacency
         else:
-            (self._transition, walk, self._out_weight), symmetric = _walk(adjacency), None
+            (self._transition, walk, self._out_weight), symmetric = walk_matrices(adjacency), None
         n = self._transition.shape[0]
         self.method = method
         self.push_epsilon = float(push_epsilon) if push_epsilon is not None else PUSH_TOLERANCE / max(1, n)
@@ -292,8 +256,7 @@ class PageRankGraph:
     @classmethod
     def from_edges(cls, n_nodes: int, edges: Any, weights: Any = None, *, directed: bool = False,
                    **kwargs: Any) -> PageRankGraph:
-        """Build from ``edges`` (``(m, 2)`` node indices) and ``weights`` (m values, default 1); undirected edges
-        are walked both ways, repeated edges add their weights."""
+        """A graph of ``edges`` (``(m, 2)`` nodes) and ``weights`` (default 1): undirected both ways, repeats added."""
         if isinstance(n_nodes, bool) or not isinstance(n_nodes, (int, np.integer)) or n_nodes < 0:
             raise ValueError(f"n_nodes must be an integer >= 0, got {n_nodes!r}")
         e = np.asarray(edges, dtype=np.int64).reshape(-1, 2) if len(edges) else np.empty((0, 2), np.int64)
@@ -340,11 +303,7 @@ class PageRankGraph:
 
     def run(self, reset: Any) -> np.ndarray:
         """Personalized PageRank of a whole reset (non-negative, normalised here) by power iteration, 0 where
-        unreachable (the convention of ``networkx.pagerank`` and igraph/PRPACK).
-
-        Raises:
-            ValueError: a reset of the wrong length, negative, NaN/infinite or all zero.
-        """
+        unreachable; ValueError: a reset of the wrong length, negative, NaN/infinite or all zero."""
         r = _check_reset(reset, self.n_nodes)
         if self._damped is None:
             damped = self._transition.copy()
@@ -384,8 +343,8 @@ class PageRankGraph:
 
     def push_from(self, seeds: SparseVector, epsilon: float, finer: Sequence[float] = (),
                   settled: Callable[[SparsePush, float], bool] | None = None) -> SparsePush:
-        """Forward push from a few seeds (unnormalised, non-negative) on to the ``finer`` thresholds until
-        ``settled`` (:func:`~.push.push_sparse`); thread-safe. The push module is imported only by a push."""
+        """Forward push from a few non-negative seeds on to the ``finer`` thresholds until ``settled``
+        (:func:`~.push.push_sparse`); thread-safe."""
         from .push import PushScratch, push_sparse, threshold_weights
 
         walk = self._walk_matrix()
@@ -399,3 +358,93 @@ class PageRankGraph:
     def __repr__(self) -> str:
         return (f"PageRankGraph(n_nodes={self.n_nodes}, n_edges={self.n_edges}, damping={self.damping}, "
                 f"method={self.method!r}, version={self.version!r})")
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """One query's walk: the best ``passages`` (nodes, best first, ties by node) and their ``scores``; the
+    ``top_entities`` and the reset's largest non-zero entries ``reset_top``, as ``(node, score)``."""
+
+    passages: np.ndarray
+    scores: np.ndarray
+    top_entities: list[tuple[int, float]]
+    reset_top: list[tuple[int, float]]
+
+
+class GraphWalk:
+    """The PageRank walk of one graph version: its matrix (first ``num_passages`` nodes the passages) and, on the
+    push path, its solved dense share ``affine`` (None: every reset is walked whole by power iteration)."""
+
+    def __init__(self, pagerank: PageRankGraph, num_passages: int, affine: AffineResetPageRank | None = None) -> None:
+        self.pagerank = pagerank
+        self.num_passages = num_passages
+        self.affine = affine
+
+    @classmethod
+    def load(cls, pagerank: PageRankGraph, num_passages: int, passage_vectors: np.ndarray | None,
+             settings: WalkSettings, basis_folder: Path | None = None, codes_folder: Path | None = None) -> GraphWalk:
+        """The walk of a graph by ``settings``: from ``push_min_nodes`` nodes with its dense share solved (or read
+        from ``basis_folder``), its int8 copy shared through ``codes_folder``; ``passage_vectors`` None: HNSW."""
+        from .basis_files import solved_walk  # the large-graph tier, imported only when a graph reaches it
+        from .int8_rows import row_products
+
+        if pagerank.n_nodes < settings.minimum("push_min_nodes"):
+            return cls(pagerank.walking("exact"), num_passages)
+        pagerank = pagerank.walking("push")
+        return cls(pagerank, num_passages, solved_walk(
+            pagerank, num_passages, passage_vectors, basis_folder,
+            row_products=partial(row_products, int8_min_rows=settings.minimum("int8_min_rows"),
+                                 codes_folder=codes_folder, codes_kind="basis-int8")))
+
+    @property
+    def damping(self) -> float:
+        return self.pagerank.damping
+
+    @property
+    def num_nodes(self) -> int:
+        return self.pagerank.n_nodes
+
+    @property
+    def needs_every_passage_score(self) -> bool:
+        """Whether :meth:`rank` reads every passage's similarity, or only the best passages' and the extremes."""
+        return self.affine is None
+
+    def rank(self, seeds: SparseVector, dense: DenseScores, query: np.ndarray, passage_weight: float, top_k: int,
+             trace_top: int) -> Ranking:
+        """The best ``top_k`` passages by the PageRank of the reset ``seeds`` + ``passage_weight`` times each
+        passage's normalised similarity in ``dense`` (to the normalised ``query``), and the ``trace_top`` largest
+        entity scores (on the push path the seeds' walk alone) and reset entries."""
+        passages = self.num_passages
+        k = min(top_k, passages)
+        if self.affine is None:
+            scores = self.pagerank.run(self.reset(seeds, dense, passage_weight))
+            passage_scores, entity_scores, exact = scores[:passages], SparseVector.from_dense(scores[passages:]), None
+        else:
+            walked = self.affine.rank(seeds, dense, query, passage_weight, top_k)
+            passage_scores, entity_scores, exact = walked.passages, walked.seed_entities, walked.exact_rows
+        # Only the exact passages can be among the best (an estimated one is bounded below them).
+        order = best_first(passage_scores, k) if exact is None else exact[best_first(passage_scores[exact], k)]
+        top_entities = [(passages + int(entity_scores.nodes[i]), float(entity_scores.values[i]))
+                        for i in best_first(entity_scores.values, trace_top).tolist()]
+        return Ranking(order, passage_scores[order], top_entities,
+                       self.reset_top(seeds, dense, passage_weight, trace_top))
+
+    def reset(self, seeds: SparseVector, dense: DenseScores, passage_weight: float) -> np.ndarray:
+        """The whole reset: the seeds, and every passage's normalised similarity times ``passage_weight``."""
+        if dense.scores is None:
+            raise ValueError("the whole reset needs every passage's similarity (search with every=True)")
+        passages = self.num_passages
+        reset = seeds.to_dense(self.num_nodes)
+        reset[:passages] += dense.normalised(dense.scores) * passage_weight
+        if not reset.sum() > 0:  # every passage equally distant from the query: start everywhere
+            reset[:passages] = 1.0
+        return reset
+
+    def reset_top(self, seeds: SparseVector, dense: DenseScores, passage_weight: float,
+                  count: int) -> list[tuple[int, float]]:
+        """The ``count`` largest entries of :meth:`reset` as (node, weight), best first (a seed or a ``dense.top``)."""
+        nodes = np.union1d(seeds.nodes, dense.top)
+        values = np.zeros(nodes.shape[0])
+        values[np.searchsorted(nodes, seeds.nodes)] = seeds.values
+        values[np.searchsorted(nodes, dense.top)] += dense.normalised(dense.top_scores) * passage_weight
+        return [(int(nodes[i]), float(values[i])) for i in best_first(values, count).tolist() if values[i] > 0]
