@@ -41,8 +41,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ppr_scaling import push_pagerank, synthetic_graph, timed  # noqa: E402  (a sibling script, not a package)
 
-from llama_index_mhop.graph.walk.basis_files import solved_walk  # noqa: E402
 from llama_index_mhop.graph.walk import PageRankGraph, SparseVector, WalkSettings  # noqa: E402
+from llama_index_mhop.graph.walk.basis_files import solved_walk  # noqa: E402
 
 WEIGHT = 0.05  # HippoRAG 2's passage_node_weight
 TOP = 21

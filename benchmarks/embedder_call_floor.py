@@ -51,8 +51,8 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(args.threads)
     from llama_index_mhop.bench.loaders import load_dataset
-    from llama_index_mhop.stores.defaults import default_embed_model
     from llama_index_mhop.rules.perspectives import heuristic_perspectives
+    from llama_index_mhop.stores.defaults import default_embed_model
     from llama_index_mhop.stores.search import embed_queries
 
     embed_model = default_embed_model()

@@ -24,6 +24,7 @@ from typing import Any
 
 import dspy
 
+from llama_index_mhop.components.fact_filter import DSPyFactFilter, fact_node
 from llama_index_mhop.graph.extraction import extract_llm_free, parse_extraction
 from llama_index_mhop.lm.clients import function_lm
 from llama_index_mhop.rules.parsing import (
@@ -33,7 +34,6 @@ from llama_index_mhop.rules.parsing import (
     parse_ranking,
     parse_string_list,
 )
-from llama_index_mhop.components.fact_filter import DSPyFactFilter, fact_node
 from llama_index_mhop.rules.text import entity_spans, sentences
 
 

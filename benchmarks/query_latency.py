@@ -75,8 +75,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from llama_index_mhop.bench.benchmarker import passage_ids
     from llama_index_mhop.bench.loaders import load_dataset
-    from llama_index_mhop.stores.defaults import default_chroma_client, default_embed_model
     from llama_index_mhop.graph import HippoGraphIndex
+    from llama_index_mhop.stores.defaults import default_chroma_client, default_embed_model
     from llama_index_mhop.stores.vector_index import load_vector_index
 
     if args.threads > 0:

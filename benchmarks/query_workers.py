@@ -111,8 +111,8 @@ def answer(work: Path, port: int, reader: bool, questions: list[str],
     from llama_index.core import VectorStoreIndex
     from llama_index.vector_stores.chroma import ChromaVectorStore
 
-    from llama_index_mhop.stores.defaults import default_chroma_client
     from llama_index_mhop.graph import HippoGraphIndex, HippoGraphReader
+    from llama_index_mhop.stores.defaults import default_chroma_client
 
     client = default_chroma_client(host="localhost", port=port)
     steps = {"started": smaps_rollup(os.getpid())}

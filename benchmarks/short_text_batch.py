@@ -77,12 +77,12 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from llama_index_mhop.bench.synthetic import generate_dataset
-    from llama_index_mhop.stores.defaults import default_embed_model
     from llama_index_mhop.graph.graph_stores import (
         DEFAULT_SHORT_TEXT_BATCH_SIZE,
         DEFAULT_SHORT_TEXT_DTYPE,
         GraphStores,
     )
+    from llama_index_mhop.stores.defaults import default_embed_model
 
     torch.set_num_threads(1)
     sizes = sorted({int(s) for s in args.sizes.split(",")})

@@ -68,9 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from llama_index_mhop.bench.synthetic import generate_dataset
+    from llama_index_mhop.graph.graph_stores import DEFAULT_SHORT_TEXT_BATCH_SIZE, GraphStores
     from llama_index_mhop.stores.defaults import default_embed_model
     from llama_index_mhop.stores.embed_dtype import native_bfloat16
-    from llama_index_mhop.graph.graph_stores import DEFAULT_SHORT_TEXT_BATCH_SIZE, GraphStores
 
     if args.threads > 0:
         torch.set_num_threads(args.threads)

@@ -12,11 +12,11 @@ from llama_index.core import Settings
 from llama_index.core.llms import CompletionResponse, CustomLLM, LLMMetadata, MockLLM
 from llama_index.core.llms.callbacks import llm_completion_callback
 
-from llama_index_mhop.lm.steps import current_lm
-from llama_index_mhop.lm.clients import render_fields
+from llama_index_mhop.components import RRFFusionRetriever
 from llama_index_mhop.components.fact_filter import DSPyFactFilter, fact_node
 from llama_index_mhop.components.rrf_fusion import PerspectiveQueryTransform
-from llama_index_mhop.components import RRFFusionRetriever
+from llama_index_mhop.lm.clients import render_fields
+from llama_index_mhop.lm.steps import current_lm
 from tests.recording_retriever import QUERY, RecordingRetriever
 
 PERSPECTIVES = ["Arthur's Magazine founding year", "First for Women founding year",

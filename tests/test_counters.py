@@ -3,9 +3,9 @@
 import chromadb
 import pytest
 
-from llama_index_mhop.rules.counters import process_counters, reset_process_counters
-from llama_index_mhop.lm.steps import FallbackCounter
 from llama_index_mhop.components import RRFFusionRetriever
+from llama_index_mhop.lm.steps import FallbackCounter
+from llama_index_mhop.rules.counters import process_counters, reset_process_counters
 from llama_index_mhop.stores.corpus import make_document
 from llama_index_mhop.stores.vector_index import sync_vector_index
 from tests.word_bag import WordBagEmbedding

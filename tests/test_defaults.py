@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from llama_index_mhop.stores import defaults
 from llama_index_mhop.rules.model_files import ModelIntegrityError
+from llama_index_mhop.stores import defaults
 
 
 def test_embedder_files_are_the_official_files():

@@ -10,8 +10,8 @@ from itertools import pairwise
 
 import pytest
 
-from llama_index_mhop.stores.corpus import load_documents
 from llama_index_mhop.rules.text import sentences
+from llama_index_mhop.stores.corpus import load_documents
 
 DATA = files("llama_index_mhop") / "data"
 QUESTION_KEYS = {"id", "question", "answer", "hops", "type", "gold_titles"}

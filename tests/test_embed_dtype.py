@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from llama_index.core.schema import TextNode
 
-from llama_index_mhop.stores import embed_dtype
-from llama_index_mhop.stores.embed_dtype import check_embed_dtype, embedding_dtype, native_bfloat16
 from llama_index_mhop.graph import HippoGraphIndex
 from llama_index_mhop.graph.graph_stores import GraphStores
 from llama_index_mhop.graph.persistence import CONFIG_FILE
+from llama_index_mhop.stores import embed_dtype
+from llama_index_mhop.stores.embed_dtype import check_embed_dtype, embedding_dtype, native_bfloat16
 
 SHORT_TEXTS = ["Lover Come Back", "Delbert Mann", "Lover Come Back directed by Delbert Mann",
                "Rock Hudson born in Winnetka", "1961"]

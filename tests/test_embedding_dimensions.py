@@ -6,9 +6,9 @@ from __future__ import annotations
 import chromadb
 import pytest
 
-from llama_index_mhop.stores import defaults
 from llama_index_mhop.cli.commands import main as mhop
 from llama_index_mhop.graph import HippoGraphIndex
+from llama_index_mhop.stores import defaults
 from llama_index_mhop.stores.vector_index import (
     EmbeddingDimensionError,
     build_vector_index,

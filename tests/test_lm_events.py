@@ -9,9 +9,9 @@ from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.instrumentation.event_handlers import BaseEventHandler
 from llama_index.core.instrumentation.events.llm import LLMChatEndEvent, LLMChatStartEvent
 
-from llama_index_mhop.lm.clients import function_lm
-from llama_index_mhop.components.fact_filter import DSPyFactFilter, fact_node
 from llama_index_mhop.components import RRFFusionRetriever
+from llama_index_mhop.components.fact_filter import DSPyFactFilter, fact_node
+from llama_index_mhop.lm.clients import function_lm
 from tests.recording_retriever import QUERY, RecordingRetriever
 
 PERSPECTIVES = {"perspectives": ["Arthur's Magazine founding year", "First for Women founding year",

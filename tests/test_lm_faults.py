@@ -11,9 +11,9 @@ import logging
 
 import pytest
 
-from llama_index_mhop.graph.extraction import EXTRACTION_STEP, OpenIEExtractor
 from llama_index_mhop.components.fact_filter import DSPyFactFilter, fact_node
 from llama_index_mhop.components.rrf_fusion import PerspectiveQueryTransform
+from llama_index_mhop.graph.extraction import EXTRACTION_STEP, OpenIEExtractor
 from llama_index_mhop.rules.text import normalize
 from tests.lm_faults import FAULTS, faulty_lm
 

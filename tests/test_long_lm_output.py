@@ -11,6 +11,7 @@ import dspy
 import pytest
 from dspy.utils import DummyLM
 
+from llama_index_mhop.components.fact_filter import DSPyFactFilter, fact_node
 from llama_index_mhop.graph.extraction import MAX_ENTITY_CHARS, MAX_PREDICATE_CHARS, parse_extraction
 from llama_index_mhop.lm.answers import MAX_ANSWER_CHARS
 from llama_index_mhop.rules.parsing import (
@@ -20,7 +21,6 @@ from llama_index_mhop.rules.parsing import (
     parse_queries,
     parse_string_list,
 )
-from llama_index_mhop.components.fact_filter import DSPyFactFilter, fact_node
 from tests.fact_filter_lm import answer, texts
 
 MILLION = 1_000_000

@@ -6,9 +6,9 @@ import pytest
 from dspy.utils import DummyLM
 from llama_index.core.schema import QueryBundle
 
+from llama_index_mhop.components.rrf_fusion import PerspectiveQueryTransform
 from llama_index_mhop.lm.clients import function_lm
 from llama_index_mhop.rules.perspectives import heuristic_perspectives
-from llama_index_mhop.components.rrf_fusion import PerspectiveQueryTransform
 from llama_index_mhop.rules.text import normalize
 
 QUERY = "Which magazine was started first, Arthur's Magazine or First for Women?"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import chromadb
 
-from llama_index_mhop.stores import defaults
 from llama_index_mhop.cli.commands import main as mhop
+from llama_index_mhop.stores import defaults
 from llama_index_mhop.stores.corpus import read_corpus
 from llama_index_mhop.stores.vector_index import passage_collection, stored_documents, sync_vector_index
 from tests.word_bag import WordBagEmbedding

@@ -11,8 +11,8 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from pydantic import PrivateAttr
 
 from llama_index_mhop.cli.commands import main as mhop
-from llama_index_mhop.stores.defaults import default_chroma_client
 from llama_index_mhop.components import RRFFusionRetriever
+from llama_index_mhop.stores.defaults import default_chroma_client
 from llama_index_mhop.stores.vector_index import IndexingInterrupted, build_vector_index, load_vector_index
 from tests.chroma_server import ChromaServer
 

@@ -4,7 +4,6 @@ import chromadb
 import pytest
 from llama_index.core import Document
 
-from llama_index_mhop.stores.defaults import default_chroma_client
 from llama_index_mhop.stores.corpus import (
     CorpusError,
     chunk_documents,
@@ -12,6 +11,7 @@ from llama_index_mhop.stores.corpus import (
     load_documents,
     make_document,
 )
+from llama_index_mhop.stores.defaults import default_chroma_client
 from llama_index_mhop.stores.vector_index import build_vector_index, load_vector_index
 
 

@@ -14,8 +14,8 @@ import chromadb
 import pytest
 from llama_index.core import Settings
 
-from llama_index_mhop.stores.defaults import default_chroma_client
 from llama_index_mhop.stores.corpus import make_document
+from llama_index_mhop.stores.defaults import default_chroma_client
 from llama_index_mhop.stores.sync import UnknownDocumentError
 from llama_index_mhop.stores.vector_index import (
     EmbeddingDimensionError,

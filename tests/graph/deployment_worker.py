@@ -17,9 +17,9 @@ import sys
 
 import numpy as np
 
-from llama_index_mhop.stores.defaults import default_chroma_client
 from llama_index_mhop.graph.index import HippoGraphIndex
 from llama_index_mhop.graph.reader import HippoGraphReader
+from llama_index_mhop.stores.defaults import default_chroma_client
 from tests.word_bag import WordBagEmbedding
 
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from llama_index_mhop.stores.defaults import default_chroma_client
 from llama_index_mhop.graph.index import HippoGraphIndex
 from llama_index_mhop.graph.persistence import GRAPH_DIR
 from llama_index_mhop.stores.corpus import make_document
+from llama_index_mhop.stores.defaults import default_chroma_client
 from tests.chroma_server import ChromaServer
 from tests.word_bag import WordBagEmbedding
 

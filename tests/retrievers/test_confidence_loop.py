@@ -17,11 +17,11 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.llms import MockLLM
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
+from llama_index_mhop.components.confidence_loop import ConfidenceLoopRetriever
+from llama_index_mhop.lm.clients import function_lm, render_fields
 from llama_index_mhop.rules.confidence import (
     analyze_query,
 )
-from llama_index_mhop.lm.clients import function_lm, render_fields
-from llama_index_mhop.components.confidence_loop import ConfidenceLoopRetriever
 from llama_index_mhop.stores.vector_index import build_vector_index
 from tests.leland_corpus import PASSAGES as LELAND_PASSAGES
 from tests.leland_corpus import QUERY

@@ -7,10 +7,10 @@ import pytest
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
-from llama_index_mhop.rules.ranking import anchored_fusion, reciprocal_rank_fusion
-from llama_index_mhop.lm.clients import function_lm, render_fields
-from llama_index_mhop.components.rrf_fusion import PerspectiveQueryTransform
 from llama_index_mhop.components import HippoGraphConfig, RRFFusionConfig, RRFFusionRetriever
+from llama_index_mhop.components.rrf_fusion import PerspectiveQueryTransform
+from llama_index_mhop.lm.clients import function_lm, render_fields
+from llama_index_mhop.rules.ranking import anchored_fusion, reciprocal_rank_fusion
 from tests.lm_faults import faulty_lm
 from tests.recording_retriever import QUERY, RecordingRetriever
 
