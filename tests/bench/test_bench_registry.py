@@ -101,7 +101,7 @@ def test_composed_flows_run_over_the_run_graph_index(slice_context, hotpotqa_sli
             return hotpotqa_slice_index.as_retriever(similarity_top_k=kwargs["similarity_top_k"])
 
     graph = GraphStandIn()
-    monkeypatch.setattr(slice_context, "_graph_index", graph)  # the run's graph index, as if already built
+    monkeypatch.setitem(slice_context.__dict__, "graph_index", graph)  # the run's graph index, as if already built
     rrf = get_retriever_spec("rrf_fusion+hippo").factory(slice_context)
     loop = get_retriever_spec("confidence_loop+hippo").factory(slice_context)
     assert isinstance(rrf, RRFFusionRetriever) and isinstance(loop, ConfidenceLoopRetriever)
