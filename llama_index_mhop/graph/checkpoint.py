@@ -1,10 +1,8 @@
 """The JSON Lines checkpoint of a graph index build: one line per finished batch, so a killed build resumes.
 
-The first line names the format version and the index (its name and index id: a resumed build keeps the id, and so
-the collections it was writing); every later line maps each passage id of one batch to
-what the graph needs to add it again without extraction or embedding (:class:`GraphEntry`). A line is appended
-(and fsync'ed) only after the batch's Chroma writes are done. A last line cut short by a kill is ignored; any
-other unreadable line is an error naming the file and the line.
+The first line names the format and the index (a resumed build keeps its id and collections); each later line,
+appended and fsync'ed after the batch's Chroma writes, maps its passage ids to :class:`GraphEntry`. A cut-off last
+line is ignored; any other unreadable line is an error naming the file and line.
 """
 
 from __future__ import annotations
@@ -54,11 +52,7 @@ class GraphEntry:
 
     @classmethod
     def from_json(cls, record: dict[str, Any], where: str, field: str) -> GraphEntry:
-        """The entry a checkpoint record checked by :class:`_Line` describes (``where`` and ``field`` name it).
-
-        Raises:
-            ValueError: a fact naming an entity the record does not list.
-        """
+        """The entry a checked checkpoint record describes; ValueError for a fact naming an unlisted entity."""
         entities, facts = record["entities"], {f: (s, p, o) for f, (s, p, o) in record["facts"].items()}
         check_fact_entities(facts, entities, f"{where}: {field}.facts", "among the record's entities")
         return cls(entities=entities, facts=facts, ref_doc_id=record.get("ref_doc_id"), title=record.get("title", ""),
@@ -94,11 +88,9 @@ def append_checkpoint(path: Path, name: str, entries: Mapping[str, GraphEntry], 
 
 
 def read_checkpoint(path: Path, name: str) -> dict[str, GraphEntry]:
-    """The passages a checkpoint lists (empty when there is no checkpoint).
+    """The passages a checkpoint lists (empty without one).
 
-    Raises:
-        ValueError: a line other than the last is not JSON, a record lacks a field or has one of the wrong type,
-            or the checkpoint belongs to another index.
+    Raises ValueError for an unreadable line, a bad record, or a checkpoint of another index.
     """
     if not path.is_file():
         return {}

@@ -1,18 +1,8 @@
 """The knowledge graph's storage: a node table and an edge store in numpy arrays, persisted as ``.npy`` files.
 
-* :class:`PassageRecord` is what one passage contributes (its row in the passage table).
-* :class:`SynonymList` is one entity's synonyms, packed: the graph holds one per entity with synonyms, tens of
-  millions of pairs on a large corpus.
-* :class:`NodeTable` maps node keys (passage and entity ids) to integer slots. A removed node's slot goes on a
-  free list and is reused by the next new node, so the arrays do not grow with churn.
-* :class:`EdgeStore` holds undirected edges between slots in four integer **channels**: the number of distinct
-  facts linking the pair, the synonymy similarity in millionths (similarities are stored rounded to 6
-  decimals), and whether the pair is a plain or a title passage edge. Every change is appended to growable COO
-  buffers as a ``(u, v, channel, delta)`` row; :meth:`EdgeStore.compact` sums the deltas into one sorted edge
-  table. The channels are integers so that any order of inserts and removals sums to exactly the edge table of
-  a fresh build: no float residue of an added and removed weight is left behind.
-
-Nothing here knows what passages or entities are; :mod:`.knowledge_graph` gives the channels their meaning.
+Edges carry four integer channels (fact count, synonymy similarity in millionths, plain and title passage
+links) so that any order of inserts and removals sums exactly to a fresh build's table. Nothing here knows what
+passages or entities are; :mod:`.knowledge_graph` gives the channels their meaning.
 """
 
 from __future__ import annotations
@@ -55,12 +45,8 @@ class PassageRecord:
 
 
 class SynonymList(Sequence[tuple[str, float]]):
-    """One entity's synonyms as ``(entity id, similarity)`` pairs, in the order given; immutable.
-
-    Held as two columns, the ids in a tuple (the graph's own key strings, not copies) and the similarities in a
-    float64 array: 16 bytes a synonym, where a list of pair tuples with a float object each takes about 90. At
-    300,000 synthetic passages the graph holds 7.7 million of them.
-    """
+    """One entity's synonyms as ``(entity id, similarity)`` pairs, immutable; held as an id tuple and a float64
+    array (16 bytes a synonym instead of about 90)."""
 
     __slots__ = ("ids", "similarities")
 
@@ -179,11 +165,7 @@ class NodeTable:
 
     @classmethod
     def from_lists(cls, keys: Sequence[str | None], free: Sequence[int], kinds: np.ndarray) -> NodeTable:
-        """Rebuild a table saved by :meth:`to_lists` and :meth:`kinds`.
-
-        Raises:
-            ValueError: the keys, free list and kinds disagree.
-        """
+        """Rebuild a table saved by :meth:`to_lists` and :meth:`kinds`; ValueError when they disagree."""
         table = cls()
         if len(kinds) != len(keys):
             raise ValueError(f"node table has {len(keys)} slots but {len(kinds)} kinds")
@@ -227,13 +209,8 @@ class _Growable:
 
 
 class EdgeStore:
-    """Undirected edges between node slots: an edge table (sorted ``u < v`` pairs, one int32 per channel) plus
-    the appended changes not yet summed into it.
-
-    Args:
-        compact_every: sum the pending changes into the table once they outnumber ``compact_every`` rows and the
-            table's size (keeps the buffers at most about twice the table, however long a build runs).
-    """
+    """Undirected edges between node slots: a sorted ``u < v`` table (one int32 per channel) plus pending changes,
+    summed in once they outnumber ``compact_every`` and the table's size."""
 
     def __init__(self, compact_every: int = 1 << 20) -> None:
         self.compact_every = compact_every
@@ -301,11 +278,9 @@ class EdgeStore:
 
     @classmethod
     def from_arrays(cls, pairs: np.ndarray, values: np.ndarray, capacity: int, folder: Path) -> EdgeStore:
-        """An edge table from the two arrays :func:`load_array` read from ``folder`` (when memory-mapped, changes
-        go to new arrays, never the files).
+        """An edge table from the arrays :func:`load_array` read (changes never touch mapped files).
 
-        Raises:
-            ValueError: malformed arrays, or an edge naming a slot outside ``[0, capacity)``.
+        Raises ValueError for malformed arrays or a slot outside ``[0, capacity)``.
         """
         store = cls()
         if pairs.shape[1:] != (2,) or values.shape != (len(pairs), _CHANNELS):

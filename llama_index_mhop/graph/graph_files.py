@@ -1,15 +1,7 @@
 """A saved knowledge graph: a folder of ``.npy`` arrays named by a small ``tables.json``, and networkx export.
 
-:func:`save_graph` writes the records (:class:`~.json_files.GraphTables`: every string in one UTF-8 text with the
-end of each, list lengths, synonym similarities), the node table and the edge table as arrays, each named by the
-digest of its bytes, then ``tables.json``: their names, the row count of each table, the graph's settings, version
-and attached JSON values, checked by pydantic on reading. :func:`open_graph_files` checks every file against its
-digest before use (a file that is not what was written is a :class:`~.json_files.DamagedFileError` naming it), and
-memory-maps the edges when asked, so several query processes share one copy of them; :func:`open_structure`
-builds the node table and edge store. A ``tables.json`` of array format 2 (the records in it as JSON) is still
-read. A save is named by the digest of its ``tables.json`` (:func:`saved_tables_digest`): what a query snapshot of
-it is filed under (:mod:`.state_load`). Nothing here knows the graph's rules: ``KnowledgeGraph`` hands over
-its records, node table and edge store, and builds itself from what is read.
+Arrays are named by the digest of their bytes and checked against it before use; a save is named by the digest of
+its ``tables.json`` (:func:`saved_tables_digest`). Array format 2 tables are still read.
 """
 
 from __future__ import annotations
@@ -97,18 +89,10 @@ class _HashingWriter:
 
 def save_graph(folder: str | Path, tables: GraphTables, nodes: NodeTable, edges: EdgeStore,
                attached: Mapping[str, Any] | None = None) -> str:
-    """Write a graph to ``folder``: its records, node table and edges as ``.npy`` arrays, and ``tables.json``,
-    which names them and holds the graph's settings, version and ``attached`` (JSON values, such as the index's
-    document store, visible in the same atomic step as the graph they describe).
+    """Write a graph's records, node table and edges as content-named ``.npy`` arrays, then replace ``tables.json``
+    (settings, version, ``attached``), then delete arrays older than the previous save's; return the new digest.
 
-    Each save writes its arrays under the names of their content, then replaces ``tables.json``, then deletes the
-    arrays of the saves before the previous one, and any partial file a crashed save left. A crash leaves the
-    previous save whole. The previous save's arrays stay, so a reader that has just read the previous
-    ``tables.json`` can still open them (:func:`open_graph_files`); a reader that mapped an older save keeps its
-    arrays (an unlinked file lives on while it is mapped).
-
-    Returns:
-        The digest of the ``tables.json`` written (:func:`saved_tables_digest`).
+    A crash leaves the previous save whole, and its arrays stay for readers that just read its ``tables.json``.
     """
     target = Path(folder)
     target.mkdir(parents=True, exist_ok=True)
@@ -166,12 +150,7 @@ def _record_arrays(tables: GraphTables, keys: list[str | None],
 
 
 def _records_from_arrays(arrays: Mapping[str, np.ndarray], sizes: Mapping[str, int]) -> dict[str, Any]:
-    """The records :func:`_record_arrays` wrote, as the JSON form of :meth:`GraphTables.to_json` holds them (the
-    synonym lists packed), with ``node_keys`` and ``free_slots``.
-
-    Raises:
-        ValueError: arrays that do not hold what the sizes say.
-    """
+    """The records :func:`_record_arrays` wrote, in :meth:`GraphTables.to_json` form; ValueError when malformed."""
     text = arrays["text"].tobytes().decode("utf-8")
     ends = arrays["text_ends"].tolist()
     counts = arrays["counts"].tolist()
@@ -236,11 +215,7 @@ def _saved_array_names(folder: Path) -> list[str]:
 
 
 def saved_tables_digest(folder: str | Path) -> str:
-    """The digest of the ``tables.json`` in ``folder`` (read a block at a time, never parsed).
-
-    Raises:
-        ValueError: no readable ``tables.json``.
-    """
+    """The digest of ``folder``'s ``tables.json`` (never parsed); raises ValueError when unreadable."""
     path = Path(folder) / TABLES_FILE
     if not path.is_file():
         raise DamagedFileError(f"{path}: no saved graph here")
@@ -302,11 +277,9 @@ def cycle_collection_paused() -> Iterator[None]:
 
 
 def check_saved_array(folder: Path, name: str) -> None:
-    """Check a saved array against the digest its name records (a name :func:`save_graph` writes; one written
-    before digests were recorded holds none), before it is read.
+    """Check a saved array against the digest its name records, before it is read.
 
-    Raises:
-        DamagedFileError: a name no save writes, or a file that is not what was written.
+    Raises DamagedFileError for a name no save writes or a changed file.
     """
     named = _ARRAY_NAME.fullmatch(name)
     if named is None:
@@ -340,15 +313,10 @@ def _sizes(tables: Mapping[str, Any]) -> dict[str, int]:
 
 
 def open_graph_files(folder: str | Path, mmap: bool) -> tuple[dict[str, Any], dict[str, np.ndarray], str]:
-    """The checked ``tables.json`` of a saved graph with the records its arrays hold, the arrays it names, opened
-    (the edges memory-mapped read-only when ``mmap``) as soon as the tables are read, before anything is built from
-    them, and the digest of the ``tables.json`` read (:func:`saved_tables_digest`).
+    """The checked ``tables.json`` of a saved graph, its records, its arrays (edges mmapped when ``mmap``) and its
+    digest; re-read once if two saves finished meanwhile.
 
-    A save that finishes meanwhile keeps the arrays of the save before it (see :func:`save_graph`); if two saves
-    finished between reading ``tables.json`` and opening its arrays, ``tables.json`` is read once more.
-
-    Raises:
-        ValueError: a missing or malformed file.
+    Raises ValueError for a missing or malformed file.
     """
     folder = Path(folder)
     tables, digest = _read_tables(folder)
@@ -363,11 +331,9 @@ def open_graph_files(folder: str | Path, mmap: bool) -> tuple[dict[str, Any], di
 
 def open_structure(folder: str | Path, tables: Mapping[str, Any], arrays: Mapping[str, np.ndarray],
                    kinds: Mapping[str, int]) -> tuple[NodeTable, EdgeStore]:
-    """The node table and edge store of the files :func:`open_graph_files` read from ``folder``, the node table
-    checked to hold exactly the nodes ``kinds`` names, each of its kind code.
+    """The node table and edge store read by :func:`open_graph_files`, checked against ``kinds``.
 
-    Raises:
-        ValueError: malformed arrays, or a node table that disagrees with ``kinds``.
+    Raises ValueError for malformed arrays or a node table that disagrees with ``kinds``.
     """
     folder = Path(folder)
     nodes = NodeTable.from_lists(tables["node_keys"], tables["free_slots"], arrays["node_kinds"])

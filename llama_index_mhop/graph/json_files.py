@@ -1,14 +1,8 @@
 """The graph index's saved files read as untrusted input, and a graph's records as plain data and JSON.
 
-Every problem is one ``ValueError`` line naming the file (and line) and the field (by its path from the top of the
-document, ``passages.<id>.facts``), never a ``RecursionError``, ``KeyError`` or ``OverflowError``: fields are
-checked by pydantic models (:func:`check_model`) before anything is built from them. Each saved file is also
-checked against a digest recorded when it was written (:func:`content_hash`, the one hash that names or checks
-every file of a saved index): a JSON file this package writes ends with a ``digest`` member, the hash of every byte
-before it (:func:`digest_trailer`), so a byte changed anywhere is found even where the JSON still parses
-(:func:`check_digest`); a file written before digests were recorded has none and is read as it is.
-:class:`GraphTables` holds a graph's records; their JSON forms (the one-object graph file of index format 1, the
-``tables.json`` of array format 2) are checked by :func:`check_json_records` and :func:`check_links`.
+Every problem is one ``ValueError`` line naming the file and field path, checked by pydantic before anything is
+built. A JSON file this package writes ends with a ``digest`` member hashing every byte before it; files from
+before digests were recorded are read as they are.
 """
 
 from __future__ import annotations
@@ -52,11 +46,7 @@ def content_hash(data: bytes = b"") -> Any:
 
 
 def file_digest(path: Path) -> str:
-    """The :func:`content_hash` digest of a file's bytes, read a block at a time.
-
-    Raises:
-        DamagedFileError: the file cannot be read.
-    """
+    """The :func:`content_hash` of a file's bytes; raises DamagedFileError when it cannot be read."""
     try:
         with open(path, "rb") as file:
             return hashlib.file_digest(file, content_hash).hexdigest()
@@ -65,11 +55,7 @@ def file_digest(path: Path) -> str:
 
 
 def check_file_digest(path: Path, recorded: str) -> None:
-    """Check a file's bytes against the digest recorded for it when it was written.
-
-    Raises:
-        DamagedFileError: the file is unreadable or does not hold the bytes that were written.
-    """
+    """Check a file's bytes against its recorded digest; raises DamagedFileError when unreadable or changed."""
     if file_digest(path) != recorded:
         raise _mismatch(path)
 
@@ -85,14 +71,9 @@ def digest_trailer(digest: Any) -> str:
 
 
 def check_digest(data: bytes, path: Path) -> str:
-    """Check the bytes of a JSON file against the digest its writer recorded at its end (none recorded: a file
-    written before digests were, read as it is).
+    """Check a JSON file against the digest recorded at its end and return the whole file's digest.
 
-    Returns:
-        The :func:`content_hash` digest of the whole file (its bytes hashed once).
-
-    Raises:
-        DamagedFileError: the bytes are not those that were written.
+    Raises DamagedFileError when the bytes are not those that were written.
     """
     found = _TRAILER.search(data, max(0, len(data) - 128))
     start = len(data) if found is None else found.start()
@@ -104,12 +85,7 @@ def check_digest(data: bytes, path: Path) -> str:
 
 
 def parse_json(text: str, where: str) -> Any:
-    """Parse JSON text; ``where`` names it in the error.
-
-    Raises:
-        ValueError: the text is not JSON, is nested too deeply for the parser, or holds an integer too long to
-            convert (``json.JSONDecodeError`` for plain syntax errors, so a caller can tell a cut-off line).
-    """
+    """Parse JSON text named ``where``; raises ValueError for bad, too deep or oversized-integer JSON."""
     try:
         return json.loads(text)
     except RecursionError:
@@ -155,11 +131,7 @@ def read_json_file(path: Path) -> tuple[dict[str, Any], str]:
 
 
 def check_model(model: type[BaseModel], data: Any, where: str) -> None:
-    """Check ``data`` against a pydantic model.
-
-    Raises:
-        ValueError: the first field that is missing or of the wrong type, named by its path, in one line.
-    """
+    """Check ``data`` against a pydantic model; raises ValueError naming the first bad field by its path."""
     try:
         model.model_validate(data)
     except ValidationError as exc:
@@ -245,13 +217,9 @@ class GraphTables:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> GraphTables:
-        """The records :meth:`to_json` wrote (or the tables of a saved folder, or a one-object graph file).
+        """The records :meth:`to_json` wrote, ids and predicates interned (each held once).
 
-        Each id and predicate is held once (interned): parsing makes a new string at every occurrence, and an
-        entity's id recurs in its passages' records, its facts and other entities' synonym lists.
-
-        Raises:
-            ValueError: a record of the wrong shape (an id that is not a string, a similarity that is not a number).
+        Raises ValueError for a record of the wrong shape.
         """
         try:
             return cls._from_records(data)
@@ -299,11 +267,9 @@ def graph_dict(tables: GraphTables, format_version: int, edges: Sequence[Edge]) 
 
 
 def check_listed(data: Mapping[str, Any], tables: GraphTables, edges: Sequence[Edge]) -> None:
-    """Check the node and edge lists a one-object JSON form carries against the graph built from its records
-    (``tables`` and ``edges``, the built graph's).
+    """Check a one-object form's node and edge lists against the graph built from its records.
 
-    Raises:
-        ValueError: the stored node or edge list disagrees with the records.
+    Raises ValueError when they disagree.
     """
     if "nodes" in data and sorted(n for n, _, _ in data["nodes"]) != sorted(n for n, _, _ in tables.node_list()):
         raise ValueError("graph file is inconsistent: its node list does not match its passages and entities")
@@ -315,12 +281,7 @@ def check_listed(data: Mapping[str, Any], tables: GraphTables, edges: Sequence[E
 
 
 def packed_synonyms(entity_id: str, pairs: Sequence[Sequence[Any]]) -> SynonymList:
-    """One entity's saved synonym list, ``[[id, similarity], ...]``, packed, its ids interned (held once with
-    every other id read).
-
-    Raises:
-        TypeError, ValueError: an entry that is not an id (a string) and a similarity (a number).
-    """
+    """One entity's saved ``[[id, similarity], ...]`` list packed, ids interned; raises TypeError or ValueError."""
     return SynonymList.from_columns(tuple([sys.intern(other) for other, _ in pairs]),
                                     array("d", [similarity for _, similarity in pairs]))
 
@@ -351,11 +312,7 @@ class _JsonRecords(BaseModel):
 
 
 def check_json_records(data: Mapping[str, Any], where: str) -> None:
-    """Check the types of a graph's records held as JSON (their links are checked by the graph's loader).
-
-    Raises:
-        DamagedFileError: a field of the wrong type, named in one line.
-    """
+    """Check the types of a graph's JSON records; raises DamagedFileError naming a wrongly typed field."""
     check_model(_JsonRecords, data, where)
 
 
@@ -369,11 +326,9 @@ def check_fact_entities(facts: Mapping[str, Sequence[str]], entities: Container[
 
 
 def check_links(data: dict[str, Any], where: str) -> None:
-    """Check that every fact and passage of a graph's records names entities (and facts) they hold: a query never
-    meets an unknown id. Checked before the graph is built, so the error names the field.
+    """Check every fact and passage names only entities and facts the records hold.
 
-    Raises:
-        ValueError: the first unknown id, named by its field.
+    Raises ValueError naming the first unknown id by its field.
     """
     entities, facts = data["entities"], data["facts"]
     check_fact_entities(facts, entities, f"{where}: facts", "in entities")

@@ -1,14 +1,7 @@
 """A graph index on disk: its config (JSON, checked by pydantic) and its graph (:mod:`.graph_files`; nothing is
-pickled). Every file is replaced whole (:mod:`~..rules.atomic_files`) and checked before anything is built from
-it against the digest recorded when it was written: a damaged file is a :class:`~.json_files.DamagedFileError`
-naming it and what to do. Everything here is derived from Chroma and the corpus, so a damaged save is rebuilt
-from them (:func:`discard_damaged_save`) by the next build over the same folder. Indexes saved before the arrays
-(format 1: the graph as one ``hippo_graph.json``) are still read, and written in the current format by their next
-save.
-
-Reopening (:func:`open_saved_index`) reads and checks the files, opens the store and checks it holds the index's
-collections, all before the index is built; :func:`finish_reopen` then completes what a killed change left. The
-functions are handed what they read and write (settings, graph, stores, hashes, storage context), not the index.
+pickled). Every file is replaced whole and checked against its recorded digest before use; all of it is derived
+from Chroma and the corpus, so a damaged save is rebuilt (:func:`discard_damaged_save`). Format 1 saves (one
+``hippo_graph.json``) are still read.
 """
 
 from __future__ import annotations
@@ -220,11 +213,9 @@ class SavedIndex(SavedConfig):
 
 
 def read_saved_config(root: Path) -> SavedConfig:
-    """Read and check the config saved in ``root`` (the graph is not read).
+    """Read and check the config saved in ``root`` (not the graph).
 
-    Raises:
-        FileNotFoundError: no saved index in ``root``.
-        ValueError: an unreadable config or an unknown format version.
+    Raises FileNotFoundError when nothing is saved there, ValueError for an unreadable config or unknown format.
     """
     if not saved_index_exists(root):
         raise _not_saved(root)
@@ -234,10 +225,7 @@ def read_saved_config(root: Path) -> SavedConfig:
 def read_saved_index(root: Path) -> SavedIndex:
     """Read and check the config and graph saved in ``root``.
 
-    Raises:
-        FileNotFoundError: no saved index in ``root``.
-        DamagedFileError: a damaged file (named, with what to do).
-        ValueError: an unknown format version.
+    Raises FileNotFoundError when nothing is saved there, DamagedFileError for a damaged file, ValueError otherwise.
     """
     config_path = root / CONFIG_FILE
     graph_path = root / GRAPH_FILE if (root / GRAPH_FILE).is_file() else root / LEGACY_GRAPH_FILE
@@ -283,14 +271,9 @@ class OpenedIndex:
 
 def open_saved_index(folder: str | os.PathLike[str] | None, struct: HippoGraphStruct, chroma_client: Any,
                      embed_model: BaseEmbedding | None) -> OpenedIndex:
-    """Open the index of ``struct`` saved in ``folder`` (the opener's, never one the struct recorded): every file
-    is checked, and the store is checked to hold the index's collections, before anything is written. The embedder:
-    ``embed_model``, else the default; one other than the index was built with is logged.
+    """Open the index of ``struct`` saved in ``folder``, checking every file and the store's collections first.
 
-    Raises:
-        FileNotFoundError: no saved index in ``folder``.
-        ValueError: no folder given, the folder holds another index, an unreadable file, or a store without the
-            index's collections.
+    Raises FileNotFoundError when nothing is saved there, ValueError for a missing, foreign or unreadable save.
     """
     if folder is None and struct.persist_dir is None:
         raise ValueError(f"index {struct.index_id} was never saved: its struct names no folder; pass "
@@ -356,11 +339,8 @@ def saved_config(config: HippoGraphIndexConfig, stores: GraphStores) -> dict[str
 
 def save_index(target: Path, config: HippoGraphIndexConfig, graph: KnowledgeGraph, stores: GraphStores,
                document_hashes: SimpleDocumentStore, storage_context: StorageContext) -> None:
-    """Write the graph with its documents' hashes (visible together: one replace of ``tables.json``), then
-    LlamaIndex's files of its storage context, then the config, into ``target`` (copying an in-memory Chroma to
-    ``target/chroma`` first). The config goes last, so a folder a first save was killed in holds no index yet (the
-    next build resumes from the checkpoint). The checkpoint goes once the graph holds everything it listed, and so
-    do the files of older formats."""
+    """Write graph and document hashes, then the storage context, then the config (last: a killed first save holds
+    no index yet) into ``target``; the checkpoint and older-format files go after."""
     target.mkdir(parents=True, exist_ok=True)
     if stores.mode == "ephemeral":
         stores.copy_to(target / CHROMA_DIR, sorted(graph.passages))
@@ -372,12 +352,9 @@ def save_index(target: Path, config: HippoGraphIndexConfig, graph: KnowledgeGrap
 
 
 def discard_damaged_save(root: Path, error: DamagedFileError, chroma_client: Any = None) -> None:
-    """Remove the derived files of a damaged save in ``root`` (logged with the damage), so that the build that
-    follows writes them again from Chroma and the corpus, ending as an uninterrupted build would.
+    """Remove the derived files of a damaged save in ``root`` so the next build rewrites them from Chroma.
 
-    Raises:
-        ValueError: the Chroma store the rebuild reads (``chroma_client``, else ``root/chroma``) cannot be read:
-            nothing is removed.
+    Raises ValueError, removing nothing, when the Chroma store the rebuild reads cannot be read.
     """
     from chromadb.errors import ChromaError
 

@@ -1,18 +1,9 @@
 """``HippoGraphReader``: a query worker over a saved graph index, opened from the save's query snapshot.
 
-A :class:`~.index.HippoGraphIndex` reopened from its folder parses the graph's tables (dicts of every entity, fact
-and passage) and reads every passage and fact vector from Chroma before its first query; each query worker of a
-deployment would hold all of it on its own. The reader opens the query snapshot of the current save instead
-(:mod:`.state_load`): string columns, arrays and vector files that every worker maps, so a worker holds little
-beyond the walk's matrix. It answers exactly as the index does (same passages, same scores) from the version it
-opened, until :meth:`HippoGraphReader.refresh` opens the newest save.
-
-When the current save has no snapshot yet, the reader opens the index once to file it (one full state load, in
-the first worker that needs it), then opens the snapshot like any other worker. The reader never writes the graph
-or Chroma: inserts, deletes and a removal a killed writer left go through the one writer process's index. The
-passages it reads in place from a vector index are read as that index's searches read them
-(:func:`~llama_index_mhop.stores.search.read_guarded`): on an embedded store another process changed, a query or
-``refresh`` raises ``StaleStoreError``.
+Instead of parsing the graph and reading every vector from Chroma, the reader maps the current save's snapshot
+(:mod:`.state_load`), shared by every worker, and answers exactly as the index does from the version it opened.
+A save without a snapshot is opened once as an index to file one. The reader never writes the graph or Chroma;
+on an embedded store another process changed, a query or ``refresh`` raises ``StaleStoreError``.
 """
 
 from __future__ import annotations
@@ -54,14 +45,7 @@ _READER_MODULES = ("torch", "chromadb", "llama_index_mhop.components.hippo_graph
 
 class HippoGraphReader(GraphEngines):
     """The read side of a saved :class:`~.index.HippoGraphIndex`: retrievers and engines over the save it opened,
-    from that save's query snapshot (see the module docstring). Open one with :meth:`open`.
-
-    Attributes:
-        name: the index's name.
-        persist_dir: the folder of the saved index.
-        fact_filter_program: the compiled fact filter program saved with the index (None: none).
-        digest: the digest of the save's ``tables.json`` this reader answers from.
-    """
+    from its query snapshot (``digest``: its ``tables.json``'s). Open one with :meth:`open`."""
 
     def __init__(self, persist_dir: Path, stores: GraphStores, fact_filter_program: Any) -> None:
         self.persist_dir = persist_dir
@@ -77,15 +61,7 @@ class HippoGraphReader(GraphEngines):
              embed_model: BaseEmbedding | None = None, damping: float = DEFAULT_DAMPING) -> HippoGraphReader:
         """Open the index saved in ``persist_dir`` for queries, its state loaded for walks with ``damping``.
 
-        Args:
-            persist_dir: the folder the index was saved in.
-            chroma_client: the Chroma client holding its collections (as for ``HippoGraphIndex.from_persist_dir``).
-            embed_model: the embedder of queries (the one the index was built with); default as the index's.
-            damping: the walk's damping of the retrievers to come (another one loads its own state on first use).
-
-        Raises:
-            FileNotFoundError: no saved index in ``persist_dir``.
-            ValueError: an unreadable file, a graph saved in format 1, or a store without the index's collections.
+        Raises FileNotFoundError when nothing is saved there, ValueError for an unreadable, format 1 or store-less save.
         """
         root = Path(persist_dir)
         saved = read_saved_config(root)
@@ -98,16 +74,8 @@ class HippoGraphReader(GraphEngines):
 
     @staticmethod
     def preload() -> None:
-        """Prepare a pre-fork server's parent process for reader workers: import what a reader runs, then freeze
-        the heap (``gc.freeze``). Call it in the parent before it forks (gunicorn's ``--preload`` app module,
-        ``multiprocessing`` with the ``fork`` start method), and :meth:`open` a reader, with its own Chroma client,
-        in each worker after the fork.
-
-        A forked worker shares its parent's pages until it writes one, so the libraries' heap is one copy for every
-        worker instead of one each; frozen, the objects are out of the cycle collector's reach, which would
-        otherwise write every page of them at a worker's first full collection (docs/SCALING.md measures both).
-        Nothing is opened and no thread is started: no socket or thread pool crosses the fork.
-        """
+        """Import what a reader runs and ``gc.freeze`` the heap in a pre-fork server's parent, so forked workers share
+        its pages; :meth:`open` a reader in each worker after the fork (nothing is opened or started here)."""
         for module in _READER_MODULES:
             importlib.import_module(module)
         gc.collect()
@@ -124,11 +92,7 @@ class HippoGraphReader(GraphEngines):
         return next(iter(self._states.values())).version
 
     def refresh(self, chroma_client: Any = None) -> bool:
-        """Open the newest save if the index was saved since this reader opened it.
-
-        Returns:
-            Whether the reader moved to another save.
-        """
+        """Open the newest save if the index was saved since; return whether the reader moved to another save."""
         if saved_tables_digest(self.persist_dir / GRAPH_DIR) == self.digest:
             return False
         damping = next(iter(self._states))

@@ -1,17 +1,9 @@
 """What a query reads: one immutable :class:`RetrievalState` per graph version, the columns it reads by position,
 and which version a query gets.
 
-A :class:`RetrievalState` holds the arrays a query needs (passage and fact embeddings, searched exactly or through
-Chroma's HNSW index by size (:class:`DenseVectors`, :mod:`.walk.walk`), node order, and the graph's walk
-(:class:`~.walk.exact.GraphWalk`)), loaded once per graph version, never per query (:mod:`.state_load`).
-Its ids and names are lists when loaded from the graph and columns mapped from a query snapshot's files
-(:class:`StringColumn`, :class:`NameLookup`, :class:`FactTriples`) when opened from one; a query reads both alike
-and builds nodes only for the passages it returns.
-
-:class:`VersionedState` decides which version a query gets while writers change the graph: writers hold its lock
-for a whole change; a query in another thread meanwhile answers from the loaded state if it is the version the
-last finished change left, else waits for the running change; the first query after a change loads the new
-version. Never a half-changed graph, never one older than the last finished change."""
+:class:`VersionedState` gives a query never a half-changed graph, nor one older than the last finished change:
+writers hold its lock for a whole change, and a query meanwhile answers from the last finished version or waits.
+"""
 
 from __future__ import annotations
 
@@ -56,12 +48,8 @@ class PassagesGoneError(ValueError):
 
 @dataclass
 class RetrievalState:
-    """Everything a query needs, loaded once per graph version (never per query).
-
-    Node order is the PageRank order: the first ``len(passage_ids)`` nodes are the passages. The ids and names
-    are lists when loaded from the graph, columns mapped from files when opened from a snapshot
-    (:mod:`.state_load`); a query reads both alike.
-    """
+    """Everything a query needs, loaded once per graph version; node order is the PageRank order, passages first.
+    Ids and names are lists from the graph or file-mapped columns from a snapshot, read alike."""
 
     version: int
     passage_ids: Sequence[str]
@@ -180,13 +168,7 @@ class StringColumn(Sequence[str]):
 
 
 class NameLookup:
-    """Positions of names: :meth:`get` finds a name by binary search over their sorted order.
-
-    Args:
-        names: the names, by position.
-        order: the positions sorted by name (positions of equal names in increasing order); None: sorted here.
-        offset: added to every position :meth:`get` returns (the node of the first name).
-    """
+    """Positions of names, found by binary search over ``order`` (sorted here when None), plus ``offset``."""
 
     def __init__(self, names: Sequence[str], order: np.ndarray | None = None, offset: int = 0) -> None:
         self.names = names
@@ -211,14 +193,7 @@ class NameLookup:
 
 
 class FactTriples(Sequence[tuple[str, str, str]]):
-    """Each fact as ``(subject name, predicate, object name)``.
-
-    Args:
-        entity_names: the entities' names, by entity position.
-        predicates: each fact's predicate.
-        fact_nodes: each fact's subject and object node, ``(facts, 2)``.
-        first_entity_node: the node of the first entity (the passages' nodes come before).
-    """
+    """Each fact as ``(subject name, predicate, object name)``, from its ``(facts, 2)`` node pairs."""
 
     def __init__(self, entity_names: Sequence[str], predicates: Sequence[str], fact_nodes: np.ndarray,
                  first_entity_node: int) -> None:
@@ -268,17 +243,8 @@ class VectorSum:
 
 
 class DenseVectors:
-    """The normalised vectors of one collection's records for one graph version, searched exactly or by HNSW.
-
-    Args:
-        ids: the records' ids, sorted, in the order of the scores returned.
-        vectors: their normalised rows; or their :class:`VectorSum`, searched by HNSW whatever their number.
-        collections: the Chroma collections holding them (records not in ``ids`` are skipped).
-        hnsw_min_records: from this many records, search the collections' HNSW index.
-        top_n: records an HNSW search returns exactly.
-        int8_min_records: from this many records, a search for the top alone estimates from an int8 copy first,
-            shared through ``codes_folder`` as ``<codes_kind>-<hash>.npy`` (None: held in the heap).
-    """
+    """The normalised vectors of one collection's records for one graph version, searched exactly or by HNSW
+    (from ``hnsw_min_records``), estimated from an int8 copy first from ``int8_min_records``."""
 
     def __init__(self, ids: Sequence[str], vectors: np.ndarray | VectorSum, collections: list[Any],
                  hnsw_min_records: int, top_n: int = WalkSettings.hnsw_top_n,
@@ -360,16 +326,8 @@ class DenseVectors:
 
 
 class VersionedState:
-    """The loaded :class:`RetrievalState` of one graph and the lock its writers hold.
-
-    Args:
-        graph: the graph whose versions are served; stores: its Chroma collections.
-        before_load: called under the lock before a state is loaded (to bring synonymy edges up to date).
-        basis_folder, state_folder: asked at each load (see :func:`~.state_load.load_retrieval_state`); None: in memory.
-        drop_gone: called under the lock with the passages a load found in no collection, to take them out of
-            the graph in memory; the load then runs again.
-        walk: the paths the index's walk and searches take (default :class:`~.walk.walk.WalkSettings`).
-    """
+    """The loaded :class:`RetrievalState` of one graph and the lock its writers hold; ``before_load`` and
+    ``drop_gone`` run under the lock (a load that found passages gone drops them and runs again)."""
 
     def __init__(self, graph: KnowledgeGraph, stores: GraphStores, before_load: Callable[[], None],
                  basis_folder: Callable[[], Path | None] = lambda: None,

@@ -1,15 +1,7 @@
-"""The query state's passage and fact vectors, and its passages' text, as files that every query process of a
-persisted index maps read-only, so N workers on one machine hold one copy of them in the page cache instead of N
-in their heaps.
-
-Chroma stays the source of truth: each process still reads the records from Chroma when it loads a graph
-version, a block at a time, into a file of its own (never into its heap). The finished file is then named by its
-content (a hash of its bytes): when another process already left the same name, the two files are compared byte
-for byte and, when equal, this one is dropped for the other, so every worker maps the same file and shares its
-pages. A file on disk is never trusted without that comparison: a damaged or edited one is replaced by the fresh
-copy. A newly named file removes the older files of its kind (a worker still reading one keeps its map: an
-unlinked file lives on while it is mapped), and a load starting removes the partial files of loads that died.
-Without a folder, or where it cannot be written, the records are held in the heap.
+"""Query-state vectors and passage texts as files every query process of a persisted index maps read-only, so N
+workers share one page-cache copy. Chroma stays the source of truth: each load writes its own file, names it by
+content, and drops it for another process's byte-equal file (a differing one is replaced). Without a writable
+folder the records stay in the heap.
 """
 
 from __future__ import annotations
@@ -54,11 +46,9 @@ def _partial_path(folder: Path, kind: str, suffix: str) -> Path:
 
 
 def write_folder(parent: Path, name: str, write: Callable[[Path], None], done_file: str) -> Path:
-    """Write the folder ``parent/name`` whole or not at all: ``write`` fills a partial folder, which is then renamed
-    into place; when another process renamed its copy there first (it holds ``done_file``), that copy stays.
+    """Write the folder ``parent/name`` whole or not at all (another process's finished copy stays).
 
-    Raises:
-        OSError: the folder cannot be written.
+    Raises OSError when the folder cannot be written.
     """
     parent.mkdir(parents=True, exist_ok=True)
     partial = parent / f".{name}.{os.getpid()}.{uuid.uuid4().hex}.partial"
@@ -81,10 +71,9 @@ def folder_digests(folder: Path, manifest: str) -> dict[str, str]:
 
 
 def check_folder_digests(folder: Path, digests: object, manifest: str) -> None:
-    """Check that the folder holds exactly the files its ``manifest`` lists, each with the digest it recorded.
+    """Check that the folder holds exactly the files ``manifest`` lists, with their digests.
 
-    Raises:
-        DamagedFileError: a file missing, added, or not holding the bytes that were written.
+    Raises DamagedFileError for a file missing, added, or changed.
     """
     where = folder / manifest
     if not isinstance(digests, dict) or {path.name for path in folder.iterdir()} - {manifest} != set(digests):
@@ -110,11 +99,9 @@ def _alive(pid: int) -> bool:
 
 
 def _publish(partial: Path, kind: str, suffix: str) -> Path:
-    """The file named by ``partial``'s content in its folder: another process's equal file (``partial`` removed),
-    else ``partial`` moved there (over a damaged file of that name); older files of ``kind`` removed.
+    """Publish ``partial`` under its content name (or adopt an equal existing file); older ``kind`` files removed.
 
-    Raises:
-        OSError: the folder cannot be written.
+    Raises OSError when the folder cannot be written.
     """
     key = file_digest(partial)
     target = partial.with_name(f"{kind}-{key}{suffix}")
@@ -144,17 +131,8 @@ def _kept_in_memory(kind: str, folder: Path | None, exc: OSError) -> None:
 
 
 class VectorMatrix:
-    """A matrix (float32 vectors, or their int8 codes) filled a block of rows at a time, then shared (see the
-    module docstring).
-
-    Args:
-        rows: rows to allocate (:meth:`finish` may keep fewer).
-        dimension: columns.
-        folder: where the files of a persisted index live; None: the matrix is held in the heap.
-        kind: the file name's prefix ("passages", "facts", "facts-int8"): a new file of a kind removes the older
-            ones.
-        dtype: the matrix's type.
-    """
+    """A float32 (or int8 code) matrix filled a block of rows at a time, then shared as a file of ``folder``
+    (None: held in the heap); ``kind`` prefixes the file name, a new file removing older ones of its kind."""
 
     def __init__(self, rows: int, dimension: int, folder: Path | None, kind: str,
                  dtype: type = np.float32) -> None:
@@ -201,12 +179,8 @@ class VectorMatrix:
 
 
 class PassageTexts:
-    """Writes the passages' text and metadata as Chroma returns them, one JSON record each in one byte file,
-    appended a block of passages at a time, then shared (see the module docstring) as :class:`~.state.PassageRecords`.
-
-    Args:
-        folder: where the files of a persisted index live; None: the records are held in the heap.
-    """
+    """Passages' text and metadata as JSON records in one byte file, appended a block at a time, then shared as
+    :class:`~.state.PassageRecords` (``folder`` None: held in the heap)."""
 
     kind = "passage-texts"
 
@@ -305,12 +279,7 @@ def snapshot_folder(state_folder: Path, digest: str) -> Path:
 
 
 def write_snapshot(state_folder: Path, digest: str, snapshot: Snapshot) -> Path | None:
-    """File ``snapshot`` as the save ``digest``'s (kept when another process filed it first).
-
-    Returns:
-        The snapshot's folder, or None when its matrices or texts are not files of ``state_folder`` (they stayed
-        in the heap) or the folder cannot be written (logged).
-    """
+    """File ``snapshot`` as the save ``digest``'s; returns its folder, or None when it could not be filed."""
     target = snapshot_folder(state_folder, digest)
     if target.is_dir():
         return target

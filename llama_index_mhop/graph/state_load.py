@@ -1,15 +1,9 @@
 """Loading a graph version's :class:`~.state.RetrievalState` and its query snapshot.
 
-:func:`load_retrieval_state` reads the graph's passage and fact embeddings and passage texts from Chroma a batch at
-a time (beside a persisted index into files every process maps, :mod:`.state_files`). A process that loads the
-state of a saved graph version files it as that save's query snapshot, ``state_files/snapshot-<digest>/``
-(``<digest>``: its ``tables.json``'s, :func:`~.graph_files.saved_tables_digest`): ``snapshot.json`` (format,
-version, counts and the digest of every other file), the ids and names as string columns, the name order, passage
-counts, fact node pairs and walk matrices as ``.npy`` arrays, and hard links to the state's vector and text files.
-The folder is written under a partial name and renamed whole; a new one removes those of other saves.
-:func:`open_saved_state` opens a snapshot, every file checked against its digest first: a damaged one is logged and
-removed, and the state is loaded from the graph instead.
-
+A saved version's state is filed as ``state_files/snapshot-<digest>/`` (the digest of its ``tables.json``):
+``snapshot.json`` with every other file's digest, string columns, ``.npy`` arrays and hard links to the vector
+and text files, written under a partial name and renamed whole. :func:`open_saved_state` checks each file first;
+a damaged snapshot is logged, removed and loaded from the graph instead.
 """
 
 from __future__ import annotations
@@ -152,12 +146,9 @@ def _open(folder: Path) -> Snapshot:
 
 def _passage_rows(stores: GraphStores, passage_ids: list[str],
                   folder: Path | None) -> tuple[PassageRecords, np.ndarray]:
-    """The passages' text and metadata, and their normalised embeddings in one float32 matrix, read a batch of
-    records at a time (never every record at once), shared through ``folder`` when given
-    (:mod:`.state_files`).
+    """The passages' texts and metadata, and their normalised embeddings as one float32 matrix, read in batches.
 
-    Raises:
-        PassagesGoneError: passages of the graph are in none of its passage collections.
+    Raises PassagesGoneError when passages of the graph are in none of its passage collections.
     """
     matrix: VectorMatrix | None = None
     texts = PassageTexts(folder)
@@ -217,14 +208,10 @@ def _fact_rows(facts: Any, fact_ids: list[str], dimension: int, folder: Path | N
 def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: float,
                          walk: WalkSettings | None = None, basis_folder: Path | None = None,
                          state_folder: Path | None = None, snapshot_digest: str | None = None) -> RetrievalState:
-    """The retrieval state of the graph as it is now, its embeddings read from Chroma. ``walk``: the paths its
-    searches and walk take past a size (:mod:`.walk.walk`); ``basis_folder``: where the walk's solved dense share
-    is kept (:meth:`GraphWalk.load`); ``state_folder``: where the state's files are shared (:mod:`.state_files`),
-    its query snapshot filed there as the save ``snapshot_digest``'s when given.
+    """The retrieval state of the graph as it is now, its embeddings read from Chroma; files shared in
+    ``state_folder``, the snapshot filed as the save ``snapshot_digest``'s when given.
 
-    Raises:
-        EmptyIndexError: the graph holds no passage.
-        PassagesGoneError: passages of the graph are in none of its passage collections.
+    Raises EmptyIndexError for a graph without passages, PassagesGoneError when its passages left Chroma.
     """
     if graph.num_passages == 0:
         raise EmptyIndexError(f"index {stores.name!r} holds no passage: insert documents before retrieving")

@@ -1,9 +1,7 @@
 """The writing side of a graph index: every change it makes, each one unit, in the order that keeps it crash-safe.
 
-A change holds the store's writer lock across processes (a persisted index) and the state's lock in this process
-(:class:`~.state.VersionedState`), so queries meanwhile answer from the last finished change. Inside it,
-documents follow the sync rule (:mod:`.sync`), passages go through the batched pipeline (:mod:`.indexing`),
-synonymy edges are brought up to date (:mod:`.synonym_lists`), and the change ends as :mod:`.sync` orders it.
+A change holds the store's writer lock and the state's lock (:class:`~.state.VersionedState`), so queries answer
+from the last finished change meanwhile; it ends as :mod:`.sync` orders it.
 """
 
 from __future__ import annotations
@@ -45,17 +43,7 @@ logger = logging.getLogger(__name__)
 
 class IndexWriter:
     """Every change of one graph index: inserts and refreshes by the sync rule, deletes, reconciling with its
-    collections, and taking out passages a query found gone.
-
-    Args:
-        graph, stores, config: the index's knowledge graph, Chroma collections and settings.
-        document_hashes: the hashes of the documents the graph holds, by doc id (saved with the graph).
-        persist_dir: where the index is saved, by ``save`` at the end of a change that needs it (None: in memory).
-
-    Attributes:
-        versions: the graph versions queries read, and the lock every change holds.
-        behind: a query found passages gone from the collections: the next query reconciles first.
-    """
+    collections, and taking out passages a query found gone (``behind``: the next query reconciles first)."""
 
     def __init__(self, graph: KnowledgeGraph, stores: GraphStores, config: HippoGraphIndexConfig,
                  document_hashes: SimpleDocumentStore, persist_dir: Path | None, save: Callable[[], object]) -> None:
@@ -181,10 +169,9 @@ class IndexWriter:
         self._commit(detach_passages(self.graph, self.synonymy, gone), bool(drift))
 
     def delete(self, doc_id: str, docstore: BaseDocumentStore | None) -> list[str]:
-        """``HippoGraphIndex.delete``; with ``docstore``, the document's entries leave it too. The ids removed.
+        """``HippoGraphIndex.delete``, also from ``docstore`` when given; returns the ids removed.
 
-        Raises:
-            UnknownDocumentError: no passage or document has this id.
+        Raises UnknownDocumentError when no passage or document has this id.
         """
         with self.change():
             if doc_id in self.graph.passages:

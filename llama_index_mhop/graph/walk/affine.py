@@ -105,12 +105,8 @@ def _solver_threads() -> int:
 
 
 class AffineResetPageRank:
-    """Personalized PageRank for resets ``seeds + (uniform + scale * E q)`` on the first ``num_passages`` nodes
-    of ``pagerank`` (whose ``method`` walks the seeds by ``"push"`` or ``"exact"``). ``passage_vectors``: ``E``,
-    normalised float32 rows (None when passages are searched by HNSW); ``row_products`` makes the basis'
-    :class:`~.int8_rows.ExactRows`; ``solved``: the graph's :class:`SolvedBasis` when read from disk. A
-    ``ValueError`` for ``num_passages`` outside the graph, or arrays of other shapes.
-    """
+    """Personalized PageRank for resets ``seeds + (uniform + scale * E q)`` on the first ``num_passages`` nodes of
+    ``pagerank`` (``passage_vectors``: ``E``, None under HNSW); ValueError for a bad size or shapes."""
 
     def __init__(self, pagerank: PageRankGraph, num_passages: int, passage_vectors: np.ndarray | None = None,
                  tol: float = DEFAULT_BASIS_TOL,
@@ -149,10 +145,8 @@ class AffineResetPageRank:
 
     def run(self, seeds: SparseVector, uniform: float = 0.0, scale: float = 0.0,
             query: np.ndarray | None = None, top_k: int | None = None) -> AffineResetScores:
-        """The PageRank vector of ``seeds`` (non-negative) plus ``uniform + scale * E q`` on every passage; with
-        ``top_k`` only the best ``top_k`` passages need be exact, and without a query the seeds' push may stop once
-        those and their order are certain. A ``ValueError`` for an all-zero reset, bad seeds, or a query without a
-        basis."""
+        """The PageRank of ``seeds`` plus ``uniform + scale * E q`` on every passage, exact for the best ``top_k``.
+        ValueError for an all-zero reset, bad seeds, or a query without a basis."""
         n, passages = self.pagerank.n_nodes, self.num_passages
         if seeds.nodes.size and (seeds.nodes[0] < 0 or seeds.nodes[-1] >= n or seeds.values.min() < 0):
             raise ValueError(f"seeds must be non-negative weights on nodes in [0, {n})")

@@ -1,9 +1,7 @@
 """The walk's solved dense share on disk: solved by the first process that needs it, read by every other.
 
-Beside a persisted index the first solve is written to ``persist_dir/walk_basis/<key>/`` and other workers
-memory-map it. The key hashes what the solve reads (the transition matrix, the damping, the tolerance and the
-passage vectors), so no other graph reads it; a newer key's folder replaces older ones. Files are checked against
-the digests ``basis.json`` records: a damaged one is logged and the basis solved again, never trusted.
+Kept in ``persist_dir/walk_basis/<key>/`` (key: a hash of what the solve reads), memory-mapped by other workers
+and checked against ``basis.json``'s digests; a damaged one is logged and solved again.
 """
 
 from __future__ import annotations
@@ -45,11 +43,7 @@ def basis_key(pagerank: PageRankGraph, passage_vectors: np.ndarray | None, tol: 
 
 
 def load_basis(folder: Path, key: str) -> SolvedBasis | None:
-    """The basis saved under ``key`` (its arrays memory-mapped read-only), or None when there is none.
-
-    Raises:
-        ValueError: the saved files are unreadable or of the wrong kind.
-    """
+    """The basis saved under ``key``, memory-mapped, or None; raises ValueError for unreadable files."""
     where = folder / key
     if not (where / _INFO).is_file():
         return None
@@ -69,11 +63,7 @@ def load_basis(folder: Path, key: str) -> SolvedBasis | None:
 
 
 def save_basis(folder: Path, key: str, solved: SolvedBasis) -> None:
-    """Write ``solved`` under ``key`` whole or not at all, and remove the folders of other keys.
-
-    Raises:
-        OSError: the folder cannot be written.
-    """
+    """Write ``solved`` under ``key`` whole, removing other keys' folders; raises OSError when unwritable."""
     def write(partial: Path) -> None:
         if solved.basis is not None:
             np.save(partial / "basis.npy", np.asarray(solved.basis, dtype=np.float32), allow_pickle=False)

@@ -207,17 +207,9 @@ def _power_iteration(m: sparse.csr_matrix, r: np.ndarray, scale: float, tol: flo
 
 class PageRankGraph:
     """One version of a graph, ready for many Personalized PageRank queries (build a new one when it changes).
+    ``adjacency[i, j]`` weighs ``i -> j``; ``method`` is ``"exact"`` or ``"push"``.
 
-    Args:
-        adjacency: ``n x n`` finite non-negative weights (``[i, j]``: the edge ``i -> j``), or another graph's
-            :attr:`matrices`.
-        damping: probability of following an edge, in [0, 1); tol, max_iter: the power iteration's stop and cap.
-        nodes, version: optional labels of the rows and of the graph.
-        method: ``"exact"`` (power iteration of the whole reset) or ``"push"`` (:mod:`.push`, :mod:`.affine`).
-        push_epsilon: the push's threshold per unit of out-weight; default :data:`PUSH_TOLERANCE` / n.
-
-    Raises:
-        ValueError: a bad argument; ``nodes`` of another length or with repeats.
+    Raises ValueError for a bad argument, or ``nodes`` of another length or with repeats.
     """
 
     def __init__(self, adjacency: Any, *, damping: float = DEFAULT_DAMPING, tol: float = DEFAULT_TOL,

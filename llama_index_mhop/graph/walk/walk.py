@@ -32,14 +32,8 @@ _MODES = ("auto", "exact")
 
 @dataclass
 class WalkSettings:
-    """Which paths an index's walk and searches take: ``walk="exact"`` always the exact one; ``"auto"`` the
-    large-graph tier from ``push_min_nodes`` nodes, ``int8_min_rows`` rows, ``hnsw_min_facts`` facts and
-    ``hnsw_min_passages`` passages (the module docstring), each path logged once at INFO for the index ``name``.
-    ``hnsw_top_n`` records of an HNSW search are exact.
-
-    Raises:
-        ValueError: an unknown ``walk``, or a size below 0.
-    """
+    """Which paths an index's walk and searches take: ``"exact"`` always, ``"auto"`` the large-graph tier past the
+    size thresholds; each path logged once at INFO. Raises ValueError for an unknown ``walk`` or a negative size."""
 
     walk: WalkMode = "auto"
     push_min_nodes: int = 50_000
