@@ -1,8 +1,5 @@
 """The benchmark harness (seed 002): dataset loaders, the Searcher, the retriever registry and the Benchmarker.
-
-The names below are imported on first use, so ``mhop query`` reads the retriever registry without importing the
-Benchmarker and its statistics.
-"""
+Names are imported on first use."""
 
 from __future__ import annotations
 

@@ -1,12 +1,5 @@
-"""The Benchmarker: every retriever of a run on the same corpus, embedder and questions (seed 002), and with
-``answer=True`` (``mhop bench --answer``, seed 004) an LM's answers from each ranking's top passages.
-
-The corpus is embedded once into a fresh shared Chroma collection; each retriever's factory is timed as its own
-index build; each question is searched once at the largest k, and precision, recall, F1 and all-gold at every k
-are read off that one ranking (chunks of one passage counting once), averaged and reported in percent.
-``index_seconds`` adds the shared build for retrievers with ``needs_index="vector"``; ``peak_rss_mb`` is the
-process's high-water mark (``ru_maxrss``), which never goes down across runs. Answers are scored by exact match
-and token F1 against the gold answer and its aliases; an answer the LM failed to give counts as wrong.
+"""The Benchmarker: every retriever of a run on the same corpus, embedder and questions (seed 002), and optionally
+an LM's answers from each ranking's top passages (seed 004); metrics are read off one ranking at the largest k.
 """
 
 from __future__ import annotations
@@ -126,12 +119,7 @@ def _fallbacks(searcher: Searcher) -> dict[str, int]:
 class Benchmarker:
     """Run retrievers on one dataset with one embedder and one index, and report the DESIGN.md result schema.
 
-    ``retrievers``: registered names, or a mapping of name to factory (taken to read the shared vector index) or
-    :class:`RetrieverSpec` (None: every registered one). ``embed_model`` defaults to all-MiniLM-L6-v2,
-    ``chroma_client`` to a persistent store under ``work_dir``; ``lm`` is handed to factories (None: LLM-free);
-    ``program`` is the one retriever's compiled DSPy program (JSON path). ``answer``: the LM (``lm``, else
-    ``dspy.settings.lm``) also answers from each ranking's top ``answer_passages`` passages (nothing, with a
-    warning, without an LM or gold answers).
+    ``answer``: an LM also answers from each ranking's top ``answer_passages`` passages.
     """
 
     def __init__(self, dataset: BenchDataset,

@@ -1,12 +1,6 @@
-"""``mhop bench``: run the benchmark from the command line (also ``python -m llama_index_mhop.bench.cli``), print
-its tables and draw its plot; and the ``mhop bench`` and ``mhop optimize`` arguments. This module imports only the
-standard library (``mhop --help`` reads it); its choices mirror the modules that own them (the retriever registry,
-the dataset loaders, ``bench.optimize``), and ``tests/test_cli_start.py`` checks that they agree.
+"""``mhop bench``: run the benchmark from the command line, print its tables and draw its plot.
 
-Example::
-
-    mhop bench --dataset ../shared/datasets/hotpotqa-100 --retrievers vector,bm25 --k 2,5,10,21 \\
-        --out results/hotpotqa-100.json --plot results/hotpotqa-100.png
+Its choices mirror the modules that own them (standard library only); ``tests/test_cli_start.py`` checks they agree.
 """
 
 from __future__ import annotations
@@ -139,16 +133,14 @@ def _differences(ax: Any, result: Mapping[str, Any], metric: str, ks: list[int],
 
 
 def plot(result: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
-    """A PNG of recall@k and all_gold@k against k, one line per retriever; returns the path. With a paired
-    comparison (``significance``), a second row shows each run's difference to the baseline with its 95% interval.
-    Drawn on matplotlib's Agg canvas: no display needed, pyplot's backend left alone."""
+    """A PNG of recall@k and all_gold@k against k, one line per retriever (with ``significance``, a second row of
+    differences to the baseline); returns the path."""
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError as exc:
         from .registry import BENCH_EXTRA
         raise ImportError(BENCH_EXTRA.format(what="--plot")) from exc
-
     from .benchmarker import validate_result
     validate_result(result)
     ks = list(result["k_values"])

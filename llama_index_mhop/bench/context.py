@@ -29,10 +29,7 @@ def passage_documents(passages: Sequence[Passage]) -> list[Document]:
 
 
 class BenchContext:
-    """The shared resources of one benchmark run, passed to every retriever factory: the corpus as Documents, the
-    embedder, the Chroma client, a ``work_dir`` for a factory's own files, the LM (None: LLM-free), ``top_k`` (the
-    run's largest k) and ``program`` (a compiled DSPy program's JSON path). ``vector_index``: an index of exactly
-    these documents to reuse instead of building one."""
+    """The shared resources of one benchmark run, passed to every retriever factory."""
 
     def __init__(self, documents: Sequence[Document], embed_model: BaseEmbedding, chroma_client: Any,
                  work_dir: str | Path, top_k: int, lm: Any = None, collection_name: str | None = None,

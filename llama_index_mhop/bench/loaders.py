@@ -1,9 +1,7 @@
 """Benchmark datasets: questions with gold passage ids, and the corpus those ids point into (seed 002).
 
-One loader per published format: raw HotpotQA (and HippoRAG's ``hotpotqa*``/``2wikimultihopqa``; ``passage_id`` =
-title), MuSiQue and HippoRAG 2 (titles repeat: ``passage_id = stable_id(title, text)``), and HoVer (gold by
-normalised title, as HoVer's ``discrete_retrieval_eval``). A malformed file raises :class:`DatasetFormatError`
-naming the file, the record and the field. Files are JSON lists or JSON Lines.
+One loader per published format (HotpotQA, 2Wiki, MuSiQue, HippoRAG 2, HoVer); a malformed file raises
+:class:`DatasetFormatError` naming the file, the record and the field.
 """
 
 from __future__ import annotations

@@ -43,10 +43,8 @@ def retrieval_metric(name: str) -> Callable[..., float]:
     if name not in METRICS:
         raise ValueError(f"unknown metric {name!r}; choose from {', '.join(METRICS)}")
     function, k = METRICS[name]
-
     def metric(example: dspy.Example, prediction: dspy.Prediction, trace: Any = None, *_: Any) -> float:
         return function(passage_ids(prediction.nodes), example.gold, k)
-
     return metric
 
 

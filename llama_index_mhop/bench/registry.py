@@ -1,16 +1,8 @@
-"""The one registry of named retrievers (``mhop query --retriever``, ``mhop demo``, ``mhop bench``; seed 002), and
-the compositions they are built of: the seed's :class:`Searcher` and a retriever followed by postprocessors.
-
-A factory takes a :class:`RetrieverContext` and returns a ``BaseRetriever`` (or a ``Searcher``) giving
-``ctx.top_k`` passages. The Benchmarker times the factory call as the retriever's own index build;
-``needs_index="vector"`` adds the shared Chroma index's build time to the run's ``index_seconds``.
-
-Registering a retriever::
+"""The one registry of named retrievers (``mhop query``, ``mhop demo``, ``mhop bench``; seed 002), and the
+compositions they are built of. A factory takes a :class:`RetrieverContext` and returns a retriever::
 
     @register_retriever("my_retriever", "one line on what it does", needs_index="vector")
-    def _my_retriever(ctx: RetrieverContext) -> BaseRetriever:
-        from ..components.mine import MyRetriever  # import inside: a broken module fails only its own run
-        return MyRetriever.from_defaults(index=ctx.vector_index, similarity_top_k=ctx.top_k, lm=ctx.lm)
+    def _my_retriever(ctx: RetrieverContext) -> BaseRetriever: ...
 """
 
 from __future__ import annotations
@@ -69,10 +61,8 @@ def pool_rankings(rankings: Sequence[Sequence[NodeWithScore]]) -> list[NodeWithS
 
 
 class Searcher:
-    """The seed's Searcher: an optional ``BaseQueryTransform`` whose ``custom_embedding_strs`` become sub-queries,
-    retrievers (several: hybrid search) asked every sub-query, pooling by node id (best score kept; scores of
-    different retrievers are not on one scale), an optional reranker, then the first ``k``.
-    ``include_original_query`` also searches the query when the transform's sub-queries omit it."""
+    """The seed's Searcher: an optional query transform's sub-queries asked of every retriever, pooled by node id
+    (best score kept), optionally reranked, then the first ``k``."""
 
     def __init__(self, retrievers: BaseRetriever | Sequence[BaseRetriever],
                  query_transform: BaseQueryTransform | None = None, reranker: BaseNodePostprocessor | None = None,
@@ -223,13 +213,11 @@ def register_retriever(name: str, description: str,
         raise ValueError(f"retriever name must be letters, digits, '_', '-' or '+', got {name!r}")
     if needs_index is not None and needs_index not in SHARED_INDEXES:
         raise ValueError(f"needs_index must be None or one of {SHARED_INDEXES}, got {needs_index!r}")
-
     def decorate(factory: RetrieverFactory) -> RetrieverFactory:
         if name in _REGISTRY:
             raise ValueError(f"a retriever named {name!r} is already registered")
         _REGISTRY[name] = RetrieverSpec(name, description, factory, needs_index)
         return factory
-
     return decorate
 
 
@@ -260,7 +248,6 @@ def _bm25(ctx: RetrieverContext) -> BaseRetriever:
         from llama_index.retrievers.bm25 import BM25Retriever
     except ImportError as exc:
         raise ImportError(BENCH_EXTRA.format(what="the bm25 retriever")) from exc
-
     return BM25Retriever.from_defaults(nodes=ctx.nodes, similarity_top_k=ctx.top_k)
 
 

@@ -1,8 +1,5 @@
-"""Paired significance of a retriever against a baseline over the same questions: a two-sided permutation test
-of sign flips of the per-question differences (``scipy.stats.permutation_test``, exact when ``2**n`` patterns fit
-in ``n_resamples``) and a seeded percentile bootstrap interval of the mean difference (``scipy.stats.bootstrap``).
-A 2-point gap on 100 questions is often noise: read the p-value and the interval before the gap.
-"""
+"""Paired significance of a retriever against a baseline: a permutation test of sign flips and a seeded bootstrap
+interval of the mean difference (scipy)."""
 
 from __future__ import annotations
 
@@ -42,8 +39,7 @@ def _mean_difference(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray
 
 def paired_comparison(treatment: Sequence[float], baseline: Sequence[float], n_resamples: int = DEFAULT_N_RESAMPLES,
                       confidence_level: float = DEFAULT_CONFIDENCE_LEVEL, seed: int = DEFAULT_SEED) -> PairedComparison:
-    """Compare paired per-question scores (same questions, same order): mean difference, its confidence interval
-    and a permutation p-value; ``seed`` seeds both resampling procedures, so a result file is reproducible.
+    """Compare paired per-question scores: mean difference, its confidence interval and a permutation p-value.
     ValueError when the two differ in length, are empty, or hold a value that is not finite."""
     x = np.asarray(treatment, dtype=float)
     y = np.asarray(baseline, dtype=float)
@@ -73,9 +69,8 @@ def paired_comparison(treatment: Sequence[float], baseline: Sequence[float], n_r
 def compare_runs(runs: Sequence[Mapping[str, Any]], baseline: str = "vector",
                  metrics: Sequence[str] = ("recall", "all_gold"), k_values: Sequence[int] = (),
                  n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = DEFAULT_SEED) -> dict[str, Any]:
-    """Every run against the ``baseline`` run, per ``NAME@K``, from the runs' ``per_question`` scores:
-    ``{"baseline", "test", "interval", "n_resamples", "seed", "runs": {name: {"recall@5": {...}}}}``, or ``{}``
-    when no run is named ``baseline``."""
+    """Every run against the ``baseline`` run, per ``NAME@K``, from the runs' ``per_question`` scores (``{}``
+    when no run is named ``baseline``)."""
     by_name = {run["name"]: run for run in runs}
     if baseline not in by_name:
         return {}

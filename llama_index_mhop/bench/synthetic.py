@@ -1,12 +1,6 @@
 """A seeded synthetic multi-hop corpus of any size, written in the raw HotpotQA format (for scaling runs).
 
-Entities of an invented world (made-up rivers, towns, people, companies) each get one passage whose first sentence
-names the entities it links to; fillers link to nothing. 2- and 3-hop questions name only a chain's first entity, so
-each later hop is reached through the bridge the previous passage names. The chains come first from their own
-random stream, so for one seed and question count the corpus of N passages is a prefix of the corpus of M > N: only
-distractors grow. Written as ``questions.json`` and ``corpus.json`` for ``bench.loaders.load_dataset``::
-
-    python -m llama_index_mhop.bench.synthetic --passages 10000 --questions 50 --seed 0 --out data/syn-10k
+For one seed and question count the corpus of N passages is a prefix of the corpus of M > N: only distractors grow.
 """
 
 from __future__ import annotations
@@ -350,9 +344,8 @@ def _check_args(n_passages: int, n_questions: int, three_hop_share: float) -> No
 
 def generate_dataset(n_passages: int, n_questions: int = DEFAULT_N_QUESTIONS, seed: int = DEFAULT_SEED,
                      three_hop_share: float = 0.5) -> SyntheticDataset:
-    """A corpus of exactly ``n_passages`` passages (the chains take about 4 a question) and ``n_questions``
-    questions, ``three_hop_share`` of them 3-hop, the kinds taking turns; the same arguments give the same
-    dataset. ValueError for a bad argument or too few passages for the chains."""
+    """A corpus of exactly ``n_passages`` passages and ``n_questions`` questions, deterministic in its arguments.
+    ValueError for a bad argument or too few passages for the chains."""
     _check_args(n_passages, n_questions, three_hop_share)
     chain_rng = random.Random(f"mhop-synthetic-chains-{seed}")
     world = World(seed)

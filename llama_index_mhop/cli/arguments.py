@@ -1,32 +1,8 @@
-"""The ``mhop`` command's argument definitions and checks, and its configuration file, in the standard library
-alone: ``mhop --help`` and argument errors are answered without importing Chroma, LlamaIndex, DSPy, torch or numpy
-(the commands import what they need when they run).
+"""The ``mhop`` command's argument definitions and checks, and its ``mhop.toml`` configuration file, in the standard
+library alone, so ``mhop --help`` and argument errors import no heavy library.
 
-``mhop.toml`` holds the command line's settings, validated before anything runs: five sections, every key
-optional, a command-line flag overriding it::
-
-    [embedding]
-    model = "./models/my-embedder"   # a local model directory or a sentence-transformers model on disk
-
-    [chroma]
-    path = "./.mhop/chroma"          # the embedded store, or:
-    host = "chroma.internal"         # a Chroma server
-    port = 8000
-    collection = "mhop_passages"
-
-    [indexing]
-    graph = true                     # also keep the HippoRAG 2 graph index
-    graph_dir = "./.mhop/graph"
-    delete_missing = true            # `mhop index DIR` mirrors DIR
-
-    [retrieval]
-    retriever = "hippo_graph"
-    top_k = 5
-
-    [lm]
-    model = "none"                   # none | local | a DSPy model string
-
-A bad file is a one-line error naming the file and the key.
+``mhop.toml`` has the sections ``[embedding]``, ``[chroma]``, ``[indexing]``, ``[retrieval]`` and ``[lm]``; every
+key is optional and a command-line flag overrides it. A bad file is a one-line error naming the file and the key.
 """
 
 from __future__ import annotations
@@ -128,7 +104,6 @@ def make_parser(handlers: Mapping[str, Callable[[argparse.Namespace], int]],
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO")
     parser.add_argument("--config", help=f"a configuration file (default: ./{CONFIG_FILE} when present)")
     sub = parser.add_subparsers(dest="command", required=True)
-
     index = sub.add_parser("index", help="build or update the Chroma index of a folder or JSON corpus")
     index.add_argument("path", help="a folder of .txt/.md files or a JSON corpus")
     index.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
@@ -141,13 +116,11 @@ def make_parser(handlers: Mapping[str, Callable[[argparse.Namespace], int]],
     index.add_argument("--no-delete", action="store_true",
                        help="only add and update: keep documents indexed from PATH that are gone from it")
     _add_store_arguments(index)
-
     delete = sub.add_parser("delete", help="remove documents by doc id (a file name alone when unambiguous)")
     delete.add_argument("doc_ids", nargs="+", metavar="DOC_ID")
     delete.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     delete.add_argument("--graph-dir", help="the graph index, if any (default: graph/ beside --chroma-path)")
     _add_store_arguments(delete)
-
     query = sub.add_parser("query", help="retrieve passages for a question (and answer it when an LM is set)")
     query.add_argument("query")
     query.add_argument("--retriever", default="rrf_fusion", choices=RETRIEVER_NAMES)
@@ -159,18 +132,15 @@ def make_parser(handlers: Mapping[str, Callable[[argparse.Namespace], int]],
     query.add_argument("--program", help="a compiled program of the retriever (JSON from mhop optimize)")
     query.add_argument("--graph-dir", help="the graph index of hippo_graph (default: graph/ beside --chroma-path)")
     _add_store_arguments(query)
-
     status = sub.add_parser("status", help="what is indexed, where, when it was last synced")
     status.add_argument("--graph-dir", help="the graph index (default: graph/ beside --chroma-path)")
     _add_store_arguments(status)
-
     demo = sub.add_parser("demo", help="index the shipped multi-hop corpus and compare retrievers on it")
     demo.add_argument("--chroma-path", default=os.path.join(DEFAULT_HOME, "demo"))
     demo.add_argument("--retrievers", default="vector,rrf_fusion,confidence_loop,hippo_graph",
                       help="comma-separated registered retrievers (default: %(default)s)")
     demo.add_argument("--top-k", type=int, default=5)
     demo.add_argument("--lm", default="none", help="none | local | a dspy model string")
-
     add_optimize_arguments(sub.add_parser("optimize",
                                           help="compile a retriever's DSPy program against a retrieval metric"))
     add_bench_arguments(sub.add_parser("bench", help="benchmark retrievers on a multi-hop dataset"))

@@ -99,10 +99,8 @@ def cmd_index(args: argparse.Namespace) -> int:
     from ..stores.passage_index import passage_collection
     from ..stores.vector_index import sync_vector_index
     stores_log = logging.getLogger("llama_index_mhop.stores.corpus")
-
     def not_listed(record: logging.LogRecord) -> bool:  # a skipped file is listed: its log line would say it twice
         return not getattr(record, SKIP_MARK, False)
-
     stores_log.addFilter(not_listed)
     try:
         with _writing(args, graph=args.graph or _graph_exists(args)):
@@ -288,12 +286,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     corpus, questions = load_demo()
     documents = [make_document(p["title"], p["text"]) for p in corpus]
     client = default_chroma_client(chroma_path)
-
     def graph_index() -> Any:
         from ..graph import HippoGraphIndex
         return HippoGraphIndex.from_documents(documents, chroma_client=client, name="mhop_demo_graph",
                                               show_progress=False)
-
     index = build_vector_index(documents, collection_name="mhop_demo", chroma_client=client, show_progress=False)
     context = IndexContext(top_k, lm, vector_index=lambda: index, graph_index=graph_index)
     built = {spec.name: spec.factory(context) for spec in specs}

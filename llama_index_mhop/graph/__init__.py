@@ -1,8 +1,5 @@
 """HippoRAG 2-style memory: extraction, the knowledge graph, its Chroma-backed index, and Personalized PageRank.
-
-The names below are imported on first use, so a light module (the reconcile rule ``mhop status`` reads) imports
-without LlamaIndex, Chroma or DSPy.
-"""
+Names are imported on first use, so light modules import without LlamaIndex, Chroma or DSPy."""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
 """Open information extraction for the HippoRAG 2 memory: named entities and (subject, predicate, object) triples.
 
-One LM call per passage (:class:`OpenIEModule`, retried with backoff), with an LLM-free extractor for encyclopedic
-text as default and fallback (:func:`extract_llm_free`): the title entities (:func:`title_entities`), entity spans
-and full dates, and triples linking each sentence's subject (the title entity, unless the sentence opens with
-another name) to its other entities, the words before the object as predicate ("... directed by Delbert Mann").
-Entities are compared by :func:`entity_key`, so "Delbert Mann's" and the title "Delbert Mann" are one node.
+One LM call per passage (:class:`OpenIEModule`), with an LLM-free extractor (:func:`extract_llm_free`) as default
+and fallback; entities are compared by :func:`entity_key`, so "Delbert Mann's" and "Delbert Mann" are one node.
 """
 
 from __future__ import annotations
@@ -147,8 +144,7 @@ def _predicate(gap: str, previous: str | None) -> str:
 def extract_llm_free(text: str, title: str | None = None,
                      max_triples: int | None = DEFAULT_MAX_LLM_FREE_TRIPLES) -> Extraction:
     """LLM-free OpenIE for encyclopedic passages: entity names in order of first mention (the ``title``'s first)
-    and subject-centred triples, both without duplicates (by :func:`entity_key`); at most ``max_triples`` (None:
-    all) triples, those whose object is a name first (a long chronology costs embeddings and links little)."""
+    and subject-centred triples, at most ``max_triples`` of them (those whose object is a name first)."""
     subjects = title_entities(title or "")
     subject_keys = {entity_key(s) for s in subjects}
     entities: dict[str, str] = {}
@@ -219,9 +215,8 @@ def _passage_source(title: str | None, passage: str) -> str:
 
 
 def parse_extraction(prediction: Any, source: str | None = None) -> Extraction:
-    """Validate an LM's extraction (a list of strings, triples of three strings), dropping names longer than
-    :data:`MAX_ENTITY_CHARS`, predicates longer than :data:`MAX_PREDICATE_CHARS` and, with ``source`` (the
-    passage's title and text), invented names; :class:`LMOutputError` when malformed or left with nothing."""
+    """Validate an LM's extraction, dropping over-long and (with ``source``) invented names; :class:`LMOutputError`
+    when malformed or left with nothing."""
     raw_entities = getattr(prediction, "named_entities", None)
     raw_triples = getattr(prediction, "triples", None)
     if not isinstance(raw_entities, list) or not all(isinstance(e, str) for e in raw_entities):
@@ -229,12 +224,10 @@ def parse_extraction(prediction: Any, source: str | None = None) -> Extraction:
     if not isinstance(raw_triples, list):
         raise LMOutputError(f"triples is not a list: {raw_triples!r:.200}")
     named = f" {entity_key(source)} " if source is not None else None
-
     def grounded(name: str) -> bool:
         key = entity_key(name)
         # A name longer than any entity name is a pasted sentence (and would make matching slow): drop it.
         return bool(key) and len(key) <= MAX_ENTITY_CHARS and (named is None or f" {key} " in named)
-
     triples: list[tuple[str, str, str]] = []
     for triple in raw_triples:
         if not (isinstance(triple, (list, tuple)) and len(triple) == 3 and all(isinstance(x, str) for x in triple)):
@@ -297,11 +290,8 @@ class Extractor(Protocol):
 
 
 class OpenIEExtractor:
-    """Entities and triples of a passage: the DSPy module when an LM is configured, else the LLM-free rules. Each
-    LM call is a :class:`~llama_index_mhop.lm.steps.LMStep`; a passage whose ``max_attempts`` all fail (or
-    outlast ``timeout``) gets the LLM-free extraction, counted in :attr:`fallback_counts`. ``lm`` (DSPy) or ``llm``
-    (LlamaIndex), else ``dspy.settings.lm``; ``program``: a compiled :class:`OpenIEModule` or its saved path.
-    """
+    """Entities and triples of a passage: the DSPy module when an LM is configured, else the LLM-free rules (also
+    for a passage whose ``max_attempts`` all fail, counted in :attr:`fallback_counts`)."""
 
     def __init__(self, lm: Any = None, llm: Any = None, max_attempts: int = DEFAULT_MAX_ATTEMPTS,
                  backoff_seconds: float = DEFAULT_BACKOFF_SECONDS, timeout: float = 180.0,

@@ -1,8 +1,6 @@
 """The three Chroma collections of a graph index (passages, entities, facts) and the embedder that fills them.
 
-Record ids derive from content (``stores.corpus.stable_id``), so storing a text twice adds nothing. The passage
-collection is a LlamaIndex ``ChromaVectorStore``'s. Two indexes in one store never share a collection: a new
-index's collection names carry its index id (:func:`index_prefix`) and its collections name their owner.
+Record ids derive from content, so storing a text twice adds nothing; two indexes in one store never share a collection.
 """
 
 from __future__ import annotations
@@ -50,7 +48,6 @@ def fact_text(subject: str, predicate: str, obj: str) -> str:
 def missing_collections(client: Any, prefix: str) -> list[str]:
     """The collections named ``{prefix}_...`` that the client lacks (looked up without creating anything)."""
     from chromadb.errors import NotFoundError
-
     missing = []
     for kind in _KINDS:
         try:
@@ -99,7 +96,6 @@ def client_mode(chroma_client: Any) -> str:
 def _persistent_client(path: Path) -> Any:
     import chromadb
     from chromadb.config import Settings
-
     path.mkdir(parents=True, exist_ok=True)
     return chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
 
@@ -134,18 +130,14 @@ def saved_client(chroma_client: Any, kind: str, root: Path) -> tuple[Any, str]:
             raise ValueError(f"{root / CHROMA_DIR}: no Chroma data beside the saved index: pass its chroma_client")
         return resolve_client(None, root)
     from ..stores.defaults import default_chroma_client
-
     return default_chroma_client(), "external"
 
 
 class GraphStores:
     """The ``{prefix}_passages``, ``{prefix}_entities`` and ``{prefix}_facts`` collections of one Chroma client.
 
-    An entity or fact record is its id and vector alone (with documents and metadata, which Chroma indexes, it took
-    twice as long to write). ``mode``: "ephemeral" (copied out on persist), "local" or "external"; ``owner``: the
-    index id its collections record (another's is refused; None: neither, for a reader); :attr:`passage_source`: a
-    passage collection of the same store read in place, never embedded, copied, written or deleted (None: none).
-    A ``ValueError`` for a name Chroma would refuse as a collection prefix, or a collection another index owns.
+    Entity and fact records are id and vector alone (documents and metadata doubled write time). A ``ValueError``
+    for a name Chroma would refuse as a collection prefix, or a collection another index owns.
     """
 
     def __init__(self, client: Any, name: str, embed_model: BaseEmbedding, short_text_batch_size: int | None,
@@ -194,7 +186,6 @@ class GraphStores:
     def read_passages_from(self, collection: Any) -> bool:
         """Read ``collection`` in place if it is in this index's Chroma store (True), else copy its passages."""
         from chromadb.errors import NotFoundError
-
         try:
             same_store = self.client.get_collection(collection.name).id == collection.id
         except (NotFoundError, ValueError):
@@ -310,13 +301,11 @@ class GraphStores:
         """Copy the collections (and ``passage_ids`` of :attr:`passage_source`) to a new store at ``path``."""
         client = _persistent_client(path)
         fields = ["embeddings", "documents", "metadatas"]
-
         def copy(pages: Iterator[dict[str, Any]], name: str) -> None:
             target = self._owned(client, name)
             for page in pages:
                 target.upsert(ids=page["ids"], embeddings=page["embeddings"], documents=page["documents"],
                               metadatas=page["metadatas"])
-
         for source in (self.passages, self.entities, self.facts):
             copy(pages(source, fields), source.name)
         if self.passage_source is not None:

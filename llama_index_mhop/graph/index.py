@@ -1,8 +1,4 @@
-"""``HippoGraphIndex``: HippoRAG 2's memory (passages, entities, facts and their graph) over Chroma.
-
-This module is what a query reads: the index's settings, stores and graph, its query state, retriever and engines.
-How it is built and changed is :mod:`.index_verbs` (over :mod:`.writer`).
-"""
+"""``HippoGraphIndex``: HippoRAG 2's memory over Chroma, as a query reads it (building and changing: :mod:`.index_verbs`)."""
 
 from __future__ import annotations
 
@@ -55,17 +51,12 @@ _warned: set[str] = set()
 
 
 def query_engine(retriever: BaseRetriever, llm: Any = None, **kwargs: Any) -> RetrieverQueryEngine:
-    """A ``RetrieverQueryEngine`` answering from ``retriever``; ``kwargs`` are ``RetrieverQueryEngine.from_args``'s.
-
-    With no ``llm`` and no ``Settings.llm``, the engine retrieves without answering (LlamaIndex's ``NoText``: the
-    passages are ``response.source_nodes``) and says so once, rather than reach for LlamaIndex's OpenAI default.
-    """
+    """A ``RetrieverQueryEngine`` answering from ``retriever``; without any LLM it retrieves without answering
+    (LlamaIndex's ``NoText``) and says so once, rather than reach for LlamaIndex's OpenAI default."""
     from llama_index.core.query_engine import RetrieverQueryEngine
-
     if llm is None and app_llm() is None and "response_synthesizer" not in kwargs:
         from llama_index.core.llms import MockLLM
         from llama_index.core.response_synthesizers.no_text import NoText
-
         message = ("no LLM given and none set in Settings.llm: the query engine returns the retrieved passages "
                    "(response.source_nodes) without an answer; pass llm= or set Settings.llm for answers")
         if message not in _warned:
@@ -80,12 +71,9 @@ def query_engine(retriever: BaseRetriever, llm: Any = None, **kwargs: Any) -> Re
 
 def chat_engine(retriever: BaseRetriever, chat_mode: Any = "condense_plus_context", llm: Any = None,
                 **kwargs: Any) -> BaseChatEngine:
-    """A chat engine answering from ``retriever``: ``"condense_plus_context"`` (a follow-up is condensed into a
-    standalone question first; also ``ChatMode.BEST``) or ``"context"``; ``kwargs`` are its ``from_defaults``'s.
-    A ``ValueError`` for another chat mode, or no ``llm`` and no ``Settings.llm``.
-    """
+    """A ``"condense_plus_context"`` or ``"context"`` chat engine answering from ``retriever``; a ``ValueError`` for
+    another chat mode, or no ``llm`` and no ``Settings.llm``."""
     from llama_index.core.chat_engine import CondensePlusContextChatEngine, ContextChatEngine
-
     if llm is None and app_llm() is None:
         raise ValueError("a chat engine answers with an LLM: pass llm= or set Settings.llm "
                          "(as_retriever() or as_query_engine() retrieve without one)")
@@ -103,7 +91,6 @@ class GraphEngines:
     def as_retriever(self, **kwargs: Any) -> HippoGraphRetriever:
         """A ``HippoGraphRetriever`` over this graph; ``kwargs`` are its arguments (``similarity_top_k``, ...)."""
         from ..components.hippo_graph import HippoGraphRetriever
-
         return HippoGraphRetriever(index=self, **kwargs)
 
     def as_query_engine(self, llm: Any = None, **kwargs: Any) -> RetrieverQueryEngine:
@@ -117,7 +104,6 @@ class GraphEngines:
 
     def _retriever_from(self, kwargs: dict[str, Any]) -> HippoGraphRetriever:
         from ..components.hippo_graph import HippoGraphRetriever
-
         return self.as_retriever(**{k: kwargs.pop(k) for k in list(kwargs) if k in HippoGraphRetriever.ARGUMENTS})
 
 
@@ -132,13 +118,8 @@ def _stores_view(name: str, doc: str) -> property:
 class HippoGraphIndex(IndexVerbs, GraphEngines, BaseIndex[HippoGraphStruct]):
     """HippoRAG 2's memory over Chroma: passage, entity and fact collections and the knowledge graph.
 
-    A LlamaIndex index (``load_index_from_storage`` reopens it), its graph and document hashes saved beside
-    LlamaIndex's files in ``persist_dir``. Attributes: ``config``, ``name``, ``graph``, ``stores``, ``extractor``,
-    and ``fact_filter_program``, the compiled fact filter its retrievers start from (persisted; None: none).
-
     Example:
         >>> index = HippoGraphIndex.from_documents(documents, persist_dir="./hippo")  # doctest: +SKIP
-        >>> nodes = index.as_retriever(similarity_top_k=5).retrieve("Who directed Lover Come Back?")  # doctest: +SKIP
     """
 
     index_struct_cls = HippoGraphStruct
@@ -152,12 +133,9 @@ class HippoGraphIndex(IndexVerbs, GraphEngines, BaseIndex[HippoGraphStruct]):
         docstore: SimpleDocumentStore | None = None, lm: Any = None, llm: Any = None,
         callback_manager: CallbackManager | None = None, **settings: Any,
     ) -> None:
-        """An index over ``graph`` (default: empty) in ``chroma_client``'s collections, or, given a saved struct and
-        no graph (``load_index_from_storage``), the index saved in ``persist_dir``; ``nodes`` are indexed at once.
-        The other arguments are :meth:`from_documents`'s. Raises ``FileNotFoundError`` (no saved index) or
-        ``ValueError`` (a bad setting, a saved struct without ``persist_dir``, a store without its collections)."""
+        """An index over ``graph`` in ``chroma_client``'s collections, or the index saved in ``persist_dir``. Raises
+        ``FileNotFoundError`` (no saved index) or ``ValueError`` (a bad setting or a store without its collections)."""
         from ..stores.defaults import resolve_embed_model  # the defaults layer, only once it is needed
-
         config = HippoGraphIndexConfig.of(config, settings)
         opened = None
         if index_struct is not None and graph is None:  # load_index_from_storage: the saved index
@@ -266,10 +244,8 @@ class HippoGraphIndex(IndexVerbs, GraphEngines, BaseIndex[HippoGraphStruct]):
         return target
 
     def retrieval_state(self, damping: float = DEFAULT_DAMPING) -> RetrievalState:
-        """The current graph version's query state (its arrays and walk), loaded from Chroma once per version
-        (during a change, the last finished one's); reconciled first when a query found passages gone from the
-        vector index read in place (:meth:`~.writer.IndexWriter.catch_up`). ``EmptyIndexError`` without passages.
-        """
+        """The current graph version's query state, loaded once per version (reconciled first when needed);
+        ``EmptyIndexError`` without passages."""
         writer = self._writer
         state = writer.versions.get(damping)
         if writer.behind and writer.catch_up(self.extractor):

@@ -24,30 +24,23 @@ GRAPH_SETTINGS = ("synonymy_threshold", "synonymy_top_k", "title_edge_weight")
 
 
 class HippoGraphIndexConfig(BaseModel):
-    """Every setting of :class:`~llama_index_mhop.graph.index.HippoGraphIndex`, given whole as ``config=`` or one
-    by one as keywords (``HippoGraphIndex.from_documents(docs, chunk_size=128)``); a bad value raises pydantic's
-    ``ValidationError`` (a ``ValueError``). A saved index keeps the settings it was built with, except
-    ``num_workers``, ``show_progress``, ``auto_reconcile_max_passages`` and the walk's, which are the opener's.
+    """Every setting of :class:`~llama_index_mhop.graph.index.HippoGraphIndex`, given as ``config=`` or as keywords;
+    a bad value raises pydantic's ``ValidationError``. A saved index keeps the settings it was built with, except
+    ``num_workers``, ``show_progress``, ``auto_reconcile_max_passages`` and the walk's.
 
     Attributes:
         name: prefix of the Chroma collection names ("hippo").
-        chunk_size, chunk_overlap: passage size and overlap in tokens (as
-            ``stores.vector_index.build_vector_index`` splits documents).
+        chunk_size, chunk_overlap: passage size and overlap in tokens.
         insert_batch_size: passages per batch (one checkpoint line per batch).
         num_workers: concurrent OpenIE calls when an LM extracts (4).
         show_progress: show a progress bar over passages.
-        auto_reconcile_max_passages: a query finding passages gone from the vector index read in place reconciles
-            the graph first when at most this many are new (above it, or 0: ``reconcile()`` catches up).
-        short_text_batch_size: embedding batch size for entity names and facts (None: the embedder's own).
-        short_text_dtype: "bfloat16" (where the CPU has it natively) or "float32" for entity names and facts.
+        auto_reconcile_max_passages: a query reconciles the graph first when at most this many passages are new.
+        short_text_batch_size, short_text_dtype: embedding batch size and dtype for entity names and facts.
         exact_synonymy_max_entities: above this many entities, synonyms come from Chroma's HNSW index.
         synonymy_threshold, synonymy_top_k: a synonymy edge's least cosine (HippoRAG 2: 0.8), most per entity.
-        title_edge_weight: weight of a passage's edge to its own title entity (:mod:`.knowledge_graph`).
-        walk: ``"auto"`` takes the large-graph paths from the sizes below (each logged once); ``"exact"`` never.
-        push_min_nodes: graph nodes from which a query pushes from its seeds (:mod:`.walk.affine`).
-        int8_min_rows: rows (facts, passages) from which a query's products are estimated from an int8 copy first.
-        hnsw_min_facts, hnsw_min_passages: rows from which facts, passages are searched by Chroma's HNSW index.
-        hnsw_top_n: records an HNSW search scores exactly (the others share the mean of the rest).
+        title_edge_weight: weight of a passage's edge to its own title entity.
+        walk: ``"auto"`` takes the large-graph paths from the sizes below; ``"exact"`` never.
+        push_min_nodes, int8_min_rows, hnsw_min_facts, hnsw_min_passages, hnsw_top_n: those paths' thresholds.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)

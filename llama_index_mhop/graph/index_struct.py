@@ -1,10 +1,6 @@
-"""The graph index's place in LlamaIndex's storage: its index struct, and the registration that lets
-``load_index_from_storage`` reopen it.
+"""The graph index's index struct, and the registration that lets ``load_index_from_storage`` reopen it.
 
-``load_index_from_storage`` maps each struct's type to the index class that opens it. The package registers an
-opener on import (:func:`register_index_opener`, importing the index class only when a saved graph is opened);
-importing :mod:`.index` registers the class itself. The struct records no absolute path: a folder copied, moved or
-restored opens as itself, so ``load_index_from_storage`` is given it as ``persist_dir=`` (the index says so).
+The struct records no absolute path, so a folder copied or moved opens as itself (given as ``persist_dir=``).
 """
 
 from __future__ import annotations
@@ -52,5 +48,4 @@ def register_index_opener() -> None:
 
 def _open_saved_index(**kwargs: Any) -> Any:
     from .index import HippoGraphIndex
-
     return HippoGraphIndex(**kwargs)

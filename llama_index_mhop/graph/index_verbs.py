@@ -1,7 +1,5 @@
-"""How a graph index is built and changed: its constructors and LlamaIndex's document verbs (async ones run in a
-worker thread), mixed into :class:`~.index.HippoGraphIndex`. Each verb is one change of its
-:class:`~.writer.IndexWriter`, which holds the rules (the sync rule, the commit order, the locks).
-"""
+"""How a graph index is built and changed: its constructors and document verbs, each one
+:class:`~.writer.IndexWriter` change."""
 
 from __future__ import annotations
 
@@ -65,18 +63,10 @@ class IndexVerbs:
         callback_manager: CallbackManager | None = None, **settings: Any,
     ) -> Index:
         """Index documents (LlamaIndex documents, a corpus path, or a ``VectorStoreIndex`` over Chroma) into a new
-        or resumed index, by :meth:`insert`'s rule.
-
-        With ``persist_dir`` the index is saved there (Chroma in ``persist_dir/chroma`` unless ``chroma_client``) and
-        a killed build resumes; a finished index there is reopened and given only the documents it lacks.
-        ``embed_model``: default the vector index's, else ``Settings.embed_model``, else all-MiniLM-L6-v2; OpenIE asks
-        ``lm`` (DSPy) or ``llm`` (LlamaIndex), else ``dspy.settings.lm``, unless an ``extractor`` is given;
-        ``show_progress`` and ``**settings`` replace fields of ``config``; ``on_batch_end(batch_number, done)``
-        follows each checkpointed batch; ``openie_results``: a HippoRAG OpenIE file passages take extractions from.
+        or resumed index; with ``persist_dir`` a killed build resumes and a finished one gets only missing documents.
         Raises ``CorpusError`` for no text, ``ValueError`` for a bad setting.
         """
         from ..stores.defaults import resolve_embed_model  # the defaults layer, only once it is needed
-
         config = HippoGraphIndexConfig.of(config, settings if show_progress is None
                                           else {**settings, "show_progress": show_progress})
         source = None
@@ -107,9 +97,8 @@ class IndexVerbs:
 
     @classmethod
     def from_vector_index(cls: type[Index], vector_index: VectorStoreIndex, **kwargs: Any) -> Index:
-        """A graph index over the passages of a Chroma-backed ``VectorStoreIndex``, reusing their nodes and stored
-        embeddings (read in place in the same Chroma store, never written; copied from another); ``kwargs`` are
-        :meth:`from_documents`'s. A ``TypeError`` when the index does not keep its nodes in Chroma."""
+        """A graph index over the passages of a Chroma-backed ``VectorStoreIndex``, reusing their nodes and
+        embeddings; a ``TypeError`` when the index does not keep its nodes in Chroma."""
         return cls.from_documents(vector_index, **kwargs)
 
     @classmethod
@@ -127,11 +116,8 @@ class IndexVerbs:
         embed_model: BaseEmbedding | None = None, lm: Any = None, llm: Any = None, show_progress: bool | None = None,
         storage_context: StorageContext | None = None, *, config: HippoGraphIndexConfig | None = None,
     ) -> Index:
-        """Reopen an index saved by ``persist`` (a folder copied, moved or restored opens where it lies, as itself).
-        ``chroma_client`` defaults to ``persist_dir/chroma`` (for an index whose Chroma data lives there) or the
-        default client; ``config`` gives settings the index was not saved with; the rest are :meth:`from_documents`'s.
-        Raises ``FileNotFoundError`` for no saved index, ``ValueError`` for an unknown format or missing collections.
-        """
+        """Reopen an index saved by ``persist``. Raises ``FileNotFoundError`` for no saved index, ``ValueError``
+        for an unknown format or missing collections."""
         root = Path(persist_dir)
         saved_context, struct = saved_storage(root)
         settings = {} if show_progress is None else {"show_progress": show_progress}
@@ -147,10 +133,8 @@ class IndexVerbs:
     def insert(self, documents: Document | Sequence[Document] | str | os.PathLike[str],
                show_progress: bool | None = None, on_batch_end: BatchHook | None = None,
                openie_results: str | os.PathLike[str] | None = None) -> list[str]:
-        """Index documents by :mod:`.sync`'s rule (a document is known by its doc id and content hash): new ones
-        are added, a changed one replaces its old version, unchanged ones are left alone; crash-safe with a
-        ``persist_dir``. ``openie_results``: as in :meth:`from_documents`. Returns the ids of the passages added.
-        """
+        """Index documents by :mod:`.sync`'s rule (new added, changed replaced, unchanged left); the ids of the
+        passages added."""
         return self._writer.sync(self.extractor, as_documents(documents), [], show_progress, on_batch_end,
                                  openie_results, corpus=corpus_of(documents))[1]
 
@@ -171,10 +155,8 @@ class IndexVerbs:
         self.insert(document, show_progress=show_progress)
 
     def delete(self, doc_id: str) -> list[str]:
-        """Remove a passage (by node id) or every passage of a document (by doc id, or a file name naming one
-        document), with the facts and entities no other passage supports; the ids of the passages removed. Raises
-        ``UnknownDocumentError`` (a ``KeyError``) for no such passage or document, or a file name naming several.
-        """
+        """Remove a passage (node id) or a document's passages (doc id or file name); the ids removed. Raises
+        ``UnknownDocumentError`` for no such passage or document, or a file name naming several."""
         return self._writer.delete(doc_id, None)
 
     def delete_ref_doc(self, ref_doc_id: str, delete_from_docstore: bool = False, **delete_kwargs: Any) -> list[str]:

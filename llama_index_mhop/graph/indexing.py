@@ -1,8 +1,4 @@
-"""The indexing pipeline of a graph index: passages in batches through OpenIE, the three stores and the graph.
-
-Per batch: OpenIE reads every passage; new entities, facts, then passages are embedded into Chroma; a checkpoint
-line (:mod:`.checkpoint`) lets a killed build resume without redoing them; the passages join the graph.
-"""
+"""The indexing pipeline of a graph index: passages in checkpointed batches through OpenIE, the stores and the graph."""
 
 from __future__ import annotations
 
@@ -109,9 +105,7 @@ class BatchIndexer:
 
     def run_ids(self, ids: Sequence[str], read: NodeReader, batch_size: int, show: bool,
                 on_batch_end: BatchHook | None = None, in_place: bool = False) -> list[str]:
-        """Add the passages of ``ids`` the graph lacks (checkpointed ones first), each batch's nodes read by ``read``
-        only when it runs (a build holds one batch at a time); the ids added (one ``read`` no longer finds is
-        skipped). ``in_place``: nodes of the collection read in place, never stored in the index's own."""
+        """Add the passages of ``ids`` the graph lacks, one batch read at a time; the ids added."""
         self.resume()
         todo = [i for i in ids if i not in self.graph.passages]
         started = time.perf_counter()
@@ -154,7 +148,6 @@ class BatchIndexer:
         def one(node: TextNode) -> Extraction:
             return self.extractor.extract(node.get_content(metadata_mode=MetadataMode.NONE),
                                           str(node.metadata.get("title", "")))
-
         if getattr(self.extractor, "uses_lm", False) and self.num_workers > 1 and len(nodes) > 1:
             with ThreadPoolExecutor(max_workers=self.num_workers, thread_name_prefix="hippo-openie") as pool:
                 return list(pool.map(one, nodes))

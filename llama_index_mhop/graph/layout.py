@@ -1,8 +1,4 @@
-"""Where a saved graph index keeps its files, and whether a folder holds one: names only, nothing opened.
-
-The writers (:mod:`.persistence`, :mod:`.graph_files`) and the readers that must stay light (``mhop status``)
-take the names from here.
-"""
+"""Where a saved graph index keeps its files, and whether a folder holds one: names only, nothing opened."""
 
 from __future__ import annotations
 

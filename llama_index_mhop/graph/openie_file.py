@@ -1,8 +1,6 @@
-"""OpenIE results in HippoRAG's file format, read and written, and an extractor that serves them.
+"""OpenIE results in HippoRAG's file format (``openie_results_ner_<model>.json``), read, written and served.
 
-HippoRAG (2) saves the OpenIE of a corpus as ``openie_results_ner_<model>.json``: ``{"docs": [{"idx": "chunk-<md5
-of passage>", "passage": "...", "extracted_entities": [...], "extracted_triples": [[s, p, o], ...]}, ...],
-"avg_ent_chars": ..., "avg_ent_words": ...}``. The file is untrusted: it is validated record by record.
+The file is untrusted: it is validated record by record.
 """
 
 from __future__ import annotations
@@ -97,10 +95,8 @@ def write_openie(path: str | os.PathLike[str], extractions: Iterable[tuple[str, 
 
 
 class StoredOpenIE:
-    """An :class:`~.extraction.Extractor` serving the HippoRAG OpenIE results file at ``path`` (passages stored as
-    ``"title\\ntext"`` or as the bare text), the others extracted by ``fallback`` (default :class:`OpenIEExtractor`).
-    :attr:`from_file` and :attr:`extracted` count each; :attr:`served` lists every (passage, extraction) in order.
-    """
+    """An :class:`~.extraction.Extractor` serving the HippoRAG OpenIE results file at ``path``, the other passages
+    extracted by ``fallback``."""
 
     def __init__(self, path: str | os.PathLike[str], fallback: Extractor | None = None) -> None:
         self.path = Path(path)

@@ -1,10 +1,5 @@
-"""How far a graph index has drifted from the passages it stands on.
-
-A graph index derives everything from its passages, which live in Chroma: its own collection, or a vector index's
-read in place (the source). Whatever changed the source (LlamaIndex's verbs, an ``IngestionPipeline``, another
-process, a sync killed half-way), the collections are the truth. Passage ids name their content, so comparing ids
-is enough: a passage in neither collection is gone, and a source passage the graph lacks is new. Reconciling
-(``HippoGraphIndex.reconcile``) removes the one and extracts the other, so running it again changes nothing.
+"""How far a graph index has drifted from the passages it stands on (in Chroma, the truth): passage ids name their
+content, so a passage in neither collection is gone and a source passage the graph lacks is new.
 """
 
 from __future__ import annotations

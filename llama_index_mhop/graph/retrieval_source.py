@@ -1,8 +1,4 @@
-"""What a graph retriever reads of the index it searches: :class:`RetrievalSource`.
-
-:class:`~llama_index_mhop.graph.index.HippoGraphIndex` is one; the retriever is typed by this protocol alone, so it
-never imports the index (the index imports the retriever, in ``as_retriever``).
-"""
+"""What a graph retriever reads of the index it searches (a protocol, so the retriever never imports the index)."""
 
 from __future__ import annotations
 

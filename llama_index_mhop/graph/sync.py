@@ -1,10 +1,6 @@
-"""One sync rule for a graph index: a document is known by its doc id and its content hash (kept in
-``HippoGraphIndex.document_hashes``, saved with the graph). New documents are added, changed ones replaced (their
-old passages, and the facts and entities only those supported, leave the graph and Chroma), unchanged ones left.
-
-Crash safety: new passages go in first (checkpointed); the passages to drop leave the graph in memory; the Chroma
-ids to delete are written to :data:`REMOVAL_FILE`, the graph and docstore saved, the rows deleted, the file removed.
-A sync killed anywhere leaves the old graph or the new one with a removal file (:func:`finish_removal`).
+"""One sync rule for a graph index: a document is known by its doc id and content hash; new documents are added,
+changed ones replaced, unchanged ones left. A sync killed anywhere leaves the old graph or the new one with a
+removal file (:func:`finish_removal`).
 """
 
 from __future__ import annotations
@@ -49,10 +45,7 @@ class RefreshPlan:
 
 def plan_refresh(documents: Sequence[Document], docstore: SimpleDocumentStore, graph: KnowledgeGraph,
                  chunk: Callable[[Sequence[Document]], list[TextNode]]) -> RefreshPlan:
-    """Sort documents into new, changed and unchanged by doc id and hash (a repeated id counts once, first).
-
-    An unhashed document whose passages the graph holds exactly is unchanged (its hash is recorded); a recorded
-    hash counts only while the graph holds passages of the document (one a killed change left must not hide it)."""
+    """Sort documents into new, changed and unchanged by doc id and hash (a repeated id counts once, first)."""
     first: dict[str, int] = {}
     for position, doc in enumerate(documents):
         first.setdefault(doc.id_, position)

@@ -1,7 +1,4 @@
-"""Synonym lists of entities: :class:`SynonymLists` keeps each entity's top-k synonyms (a pair's synonymy edge
-weighs the larger similarity either list holds for the other); :class:`SynonymyRefresher` computes the lists of new
-and stale entities, exactly (all pairs) or from Chroma's HNSW index of the entity collection.
-"""
+"""Synonym lists of entities (:class:`SynonymLists`) and their refresh, exact or by Chroma's HNSW index."""
 
 from __future__ import annotations
 
@@ -47,9 +44,8 @@ def may_have_synonyms(key: str, min_chars: int) -> bool:
 
 def exact_neighbours(ids: Sequence[str], vectors: np.ndarray, eligible: np.ndarray, rows: Sequence[int],
                      threshold: float, block_size: int) -> Iterator[tuple[str, list[tuple[str, float]]]]:
-    """``(id, [(neighbour id, similarity), ...])`` for each row in ``rows`` (in order): the ``eligible`` entities
-    whose cosine with it is at least ``threshold`` (itself included when eligible). ``vectors`` are unit-normalised
-    rows of ``ids``; ``block_size`` rows are compared at once (capped at about 64M similarities)."""
+    """``(id, [(neighbour id, similarity), ...])`` for each row in ``rows``: the ``eligible`` entities whose cosine
+    with it is at least ``threshold``."""
     block_rows = max(1, min(block_size, _MAX_SIMILARITIES // max(1, len(ids))))
     for start in range(0, len(rows), block_rows):
         block = list(rows[start : start + block_rows])
@@ -110,9 +106,8 @@ class SynonymLists:
 
     def update_synonymy(self, entity_ids: Sequence[str], vectors: np.ndarray,
                         changed: Iterable[str] | None = None) -> int:
-        """Compute the synonym lists of new and stale entities (:attr:`stale_synonyms`) and of ``changed`` ones
-        exactly from ``vectors`` (every entity's, in ``entity_ids``' order; a ``ValueError`` otherwise), and merge
-        them into the others' lists; the synonymy edge count."""
+        """Compute the synonym lists of new, stale and ``changed`` entities exactly from ``vectors`` and merge them
+        into the others' lists; the synonymy edge count (a ``ValueError`` for vectors out of step)."""
         ids = list(entity_ids)
         if set(ids) != set(self.entity_names) or len(ids) != len(self.entity_names):
             raise ValueError(
@@ -135,19 +130,15 @@ class SynonymLists:
 
     def update_synonymy_by_search(self, search: Callable[[list[str]], list[list[tuple[str, float]]]],
                                   changed: Iterable[str] | None = None, batch_size: int = 1024) -> int:
-        """:meth:`update_synonymy` for large graphs: ``search(ids)`` gives each entity's nearest entities as
-        ``(id, cosine)`` (an HNSW index), at least those above the threshold among the ``synonymy_top_k``. A pair is
-        found from the new entity's side only."""
+        """:meth:`update_synonymy` for large graphs, ``search(ids)`` giving each entity's nearest ``(id, cosine)``."""
         queries = self._pending(changed)
         ordered = sorted(e for e in queries if self._eligible(e))
-
         def candidates() -> Iterable[tuple[str, list[tuple[str, float]]]]:
             for start in range(0, len(ordered), batch_size):
                 batch = ordered[start : start + batch_size]
                 for source, found in zip(batch, search(batch), strict=True):
                     yield source, [(e, float(v)) for e, v in found
                                    if v >= self.synonymy_threshold and e in self.entity_names and self._eligible(e)]
-
         return self._apply_synonyms(queries, candidates())
 
     def _pending(self, changed: Iterable[str] | None) -> set[str]:
@@ -268,12 +259,10 @@ class SynonymyRefresher:
         self._load(graph, ids)
         vectors = np.vstack([self._vectors[e] for e in ids])
         threshold = graph.synonymy_threshold
-
         def query(rows: np.ndarray, n: int) -> list[list[tuple[str, float]]]:
             found = collection.query(query_embeddings=rows, n_results=n, include=["distances"])
             return [[(e, 1.0 - float(d)) for e, d in zip(i, dist, strict=True)]
                     for i, dist in zip(found["ids"], found["distances"], strict=True)]
-
         results = query(vectors, first) if first else [[] for _ in ids]
         again = [i for i, r in enumerate(results) if first < wanted and len(r) == first and r[-1][1] >= threshold]
         if again:
