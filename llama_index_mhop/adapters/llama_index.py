@@ -15,10 +15,8 @@ if TYPE_CHECKING:
     from llama_index.core.vector_stores.types import BasePydanticVectorStore, VectorStoreQuery
     from llama_index.embeddings.huggingface import HuggingFaceEmbedding
 
-__all__ = [
-    "build_query", "configured_embed_model", "configured_llm", "hugging_face_query_embeddings",
-    "index_embed_model", "retriever_embed_model", "retriever_vector_store", "retriever_verbose",
-]
+__all__ = ["build_query", "configured_embed_model", "configured_llm", "hugging_face_query_embeddings",
+           "index_embed_model", "retriever_embed_model", "retriever_vector_store", "retriever_verbose"]
 
 
 def configured_llm() -> LLM | None:

@@ -15,19 +15,8 @@ def has_int8_matmul() -> bool:
 
 
 def int8_matmul(query: Any, codes: Any, scales: Any) -> Any:
-    """``query @ (codes * scales[:, None]).T`` by torch's weight-only int8 kernel (``torch._weight_int8pack_mm``).
-
-    Args:
-        query: ``(m, k)`` bfloat16 tensor (``k`` a multiple of 16).
-        codes: ``(n, k)`` int8 tensor, one row per output column.
-        scales: ``(n,)`` bfloat16 tensor, each row's scale.
-
-    Returns:
-        The ``(m, n)`` bfloat16 product.
-
-    Raises:
-        RuntimeError: this torch has no such kernel.
-    """
+    """``query @ (codes * scales[:, None]).T`` (bfloat16 ``(m, k)``, int8 ``(n, k)``, bfloat16 ``(n,)``; ``k`` a
+    multiple of 16) by torch's weight-only int8 kernel ``torch._weight_int8pack_mm``; RuntimeError without it."""
     import torch
 
     if not has_int8_matmul():

@@ -7,8 +7,6 @@ from .fact_filter import DSPyFactFilter, fact_node
 from .hippo_graph import HippoGraphConfig, HippoGraphModule, HippoGraphRetriever
 from .rrf_fusion import PerspectiveQueryTransform, RRFFusionConfig, RRFFusionModule, RRFFusionRetriever
 
-__all__ = [
-    "ConfidenceLoopConfig", "ConfidenceLoopModule", "ConfidenceLoopRetriever", "DSPyFactFilter",
-    "HippoGraphConfig", "HippoGraphModule", "HippoGraphRetriever", "PerspectiveQueryTransform",
-    "RRFFusionConfig", "RRFFusionModule", "RRFFusionRetriever", "fact_node",
-]
+__all__ = ["ConfidenceLoopConfig", "ConfidenceLoopModule", "ConfidenceLoopRetriever", "DSPyFactFilter",
+           "HippoGraphConfig", "HippoGraphModule", "HippoGraphRetriever", "PerspectiveQueryTransform",
+           "RRFFusionConfig", "RRFFusionModule", "RRFFusionRetriever", "fact_node"]

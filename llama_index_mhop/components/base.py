@@ -39,10 +39,8 @@ from ..stores.search import (
     read_one_version,
 )
 
-__all__ = [
-    "BatchSearcher", "Call", "CheckedQueryRetriever", "Flow", "FlowModule", "LMRequest", "NodesAndTrace",
-    "ProgramRetriever", "Search", "StepRecord", "StepRunner", "arun_flow", "query_text", "run_flow",
-]
+__all__ = ["BatchSearcher", "Call", "CheckedQueryRetriever", "Flow", "FlowModule", "LMRequest", "NodesAndTrace",
+           "ProgramRetriever", "Search", "StepRecord", "StepRunner", "arun_flow", "query_text", "run_flow"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -311,9 +309,8 @@ class CheckedQueryRetriever(BaseRetriever):
 
 
 class ProgramRetriever(CheckedQueryRetriever):
-    """A retriever with a frozen pydantic settings object (``config``), an optional LM and a DSPy program
-    (``program``): a retrieval is one call of the program on the query bundle, whose prediction carries the
-    ``nodes`` and the ``trace`` (kept as ``last_trace``).
+    """A retriever with frozen settings (``config``), an optional LM and a DSPy ``program``: a retrieval is one call
+    of the program, whose prediction carries the ``nodes`` and the ``trace`` (kept as ``last_trace``).
 
     Every subclass takes these keyword arguments besides its own:
 
@@ -328,10 +325,8 @@ class ProgramRetriever(CheckedQueryRetriever):
         **settings: any field of ``config_type``.
 
     Raises:
-        ValueError: a setting unknown (named, with the settings there are), ``config`` together with keyword
-            settings, a setting out of range (pydantic's ``ValidationError`` names the field), or a program file
-            of another shape.
-        TypeError: ``lm`` is not a DSPy LM, or ``program`` a module of another class.
+        ValueError: an unknown or out-of-range setting, ``config`` with keyword settings, or a program file of
+            another shape. TypeError: ``lm`` is not a DSPy LM, or ``program`` a module of another class.
     """
 
     config_type: ClassVar[type[BaseModel]]

@@ -9,7 +9,7 @@
    1-2 queries for the gaps, each retrieving ``round2_k`` (15) more passages; de-duplicated again.
 5. ``ListwiseDocumentReranker`` ranks all passages together; the top ``similarity_top_k`` (21) are returned.
 
-Every step is a DSPy predictor (:mod:`~llama_index_mhop.lm.signatures`) with an LLM-free strategy
+Every step is a DSPy predictor (:mod:`~llama_index_mhop.lm.steps`) with an LLM-free strategy
 (:mod:`~llama_index_mhop.rules.confidence`): the default without an LM, the fallback when the LM fails.
 """
 
@@ -219,7 +219,6 @@ class ConfidenceLoopModule(FlowModule):
         def free() -> tuple[list[str], list[str]]:
             analysis = analyze_query(query, limit)
             return analysis.entity_chains, analysis.queries
-
         return LMRequest(LMStep(STEP_ANALYZER, self.analyzer, parse, free), {"query": query})
 
     def _free_assessment(self, query: str, views: list[PassageView], issued: list[str]) -> ConfidenceAssessment:
@@ -232,7 +231,6 @@ class ConfidenceLoopModule(FlowModule):
             confidence = parse_confidence(prediction.get("confidence"))
             missing = parse_string_list(prediction.get("missing_information") or "", max_items=5)
             return ConfidenceAssessment(confidence, [Gap(GapKind.FACT, text) for text in missing])
-
         shown = _passages_text(views[: self.config.lm_passages], self.config.lm_passage_chars)
         step = LMStep(STEP_CONFIDENCE, self.evaluator, parse, lambda: self._free_assessment(query, views, issued))
         return LMRequest(step, {"query": query, "passages": shown})
@@ -251,7 +249,6 @@ class ConfidenceLoopModule(FlowModule):
 
         def parse(prediction: dspy.Prediction) -> list[str]:
             return parse_queries(prediction.get("queries"), 1, limit, exclude=issued)
-
         inputs = {
             "query": query,
             "missing_information": "\n".join(g.text for g in assessment.gaps) or "none",
@@ -262,7 +259,6 @@ class ConfidenceLoopModule(FlowModule):
     def _rerank(self, query: str, pool: _Pool, prior: list[int]) -> LMRequest[list[int]]:
         def parse(prediction: dspy.Prediction) -> list[int]:
             return parse_ranking(prediction.get("ranking"), len(pool.views), prior=prior)
-
         inputs = {"query": query, "passages": _passages_text(pool.views, self.config.lm_passage_chars)}
         return LMRequest(LMStep(STEP_RERANK, self.reranker, parse, lambda: prior), inputs)
 
@@ -355,19 +351,11 @@ class ConfidenceLoopRetriever(ProgramRetriever):
     called once per distinct ``k``, so every search asks for exactly ``k``). :meth:`from_defaults` builds the
     factory of a ``VectorStoreIndex``.
 
-    The trace (:attr:`last_trace`, a JSON-serialisable dict; with concurrent queries, the latest to finish):
-    ``query``; ``rounds`` (per round: ``round``, ``k``, ``queries``, ``retrieved`` per query, ``new_passages``
-    per query); ``entity_chains``; ``confidence``; ``gaps`` (``kind``, ``text``, ``query``, ``entities``,
-    ``source``); ``round2`` (whether it ran); ``steps`` (per step: ``"lm"``, ``"llm_free"`` or
-    ``"fallback"``); ``step_reasons`` (per step, the reason in one line); ``fallbacks`` (steps that fell back on this query);
-    ``pool_size``, ``pool_ids`` (every passage considered, first-seen order); ``llm_free_order`` (the LLM-free listwise ranking, as indices into
-    ``pool_ids``); ``ranking`` (per returned node: ``id``, ``title``, ``first_stage_score``, its LLM-free
-    ``relevance`` and ``linked_from``, the passage whose bridge led it there); and
-    ``fallback_counts`` (the running totals). Returned nodes are scored ``1 / rank`` (1, 1/2, 1/3, ...),
-    whichever step ranked them.
-
-    LM answers are parsed by :mod:`~llama_index_mhop.rules.parsing`: a confidence outside 0-100 is rejected; extra
-    queries are cut; a ranking keeps its valid indices in the LM's order, then the rest in the LLM-free order.
+    :attr:`last_trace` (JSON; the latest query to finish) holds the ``rounds`` (``k``, ``queries``, ``retrieved``,
+    ``new_passages``), ``entity_chains``, ``confidence``, ``gaps``, ``round2``, each step's outcome and reason
+    (``steps``, ``step_reasons``, ``fallbacks``), the pool (``pool_ids``, ``llm_free_order``) and the ``ranking``
+    (``id``, ``title``, ``first_stage_score``, ``relevance``, ``linked_from``). Nodes are scored ``1 / rank``.
+    LM answers are parsed by :mod:`~llama_index_mhop.rules.parsing` (a confidence outside 0-100 is rejected).
 
     Args:
         base_retriever: the retriever that every query goes to.
@@ -378,8 +366,7 @@ class ConfidenceLoopRetriever(ProgramRetriever):
             :class:`~llama_index_mhop.components.base.ProgramRetriever`.
 
     Raises:
-        ValueError: neither or both of ``base_retriever`` and ``retriever_factory``, ``config`` together with
-            keyword settings, or a setting out of range.
+        ValueError: neither or both of ``base_retriever`` and ``retriever_factory``, or a bad setting.
     """
 
     config_type = ConfidenceLoopConfig
@@ -425,7 +412,6 @@ class ConfidenceLoopRetriever(ProgramRetriever):
 
         def factory(k: int) -> BaseRetriever:
             return index.as_retriever(similarity_top_k=k, **extra)
-
         return cls(retriever_factory=factory, **kwargs)
 
     def _build_program(self) -> ConfidenceLoopModule:

@@ -1,30 +1,18 @@
 """``DSPyFactFilter``: HippoRAG 2's recognition-memory step as a LlamaIndex node postprocessor.
 
-HippoRAG 2 (Gutiérrez et al., 2025, "From RAG to Memory") retrieves (subject, predicate, object) facts by
-embedding similarity, then lets an LM *recognise* the few that matter for the query (seeds/003); the entities of
-the kept facts seed the Personalized PageRank walk. Here that step works on fact nodes (:func:`fact_node`) inside a
-graph retriever, and on the passage nodes of any query engine (``node_postprocessors=[DSPyFactFilter()]``, see
-:class:`DSPyFactFilter`).
+HippoRAG 2 (Gutiérrez et al., 2025, seeds/003) retrieves (subject, predicate, object) facts by embedding
+similarity, then lets an LM *recognise* the few the query needs; the kept facts' entities seed the walk. The filter
+works on fact nodes (:func:`fact_node`) in a graph retriever and on any query engine's passage nodes. It selects at
+most ``top_n`` input nodes in one of three ways:
 
-Three ways to select, all returning input nodes only, at most ``top_n``:
-
-* **LM** (a DSPy LM is configured): the candidates go to the LM as ``{"fact": [[s, p, o], ...]}``; each fact it
-  answers is matched back to a candidate by string similarity (difflib on the normalised "s p o" text, with
-  the subject and object checked on their own), never by evaluating the answer (seeds/003 calls ``eval`` on
-  it, a code-execution hole). Answers that match no candidate are invented facts and are dropped; duplicates
-  are dropped; the LM's order is kept.
-* **Mentions** (no LM, the default LLM-free strategy, :attr:`FactSelection.MENTIONS`): recognition drops what
-  the query does not mention. A fact is kept when its subject or object names an entity of the query (equal to,
-  or containing on word boundaries, one of the query's entity spans after normalisation, possessives dropped:
-  strength 2) or shares a content word with the query (strength 1). Predicates do not count: "born on"
-  matches any birth fact, which is how unrelated people's birthdays would get in. Kept facts are ordered by
-  strength, then by embedding score. When the query mentions none of them the result is empty (HippoRAG 2
-  then ranks passages by dense retrieval alone).
-* **Top score** (the LM failed, :attr:`FactSelection.TOP_SCORE`): the ``top_n`` facts with the best
-  embedding scores, as the seed's fallback does. An LM that raises, times out, answers non-JSON or the wrong
-  shape, or answers only facts that match no candidate, falls back this way (WARNING log, counted in
-  :attr:`DSPyFactFilter.fallback_counts`). An empty list, ``{"fact": []}``, is the prompt's own "nothing is
-  relevant" answer: no fact is kept, and it is not a fallback.
+* **LM**: each fact the LM answers is matched back to a candidate by string similarity (difflib), never evaluated
+  (seeds/003 calls ``eval`` on it); unmatched (invented) and duplicate answers are dropped; the LM's order is kept.
+  ``{"fact": []}`` is the prompt's own "nothing is relevant": nothing is kept, and it is not a fallback.
+* **Mentions** (the LLM-free default, :attr:`FactSelection.MENTIONS`): a fact is kept when its subject or object
+  names an entity of the query (strength 2) or shares a content word with it (strength 1); predicates do not
+  count ("born on" would match every birthday). Kept facts are ordered by strength, then embedding score.
+* **Top score** (the LM failed, :attr:`FactSelection.TOP_SCORE`): the best embedding scores, as the seed falls
+  back; a raising, slow or malformed LM ends here (WARNING log, :attr:`DSPyFactFilter.fallback_counts`).
 """
 
 from __future__ import annotations
@@ -58,11 +46,9 @@ from ..rules.text import content_terms, drop_possessives, entity_spans, normaliz
 from .base import Flow, LMRequest, StepRecord, StepRunner, arun_flow, run_flow
 from .passage_facts import DEFAULT_FACT_MATCH_CUTOFF, MAX_FUZZY_FACT_CHARS, CandidateMatcher, PassageFacts
 
-__all__ = [
-    "DEFAULT_FACT_MATCH_CUTOFF", "DEFAULT_FACT_TOP_N", "FACT_KEYS", "DSPyFactFilter", "FactFilterModule",
-    "FactSelection", "MAX_FUZZY_FACT_CHARS", "fact_node", "fact_triple", "is_fact_node", "select_by_mentions",
-    "select_by_score",
-]
+__all__ = ["DEFAULT_FACT_MATCH_CUTOFF", "DEFAULT_FACT_TOP_N", "FACT_KEYS", "DSPyFactFilter", "FactFilterModule",
+           "FactSelection", "MAX_FUZZY_FACT_CHARS", "fact_node", "fact_triple", "is_fact_node", "select_by_mentions",
+           "select_by_score"]
 
 DEFAULT_FACT_TOP_N = 4  # the signature asks for "up to 4" facts, as HippoRAG 2 does
 STEP = "fact_filter"
@@ -199,15 +185,10 @@ class DSPyFactFilter(BaseNodePostprocessor, PromptMixin):
         program: a compiled :class:`FactFilterModule`, or the path of one saved by :meth:`save_program`.
         callback_manager: LlamaIndex callbacks; the LM step's LLM events go there (when it has handlers).
 
-    On **passage nodes** (any node without a triple in its metadata, as a standard query engine retrieves them)
-    with an LM, the filter reads each passage's facts, recognises the facts the query needs among them, and
-    returns the passages that state the kept facts first (in the order of the kept facts), then the other passages
-    in their original order (or, with ``supporting_only``, only the supporting ones, with or without an LM);
-    passages without facts are kept. Without an LM (and without ``supporting_only``) no fact is read: of the first
-    ``first_page`` passages, those about an entity the query names come first, then the passage the first of them
-    leads to through its bridge entity, then the rest (:func:`~llama_index_mhop.rules.ranking.first_page`); the
-    mention rule over the passages' facts picks a worse first page (docs/BENCHMARKS.md). Nodes keep their scores;
-    only their order changes.
+    On **passage nodes** (nodes without a triple) with an LM, the passages stating the kept facts come first, in
+    the facts' order, then the others (with ``supporting_only``, only the supporting ones). Without an LM no fact
+    is read: the first ``first_page`` passages are put in first-page order
+    (:func:`~llama_index_mhop.rules.ranking.first_page`). Nodes keep their scores; only their order changes.
 
     ``get_prompts()`` shows the filter step's instructions (``"fact_filter"``) and ``update_prompts(...)`` changes
     them for the next LM call.
@@ -366,7 +347,6 @@ class DSPyFactFilter(BaseNodePostprocessor, PromptMixin):
 
         def fallback() -> list[NodeWithScore]:
             return self._select(strategy, query, nodes)
-
         step = LMStep(STEP, self._program if predictor is None else predictor,
                       lambda prediction: self._parse(prediction, nodes, triples), fallback,
                       callback_manager=self.callback_manager)

@@ -1,29 +1,19 @@
 """``HippoGraphRetriever``: HippoRAG 2's query flow over a :class:`~llama_index_mhop.graph.index.HippoGraphIndex`.
 
-HippoRAG 2 (Gutiérrez et al., 2025, "From RAG to Memory", seeds 003/004), one query:
+HippoRAG 2 (Gutiérrez et al., 2025, seeds 003/004), one query:
 
 1. The query embedding scores every fact (min-max normalised); the ``linking_top_k`` best facts are candidates.
-2. Recognition memory (:class:`~llama_index_mhop.components.fact_filter.DSPyFactFilter`) keeps at most ``fact_top_n``.
-   When it keeps none (and the query names no entity of the graph), the answer is dense passage retrieval.
-3. The reset vector of Personalized PageRank: each kept fact adds its score, divided by the number of passages
-   that contain the entity, to its subject and object entities (averaged over the facts naming the entity), and
-   only the ``linking_top_k`` best entities keep their weight; every passage node adds its min-max normalised
-   dense score times ``passage_node_weight``.
-4. PageRank with ``damping`` over the entity/passage graph; passages are ranked by their PageRank probability.
+2. Recognition memory (:class:`~llama_index_mhop.components.fact_filter.DSPyFactFilter`) keeps at most ``fact_top_n``;
+   when it keeps none and the query names no entity of the graph, the answer is dense passage retrieval.
+3. The reset: each kept fact's score, divided by its entity's passage count, on its subject and object (the
+   ``linking_top_k`` best entities keep their weight), plus every passage's normalised dense score times
+   ``passage_node_weight``.
+4. Personalized PageRank with ``damping``; passages ranked by probability.
 
-:class:`HippoGraphModule` runs these steps top to bottom over the graph's public query surface (its retrieval
-state: fact and passage vectors, the walk); :class:`HippoGraphRetriever` is the LlamaIndex retriever around it.
-
-Three additions, settings of :class:`HippoGraphConfig` (0 turns each off; their recall in docs/BENCHMARKS.md): the
-entities the query names join the reset after the ``linking_top_k`` cut (``query_entity_weight``: a question names
-its first-hop entities, which the LLM-free mention rule over five embedded facts often misses); the best dense
-passages get an extra reset weight (``dense_seed_top_k``, ``dense_seed_weight``, off by default); the walk's best
-``first_page`` passages are put in first-page order (:mod:`~llama_index_mhop.rules.ranking`).
-
-Everything a query needs (fact and passage embeddings, the graph's walk) is loaded once per graph version by
-:meth:`HippoGraphIndex.retrieval_state`, never per query. Steps 1 and 3 read the query's similarity to the facts
-and passages from :mod:`~llama_index_mhop.graph.walk.walk`: exact products on a small index; past a size,
-estimates with bounds multiplied exactly where they leave a doubt (the same results), then Chroma's HNSW index.
+:class:`HippoGraphModule` runs these steps top to bottom over the index's retrieval state (loaded once per graph
+version); :class:`HippoGraphRetriever` is the LlamaIndex retriever around it. Settings of :class:`HippoGraphConfig`
+add the entities the query names to the reset (``query_entity_weight``), optional dense seeds
+(``dense_seed_top_k``, ``dense_seed_weight``) and the first-page order of the best ``first_page`` passages.
 """
 
 from __future__ import annotations
@@ -66,8 +56,7 @@ _QUERY_WORD = re.compile(r"[\w][\w'’.\-&]*")
 class HippoGraphConfig(BaseModel):
     """Every setting of :class:`HippoGraphRetriever`.
 
-    A count out of range, a damping outside [0, 1) or a weight that is negative or not finite raises pydantic's
-    ``ValidationError`` (a ``ValueError``) naming the field.
+    A bad value raises pydantic's ``ValidationError`` (a ``ValueError``) naming the field.
 
     Attributes:
         similarity_top_k: passages returned (5).
@@ -78,9 +67,8 @@ class HippoGraphConfig(BaseModel):
         query_entity_weight: reset weight of entities the query names (1; 0 turns it off).
         dense_seed_top_k: how many best dense passages get an extra reset weight (0 turns it off).
         dense_seed_weight: that extra weight, times the passage's normalised dense score (0).
-        first_page: how many of the best passages are put in first-page order: those about what the query names
-            first, then the passage they lead to (:mod:`~llama_index_mhop.rules.ranking`; 5, 0 keeps the walk's
-            order).
+        first_page: how many of the best passages are put in first-page order (:mod:`~llama_index_mhop.rules.ranking`;
+            5, 0 keeps the walk's order).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
@@ -332,17 +320,12 @@ class HippoGraphRetriever(ProgramRetriever):
             :class:`~llama_index_mhop.graph.retrieval_source.RetrievalSource`).
         fact_filter: the recognition-memory postprocessor (any node postprocessor); default
             ``DSPyFactFilter(top_n=fact_top_n)`` with the LM, starting from the index's ``fact_filter_program``.
-        program: a compiled :class:`HippoGraphModule` (or the fact filter's program: the JSON files are alike), or
-            the path of one saved by :meth:`save_program`.
-        **kwargs: ``config`` or its settings one by one (:class:`HippoGraphConfig`: ``similarity_top_k=5``,
-            ``linking_top_k=5``, ``fact_top_n=4``, ``passage_node_weight=0.05``, ``damping=0.5``,
-            ``query_entity_weight=1``, ``dense_seed_top_k=0``, ``dense_seed_weight=0``, ``first_page=5``); ``lm``
-            or ``llm`` for the fact filter (neither: the LLM-free rule), ``callback_manager`` and ``verbose`` (log
-            each query's trace), as for every :class:`~llama_index_mhop.components.base.ProgramRetriever`.
+        program: a compiled :class:`HippoGraphModule` (or the fact filter's program), or the path of a saved one.
+        **kwargs: ``config`` or the settings of :class:`HippoGraphConfig` one by one; ``lm`` or ``llm`` for the fact
+            filter, ``callback_manager`` and ``verbose``, as for every
+            :class:`~llama_index_mhop.components.base.ProgramRetriever`.
 
-    Attributes:
-        last_trace: a JSON-serialisable dict of the last query: kept facts, the reset vector's top entries and the
-            top entities of the walk (for ``mhop query --explain``).
+    ``last_trace`` holds the last query's kept facts, the reset's top entries and the walk's top entities.
     """
 
     config_type = HippoGraphConfig

@@ -1,19 +1,12 @@
 """Seed 000: ``PerspectiveQueryTransform`` writes 4-5 perspectives of a query; ``RRFFusionRetriever`` searches them
 iteratively and fuses the rankings by Reciprocal Rank Fusion.
 
-For each of 3 iterations: write 4-5 perspectives of the query (informed by the previous iteration's top
-passages), retrieve k=7 passages per perspective, fuse every list accumulated so far, keep the top 30, and hand
-the top 10 to the next iteration as context. After the last iteration the same fusion returns the top 21. Every
-number is a setting (:class:`RRFFusionConfig`) with the seed's value as default.
-
-The fusion never dilutes the query's own ranking (:func:`~llama_index_mhop.rules.ranking.anchored_fusion`): the
-query's ranking (searched once, ``similarity_top_k`` deep) is the anchor; the passage its top hit leads to through
-a bridge entity (chosen among the perspectives' passages in RRF order) comes right after it, hop after hop; the
-other perspective passages follow the anchor in RRF order.
-
-Perspectives come from a DSPy ``QueryPerspectiveGenerator`` with an LM; without one (the default), or when the LM
-fails, :func:`~llama_index_mhop.rules.perspectives.heuristic_perspectives` builds them from the query and the
-context passages.
+For each of 3 iterations: write 4-5 perspectives (informed by the previous iteration's top passages), retrieve
+k=7 passages each, fuse every list so far, keep the top 30 and hand the top 10 on as context; the last fusion
+returns the top 21 (every number a setting of :class:`RRFFusionConfig`). The fusion never dilutes the query's own
+ranking (:func:`~llama_index_mhop.rules.ranking.anchored_fusion`): bridge hops follow their source passages, the
+other perspective passages follow in RRF order. Without an LM, or when it fails, the perspectives come from
+:func:`~llama_index_mhop.rules.perspectives.heuristic_perspectives`.
 """
 
 from __future__ import annotations
@@ -52,10 +45,8 @@ from .base import (
     StepRunner,
 )
 
-__all__ = [
-    "PERSPECTIVES_STEP", "PerspectiveModule", "PerspectiveQueryTransform", "RRFFusionConfig", "RRFFusionModule",
-    "RRFFusionRetriever", "to_context",
-]
+__all__ = ["PERSPECTIVES_STEP", "PerspectiveModule", "PerspectiveQueryTransform", "RRFFusionConfig", "RRFFusionModule",
+           "RRFFusionRetriever", "to_context"]
 
 logger = logging.getLogger(__name__)
 
@@ -138,7 +129,6 @@ def perspectives_request(program: PerspectiveModule, query: str,
             return repair_perspectives(prediction.perspectives, query, passages)
         except ValueError as exc:
             raise LMOutputError(str(exc)) from exc
-
     shown = [{"title": p.title, "text": p.text[:_CONTEXT_CHARS]} for p in passages]
     inputs = {"query": query, "context": json.dumps(shown, ensure_ascii=False) if shown else ""}
     return LMRequest(LMStep(PERSPECTIVES_STEP, program, parse, lambda: heuristic_perspectives(query, passages)), inputs)
@@ -319,11 +309,8 @@ class RRFFusionRetriever(ProgramRetriever):
             ``callback_manager`` and ``verbose``, as for every
             :class:`~llama_index_mhop.components.base.ProgramRetriever`.
 
-    After each query, ``last_trace`` holds the query's own ranking (``anchor``), the perspectives, rankings,
-    bridge links, carried-over pool and context of every iteration (node ids) and whether its perspectives came
-    from the LM (``step``: ``"lm"``, ``"llm_free"`` or ``"fallback"``, with the ``reason``), for inspection and
-    ``mhop query --explain``. The DSPy program is :attr:`program`: its predictor runs in the caller's DSPy
-    context, so traces and optimizers see each call.
+    ``last_trace`` holds the query's own ranking (``anchor``) and each iteration's perspectives, rankings, bridge
+    links, pool, context and ``step`` (``"lm"``, ``"llm_free"`` or ``"fallback"``, with the ``reason``).
     """
 
     config_type = RRFFusionConfig

@@ -29,6 +29,5 @@ def answer_question(
         if not answer:
             raise LMOutputError("empty answer")
         return answer
-
     step = LMStep(ANSWER_STEP, dspy.Predict(AnswerFromPassages), parse, lambda: NO_ANSWER, counter=counter)
     return step.run({"question": question, "passages": shown}, lm)

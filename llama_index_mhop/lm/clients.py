@@ -17,10 +17,8 @@ from typing import Any, TypeVar
 import dspy
 from dspy.lm15 import Message, Response, TextPart, Usage
 
-__all__ = [
-    "MAX_LM_CALLS", "AsyncChatFunctionEngine", "ChatFunctionEngine", "Turn", "call_in_worker", "function_lm",
-    "is_thread_safe", "llamaindex_lm", "lm_from_spec", "local_lm", "output_schema", "render_fields", "turn_of",
-]
+__all__ = ["MAX_LM_CALLS", "AsyncChatFunctionEngine", "ChatFunctionEngine", "Turn", "call_in_worker", "function_lm",
+           "is_thread_safe", "llamaindex_lm", "lm_from_spec", "local_lm", "output_schema", "render_fields", "turn_of"]
 
 T = TypeVar("T")
 
@@ -95,7 +93,6 @@ def function_lm(
 
     async def in_thread(messages: list[tuple[str, str]]) -> str:
         return await asyncio.to_thread(chat, messages)
-
     lm = dspy.LM(model, engine=ChatFunctionEngine(chat, model),
                  async_engine=AsyncChatFunctionEngine(achat or in_thread, model), cache=False, num_retries=0)
     lm.thread_safe = thread_safe
@@ -115,7 +112,6 @@ def llamaindex_lm(llm: Any) -> dspy.LM:
 
     async def achat(messages: list[tuple[str, str]]) -> str:
         return (await llm.achat(to_chat(messages))).message.content or ""
-
     name = getattr(getattr(llm, "metadata", None), "model_name", None) or type(llm).__name__
     return function_lm(chat, achat, f"llamaindex/{name}")
 
@@ -220,7 +216,6 @@ def local_lm(max_tokens: int = 256, n_ctx: int = 4096, seed: int = 0, max_list_i
         except json.JSONDecodeError:
             return text  # cut off at max_tokens: let the caller's parser see the raw text and fall back
         return render_fields(values) if isinstance(values, dict) else text
-
     return function_lm(chat, model="local/SmolLM2-135M-Instruct")
 
 
@@ -321,7 +316,6 @@ def call_in_worker(call: Callable[[], T], timeout: float, turn: Turn) -> T:
         finally:
             turn.release(ticket)
             finished.set()
-
     try:
         threading.Thread(target=work, name="mhop-lm", daemon=True).start()
         answered = finished.wait(timeout)

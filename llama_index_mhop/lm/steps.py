@@ -2,14 +2,9 @@
 
 An LM is optional everywhere (:func:`current_lm` decides which one a step uses). Every LM call is an
 :class:`LMStep`, which falls back to the step's LLM-free strategy when the LM is absent, raises, times out or answers
-something unusable, and is one LLM event on both of LlamaIndex's channels (:class:`LMCallEvents`): a
-``CBEventType.LLM`` start/end pair on the callback manager (the component's own when it has handlers, else the
-enclosing retriever's, :func:`step_callbacks`, else ``Settings.callback_manager``), and
-``LLMChatStartEvent``/``LLMChatEndEvent`` in a span of this module's dispatcher; the response's
-``additional_kwargs`` name the step and the ``outcome`` (``"lm"``, ``"fallback"`` with its ``reason``,
-``"interrupted"``). Each signature's docstring is its instruction; its ``dspy.Predict`` is held by the module of
-the component that runs the step, so DSPy optimizers and ``save``/``load`` find it. Nothing an LM returns is
-evaluated as code.
+something unusable, and is one LLM event on both of LlamaIndex's channels (:class:`LMCallEvents`: the callback
+manager's ``CBEventType.LLM`` pair and the dispatcher's ``LLMChatStartEvent``/``LLMChatEndEvent``). Each signature's
+docstring is its instruction. Nothing an LM returns is evaluated as code.
 """
 
 from __future__ import annotations
@@ -39,12 +34,10 @@ from ..rules.text import escape_controls
 from .answers import BoundedChatAdapter
 from .clients import call_in_worker, is_thread_safe, llamaindex_lm, turn_of
 
-__all__ = [
-    "DEFAULT_LM_TIMEOUT", "MAX_LOGGED_CHARS", "AnswerFromPassages", "ConfidenceEvaluator", "EntityAndGapAnalyzer",
-    "Fact", "FactFilterModule", "FactFilterSignature", "FallbackCounter", "LMCallEvents", "LMStep",
-    "ListwiseDocumentReranker", "QueryPerspectiveGenerator", "StepListener", "TargetedQueryGenerator", "app_llm",
-    "current_lm", "dispatcher", "resolve_lm", "step_callbacks",
-]
+__all__ = ["DEFAULT_LM_TIMEOUT", "MAX_LOGGED_CHARS", "AnswerFromPassages", "ConfidenceEvaluator",
+           "EntityAndGapAnalyzer", "Fact", "FactFilterModule", "FactFilterSignature", "FallbackCounter", "LMCallEvents",
+           "LMStep", "ListwiseDocumentReranker", "QueryPerspectiveGenerator", "StepListener", "TargetedQueryGenerator",
+           "app_llm", "current_lm", "dispatcher", "resolve_lm", "step_callbacks"]
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +84,6 @@ def _callbacks(own: CallbackManager | None) -> CallbackManager | None:
 def _json(value: Any) -> str:
     def plain(item: Any) -> Any:
         return item.model_dump() if hasattr(item, "model_dump") else str(item)
-
     return json.dumps(value, ensure_ascii=False, default=plain)
 
 
@@ -306,7 +298,6 @@ class LMStep(Generic[T]):
         def call() -> Any:
             with dspy.context(lm=lm, adapter=_ADAPTER):
                 return self.predictor(**inputs)
-
         return call
 
     def _llm_free(self) -> T:

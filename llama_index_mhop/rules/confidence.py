@@ -24,11 +24,9 @@ from .ranking import (
 )
 from .text import entity_spans, is_modifier, mentions, query_entities, relation_words, stem, stems
 
-__all__ = [
-    "DEFAULT_BRIDGE_PASSAGES", "DEFAULT_BRIDGE_PENALTY", "DEFAULT_CONFIDENCE_TOP_N", "DEFAULT_RERANK_RRF_K",
-    "ConfidenceAssessment", "Gap", "GapKind", "QueryAnalysis", "RankedPassage", "analyze_query", "assess_confidence",
-    "listwise_rerank", "targeted_queries",
-]
+__all__ = ["DEFAULT_BRIDGE_PASSAGES", "DEFAULT_BRIDGE_PENALTY", "DEFAULT_CONFIDENCE_TOP_N", "DEFAULT_RERANK_RRF_K",
+           "ConfidenceAssessment", "Gap", "GapKind", "QueryAnalysis", "RankedPassage", "analyze_query",
+           "assess_confidence", "listwise_rerank", "targeted_queries"]
 
 #: How many of the best-ranked passages the confidence judges.
 DEFAULT_CONFIDENCE_TOP_N = 5
@@ -154,7 +152,6 @@ def assess_confidence(
     found_stems = set().union(*(p.stems for p in own)) if own else set()
     term_coverage = len(term_stems & found_stems) / len(term_stems) if term_stems else 1.0
     entity_coverage = sum(coverage) / len(coverage) if coverage else term_coverage
-
     query_stems = stems(query)
     skip = [*query_entities(query), *(e for q in issued_queries for e in query_entities(q))]
     open_bridges = 0

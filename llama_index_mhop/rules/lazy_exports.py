@@ -25,5 +25,4 @@ def lazy_exports(package: str, exports: Mapping[str, str],
 
     def __dir__() -> list[str]:
         return sorted({*namespace, *exports})
-
     return __getattr__, __dir__

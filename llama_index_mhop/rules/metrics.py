@@ -15,10 +15,8 @@ from collections import Counter
 from collections.abc import Hashable, Iterable, Sequence
 from typing import TypeVar
 
-__all__ = [
-    "all_gold_at_k", "answer_exact_match", "answer_f1", "dedupe", "f1_at_k", "normalize_answer", "precision_at_k",
-    "recall_at_k",
-]
+__all__ = ["all_gold_at_k", "answer_exact_match", "answer_f1", "dedupe", "f1_at_k", "normalize_answer",
+           "precision_at_k", "recall_at_k"]
 
 H = TypeVar("H", bound=Hashable)
 

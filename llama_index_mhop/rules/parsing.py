@@ -11,10 +11,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = [
-    "CONFIDENCE_WORDS", "MAX_ITEM_CHARS", "MAX_LIST_ITEMS", "LMOutputError", "parse_confidence", "parse_ranking",
-    "parse_string_list", "parse_queries",
-]
+__all__ = ["CONFIDENCE_WORDS", "MAX_ITEM_CHARS", "MAX_LIST_ITEMS", "LMOutputError", "parse_confidence", "parse_ranking",
+           "parse_string_list", "parse_queries"]
 
 
 class LMOutputError(ValueError):

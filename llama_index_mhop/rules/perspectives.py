@@ -21,10 +21,8 @@ from .text import (
     years,
 )
 
-__all__ = [
-    "MAX_PERSPECTIVES", "MIN_PERSPECTIVES", "ContextPassage", "bridge_entities", "comparison_sides",
-    "heuristic_perspectives", "repair_perspectives",
-]
+__all__ = ["MAX_PERSPECTIVES", "MIN_PERSPECTIVES", "ContextPassage", "bridge_entities", "comparison_sides",
+           "heuristic_perspectives", "repair_perspectives"]
 
 MIN_PERSPECTIVES = 4
 MAX_PERSPECTIVES = 5
@@ -105,7 +103,6 @@ def heuristic_perspectives(query: str, context: Sequence[ContextPassage] = ()) -
     bridges = bridge_entities(query, context)
     sides = comparison_sides(query, entities)
     when = years(query)
-
     entity_focus = _join(bridges[0], relation) if bridges else _join(entities or content_terms(query)[:3])
     relationship_focus = _join(entities, relation)
     # A temporal angle only where the query has one: a generic "date" query would only add noise to the fusion.
@@ -117,7 +114,6 @@ def heuristic_perspectives(query: str, context: Sequence[ContextPassage] = ()) -
     else:
         comparison_focus = _join(entities[-1:], relation)
     context_focus = query
-
     candidates = [context_focus, entity_focus, relationship_focus, temporal_focus, comparison_focus]
     fillers = [_join(query, b) for b in bridges] + [_join(e, relation) for e in entities]
     fillers += [_join(b, relation) for b in bridges]

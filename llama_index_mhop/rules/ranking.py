@@ -35,10 +35,8 @@ from .text import (
     strip_parenthetical,
 )
 
-__all__ = [
-    "DEFAULT_RRF_K", "FIRST_PAGE_SIZE", "FirstPage", "PassageView", "anchored_fusion", "bridge_sentence",
-    "bridge_targets", "first_page", "link_passages", "reciprocal_rank_fusion", "relation_order",
-]
+__all__ = ["DEFAULT_RRF_K", "FIRST_PAGE_SIZE", "FirstPage", "PassageView", "anchored_fusion", "bridge_sentence",
+           "bridge_targets", "first_page", "link_passages", "reciprocal_rank_fusion", "relation_order"]
 
 H = TypeVar("H", bound=Hashable)
 
@@ -139,7 +137,6 @@ def relation_order(sentence: str, entities: Sequence[str], relation_stems: set[s
             if word in relation_stems:
                 return (gap, position)
         return (len(words), position)
-
     return sorted(entities, key=distance)
 
 

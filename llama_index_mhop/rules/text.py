@@ -24,13 +24,11 @@ from typing import Any
 
 import Stemmer
 
-__all__ = [
-    "MAX_QUERY_CHARS", "MIN_NAME_CHARS", "MONTHS", "NON_ENTITY_CAPS", "STOPWORDS", "check_query", "clean_name",
-    "content_terms", "drop_possessives", "entity_key", "entity_spans", "escape_controls", "first_sentence",
-    "fold_accents", "is_modifier", "is_number_or_date", "mentions", "names_match", "normalize", "normalize_title",
-    "query_entities", "relation_words", "sentences", "stable_id", "stem", "stems", "strip_parenthetical",
-    "strip_possessive", "title_entities", "unique_names", "years",
-]
+__all__ = ["MAX_QUERY_CHARS", "MIN_NAME_CHARS", "MONTHS", "NON_ENTITY_CAPS", "STOPWORDS", "check_query", "clean_name",
+           "content_terms", "drop_possessives", "entity_key", "entity_spans", "escape_controls", "first_sentence",
+           "fold_accents", "is_modifier", "is_number_or_date", "mentions", "names_match", "normalize",
+           "normalize_title", "query_entities", "relation_words", "sentences", "stable_id", "stem", "stems",
+           "strip_parenthetical", "strip_possessive", "title_entities", "unique_names", "years"]
 
 logger = logging.getLogger(__name__)
 

@@ -19,11 +19,9 @@ from llama_index.core.schema import BaseNode, TextNode, TransformComponent
 
 from ..rules.text import escape_controls, stable_id
 
-__all__ = [
-    "SKIP_MARK", "PassageChunker", "no_text_error", "DEFAULT_CHUNK_OVERLAP", "DEFAULT_CHUNK_SIZE",
-    "DEFAULT_MAX_FILE_BYTES", "CorpusError", "SkippedFile", "chunk_documents", "content_hash", "join_sentences",
-    "load_documents", "make_document", "read_corpus", "stable_id",
-]
+__all__ = ["SKIP_MARK", "PassageChunker", "no_text_error", "DEFAULT_CHUNK_OVERLAP", "DEFAULT_CHUNK_SIZE",
+           "DEFAULT_MAX_FILE_BYTES", "CorpusError", "SkippedFile", "chunk_documents", "content_hash", "join_sentences",
+           "load_documents", "make_document", "read_corpus", "stable_id"]
 
 logger = logging.getLogger(__name__)
 

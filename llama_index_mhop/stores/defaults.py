@@ -21,10 +21,9 @@ if TYPE_CHECKING:
     import chromadb
     from llama_index.core.base.embeddings.base import BaseEmbedding
 
-__all__ = [
-    "DEFAULT_CHROMA_PATH", "DEFAULT_CHROMA_TIMEOUT", "default_chroma_client", "describe_client",
-    "default_embed_model", "embedder_model_dir", "load_embed_model", "resolve_embed_model", "verify_embedder_files",
-]
+__all__ = ["DEFAULT_CHROMA_PATH", "DEFAULT_CHROMA_TIMEOUT", "default_chroma_client", "describe_client",
+           "default_embed_model", "embedder_model_dir", "load_embed_model", "resolve_embed_model",
+           "verify_embedder_files"]
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -166,7 +165,6 @@ def _connect_within(timeout: float, connect: Callable[[], T]) -> T:
             outcome["client"] = connect()
         except BaseException as exc:  # handed to the caller's thread
             outcome["error"] = exc
-
     thread = threading.Thread(target=run, name="chroma-connect", daemon=True)
     thread.start()
     thread.join(timeout)

@@ -28,7 +28,6 @@ def embedding_dimension(embed_model: BaseEmbedding) -> int:
     def forget(ref: weakref.ref[Any]) -> None:
         if _DIMENSIONS.get(key, (None,))[0] is ref:
             _DIMENSIONS.pop(key, None)
-
     try:
         _DIMENSIONS[key] = (weakref.ref(embed_model, forget), dimension)
     except TypeError:  # an embedder that takes no weak reference is probed each time

@@ -17,10 +17,8 @@ from .chroma_batches import iter_all
 from .corpus import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, CorpusError, chunk_documents, content_hash
 from .sync import StoredDocument
 
-__all__ = [
-    "DOC_HASH_KEY", "DOC_PASSAGES_KEY", "SOURCE_KEY", "distinct_documents", "documents_in_rows", "passage_nodes",
-    "row_source", "stored_documents", "versioned_nodes",
-]
+__all__ = ["DOC_HASH_KEY", "DOC_PASSAGES_KEY", "SOURCE_KEY", "distinct_documents", "documents_in_rows", "passage_nodes",
+           "row_source", "stored_documents", "versioned_nodes"]
 
 #: Row metadata a sync reads: the document version's content hash, its passage count, and its source.
 DOC_HASH_KEY = "doc_hash"

@@ -257,7 +257,6 @@ def read_guarded(collection: Any, marker: VersionMarker | None, read: Callable[[
     def locked() -> tuple[T, int]:
         with lock.read():
             return read(), lock.generation
-
     if marker is None:
         (result, generation), version = locked(), ()
     else:

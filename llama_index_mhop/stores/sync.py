@@ -13,10 +13,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import PurePosixPath
 
-__all__ = [
-    "IncomingDocument", "StoredDocument", "SyncPlan", "UnknownDocumentError", "match_doc_ids", "plan_sync",
-    "resolve_doc_id", "source_doc_ids",
-]
+__all__ = ["IncomingDocument", "StoredDocument", "SyncPlan", "UnknownDocumentError", "match_doc_ids", "plan_sync",
+           "resolve_doc_id", "source_doc_ids"]
 
 
 @dataclass(frozen=True)

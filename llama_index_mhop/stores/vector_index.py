@@ -57,11 +57,9 @@ from .sync import (
     source_doc_ids,
 )
 
-__all__ = [
-    "DEFAULT_COLLECTION", "EmbeddingDimensionError", "IndexingInterrupted", "PassageIndex", "SyncResult",
-    "all_passages", "build_vector_index", "delete_documents", "describe_collection", "load_vector_index",
-    "passage_collection", "passage_nodes", "stored_documents", "sync_vector_index",
-]
+__all__ = ["DEFAULT_COLLECTION", "EmbeddingDimensionError", "IndexingInterrupted", "PassageIndex", "SyncResult",
+           "all_passages", "build_vector_index", "delete_documents", "describe_collection", "load_vector_index",
+           "passage_collection", "passage_nodes", "stored_documents", "sync_vector_index"]
 
 logger = logging.getLogger(__name__)
 
