@@ -67,7 +67,7 @@ def query_parts(rng, graph, n_passages, vectors, hnsw: bool):
     q = rng.normal(size=vectors.shape[1]).astype(np.float32)
     q /= np.linalg.norm(q)
     similarity = np.einsum("ij,j->i", vectors, q).astype(np.float64)
-    if hnsw:  # the nearest keep their similarity, the rest share their mean (graph/walk/walk.py)
+    if hnsw:  # the nearest keep their similarity, the rest share their mean (DenseVectors, graph/state.py)
         near = np.argpartition(-similarity, TOP_N - 1)[:TOP_N]
         rest = (similarity.sum() - similarity[near].sum()) / (n_passages - TOP_N)
         folded = np.full(n_passages, rest)

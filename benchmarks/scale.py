@@ -486,7 +486,7 @@ def _exact_vs_hnsw(retriever: Any, questions: list[Any], k_values: list[int]) ->
     """Exact dense scoring of every fact and passage against Chroma's HNSW search, on the benchmark questions.
 
     The retriever answers every question twice, from a retrieval state that scores all vectors exactly and from
-    one that searches both collections' HNSW indexes (``graph.walk.walk``), whatever the index's size; the
+    one that searches both collections' HNSW indexes (``graph.state.DenseVectors``), whatever the index's size; the
     top-``max(k)`` sets, recall and latency are compared.
     """
     from llama_index_mhop.bench.benchmarker import passage_ids
