@@ -14,6 +14,7 @@ import asyncio
 import inspect
 import os
 import threading
+from collections import Counter
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -29,7 +30,7 @@ from pydantic import BaseModel
 from ..adapters.llama_index import build_query, retriever_vector_store, with_vector_store
 from ..lm.programs import ProgramSource, load_program, save_program, step_prompts, update_step_prompts
 from ..lm.steps import DEFAULT_LM_TIMEOUT, FallbackCounter, LMStep, resolve_lm, step_callbacks
-from ..rules.counters import count
+from ..rules.counters import add_counter_source
 from ..rules.text import check_query
 from ..stores.search import (
     GuardedChromaVectorStore,
@@ -286,6 +287,18 @@ def _checked(query: QueryType) -> QueryBundle:
     return QueryBundle(query_str=check_query(query))
 
 
+_served: Counter[str] = Counter()  # queries served by each retriever class of this process
+_served_lock = threading.Lock()
+
+
+def _served_counts() -> dict[str, int]:
+    with _served_lock:
+        return {f"queries_served.{name}": n for name, n in _served.items()}
+
+
+add_counter_source(_served_counts, _served.clear)
+
+
 class CheckedQueryRetriever(BaseRetriever):
     """A ``BaseRetriever`` whose ``retrieve``/``aretrieve`` reject bad queries with a clear error.
 
@@ -295,15 +308,19 @@ class CheckedQueryRetriever(BaseRetriever):
     :mod:`~llama_index_mhop.lm.steps`).
     """
 
+    def _count_served(self) -> None:
+        with _served_lock:
+            _served[type(self).__name__] += 1
+
     def retrieve(self, str_or_query_bundle: QueryType) -> list[NodeWithScore]:
         bundle = _checked(str_or_query_bundle)
-        count(f"queries_served.{type(self).__name__}")
+        self._count_served()
         with step_callbacks(getattr(self, "callback_manager", None)):
             return read_one_version(super().retrieve, bundle)
 
     async def aretrieve(self, str_or_query_bundle: QueryType) -> list[NodeWithScore]:
         bundle = _checked(str_or_query_bundle)
-        count(f"queries_served.{type(self).__name__}")
+        self._count_served()
         with step_callbacks(getattr(self, "callback_manager", None)):
             return await aread_one_version(super().aretrieve, bundle)
 
