@@ -12,8 +12,7 @@
 The names are imported on first use (``from llama_index_mhop import RRFFusionRetriever`` works as usual), so
 importing one light module of the package, as the ``mhop`` command does to answer ``--help``, does not import
 LlamaIndex, Chroma or DSPy. Importing the package in any way lets LlamaIndex's ``load_index_from_storage`` open a
-saved :class:`HippoGraphIndex`.
-"""
+saved :class:`HippoGraphIndex`."""
 
 from __future__ import annotations
 

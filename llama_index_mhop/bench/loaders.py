@@ -1,8 +1,7 @@
 """Benchmark datasets: questions with gold passage ids, and the corpus those ids point into (seed 002).
 
 One loader per published format (HotpotQA, 2Wiki, MuSiQue, HippoRAG 2, HoVer); a malformed file raises
-:class:`DatasetFormatError` naming the file, the record and the field.
-"""
+:class:`DatasetFormatError` naming the file, the record and the field."""
 
 from __future__ import annotations
 

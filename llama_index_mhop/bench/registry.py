@@ -2,8 +2,7 @@
 compositions they are built of. A factory takes a :class:`RetrieverContext` and returns a retriever::
 
     @register_retriever("my_retriever", "one line on what it does", needs_index="vector")
-    def _my_retriever(ctx: RetrieverContext) -> BaseRetriever: ...
-"""
+    def _my_retriever(ctx: RetrieverContext) -> BaseRetriever: ..."""
 
 from __future__ import annotations
 

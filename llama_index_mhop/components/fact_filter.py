@@ -12,8 +12,7 @@ most ``top_n`` input nodes in one of three ways:
   names an entity of the query (strength 2) or shares a content word with it (strength 1); predicates do not
   count ("born on" would match every birthday). Kept facts are ordered by strength, then embedding score.
 * **Top score** (the LM failed, :attr:`FactSelection.TOP_SCORE`): the best embedding scores, as the seed falls
-  back; a raising, slow or malformed LM ends here (WARNING log, :attr:`DSPyFactFilter.fallback_counts`).
-"""
+  back; a raising, slow or malformed LM ends here (WARNING log, :attr:`DSPyFactFilter.fallback_counts`)."""
 
 from __future__ import annotations
 
@@ -68,8 +67,7 @@ def fact_node(
     The node id is derived from the triple, so the same fact always has the same id.
 
     Raises:
-        ValueError: a part that is not a non-empty string, or metadata that redefines a triple key.
-    """
+        ValueError: a part that is not a non-empty string, or metadata that redefines a triple key."""
     parts = {"subject": subject, "predicate": predicate, "object": obj}
     for key, value in parts.items():
         if not isinstance(value, str) or not value.strip():
@@ -406,8 +404,7 @@ class DSPyFactFilter(BaseNodePostprocessor, PromptMixin):
         (none when there is nothing to recognise), which :attr:`runner` runs, and returns the nodes kept.
 
         ``predictor`` is the one to call (default :attr:`program`): a program holding this filter's predictor
-        passes its own copy, so an optimizer working on a copy of that program sees the calls.
-        """
+        passes its own copy, so an optimizer working on a copy of that program sees the calls."""
         request, finish = self._selection(nodes, QueryBundle(query), predictor)
         return finish(None if request is None else (yield request))
 

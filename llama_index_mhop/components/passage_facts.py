@@ -81,8 +81,7 @@ class PassageFacts:
             :class:`~llama_index_mhop.graph.OpenIEExtractor` with an LM); None: the LLM-free extractor.
         max_cached: passages kept in the cache (the oldest are dropped first).
         graph_index: a :class:`~llama_index_mhop.graph.HippoGraphIndex`: a passage it holds (by node id) gives
-            the facts stored for it, extracted when it was indexed, instead of extracting again.
-    """
+            the facts stored for it, extracted when it was indexed, instead of extracting again."""
 
     def __init__(self, extractor: Any = None, max_cached: int = 100_000, graph_index: Any = None) -> None:
         self.extractor = extractor

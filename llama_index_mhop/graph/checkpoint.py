@@ -2,8 +2,7 @@
 
 The first line names the format and the index (a resumed build keeps its id and collections); each later line,
 appended and fsync'ed after the batch's Chroma writes, maps its passage ids to :class:`GraphEntry`. A cut-off last
-line is ignored; any other unreadable line is an error naming the file and line.
-"""
+line is ignored; any other unreadable line is an error naming the file and line."""
 
 from __future__ import annotations
 
@@ -90,8 +89,7 @@ def append_checkpoint(path: Path, name: str, entries: Mapping[str, GraphEntry], 
 def read_checkpoint(path: Path, name: str) -> dict[str, GraphEntry]:
     """The passages a checkpoint lists (empty without one).
 
-    Raises ValueError for an unreadable line, a bad record, or a checkpoint of another index.
-    """
+    Raises ValueError for an unreadable line, a bad record, or a checkpoint of another index."""
     if not path.is_file():
         return {}
     try:

@@ -200,8 +200,7 @@ class ExtractEntitiesAndTriples(dspy.Signature):
     is written in the passage. Then list the facts the passage states as [subject, predicate, object] triples:
     subject and object are named entities from your list, the predicate is a short relation phrase such as
     "directed by" or "born in". Resolve pronouns to the entity they refer to; the passage's title names its main
-    subject. Use only what the passage says.
-    """
+    subject. Use only what the passage says."""
 
     title: str = dspy.InputField(desc="the passage's title (may be empty)")
     passage: str = dspy.InputField(desc="the passage to read")

@@ -2,8 +2,7 @@
 
 Edges carry four integer channels (fact count, synonymy similarity in millionths, plain and title passage
 links) so that any order of inserts and removals sums exactly to a fresh build's table. Nothing here knows what
-passages or entities are; :mod:`.knowledge_graph` gives the channels their meaning.
-"""
+passages or entities are; :mod:`.knowledge_graph` gives the channels their meaning."""
 
 from __future__ import annotations
 
@@ -280,8 +279,7 @@ class EdgeStore:
     def from_arrays(cls, pairs: np.ndarray, values: np.ndarray, capacity: int, folder: Path) -> EdgeStore:
         """An edge table from the arrays :func:`load_array` read (changes never touch mapped files).
 
-        Raises ValueError for malformed arrays or a slot outside ``[0, capacity)``.
-        """
+        Raises ValueError for malformed arrays or a slot outside ``[0, capacity)``."""
         store = cls()
         if pairs.shape[1:] != (2,) or values.shape != (len(pairs), _CHANNELS):
             raise ValueError(f"{folder}: edge arrays have shapes {pairs.shape} and {values.shape}")

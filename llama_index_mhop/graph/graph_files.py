@@ -1,8 +1,7 @@
 """A saved knowledge graph: a folder of ``.npy`` arrays named by a small ``tables.json``, and networkx export.
 
 Arrays are named by the digest of their bytes and checked against it before use; a save is named by the digest of
-its ``tables.json`` (:func:`saved_tables_digest`). Array format 2 tables are still read.
-"""
+its ``tables.json`` (:func:`saved_tables_digest`). Array format 2 tables are still read."""
 
 from __future__ import annotations
 
@@ -279,8 +278,7 @@ def cycle_collection_paused() -> Iterator[None]:
 def check_saved_array(folder: Path, name: str) -> None:
     """Check a saved array against the digest its name records, before it is read.
 
-    Raises DamagedFileError for a name no save writes or a changed file.
-    """
+    Raises DamagedFileError for a name no save writes or a changed file."""
     named = _ARRAY_NAME.fullmatch(name)
     if named is None:
         raise DamagedFileError(f"{folder}: {name!r} is not the name of a saved array")
@@ -316,8 +314,7 @@ def open_graph_files(folder: str | Path, mmap: bool) -> tuple[dict[str, Any], di
     """The checked ``tables.json`` of a saved graph, its records, its arrays (edges mmapped when ``mmap``) and its
     digest; re-read once if two saves finished meanwhile.
 
-    Raises ValueError for a missing or malformed file.
-    """
+    Raises ValueError for a missing or malformed file."""
     folder = Path(folder)
     tables, digest = _read_tables(folder)
     try:
@@ -333,8 +330,7 @@ def open_structure(folder: str | Path, tables: Mapping[str, Any], arrays: Mappin
                    kinds: Mapping[str, int]) -> tuple[NodeTable, EdgeStore]:
     """The node table and edge store read by :func:`open_graph_files`, checked against ``kinds``.
 
-    Raises ValueError for malformed arrays or a node table that disagrees with ``kinds``.
-    """
+    Raises ValueError for malformed arrays or a node table that disagrees with ``kinds``."""
     folder = Path(folder)
     nodes = NodeTable.from_lists(tables["node_keys"], tables["free_slots"], arrays["node_kinds"])
     if len(nodes) != len(kinds) or any(k not in nodes or nodes.kind(nodes.slot(k)) != c for k, c in kinds.items()):

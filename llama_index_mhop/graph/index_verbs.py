@@ -64,8 +64,7 @@ class IndexVerbs:
     ) -> Index:
         """Index documents (LlamaIndex documents, a corpus path, or a ``VectorStoreIndex`` over Chroma) into a new
         or resumed index; with ``persist_dir`` a killed build resumes and a finished one gets only missing documents.
-        Raises ``CorpusError`` for no text, ``ValueError`` for a bad setting.
-        """
+        Raises ``CorpusError`` for no text, ``ValueError`` for a bad setting."""
         from ..stores.defaults import resolve_embed_model  # the defaults layer, only once it is needed
         config = HippoGraphIndexConfig.of(config, settings if show_progress is None
                                           else {**settings, "show_progress": show_progress})

@@ -2,8 +2,7 @@
 
 Every problem is one ``ValueError`` line naming the file and field path, checked by pydantic before anything is
 built. A JSON file this package writes ends with a ``digest`` member hashing every byte before it; files from
-before digests were recorded are read as they are.
-"""
+before digests were recorded are read as they are."""
 
 from __future__ import annotations
 
@@ -73,8 +72,7 @@ def digest_trailer(digest: Any) -> str:
 def check_digest(data: bytes, path: Path) -> str:
     """Check a JSON file against the digest recorded at its end and return the whole file's digest.
 
-    Raises DamagedFileError when the bytes are not those that were written.
-    """
+    Raises DamagedFileError when the bytes are not those that were written."""
     found = _TRAILER.search(data, max(0, len(data) - 128))
     start = len(data) if found is None else found.start()
     digest = content_hash(memoryview(data)[:start])  # a view: a file of gigabytes is never copied
@@ -219,8 +217,7 @@ class GraphTables:
     def from_json(cls, data: Mapping[str, Any]) -> GraphTables:
         """The records :meth:`to_json` wrote, ids and predicates interned (each held once).
 
-        Raises ValueError for a record of the wrong shape.
-        """
+        Raises ValueError for a record of the wrong shape."""
         try:
             return cls._from_records(data)
         except (TypeError, ValueError) as exc:
@@ -269,8 +266,7 @@ def graph_dict(tables: GraphTables, format_version: int, edges: Sequence[Edge]) 
 def check_listed(data: Mapping[str, Any], tables: GraphTables, edges: Sequence[Edge]) -> None:
     """Check a one-object form's node and edge lists against the graph built from its records.
 
-    Raises ValueError when they disagree.
-    """
+    Raises ValueError when they disagree."""
     if "nodes" in data and sorted(n for n, _, _ in data["nodes"]) != sorted(n for n, _, _ in tables.node_list()):
         raise ValueError("graph file is inconsistent: its node list does not match its passages and entities")
     if "edges" in data:
@@ -328,8 +324,7 @@ def check_fact_entities(facts: Mapping[str, Sequence[str]], entities: Container[
 def check_links(data: dict[str, Any], where: str) -> None:
     """Check every fact and passage names only entities and facts the records hold.
 
-    Raises ValueError naming the first unknown id by its field.
-    """
+    Raises ValueError naming the first unknown id by its field."""
     entities, facts = data["entities"], data["facts"]
     check_fact_entities(facts, entities, f"{where}: facts", "in entities")
     for pid, record in data["passages"].items():

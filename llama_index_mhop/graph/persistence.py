@@ -1,8 +1,7 @@
 """A graph index on disk: its config (JSON, checked by pydantic) and its graph (:mod:`.graph_files`; nothing is
 pickled). Every file is replaced whole and checked against its recorded digest before use; all of it is derived
 from Chroma and the corpus, so a damaged save is rebuilt (:func:`discard_damaged_save`). Format 1 saves (one
-``hippo_graph.json``) are still read.
-"""
+``hippo_graph.json``) are still read."""
 
 from __future__ import annotations
 
@@ -354,8 +353,7 @@ def save_index(target: Path, config: HippoGraphIndexConfig, graph: KnowledgeGrap
 def discard_damaged_save(root: Path, error: DamagedFileError, chroma_client: Any = None) -> None:
     """Remove the derived files of a damaged save in ``root`` so the next build rewrites them from Chroma.
 
-    Raises ValueError, removing nothing, when the Chroma store the rebuild reads cannot be read.
-    """
+    Raises ValueError, removing nothing, when the Chroma store the rebuild reads cannot be read."""
     from chromadb.errors import ChromaError
 
     from ..stores.defaults import describe_client

@@ -3,8 +3,7 @@
 Instead of parsing the graph and reading every vector from Chroma, the reader maps the current save's snapshot
 (:mod:`.state_load`), shared by every worker, and answers exactly as the index does from the version it opened.
 A save without a snapshot is opened once as an index to file one. The reader never writes the graph or Chroma;
-on an embedded store another process changed, a query or ``refresh`` raises ``StaleStoreError``.
-"""
+on an embedded store another process changed, a query or ``refresh`` raises ``StaleStoreError``."""
 
 from __future__ import annotations
 

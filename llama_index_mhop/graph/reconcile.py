@@ -1,6 +1,5 @@
 """How far a graph index has drifted from the passages it stands on (in Chroma, the truth): passage ids name their
-content, so a passage in neither collection is gone and a source passage the graph lacks is new.
-"""
+content, so a passage in neither collection is gone and a source passage the graph lacks is new."""
 
 from __future__ import annotations
 

@@ -3,8 +3,7 @@
 A saved version's state is filed as ``state_files/snapshot-<digest>/`` (the digest of its ``tables.json``):
 ``snapshot.json`` with every other file's digest, string columns, ``.npy`` arrays and hard links to the vector
 and text files, written under a partial name and renamed whole. :func:`open_saved_state` checks each file first;
-a damaged snapshot is logged, removed and loaded from the graph instead.
-"""
+a damaged snapshot is logged, removed and loaded from the graph instead."""
 
 from __future__ import annotations
 
@@ -148,8 +147,7 @@ def _passage_rows(stores: GraphStores, passage_ids: list[str],
                   folder: Path | None) -> tuple[PassageRecords, np.ndarray]:
     """The passages' texts and metadata, and their normalised embeddings as one float32 matrix, read in batches.
 
-    Raises PassagesGoneError when passages of the graph are in none of its passage collections.
-    """
+    Raises PassagesGoneError when passages of the graph are in none of its passage collections."""
     matrix: VectorMatrix | None = None
     texts = PassageTexts(folder)
     missing: list[str] = []
@@ -211,8 +209,7 @@ def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: fl
     """The retrieval state of the graph as it is now, its embeddings read from Chroma; files shared in
     ``state_folder``, the snapshot filed as the save ``snapshot_digest``'s when given.
 
-    Raises EmptyIndexError for a graph without passages, PassagesGoneError when its passages left Chroma.
-    """
+    Raises EmptyIndexError for a graph without passages, PassagesGoneError when its passages left Chroma."""
     if graph.num_passages == 0:
         raise EmptyIndexError(f"index {stores.name!r} holds no passage: insert documents before retrieving")
     walk = walk or WalkSettings(name=stores.name)

@@ -1,7 +1,6 @@
 """One sync rule for a graph index: a document is known by its doc id and content hash; new documents are added,
 changed ones replaced, unchanged ones left. A sync killed anywhere leaves the old graph or the new one with a
-removal file (:func:`finish_removal`).
-"""
+removal file (:func:`finish_removal`)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """The writing side of a graph index: every change it makes, each one unit, in the order that keeps it crash-safe.
 
 A change holds the store's writer lock and the state's lock (:class:`~.state.VersionedState`), so queries answer
-from the last finished change meanwhile; it ends as :mod:`.sync` orders it.
-"""
+from the last finished change meanwhile; it ends as :mod:`.sync` orders it."""
 
 from __future__ import annotations
 
@@ -171,8 +170,7 @@ class IndexWriter:
     def delete(self, doc_id: str, docstore: BaseDocumentStore | None) -> list[str]:
         """``HippoGraphIndex.delete``, also from ``docstore`` when given; returns the ids removed.
 
-        Raises UnknownDocumentError when no passage or document has this id.
-        """
+        Raises UnknownDocumentError when no passage or document has this id."""
         with self.change():
             if doc_id in self.graph.passages:
                 passage_ids = [doc_id]

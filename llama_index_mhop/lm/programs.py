@@ -1,6 +1,5 @@
 """A component's compiled DSPy program (its predictors' instructions and demos, at ``component.program``): loaded
-from a module or DSPy's JSON, saved as DSPy's JSON; and its predictors' instructions as LlamaIndex prompts.
-"""
+from a module or DSPy's JSON, saved as DSPy's JSON; and its predictors' instructions as LlamaIndex prompts."""
 
 from __future__ import annotations
 
@@ -26,8 +25,7 @@ def load_program(target: dspy.Module, source: ProgramSource) -> dspy.Module:
     Raises:
         TypeError: ``source`` is a module of another class.
         FileNotFoundError: ``source`` is a path that does not exist.
-        ValueError: the file is not a DSPy program of ``target``'s shape.
-    """
+        ValueError: the file is not a DSPy program of ``target``'s shape."""
     if isinstance(source, dspy.Module):
         if type(source) is not type(target):
             raise TypeError(f"program= must be a {type(target).__name__}, got {type(source).__name__}")
@@ -46,8 +44,7 @@ def load_program(target: dspy.Module, source: ProgramSource) -> dspy.Module:
 def save_program(program: dspy.Module, path: str | os.PathLike[str]) -> Path:
     """Write the program's predictor state as DSPy's JSON (``.json``) and return the path.
 
-    The file is written under a temporary name and renamed into place: a crash never leaves half a program.
-    """
+    The file is written under a temporary name and renamed into place: a crash never leaves half a program."""
     path = Path(path)
     if path.suffix != ".json":
         raise ValueError(f"a program is saved as JSON: give a path ending in .json, got {path}")
@@ -68,8 +65,7 @@ def update_step_prompts(predictors: Mapping[str, Any], prompts: Mapping[str, Any
 
     Raises:
         KeyError: a key names no step of the component (the message lists its steps).
-        TypeError: a value is neither a LlamaIndex prompt nor a string.
-    """
+        TypeError: a value is neither a LlamaIndex prompt nor a string."""
     for key, prompt in prompts.items():
         if ":" in key:
             continue

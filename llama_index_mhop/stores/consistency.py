@@ -67,8 +67,7 @@ def store_lock(folder: str | os.PathLike[str], timeout: float = DEFAULT_LOCK_TIM
 
     Raises:
         StoreLockedError: another writer held it for ``timeout`` seconds; the message names it.
-        ReadOnlyStoreError: the folder cannot be written; the message names it.
-    """
+        ReadOnlyStoreError: the folder cannot be written; the message names it."""
     folder = Path(folder)
     try:
         folder.mkdir(parents=True, exist_ok=True)

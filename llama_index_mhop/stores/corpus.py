@@ -218,8 +218,7 @@ def read_corpus(
     be read, is over ``max_file_bytes``, is JSON among text files, links outside the folder (unless
     ``follow_symlinks``) or holds no text is skipped with a WARNING (with ``strict``, an error). With
     ``allow_empty_folder`` a folder without text gives no documents rather than an error. CorpusError when the
-    path does not exist, a file given alone (or any, with ``strict``) cannot be read, or there is no text.
-    """
+    path does not exist, a file given alone (or any, with ``strict``) cannot be read, or there is no text."""
     skipped: list[SkippedFile] = []
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)

@@ -101,8 +101,7 @@ def default_chroma_client(
     """A Chroma client: ``HttpClient`` for ``host`` (default ``MHOP_CHROMA_HOST``; ``port``, ``MHOP_CHROMA_PORT`` or
     8000), whose requests fail after ``timeout`` seconds; else ``PersistentClient`` at ``path`` (``./.mhop/chroma``).
     With ``read_only``, an embedded store that cannot be written is read from a temporary copy, removed at exit.
-    Raises ConnectionError (no server answers), ValueError (a damaged database file) or ReadOnlyStoreError.
-    """
+    Raises ConnectionError (no server answers), ValueError (a damaged database file) or ReadOnlyStoreError."""
     import chromadb
     from chromadb.config import Settings
 

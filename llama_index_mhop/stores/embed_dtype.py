@@ -3,8 +3,7 @@
 On a CPU with bfloat16 instructions (AVX-512 BF16, AMX) torch's autocast runs a graph index's many short-text
 embeddings about twice as fast, each vector within cosine 0.9999 of float32's; elsewhere bfloat16 is emulated and
 slower, so float32 is used (logged once at INFO). Autocast reaches only an embedder that runs torch in the calling
-thread; a process that has not imported torch never loads it for this.
-"""
+thread; a process that has not imported torch never loads it for this."""
 
 from __future__ import annotations
 

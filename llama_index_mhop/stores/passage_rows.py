@@ -80,8 +80,7 @@ def distinct_documents(documents: Sequence[Document]) -> list[Document]:
     """The documents with exact repeats (same doc id, same content) dropped.
 
     Raises:
-        CorpusError: two documents share a doc id but not their content.
-    """
+        CorpusError: two documents share a doc id but not their content."""
     versions: dict[str, str] = {}
     kept = []
     for doc in documents:

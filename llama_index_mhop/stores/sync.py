@@ -3,8 +3,7 @@
 A document is known by its doc id (:func:`source_doc_ids`) and the hash of its content. Indexing adds the
 documents the store does not hold, replaces those whose stored content differs or is incomplete (an interrupted
 write), leaves the rest untouched, and, when mirroring a source, removes that source's documents gone from it.
-Every step of applying a :class:`SyncPlan` is idempotent, so applying it again after a crash converges.
-"""
+Every step of applying a :class:`SyncPlan` is idempotent, so applying it again after a crash converges."""
 
 from __future__ import annotations
 
@@ -67,8 +66,7 @@ def plan_sync(incoming: Sequence[IncomingDocument], stored: Mapping[str, StoredD
     ``mirror_source``, that source's stored documents not in ``incoming`` are removed.
 
     Raises:
-        ValueError: two incoming documents share a doc id.
-    """
+        ValueError: two incoming documents share a doc id."""
     seen: set[str] = set()
     added, updated, unchanged = [], [], []
     for doc in incoming:
@@ -93,8 +91,7 @@ def source_doc_ids(doc_ids: Iterable[str], stored: Mapping[str, StoredDocument],
     another source (or the API) holds it, then ``source/id``; a document once stored under either keeps it.
 
     Raises:
-        ValueError: ``source/id`` too is held by another source (nothing is written).
-    """
+        ValueError: ``source/id`` too is held by another source (nothing is written)."""
     chosen = {}
     for doc_id in doc_ids:
         qualified = f"{source}/{doc_id}"
@@ -127,8 +124,7 @@ def resolve_doc_id(doc_id: str, known: Iterable[str]) -> str:
     """The known doc id ``doc_id`` names: itself, or the one document whose file name it is.
 
     Raises:
-        UnknownDocumentError: no document has this id or file name (close matches listed), or several have.
-    """
+        UnknownDocumentError: no document has this id or file name (close matches listed), or several have."""
     ids = sorted(set(known))
     if doc_id in ids:
         return doc_id

@@ -1,8 +1,7 @@
 """The Chroma passage index: kept in step with a corpus, guarded against half-done syncs, opened again later.
 
 Each passage row records its document's id, version and source (:mod:`~llama_index_mhop.stores.passage_rows`), so no
-registry is kept beside the store; an embedder is checked against the stored vectors first.
-"""
+registry is kept beside the store; an embedder is checked against the stored vectors first."""
 
 from __future__ import annotations
 
@@ -33,10 +32,7 @@ from .corpus import (
     no_text_error,
     read_corpus,
 )
-from .dimension_check import (
-    EmbeddingDimensionError,
-    check_embedding_dimension,
-)
+from .dimension_check import EmbeddingDimensionError, check_embedding_dimension
 from .passage_index import PassageIndex, passage_collection, writing
 from .passage_rows import (
     SOURCE_KEY,
@@ -109,8 +105,7 @@ def sync_vector_index(
 
     Raises:
         CorpusError: the corpus is empty (a folder with ``delete_missing`` may be) or unreadable.
-        IndexingInterrupted: the store or the embedder failed part-way; syncing again resumes.
-    """
+        IndexingInterrupted: the store or the embedder failed part-way; syncing again resumes."""
     from .defaults import default_chroma_client, resolve_embed_model
 
     # A mirrored folder whose files were all removed syncs to no documents: its indexed ones are removed.
@@ -240,8 +235,7 @@ def load_vector_index(
 
     Raises:
         CorpusError: the collection does not exist or is empty.
-        EmbeddingDimensionError: the embedder does not fit the collection.
-    """
+        EmbeddingDimensionError: the embedder does not fit the collection."""
     from .defaults import default_chroma_client, resolve_embed_model
 
     client = chroma_client if chroma_client is not None else default_chroma_client(persist_path)

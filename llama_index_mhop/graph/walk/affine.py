@@ -7,8 +7,7 @@ embedding ``q``, ``scale * E q + uniform`` (``E``: the passage embeddings), so
     z(r) = z(seeds) + scale * Z q + uniform * g,   Z = z of each column of E,   g = z of all passages at 1.
 
 ``Z``, ``g`` and ``u`` are solved once per graph version; a query pays a push from its seeds and ``Z q``, exact
-where it can change the best ``top_k`` (:mod:`.int8_rows`). Without passage vectors only ``g`` is needed.
-"""
+where it can change the best ``top_k`` (:mod:`.int8_rows`). Without passage vectors only ``g`` is needed."""
 
 from __future__ import annotations
 
