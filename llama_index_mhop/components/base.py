@@ -296,7 +296,12 @@ def _served_counts() -> dict[str, int]:
         return {f"queries_served.{name}": n for name, n in _served.items()}
 
 
-add_counter_source(_served_counts, _served.clear)
+def _reset_served() -> None:
+    with _served_lock:
+        _served.clear()
+
+
+add_counter_source(_served_counts, _reset_served)
 
 
 class CheckedQueryRetriever(BaseRetriever):
