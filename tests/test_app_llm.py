@@ -29,10 +29,11 @@ class ScriptedLLM(CustomLLM):
 
     answer: dict[str, Any]
     prompts: list[str] = []
+    model_name: str = "scripted-app-llm"
 
     @property
     def metadata(self) -> LLMMetadata:
-        return LLMMetadata(model_name="scripted-app-llm")
+        return LLMMetadata(model_name=self.model_name)
 
     @llm_completion_callback()
     def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
@@ -62,7 +63,8 @@ def app_llm():
 def test_settings_llm_set_after_construction_drives_the_perspective_step(app_llm, caplog):
     transform = PerspectiveQueryTransform()  # no lm=, no llm=
     assert transform.generate(QUERY) != PERSPECTIVES  # no LM anywhere yet: the LLM-free strategy
-    llm = app_llm(ScriptedLLM(answer={"perspectives": PERSPECTIVES}, prompts=[]))
+    # A name of its own: which LM a step uses is logged once per process, whatever ran before on this worker.
+    llm = app_llm(ScriptedLLM(answer={"perspectives": PERSPECTIVES}, prompts=[], model_name="set-after-construction"))
     with caplog.at_level(logging.INFO, logger="llama_index_mhop.lm.steps"):
         assert transform.generate(QUERY) == PERSPECTIVES
         transform.generate(QUERY)
