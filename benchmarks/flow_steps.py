@@ -13,6 +13,9 @@ generator, is timed from its start to its return, the requests it yields include
 - graph: the graph retriever's fact scoring (``_candidates``), fact filter (``HippoGraphModule._recognition``, its
   LM step included) and walk (``_rank``).
 
+Each query's calls are counted too (``calls_per_query``): embedder calls (the outermost calls of the query
+embedding step, a round's batch one call) and Chroma collection queries (``Collection.query``, every call).
+
 Steps nest only where one flow's step calls another's (bridge linking reads passage views, say), never a step
 in itself. ``other`` is a query's time outside every step: the retriever's own Python, LlamaIndex's dispatch.
 
@@ -58,11 +61,20 @@ STEPS: dict[str, list[tuple[str, str]]] = {
 }
 
 
+#: counted (not timed) calls: name -> the places counted, every call.
+COUNTED: dict[str, list[tuple[str, str]]] = {
+    "chroma collection queries": [("chromadb.api.models.Collection", "Collection.query")],
+}
+#: the timed step whose outermost calls are counted too, by the name they are reported under.
+COUNTED_STEPS = {"embedder calls": "query embedding"}
+
+
 class StepClock:
     """Milliseconds per step of the query running now, the outermost call of each step counted."""
 
     def __init__(self) -> None:
         self.ms: dict[str, float] = defaultdict(float)
+        self.calls: dict[str, int] = defaultdict(int)
         self._depth: dict[str, int] = defaultdict(int)
         self._lock = threading.Lock()
 
@@ -80,6 +92,7 @@ class StepClock:
                 self._depth[step] -= 1
                 if outermost:
                     self.ms[step] += elapsed
+                    self.calls[step] += 1
 
     def wrap(self, step: str, function: Callable[..., Any]) -> Callable[..., Any]:
         def timed(*args: Any, **kwargs: Any) -> Any:
@@ -94,10 +107,19 @@ class StepClock:
         wrapper.__wrapped__ = function  # type: ignore[attr-defined]
         return wrapper
 
+    def count(self, name: str, function: Callable[..., Any]) -> Callable[..., Any]:
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                self.calls[name] += 1
+            return function(*args, **kwargs)
+
+        counted.__wrapped__ = function  # type: ignore[attr-defined]
+        return counted
+
     def install(self) -> list[str]:
         """Wrap every step's places; returns the places that do not exist in this version of the code."""
         missing = []
-        for step, places in STEPS.items():
+        for step, places in [*STEPS.items(), *COUNTED.items()]:
             for module_name, path in places:
                 try:
                     owner: Any = importlib.import_module(module_name)
@@ -110,12 +132,15 @@ class StepClock:
                 if not hasattr(owner, name):
                     missing.append(f"{module_name}:{path}")
                     continue
-                setattr(owner, name, self.wrap(step, getattr(owner, name)))
+                wrap = self.count if step in COUNTED else self.wrap
+                setattr(owner, name, wrap(step, getattr(owner, name)))
         return missing
 
-    def take(self) -> dict[str, float]:
+    def take(self) -> tuple[dict[str, float], dict[str, int]]:
+        """The query's milliseconds by step and its counted calls, both cleared."""
         out, self.ms = dict(self.ms), defaultdict(float)
-        return out
+        calls, self.calls = dict(self.calls), defaultdict(int)
+        return out, {name: calls.get(COUNTED_STEPS.get(name, name), 0) for name in [*COUNTED_STEPS, *COUNTED]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -153,14 +178,17 @@ def main(argv: list[str] | None = None) -> int:
 
     totals: dict[str, list[float]] = defaultdict(list)
     steps: dict[str, dict[str, list[float]]] = {name: defaultdict(list) for name in names}
+    calls: dict[str, dict[str, list[int]]] = {name: defaultdict(list) for name in names}
     for _ in range(args.rounds):
         for question in dataset.questions:
             for name, retriever in retrievers.items():
                 start = time.perf_counter()
                 retriever.retrieve(question.text)
                 total = (time.perf_counter() - start) * 1000.0
-                taken = clock.take()
+                taken, counted = clock.take()
                 totals[name].append(total)
+                for counter, n in counted.items():
+                    calls[name][counter].append(n)
                 for step in STEPS:
                     steps[name][step].append(taken.get(step, 0.0))
                 steps[name]["other"].append(max(0.0, total - sum(taken.values())))
@@ -181,10 +209,13 @@ def main(argv: list[str] | None = None) -> int:
             "x_vector_p50": round(p50 / vector_p50, 2) if vector_p50 else None,
             "mean_ms_by_step": {step: round(statistics.fmean(v), 2) for step, v in steps[name].items()
                                 if any(v)},
+            "calls_per_query": {counter: {"mean": round(statistics.fmean(v), 2), "min": min(v), "max": max(v)}
+                                for counter, v in calls[name].items()},
         }
     for name, row in result["retrievers"].items():
         parts = ", ".join(f"{s} {ms}" for s, ms in sorted(row["mean_ms_by_step"].items(), key=lambda x: -x[1]))
-        print(f"{name:18s} p50 {row['p50_ms']:8.1f} ms  x{row['x_vector_p50']}  ({parts})")
+        counts = ", ".join(f"{c} {v['mean']}" for c, v in row["calls_per_query"].items())
+        print(f"{name:18s} p50 {row['p50_ms']:8.1f} ms  x{row['x_vector_p50']}  ({parts}; per query: {counts})")
     write_result(result, args.out)
     return 0
 

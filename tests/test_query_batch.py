@@ -85,7 +85,7 @@ def guarded(tmp_path):
     return store, collection, embedder
 
 
-def test_a_round_answered_together_equals_each_query_alone(guarded):
+def test_a_round_of_several_depths_is_one_chroma_query_equal_to_each_query_alone(guarded):
     store, collection, embedder = guarded
     queries = [VectorStoreQuery(query_embedding=embedder._vector(q), similarity_top_k=k)
                for q, k in (("films directors", 3), ("Kansas Yale", 3), ("Batman Miami", 5))]
@@ -95,12 +95,32 @@ def test_a_round_answered_together_equals_each_query_alone(guarded):
     store._collection.query = lambda **kw: calls.append(len(kw["query_embeddings"])) or real_query(**kw)
     answered = store.answering(queries)
     together = [answered.query(q) for q in queries]
-    assert calls == [2, 1]  # one call per depth
+    assert calls == [3]  # one call at the deepest depth answers the shallower queries too
     for a, t in zip(alone, together, strict=True):
-        assert t.ids == a.ids and t.similarities == pytest.approx(a.similarities, abs=1e-9)
-        assert [n.get_content() for n in t.nodes] == [n.get_content() for n in a.nodes]
+        assert t.similarities == pytest.approx(a.similarities, abs=1e-9)
+        untied = sum(s > a.similarities[-1] + 1e-9 for s in a.similarities)  # passages tied at the k-th may differ
+        assert t.ids[:untied] == a.ids[:untied]
+        assert [n.get_content() for n in t.nodes][:untied] == [n.get_content() for n in a.nodes][:untied]
     assert store.query(queries[0]).ids == alone[0].ids  # the store itself still asks Chroma
-    assert len(calls) == 3
+    assert len(calls) == 2
+
+
+def test_a_shallower_chroma_search_is_the_first_results_of_a_deeper_one():
+    """HNSW's top k against the first k of its top 30: the same passages without ties; with passages at exactly
+    the same distance, the same distances (Chroma keeps any of the passages tied at the k-th place)."""
+    rng = np.random.default_rng(0)
+    client = chromadb.EphemeralClient()
+    for name, vectors in (("distinct", rng.normal(size=(600, 16))),
+                          ("tied", np.repeat(rng.normal(size=(60, 16)), 10, axis=0))):
+        collection = client.create_collection(name)
+        collection.add(ids=[f"p{i:04d}" for i in range(len(vectors))], embeddings=vectors.tolist())
+        for query in rng.normal(size=(10, 16)).tolist():
+            deep = collection.query(query_embeddings=[query], n_results=30)
+            for k in range(1, 31):
+                shallow = collection.query(query_embeddings=[query], n_results=k)
+                assert shallow["distances"][0] == pytest.approx(deep["distances"][0][:k], abs=1e-6)
+                if name == "distinct":
+                    assert shallow["ids"][0] == deep["ids"][0][:k]
 
 
 def fused(retriever: BaseRetriever, questions: list[str]) -> list[list[tuple[str, float]]]:
@@ -142,31 +162,37 @@ def test_a_retriever_without_a_query_vector_is_searched_query_by_query():
 
 
 def _repeating_flow():
-    """Searches "a" and "b", then "b" again with a new "c", then "a" at another depth; returns every answer."""
+    """Searches "a" and "b", "b" again with a new "c", "a" deeper, then "a" and "c" shallower; returns every answer."""
     first = yield Search(["a", "b"], 3)
     second = yield Search(["b", "c", "b"], 3)
     deeper = yield Search(["a"], 5)
-    return first, second, deeper
+    shallower = yield Search(["a", "c"], 2)
+    return first, second, deeper, shallower
 
 
 def _recording_search(asked: list[tuple[tuple[str, ...], int]]):
     def search(queries: list[str], k: int) -> list[list[str]]:
         asked.append((tuple(queries), k))
-        return [[f"{q}@{k}#{len(asked)}"] for q in queries]
+        return [[f"{q}{i}@{k}#{len(asked)}" for i in range(k)] for q in queries]
 
     return search
 
 
-def test_a_query_a_run_already_searched_at_that_depth_is_answered_from_its_first_search():
+def _check_repeating_answers(asked, answers) -> None:
+    first, second, deeper, shallower = answers
+    assert asked == [(("a", "b"), 3), (("c",), 3), (("a",), 5)]  # nothing searched twice
+    assert first == [["a0@3#1", "a1@3#1", "a2@3#1"], ["b0@3#1", "b1@3#1", "b2@3#1"]]
+    assert second == [first[1], ["c0@3#2", "c1@3#2", "c2@3#2"], first[1]]
+    assert deeper == [["a0@5#3", "a1@5#3", "a2@5#3", "a3@5#3", "a4@5#3"]]
+    assert shallower == [["a0@5#3", "a1@5#3"], ["c0@3#2", "c1@3#2"]]  # the first k of the deepest search
+
+
+def test_a_query_a_run_already_searched_as_deep_is_answered_by_the_first_results_of_its_deepest_search():
     asked: list[tuple[tuple[str, ...], int]] = []
-    first, second, deeper = run_flow(_repeating_flow(), StepRunner(None, FallbackCounter()), StepRecord(),
-                                     _recording_search(asked))
-    assert asked == [(("a", "b"), 3), (("c",), 3), (("a",), 5)]
-    assert first == [["a@3#1"], ["b@3#1"]]
-    assert second == [["b@3#1"], ["c@3#2"], ["b@3#1"]]
-    assert deeper == [["a@5#3"]]
-    second[0].append("changed by the flow")
-    assert second[2] == ["b@3#1"]  # each answer is the flow's own list
+    answers = run_flow(_repeating_flow(), StepRunner(None, FallbackCounter()), StepRecord(), _recording_search(asked))
+    _check_repeating_answers(asked, answers)
+    answers[1][0].append("changed by the flow")
+    assert answers[1][2] == answers[0][1]  # each answer is the flow's own list
 
 
 def test_awaited_runs_answer_repeated_searches_alike():
@@ -177,8 +203,33 @@ def test_awaited_runs_answer_repeated_searches_alike():
         return search(queries, k)
 
     answers = asyncio.run(arun_flow(_repeating_flow(), StepRunner(None, FallbackCounter()), StepRecord(), asearch))
-    assert asked == [(("a", "b"), 3), (("c",), 3), (("a",), 5)]
-    assert answers[1] == [["b@3#1"], ["c@3#2"], ["b@3#1"]]
+    _check_repeating_answers(asked, answers)
+
+
+def test_each_round_of_a_retrieval_is_at_most_one_chroma_query_and_no_vector_is_searched_twice(
+        hotpotqa_slice, hotpotqa_slice_index):
+    collection = hotpotqa_slice_index.vector_store._collection
+    sent: list[list[tuple[float, ...]]] = []
+    real_query = collection.query
+
+    def counting(**kwargs):
+        sent.append([tuple(v) for v in kwargs["query_embeddings"]])
+        return real_query(**kwargs)
+
+    collection.query = counting
+    try:
+        for question in [q["question"] for q in hotpotqa_slice[0][:3]]:
+            sent.clear()
+            retriever = RRFFusionRetriever.from_defaults(hotpotqa_slice_index)
+            retriever.retrieve(question)
+            perspectives = [it["perspectives"] for it in retriever.last_trace["iterations"]]
+            rounds = [[question, *perspectives[0]], *perspectives[1:]]
+            new = [r for i, r in enumerate(rounds) if set(r) - {q for earlier in rounds[:i] for q in earlier}]
+            assert len(sent) == len(new)  # one call a round that has a query not searched yet, none else
+            vectors = [v for call in sent for v in call]
+            assert len(vectors) == len(set(vectors)) == len({q for r in rounds for q in r})
+    finally:
+        collection.query = real_query
 
 
 def test_a_round_over_the_guarded_store_is_one_chroma_query_and_leaves_the_retriever_as_it_was(guarded):

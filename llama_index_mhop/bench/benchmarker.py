@@ -1,5 +1,7 @@
 """The Benchmarker: every retriever of a run on the same corpus, embedder and questions (seed 002), and optionally
 an LM's answers from each ranking's top passages (seed 004); metrics are read off one ranking at the largest k.
+
+Latency is timed so that the order of the retrievers cannot bias it (:data:`TIMING`).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from importlib import metadata as _metadata
 from pathlib import Path
 from typing import Any
@@ -33,7 +35,7 @@ from .loaders import BenchDataset, BenchQuestion
 from .registry import RetrieverFactory, RetrieverSpec, Searcher, get_retriever_spec, registered_retrievers
 from .significance import compare_runs
 
-__all__ = ["DEFAULT_ANSWER_PASSAGES", "DEFAULT_K_VALUES", "DEFAULT_WORK_DIR", "METRIC_NAMES",
+__all__ = ["DEFAULT_ANSWER_PASSAGES", "DEFAULT_K_VALUES", "DEFAULT_WORK_DIR", "METRIC_NAMES", "TIMING", "WARM_UP_QUERY",
            "SIGNIFICANCE_BASELINE", "AnswerEvaluator", "Benchmarker", "gold_answers", "passage_ids", "peak_rss_mb",
            "per_question_scores", "save_json", "top_passages", "validate_result"]
 
@@ -50,6 +52,13 @@ _METRIC_FUNCTIONS: dict[str, Callable[[Sequence[str], Sequence[str], int], float
     "f1": metrics.f1_at_k}
 #: Passages of a retriever's ranking (distinct passages, best first) the LM answers from.
 DEFAULT_ANSWER_PASSAGES = 5
+#: Each retriever's warm-up query, not a question of any data set: no question's work is cached before it is timed.
+WARM_UP_QUERY = "Which river runs through the town where the composer of the warm-up overture was born?"
+#: How a run's figures are taken (the result's ``timing``).
+TIMING = {"method": "interleaved", "latency": "ms of each question's retrieval; every retriever built and warmed by one "
+          "query outside the data set (in no metric, latency or fallback count), then the questions asked one by one "
+          "of every retriever, the retrievers' order rotated by one each question", "peak_rss_mb": "process peak RSS "
+          "once this retriever and those before it were built and warmed; peak_rss_mb_end: once all were asked"}
 
 
 def peak_rss_mb() -> float:
@@ -193,9 +202,11 @@ class Benchmarker:
         if any(spec.needs_index == "vector" for spec in self.specs):
             ctx.build_vector_index()
         answer_lm = self._answer_lm()
-        runs = [self._run_one(spec, ctx, answer_lm) for spec in self.specs]
+        prepared = [self._prepare(spec, ctx, answer_lm) for spec in self.specs]
+        self._ask_interleaved(prepared)
+        runs = [self._result(run) for run in prepared]
         return {
-            "dataset": self.dataset.name, "n_questions": len(self.dataset.questions),
+            "timing": {**TIMING, "peak_rss_mb_end": round(peak_rss_mb(), 2)}, "dataset": self.dataset.name, "n_questions": len(self.dataset.questions),
             "n_passages": len(self.dataset.passages), "k_values": list(self.k_values), "runs": runs,
             "format": self.dataset.format, "source": self.dataset.source, "n_index_nodes": len(ctx.nodes),
             "n_gold_missing": len(self.dataset.missing_gold()),
@@ -216,47 +227,69 @@ class Benchmarker:
             return None
         return lm
 
-    def _build(self, spec: RetrieverSpec, ctx: BenchContext) -> tuple[Searcher, float]:
+    def _prepare(self, spec: RetrieverSpec, ctx: BenchContext, answer_lm: Any) -> _Run:
+        """Build ``spec``'s retriever and warm it (the warm-up's fallbacks are left out of the run's)."""
         start = time.perf_counter()
         built = spec.factory(ctx)
-        seconds = time.perf_counter() - start
-        if isinstance(built, Searcher):
-            return built, seconds
-        if isinstance(built, BaseRetriever):
-            return Searcher(built), seconds
-        raise TypeError(f"retriever factory {spec.name!r} returned {type(built).__name__}, "
-                        "expected a LlamaIndex BaseRetriever or a Searcher")
+        own_seconds = time.perf_counter() - start
+        if not isinstance(built, (Searcher, BaseRetriever)):
+            raise TypeError(f"retriever factory {spec.name!r} returned {type(built).__name__}, "
+                            "expected a LlamaIndex BaseRetriever or a Searcher")
+        searcher = built if isinstance(built, Searcher) else Searcher(built)
+        before = Counter(_fallbacks(searcher))
+        searcher.search(WARM_UP_QUERY, max(self.k_values))
+        return _Run(spec, searcher, own_seconds, (ctx.vector_index_seconds or 0.0) if spec.needs_index == "vector"
+                    else 0.0, Counter(_fallbacks(searcher)) - before, peak_rss_mb(),
+                    AnswerEvaluator(answer_lm, self.answer_passages) if answer_lm is not None else None)
 
-    def _run_one(self, spec: RetrieverSpec, ctx: BenchContext, answer_lm: Any = None) -> dict[str, Any]:
+    def _ask_interleaved(self, runs: Sequence[_Run]) -> None:
+        """Every question of every retriever, question by question, the retrievers' order rotated by one each
+        question: each retriever is as often first after any other's queries."""
         from ..rules.terminal import progress
-        searcher, own_seconds = self._build(spec, ctx)
-        shared = (ctx.vector_index_seconds or 0.0) if spec.needs_index == "vector" else 0.0
         top_k = max(self.k_values)
-        latencies: list[float] = []
-        rankings: list[list[str]] = []
-        questions = self.dataset.questions
-        answers = AnswerEvaluator(answer_lm, self.answer_passages) if answer_lm is not None else None
-        for question in progress(questions, show=self.show_progress, desc=spec.name, unit="q"):
-            start = time.perf_counter()
-            nodes = searcher.search(question.text, top_k)
-            latencies.append((time.perf_counter() - start) * 1000.0)
-            rankings.append(passage_ids(nodes))
-            if answers is not None:  # after the timing: latency is the retriever's alone
-                answers.add(question, top_passages(nodes, self.answer_passages))
-        p50, p95 = np.percentile(latencies, [50, 95])
-        per_question = per_question_scores(rankings, questions, self.k_values)
-        run = {
-            "name": spec.name, "index_seconds": round(own_seconds + shared, 4),
+        for position, question in enumerate(progress(self.dataset.questions, show=self.show_progress,
+                                                     desc="questions", unit="q")):
+            turn = position % len(runs)
+            for run in [*runs[turn:], *runs[:turn]]:
+                start = time.perf_counter()
+                nodes = run.searcher.search(question.text, top_k)
+                run.latencies.append((time.perf_counter() - start) * 1000.0)
+                run.rankings.append(passage_ids(nodes))
+                if run.answers is not None:  # after the timing: latency is the retriever's alone
+                    run.answers.add(question, top_passages(nodes, self.answer_passages))
+
+    def _result(self, run: _Run) -> dict[str, Any]:
+        p50, p95 = np.percentile(run.latencies, [50, 95])
+        per_question = per_question_scores(run.rankings, self.dataset.questions, self.k_values)
+        fallbacks = Counter(_fallbacks(run.searcher))
+        fallbacks.subtract(run.warm_fallbacks)
+        result = {
+            "name": run.spec.name, "index_seconds": round(run.own_seconds + run.shared_seconds, 4),
             "latency_ms_p50": round(float(p50), 4), "latency_ms_p95": round(float(p95), 4),
-            "peak_rss_mb": round(peak_rss_mb(), 2), "metrics": _means(per_question), "description": spec.description,
-            "index_seconds_shared": round(shared, 4), "index_seconds_own": round(own_seconds, 4),
-            "fallbacks": _fallbacks(searcher),
+            "peak_rss_mb": round(run.peak_rss_mb, 2), "metrics": _means(per_question),
+            "description": run.spec.description, "index_seconds_shared": round(run.shared_seconds, 4),
+            "index_seconds_own": round(run.own_seconds, 4), "fallbacks": {k: n for k, n in fallbacks.items() if n},
             "per_question": {key: [round(v, 4) for v in values] for key, values in per_question.items()},
         }
-        answer_block = answers.result() if answers is not None else None
+        answer_block = run.answers.result() if run.answers is not None else None
         if answer_block is not None:
-            run["answer"] = answer_block
-        return run
+            result["answer"] = answer_block
+        return result
+
+
+@dataclass
+class _Run:
+    """One retriever of a run: built and warmed, then its questions' latencies, rankings and answers."""
+
+    spec: RetrieverSpec
+    searcher: Searcher
+    own_seconds: float
+    shared_seconds: float
+    warm_fallbacks: Counter[str]
+    peak_rss_mb: float
+    answers: AnswerEvaluator | None
+    latencies: list[float] = field(default_factory=list)
+    rankings: list[list[str]] = field(default_factory=list)
 
 
 def gold_answers(question: BenchQuestion) -> list[str]:

@@ -3,8 +3,9 @@ in, and the LlamaIndex retriever around it.
 
 A flow is a generator that reads top to bottom like its seed's pseudo-code. Where it needs the outside world it
 yields a request and receives the answer: an :class:`LMRequest` (an LM step, answered by the LM or by the step's
-LLM-free strategy), a :class:`Search` (a batch of queries at one depth; a query already searched at that depth in
-this run is answered from that search) or a :class:`Call` (any other call out, in blocking and awaitable form).
+LLM-free strategy), a :class:`Search` (a batch of queries at one depth; a query already searched at that depth or
+deeper in this run is answered by the first results of that search) or a :class:`Call` (any other call out, in
+blocking and awaitable form).
 :func:`run_flow` and :func:`arun_flow` drive it, so the sync and async paths cannot drift apart.
 """
 
@@ -64,7 +65,9 @@ class LMRequest(Generic[T]):
 
 @dataclass(frozen=True)
 class Search:
-    """Search every query for its top ``k`` results."""
+    """Search every query for its top ``k`` results: a shallower search is answered by a deeper one's first ``k``
+    (a dense index's top k, up to its HNSW ``ef_search``, see :mod:`~llama_index_mhop.stores.search`; the graph
+    walk ranks every passage)."""
 
     queries: list[str]
     k: int
@@ -122,17 +125,18 @@ def _send(flow: Flow[R], answer: Any) -> tuple[bool, Any]:
 
 
 class _Searched:
-    """One run's searches by query and depth: what a :class:`Search` still has to ask, and its answer."""
+    """One run's searches, each query's deepest (depth, results): what a :class:`Search` still has to ask, and its
+    answer, each query's first ``k`` results."""
 
     def __init__(self) -> None:
-        self._results: dict[tuple[str, int], list[Any]] = {}
+        self._results: dict[str, tuple[int, list[Any]]] = {}
 
     def missing(self, request: Search) -> list[str]:
-        return [q for q in dict.fromkeys(request.queries) if (q, request.k) not in self._results]
+        return [q for q in dict.fromkeys(request.queries) if self._results.get(q, (0,))[0] < request.k]
 
     def answer(self, request: Search, asked: list[str], found: list[list[Any]]) -> list[list[Any]]:
-        self._results.update({(q, request.k): r for q, r in zip(asked, found, strict=True)})
-        return [list(self._results[q, request.k]) for q in request.queries]
+        self._results.update({q: (request.k, r) for q, r in zip(asked, found, strict=True)})
+        return [list(self._results[q][1][: request.k]) for q in request.queries]
 
 
 def run_flow(flow: Flow[R], runner: StepRunner, record: StepRecord, search: SearchBatch | None = None) -> R:

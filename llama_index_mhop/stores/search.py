@@ -357,29 +357,29 @@ class GuardedChromaVectorStore(ChromaVectorStore):
 
     def answering(self, queries: Sequence[VectorStoreQuery]) -> GuardedChromaVectorStore:
         """This store, its ``query`` of one of ``queries`` (the plain dense top-k ones, two or more) answered from
-        one Chroma call per depth made now under one version check. Blocking: an event loop runs it in a thread."""
+        one Chroma call made now under one version check. Blocking: an event loop runs it in a thread."""
         plain = [q for q in queries if _plain(q)]
         if len(plain) < 2:
             return self
-        by_depth: dict[int, list[VectorStoreQuery]] = {}
-        for query in plain:  # one depth a call: Chroma's HNSW search widens with the depth asked
-            by_depth.setdefault(query.similarity_top_k, []).append(query)
-        groups = list(by_depth.values())
-        found = read_guarded(self.client, self._marker, lambda: [self._query_together(g) for g in groups])
         store = self.model_copy()
-        store._answers = [pair for group, results in zip(groups, found, strict=True)
-                          for pair in zip(group, results, strict=True)]
+        found = read_guarded(self.client, self._marker, lambda: self._query_together(plain))
+        store._answers = list(zip(plain, found, strict=True))
         return store
 
     def _query_together(self, queries: list[VectorStoreQuery]) -> list[VectorStoreQueryResult]:
-        """The top k of queries of one depth k from one collection query, each read as ``ChromaVectorStore.query``
-        reads it (similarity ``exp(-distance)``); a passage several queries find is read into a node once."""
+        """Each query's top k from one collection query at the deepest k, each read as ``ChromaVectorStore.query``
+        reads it (similarity ``exp(-distance)``); a passage several queries find is read into a node once. A
+        shallower query's top k is the first k of the deeper search: HNSW explores ``max(ef_search, depth)``
+        candidates (``ef_search`` 100 by default), so up to ``ef_search`` the two find the same distances, and the
+        same passages unless passages at exactly the k-th distance tie (Chroma keeps any of them)."""
         found = self.client.query(query_embeddings=[q.query_embedding for q in queries],
-                                  n_results=queries[0].similarity_top_k, include=["documents", "metadatas", "distances"])
+                                  n_results=max(q.similarity_top_k for q in queries),
+                                  include=["documents", "metadatas", "distances"])
         nodes: dict[str, BaseNode] = {}
         results = []
-        for ids, texts, metas, distances in zip(found["ids"], found["documents"], found["metadatas"],
-                                                found["distances"], strict=True):
+        for query, *row in zip(queries, found["ids"], found["documents"], found["metadatas"], found["distances"],
+                               strict=True):
+            ids, texts, metas, distances = (column[: query.similarity_top_k] for column in row)
             for node_id, text, meta in zip(ids, texts, metas, strict=True):
                 if node_id not in nodes:
                     nodes[node_id] = _node(node_id, text, meta)

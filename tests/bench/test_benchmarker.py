@@ -12,6 +12,7 @@ from llama_index.core.embeddings import MockEmbedding
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from llama_index_mhop.bench.benchmarker import (
+    WARM_UP_QUERY,
     Benchmarker,
     passage_ids,
     save_json,
@@ -30,10 +31,14 @@ class ScriptedRetriever(BaseRetriever):
 
     def __init__(self, script: dict[str, list[str]]) -> None:
         self.script = script
+        self.asked: list[str] = []
         super().__init__()
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        ids = self.script[query_bundle.query_str]
+        self.asked.append(query_bundle.query_str)
+        if query_bundle.query_str not in self.script:  # the warm-up: a fallback the run must not count
+            getattr(self, "fallback_counts", FallbackCounter()).add("perspectives")
+        ids = self.script.get(query_bundle.query_str, ["p1", "p2"])
         return [NodeWithScore(node=TextNode(id_=f"{pid}-{i}", text=f"chunk {i} of {pid}",
                                             metadata={"passage_id": pid, "title": f"T{pid}"}),
                               score=1.0 - i / 10) for i, pid in enumerate(ids)]
@@ -85,6 +90,37 @@ def test_scores_are_hand_computed(tmp_path):
     assert run["metrics"].keys() == expected.keys()
     for key, value in expected.items():
         assert run["metrics"][key] == pytest.approx(value, abs=1e-3), key
+
+
+def test_retrievers_are_warmed_then_asked_question_by_question_in_rotating_order(tmp_path):
+    asked: list[tuple[str, str]] = []
+
+    def factory(name):
+        def build(ctx):
+            retriever = ScriptedRetriever(SCRIPT)
+            retriever.asked = _Log(asked, name)
+            return retriever
+        return RetrieverSpec(name, name, build, needs_index=None)
+
+    specs = {name: factory(name) for name in ("a", "b", "c")}
+    result = Benchmarker(_toy_dataset(), specs, k_values=(3,), embed_model=MockEmbedding(embed_dim=8),
+                         chroma_client=object(), work_dir=tmp_path, show_progress=False).run()
+    warm = [(name, WARM_UP_QUERY) for name in "abc"]
+    timed = [("a", "first?"), ("b", "first?"), ("c", "first?"), ("b", "second?"), ("c", "second?"),
+             ("a", "second?"), ("c", "third?"), ("a", "third?"), ("b", "third?")]
+    assert asked == warm + timed
+    assert result["timing"]["method"] == "interleaved"
+    assert [run["metrics"] for run in result["runs"]] == [result["runs"][0]["metrics"]] * 3
+
+
+class _Log:
+    """A retriever's ``asked`` list that logs into one shared list, with the retriever's name."""
+
+    def __init__(self, log: list[tuple[str, str]], name: str) -> None:
+        self.log, self.name = log, name
+
+    def append(self, query: str) -> None:
+        self.log.append((self.name, query))
 
 
 def test_every_run_is_tested_against_vector_question_by_question(tmp_path):
