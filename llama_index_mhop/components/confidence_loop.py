@@ -11,9 +11,9 @@
 
 Every step is a DSPy predictor (:mod:`~llama_index_mhop.lm.steps`) with an LLM-free strategy
 (:mod:`~llama_index_mhop.rules.confidence`): the default without an LM, the fallback when the LM fails. Without an
-LM, over a vector index of Chroma, only the query is embedded: the link and gap queries name entities, and each
-finds its entities' own passages by title in the collection's table (:mod:`~llama_index_mhop.stores.passage_table`),
-ordered by closeness to the query moved towards the passage that named them.
+LM, over a vector index of Chroma, only the query is embedded: the link and gap queries name entities, each finding
+its entities' own passages by title in the collection's table (:mod:`~llama_index_mhop.stores.passage_table`), closest
+first to the query moved towards the passage that named them; a gap's, then where its bridge leads, hop after hop.
 """
 
 from __future__ import annotations
@@ -230,7 +230,7 @@ class ConfidenceLoopModule(FlowModule):
             source = next((found.table.row_of[v.id] for v in pool.views if v.subject == gap.source), None)
             aim = found.vector if source is None else towards(found.vector, found.table.vectors[source])
             queries.append(", ".join(gap.entities))
-            results.append(found.looked_up(list(gap.entities), aim, self.config.round2_k))
+            results.append(found.looked_up(list(gap.entities), aim, self.config.round2_k, issued[0]))
             if len(queries) == self.config.max_round2_queries:
                 break
         return queries, results

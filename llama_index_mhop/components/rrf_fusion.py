@@ -12,7 +12,8 @@ Without an LM, over a vector retriever of a Chroma index, the run embeds only th
 once by its vector, and each perspective is the passage of an entity the angles name
 (:func:`~llama_index_mhop.rules.perspectives.lookup_perspectives`), found by title in the collection's table
 (:mod:`~llama_index_mhop.stores.passage_table`) and ordered by closeness to the query moved towards the passage
-that named it. Over any other retriever the LLM-free perspectives are the heuristic ones, embedded and searched.
+that named it. Over any other retriever, or with a transform whose ``step`` is its own, the LLM-free perspectives
+are text, embedded and searched.
 """
 
 from __future__ import annotations
@@ -263,8 +264,10 @@ class RRFFusionModule(FlowModule):
         settings = self.config
         anchor: list[str] = []
         links: dict[str, list[str]] = {}
-        passages = self.passages() if current_lm(self._parts.runner.lm) is None else None
-        if passages is not None:  # without an LM, over Chroma: the query's ranking by its vector, all it embeds
+        # Without an LM, over Chroma, and with the transform's own step: the query's vector is all a run embeds.
+        own_step = type(self._parts.source).step is PerspectiveQueryTransform.step
+        passages = self.passages() if own_step and current_lm(self._parts.runner.lm) is None else None
+        if passages is not None:
             found: FoundQuestion = yield Call(lambda: passages.question(query, settings.search_depth),
                                               lambda: passages.aquestion(query, settings.search_depth))
             views.update({found.table.ids[r]: found.table.view(r) for r in found.rows})

@@ -25,7 +25,7 @@ from llama_index.core.vector_stores.utils import metadata_dict_to_node
 from llama_index.vector_stores.chroma import ChromaVectorStore
 
 from ..adapters.llama_index import build_query, retriever_embed_model, retriever_vector_store
-from ..rules.ranking import PassageView
+from ..rules.ranking import PassageView, bridge_targets
 from ..rules.text import MIN_NAME_CHARS, clean_name, normalize, strip_parenthetical
 from .chroma_batches import pages
 from .search import collection_lock, read_guarded
@@ -123,11 +123,21 @@ class FoundQuestion:
         """The question's top passages with their similarities."""
         return [NodeWithScore(node=self.table.node(r), score=s) for r, s in zip(self.rows, self.scores, strict=True)]
 
-    def looked_up(self, names: Sequence[str], aim: np.ndarray, k: int) -> list[NodeWithScore]:
+    def looked_up(self, names: Sequence[str], aim: np.ndarray, k: int, query: str = "") -> list[NodeWithScore]:
         """The passages about each of ``names`` in turn (:meth:`PassageTable.about`), each name's closest to the
-        unit vector ``aim`` first, at most ``k``, scored by that closeness."""
+        unit vector ``aim`` first; with ``query``, then the passages the first one leads to, hop after hop, as
+        :func:`~llama_index_mhop.rules.ranking.link_passages` follows a bridge. At most ``k``, scored by closeness."""
         table = self.table
         rows = list(dict.fromkeys(r for name in names for r in closest(table, table.about(name), aim)))[:k]
+        hop, followed = rows[:1], list(names)
+        while query and hop and len(rows) < k:
+            view, hop = table.view(hop[0]), []
+            for entity in bridge_targets(query, view, [*followed, view.subject]):
+                hop = [r for r in closest(table, table.about(entity), aim) if r not in rows][:1]
+                if hop:
+                    followed.append(entity)
+                    break
+            rows += hop
         return [NodeWithScore(node=table.node(r), score=float(table.vectors[r] @ aim)) for r in rows]
 
 
@@ -164,11 +174,10 @@ class PassageSearch:
 
     def question(self, query: str, k: int) -> FoundQuestion:
         """The top ``k`` rows of ``query``'s vector (one embedder call), read at one version with the table."""
-        vector = np.asarray(self.embed_model.get_query_embedding(query), dtype=np.float32)
-        vector /= max(float(np.linalg.norm(vector)), 1e-12)
+        embedding = self.embed_model.get_query_embedding(query)
 
         def read() -> tuple[dict[str, Any], PassageTable]:
-            found = self.collection.query(query_embeddings=[vector.tolist()], n_results=k, include=["distances"])
+            found = self.collection.query(query_embeddings=[embedding], n_results=k, include=["distances"])
             version = self.marker.read().generation if self.marker is not None else self.collection.count()
             key = (str(self.collection.id), collection_lock(self.collection).generation, version)
             with _tables_lock:  # one table a collection, whichever retriever reads it
@@ -178,8 +187,10 @@ class PassageSearch:
             return found, table
         found, table = read_guarded(self.collection, self.marker, read)
         rows = [table.row_of[i] for i in found["ids"][0]]
+        vector = np.asarray(embedding, dtype=np.float32)
         # Similarities as ChromaVectorStore gives them, so the scores match a vector retriever's.
-        return FoundQuestion(vector, rows, [math.exp(-d) for d in found["distances"][0]], table)
+        return FoundQuestion(vector / max(float(np.linalg.norm(vector)), 1e-12), rows,
+                             [math.exp(-d) for d in found["distances"][0]], table)
 
     async def aquestion(self, query: str, k: int) -> FoundQuestion:
         """:meth:`question` in a worker thread."""

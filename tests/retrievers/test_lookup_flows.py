@@ -7,7 +7,7 @@ import chromadb
 import pytest
 
 from llama_index_mhop.components.confidence_loop import ConfidenceLoopRetriever
-from llama_index_mhop.components.rrf_fusion import RRFFusionRetriever
+from llama_index_mhop.components.rrf_fusion import PerspectiveQueryTransform, RRFFusionRetriever
 from llama_index_mhop.rules.perspectives import ContextPassage, lookup_perspectives
 from llama_index_mhop.rules.ranking import PassageView
 from llama_index_mhop.stores import minilm
@@ -80,6 +80,19 @@ def test_a_base_retriever_that_is_not_over_chroma_keeps_the_embedded_perspective
     assert PassageSearch.of(base) is None
     retriever.retrieve(QUERY)
     assert len(base.calls) > 1 and base.calls[0] == QUERY  # the perspectives searched as text
+
+
+def test_a_transform_with_its_own_step_keeps_its_text_perspectives_over_chroma(leland_index, encodes):
+    class Shouting(PerspectiveQueryTransform):
+        def step(self, query, context=(), program=None):
+            return super().step(query.upper(), context, program)
+
+    retriever = RRFFusionRetriever(leland_index.as_retriever(similarity_top_k=21), query_transform=Shouting(),
+                                   num_iterations=1)
+    retriever.retrieve(QUERY)
+    assert retriever.last_trace["iterations"][0]["perspectives"][0] == QUERY.upper()
+    embedded = [text for call in encodes for text in call]
+    assert embedded[:2] == [QUERY, QUERY.upper()] and len(embedded) > 2  # the query, then its text perspectives
 
 
 def test_the_table_finds_a_passage_by_a_name_that_is_part_of_its_title_or_the_other_way(leland_index):
