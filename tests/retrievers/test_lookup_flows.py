@@ -104,6 +104,13 @@ def test_the_table_finds_a_passage_by_a_name_that_is_part_of_its_title_or_the_ot
                       "maximum overdrive": ["Maximum Overdrive"], "King": ["Stephen King"], "Le": []}
 
 
+def test_a_lookup_follows_the_bridge_hop_after_hop_given_the_query(leland_index):
+    found = PassageSearch.of(leland_index.as_retriever(similarity_top_k=2)).question(QUERY, 2)
+    assert _titles(found.looked_up(["Leland"], found.vector, 5)) == CHAIN[:1]
+    assert _titles(found.looked_up(["Leland"], found.vector, 5, QUERY)) == CHAIN
+    assert _titles(found.looked_up(["Leland"], found.vector, 2, QUERY)) == CHAIN[:2]
+
+
 def test_the_table_is_read_again_after_a_write(leland_index):
     retriever = leland_index.as_retriever(similarity_top_k=2)
     search = PassageSearch.of(retriever)
