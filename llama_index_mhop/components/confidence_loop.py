@@ -10,13 +10,16 @@
 5. ``ListwiseDocumentReranker`` ranks all passages together; the top ``similarity_top_k`` (21) are returned.
 
 Every step is a DSPy predictor (:mod:`~llama_index_mhop.lm.steps`) with an LLM-free strategy
-(:mod:`~llama_index_mhop.rules.confidence`): the default without an LM, the fallback when the LM fails.
+(:mod:`~llama_index_mhop.rules.confidence`): the default without an LM, the fallback when the LM fails. Without an
+LM, over a vector index of Chroma, only the query is embedded: the link and gap queries name entities, each finding
+its entities' own passages by title in the collection's table (:mod:`~llama_index_mhop.stores.passage_table`), closest
+first to the query moved towards the passage that named them; a gap's, then where its bridge leads, hop after hop.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +37,7 @@ from ..lm.steps import (
     ListwiseDocumentReranker,
     LMStep,
     TargetedQueryGenerator,
+    current_lm,
 )
 from ..rules.confidence import (
     DEFAULT_BRIDGE_PASSAGES,
@@ -47,14 +51,17 @@ from ..rules.confidence import (
     analyze_query,
     assess_confidence,
     listwise_rerank,
+    numbered_passages,
     targeted_queries,
 )
 from ..rules.parsing import parse_confidence, parse_queries, parse_ranking, parse_string_list
 from ..rules.ranking import PassageView, reciprocal_rank_fusion
-from ..rules.text import escape_controls
+from ..rules.text import escape_controls, normalize
+from ..stores.passage_table import FoundQuestion, PassageSearch, PassageTable, towards
 from .base import (
     AsyncSearchBatch,
     BatchSearcher,
+    Call,
     Flow,
     FlowModule,
     LMRequest,
@@ -125,27 +132,18 @@ class _Pool:
     index: dict[str, int] = field(default_factory=dict)
     rankings: list[tuple[list[int], float]] = field(default_factory=list)
 
-    def add(self, results: list[NodeWithScore], weight: float) -> int:
+    def add(self, results: list[NodeWithScore], weight: float, table: PassageTable | None = None) -> int:
         ranking, added = [], 0
         for result in results:
             node_id = result.node.node_id
             if node_id not in self.index:
                 self.index[node_id] = len(self.nodes)
                 self.nodes.append(result)
-                self.views.append(PassageView.from_node(result.node))
+                self.views.append(table.view(table.row_of[node_id]) if table else PassageView.from_node(result.node))
                 added += 1
             ranking.append(self.index[node_id])
         self.rankings.append((ranking, weight))
         return added
-
-
-def _passages_text(views: Sequence[PassageView], chars: int) -> str:
-    lines = []
-    for i, view in enumerate(views):
-        body = " ".join(view.text.split())
-        body = body if len(body) <= chars else body[:chars].rsplit(" ", 1)[0] + " ..."
-        lines.append(f"[{i}] {view.title + ': ' if view.title else ''}{body}")
-    return "\n".join(lines)
 
 
 class ConfidenceLoopModule(FlowModule):
@@ -167,6 +165,7 @@ class ConfidenceLoopModule(FlowModule):
         asearch: AsyncSearchBatch | None = None,
         runner: StepRunner | None = None,
         verbose: bool = False,
+        passages: Callable[[], PassageSearch | None] = lambda: None,
     ) -> None:
         super().__init__(runner or StepRunner(lm=None, counter=FallbackCounter()), search, asearch)
         self.analyzer = dspy.Predict(EntityAndGapAnalyzer)
@@ -175,20 +174,31 @@ class ConfidenceLoopModule(FlowModule):
         self.reranker = dspy.Predict(ListwiseDocumentReranker)
         self.config = config or ConfidenceLoopConfig()
         self.verbose = verbose
+        self.passages = passages  # the LLM-free run's search (a function: DSPy's copies share it)
 
     def flow(self, query: str, record: StepRecord) -> Flow[NodesAndTrace]:
         """The loop, top to bottom; yields LM steps and searches to its driver (see :mod:`~llama_index_mhop.components.base`)."""
         config = self.config
         trace = _new_trace(query, record)
-        # 1. Round 1: the entity chains and link queries, the query itself beside them.
-        chains, generated = yield self._analyze(query)
-        trace["entity_chains"] = chains
-        round1 = self._round1_queries(query, generated)
-        issued = [q for q, _ in round1]
-        results = yield Search(issued, config.round1_k)
+        passages, found = self.passages() if current_lm(self._parts.runner.lm) is None else None, None
+        # 1. Round 1: the entity chains and link queries, the query itself beside them. Without an LM, over Chroma:
+        # the query searched by its vector, each link query its entity's passages by title (only the query embedded).
+        if passages is not None and config.include_original_query:
+            found = yield Call(lambda: passages.question(query, config.round1_k),
+                               lambda: passages.aquestion(query, config.round1_k))
+            analysis = analyze_query(query, config.max_round1_queries)
+            record(STEP_ANALYZER, "llm_free", "no LM configured")
+            chains, named = analysis.entity_chains, analysis.entities[: config.max_round1_queries]
+            round1 = [(query, config.original_query_weight), *((name, 1.0) for name in named)]
+            results = [found.nodes(), *(found.looked_up([name], found.vector, config.round1_k) for name in named)]
+        else:
+            chains, generated = yield self._analyze(query)
+            round1 = self._round1_queries(query, generated)
+            results = yield Search([q for q, _ in round1], config.round1_k)
+        trace["entity_chains"], issued, table = chains, [q for q, _ in round1], found.table if found else None
         # 2. De-duplicate, first-seen order kept; every query's ranking is kept for the fusion.
         pool = _Pool()
-        added = [pool.add(r, weight) for r, (_, weight) in zip(results, round1, strict=True)]
+        added = [pool.add(r, weight, table) for r, (_, weight) in zip(results, round1, strict=True)]
         self._record_round(trace, 1, issued, config.round1_k, results, added)
         # 3. Confidence over the round-1 passages, the original query's ranking first.
         views = [pool.views[i] for i in self._round1_order(pool)]
@@ -198,14 +208,32 @@ class ConfidenceLoopModule(FlowModule):
         trace["round2"] = assessment.confidence < config.confidence_threshold and config.max_round2_queries > 0
         # 4. Round 2 for the gaps, only when the confidence is low.
         if trace["round2"]:
-            round2 = yield self._target(query, assessment, views, issued)
-            results = yield Search(round2, config.round2_k)
-            added = [pool.add(r, 1.0) for r in results]
+            if found is None:
+                round2 = yield self._target(query, assessment, views, issued)
+                results = yield Search(round2, config.round2_k)
+            else:
+                record(STEP_TARGETED, "llm_free", "no LM configured")
+                round2, results = self._gap_lookups(found, assessment, pool, issued)
+            added = [pool.add(r, 1.0, table) for r in results]
             self._record_round(trace, 2, round2, config.round2_k, results, added)
         # 5. Rank every passage together and keep the top similarity_top_k.
         free_ranking = listwise_rerank(query, pool.views, pool.rankings, rrf_k=config.rrf_k)
         ranking = yield self._rerank(query, pool, [r.index for r in free_ranking])
         return self._finish(pool, ranking, free_ranking, trace), trace
+
+    def _gap_lookups(self, found: FoundQuestion, assessment: ConfidenceAssessment, pool: _Pool,
+                     issued: list[str]) -> tuple[list[str], list[list[NodeWithScore]]]:
+        """The LLM-free round 2: each gap naming an entity no query named yet finds its entities' passages."""
+        looked = {normalize(name) for name in issued}
+        queries, results = [], []
+        for gap in [g for g in assessment.gaps if {normalize(e) for e in g.entities} - looked]:
+            source = next((found.table.row_of[v.id] for v in pool.views if v.subject == gap.source), None)
+            aim = found.vector if source is None else towards(found.vector, found.table.vectors[source])
+            queries.append(", ".join(gap.entities))
+            results.append(found.looked_up(list(gap.entities), aim, self.config.round2_k, issued[0]))
+            if len(queries) == self.config.max_round2_queries:
+                break
+        return queries, results
 
     # -- the LM steps: inputs, parser and LLM-free strategy ---------------------------------------------------
 
@@ -231,7 +259,7 @@ class ConfidenceLoopModule(FlowModule):
             confidence = parse_confidence(prediction.get("confidence"))
             missing = parse_string_list(prediction.get("missing_information") or "", max_items=5)
             return ConfidenceAssessment(confidence, [Gap(GapKind.FACT, text) for text in missing])
-        shown = _passages_text(views[: self.config.lm_passages], self.config.lm_passage_chars)
+        shown = numbered_passages(views[: self.config.lm_passages], self.config.lm_passage_chars)
         step = LMStep(STEP_CONFIDENCE, self.evaluator, parse, lambda: self._free_assessment(query, views, issued))
         return LMRequest(step, {"query": query, "passages": shown})
 
@@ -259,7 +287,7 @@ class ConfidenceLoopModule(FlowModule):
     def _rerank(self, query: str, pool: _Pool, prior: list[int]) -> LMRequest[list[int]]:
         def parse(prediction: dspy.Prediction) -> list[int]:
             return parse_ranking(prediction.get("ranking"), len(pool.views), prior=prior)
-        inputs = {"query": query, "passages": _passages_text(pool.views, self.config.lm_passage_chars)}
+        inputs = {"query": query, "passages": numbered_passages(pool.views, self.config.lm_passage_chars)}
         return LMRequest(LMStep(STEP_RERANK, self.reranker, parse, lambda: prior), inputs)
 
     # -- the bookkeeping between the steps --------------------------------------------------------------------
@@ -325,21 +353,9 @@ class ConfidenceLoopModule(FlowModule):
 
 
 def _new_trace(query: str, record: StepRecord) -> dict[str, Any]:
-    return {
-        "query": query,
-        "rounds": [],
-        "entity_chains": [],
-        "confidence": None,
-        "gaps": [],
-        "round2": False,
-        "steps": record.steps,
-        "step_reasons": record.reasons,
-        "fallbacks": record.fallbacks,
-        "pool_size": 0,
-        "pool_ids": [],
-        "llm_free_order": [],
-        "ranking": [],
-    }
+    return {"query": query, "rounds": [], "entity_chains": [], "confidence": None, "gaps": [], "round2": False,
+            "steps": record.steps, "step_reasons": record.reasons, "fallbacks": record.fallbacks, "pool_size": 0,
+            "pool_ids": [], "llm_free_order": [], "ranking": []}
 
 
 class ConfidenceLoopRetriever(ProgramRetriever):
@@ -417,7 +433,8 @@ class ConfidenceLoopRetriever(ProgramRetriever):
     def _build_program(self) -> ConfidenceLoopModule:
         runner = StepRunner(self.lm, self.fallback_counts, self.config.lm_timeout)
         return ConfidenceLoopModule(self.config, self._searcher.search, self._searcher.asearch, runner,
-                                    retriever_verbose(self))
+                                    retriever_verbose(self),
+                                    lambda: PassageSearch.of(self._retriever_for(self.config.round1_k)))
 
     def _step_predictors(self) -> dict[str, Any]:
         program = self.program

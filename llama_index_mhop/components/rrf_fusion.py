@@ -5,8 +5,15 @@ For each of 3 iterations: write 4-5 perspectives (informed by the previous itera
 k=7 passages each, fuse every list so far, keep the top 30 and hand the top 10 on as context; the last fusion
 returns the top 21 (every number a setting of :class:`RRFFusionConfig`). The fusion never dilutes the query's own
 ranking (:func:`~llama_index_mhop.rules.ranking.anchored_fusion`): bridge hops follow their source passages, the
-other perspective passages follow in RRF order. Without an LM, or when it fails, the perspectives come from
+other perspective passages follow in RRF order. When the LM fails, the perspectives come from
 :func:`~llama_index_mhop.rules.perspectives.heuristic_perspectives`.
+
+Without an LM, over a vector retriever of a Chroma index, the run embeds only the query: its ranking is searched
+once by its vector, and each perspective is the passage of an entity the angles name
+(:func:`~llama_index_mhop.rules.perspectives.lookup_perspectives`), found by title in the collection's table
+(:mod:`~llama_index_mhop.stores.passage_table`) and ordered by closeness to the query moved towards the passage
+that named it. Over any other retriever, or with a transform whose ``step`` is its own, the LLM-free perspectives
+are text, embedded and searched.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,14 +33,29 @@ from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..lm.programs import ProgramSource, load_program, save_program, step_prompts, update_step_prompts
-from ..lm.steps import DEFAULT_LM_TIMEOUT, FallbackCounter, LMStep, QueryPerspectiveGenerator, resolve_lm
+from ..lm.steps import (
+    DEFAULT_LM_TIMEOUT,
+    FallbackCounter,
+    LMStep,
+    QueryPerspectiveGenerator,
+    current_lm,
+    resolve_lm,
+)
 from ..rules.parsing import LMOutputError
-from ..rules.perspectives import ContextPassage, heuristic_perspectives, repair_perspectives
+from ..rules.perspectives import (
+    MAX_PERSPECTIVES,
+    ContextPassage,
+    heuristic_perspectives,
+    lookup_perspectives,
+    repair_perspectives,
+)
 from ..rules.ranking import DEFAULT_RRF_K, PassageView, anchored_fusion, link_passages, reciprocal_rank_fusion
 from ..rules.text import check_query
+from ..stores.passage_table import FoundQuestion, PassageSearch, closest, towards
 from .base import (
     AsyncSearchBatch,
     BatchSearcher,
+    Call,
     Flow,
     FlowModule,
     LMRequest,
@@ -225,36 +247,51 @@ class RRFFusionModule(FlowModule):
         search: SearchBatch | None = None,
         asearch: AsyncSearchBatch | None = None,
         config: RRFFusionConfig | None = None,
+        passages: Callable[[], PassageSearch | None] = lambda: None,
     ) -> None:
         super().__init__(transform.runner, search, asearch, source=transform)
         self.perspectives = transform.program
         self.config = config or RRFFusionConfig()
+        self.passages = passages  # a function: DSPy's copies of the module share it
 
     def flow(self, query: str, record: StepRecord) -> Flow[NodesAndTrace]:
         """The seed's loop, top to bottom; yields LM steps and searches (see :mod:`~llama_index_mhop.components.base`)."""
         nodes: dict[str, NodeWithScore] = {}
         views: dict[str, PassageView] = {}  # each passage read once a query, whichever lists it is in
         lists: list[list[str]] = []
-        context: list[NodeWithScore] = []
+        pool: list[str] = []
         trace: dict[str, Any] = {"query": query, "iterations": []}
         settings = self.config
         anchor: list[str] = []
+        links: dict[str, list[str]] = {}
+        # Without an LM, over Chroma, and with the transform's own step: the query's vector is all a run embeds.
+        own_step = type(self._parts.source).step is PerspectiveQueryTransform.step
+        passages = self.passages() if own_step and current_lm(self._parts.runner.lm) is None else None
+        if passages is not None:
+            found: FoundQuestion = yield Call(lambda: passages.question(query, settings.search_depth),
+                                              lambda: passages.aquestion(query, settings.search_depth))
+            views.update({found.table.ids[r]: found.table.view(r) for r in found.rows})
+            pool = anchor = self._anchor(found.nodes(), nodes, trace)
         for iteration in range(settings.num_iterations):
-            # Perspectives informed by the previous iteration's top passages, k passages for each.
-            # Through the transform's step, so a subclass of the transform shapes the flow's perspectives too.
-            perspectives = yield self._parts.source.step(query, context, program=self.perspectives)
-            if iteration == 0:
-                # The query's own ranking, the anchor no perspective may dilute: one batch with the first
-                # perspectives (which see no passage yet).
-                anchor_results, *results = yield Search([query, *perspectives], settings.search_depth)
-                anchor = self._anchor(anchor_results, nodes, trace)
+            if passages is not None:
+                record(PERSPECTIVES_STEP, "llm_free", "no LM configured")
+                perspectives, rankings = self._lookups(query, found, anchor, links, pool, nodes, views)
             else:
-                results = yield Search(perspectives, settings.perspective_top_k)
-            rankings = [self._ranking(r, nodes) for r in results]  # perspective order: ties resolve alike
+                # Perspectives informed by the previous iteration's top passages, k passages for each. Through
+                # the transform's step, so a subclass of the transform shapes the flow's perspectives too.
+                context = [nodes[node_id] for node_id in pool[: settings.context_top_n]]
+                perspectives = yield self._parts.source.step(query, context, program=self.perspectives)
+                if iteration == 0:
+                    # The query's own ranking, the anchor no perspective may dilute: one batch with the first
+                    # perspectives (which see no passage yet).
+                    anchor_results, *results = yield Search([query, *perspectives], settings.search_depth)
+                    anchor = self._anchor(anchor_results, nodes, trace)
+                else:
+                    results = yield Search(perspectives, settings.perspective_top_k)
+                rankings = [self._ranking(r, nodes) for r in results]  # perspective order: ties resolve alike
             # Fuse every list so far; carry the top passages over, the best of them as the next context.
             lists.extend(rankings)
             pool, links = self._fuse(query, anchor, lists, nodes, views, settings.carry_over_top_n)
-            context = [nodes[node_id] for node_id in pool[: settings.context_top_n]]
             trace["iterations"].append(
                 {"perspectives": perspectives, "rankings": rankings, "links": links, "pool": pool,
                  "context": pool[: settings.context_top_n], "step": record.steps[PERSPECTIVES_STEP],
@@ -264,6 +301,37 @@ class RRFFusionModule(FlowModule):
         # Reciprocal-rank scores: monotone in the fused order.
         trace["final"] = [[node_id, 1.0 / rank] for rank, node_id in enumerate(fused, start=1)]
         return [NodeWithScore(node=nodes[node_id].node, score=score) for node_id, score in trace["final"]], trace
+
+    def _lookups(
+        self, query: str, found: FoundQuestion, anchor: list[str], links: dict[str, list[str]], pool: list[str],
+        nodes: dict[str, NodeWithScore], views: dict[str, PassageView],
+    ) -> tuple[list[str], list[list[str]]]:
+        """An iteration's LLM-free perspectives, none embedded: the query's own top ``perspective_top_k``, then the
+        passages of the names :func:`~llama_index_mhop.rules.perspectives.lookup_perspectives` gives for the pool's
+        top passages and the bridge chain's last passage, each name's closest first to the query moved towards
+        that passage (up to five lists)."""
+        table, top_k = found.table, self.config.perspective_top_k
+        chain = self._chain(anchor, links)
+        shown = [ContextPassage(views[i].title, views[i].text) for i in pool[: self.config.context_top_n]]
+        aim = towards(found.vector, table.vectors[table.row_of[chain[-1]]])
+        perspectives, rankings = ["query"], [anchor[:top_k]]
+        for angle, name in lookup_perspectives(query, shown, views[chain[-1]], [views[i].subject for i in chain]):
+            rows = closest(table, [r for r in table.about(name) if table.ids[r] not in chain], aim)
+            if rows and len(rankings) < MAX_PERSPECTIVES:
+                perspectives.append(f"{angle}: {name}")
+                rankings.append([table.ids[r] for r in rows[:top_k]])
+        for node_id in {i for ranking in rankings for i in ranking} - nodes.keys():
+            nodes[node_id] = NodeWithScore(node=table.node(table.row_of[node_id]))
+            views[node_id] = table.view(table.row_of[node_id])
+        return perspectives, rankings
+
+    @staticmethod
+    def _chain(anchor: list[str], links: dict[str, list[str]]) -> list[str]:
+        """The bridge chain followed from the query's top passage: it, then each passage linked from the last."""
+        chain = anchor[:1]
+        while links.get(chain[-1]) and links[chain[-1]][0] not in chain:
+            chain.append(links[chain[-1]][0])
+        return chain
 
     def _anchor(self, results: list[NodeWithScore], nodes: dict[str, NodeWithScore], trace: dict) -> list[str]:
         anchor = []
@@ -336,7 +404,8 @@ class RRFFusionRetriever(ProgramRetriever):
 
     def _build_program(self) -> RRFFusionModule:
         self.query_transform = self.query_transform or PerspectiveQueryTransform(lm=self.lm)
-        return RRFFusionModule(self.query_transform, self._searcher.search, self._searcher.asearch, self.config)
+        return RRFFusionModule(self.query_transform, self._searcher.search, self._searcher.asearch, self.config,
+                               lambda: PassageSearch.of(self.base_retriever))
 
     def _step_predictors(self) -> dict[str, Any]:
         return {PERSPECTIVES_STEP: self.program.perspectives.generate}

@@ -26,7 +26,7 @@ from .text import entity_spans, is_modifier, mentions, query_entities, relation_
 
 __all__ = ["DEFAULT_BRIDGE_PASSAGES", "DEFAULT_BRIDGE_PENALTY", "DEFAULT_CONFIDENCE_TOP_N", "DEFAULT_RERANK_RRF_K",
            "ConfidenceAssessment", "Gap", "GapKind", "QueryAnalysis", "RankedPassage", "analyze_query",
-           "assess_confidence", "listwise_rerank", "targeted_queries"]
+           "assess_confidence", "listwise_rerank", "numbered_passages", "targeted_queries"]
 
 #: How many of the best-ranked passages the confidence judges.
 DEFAULT_CONFIDENCE_TOP_N = 5
@@ -247,3 +247,13 @@ def listwise_rerank(
     linked_from = {target: source for source, targets in links.items() for target in targets}
     order = anchored_fusion(anchor, links, by_relevance)
     return [RankedPassage(i, relevance[i], linked_from.get(i)) for i in order]
+
+
+def numbered_passages(views: Sequence[PassageView], chars: int) -> str:
+    """Passages as an LM step is shown them: ``[i] title: text``, each text cut at a word within ``chars``."""
+    lines = []
+    for i, view in enumerate(views):
+        body = " ".join(view.text.split())
+        body = body if len(body) <= chars else body[:chars].rsplit(" ", 1)[0] + " ..."
+        lines.append(f"[{i}] {view.title + ': ' if view.title else ''}{body}")
+    return "\n".join(lines)

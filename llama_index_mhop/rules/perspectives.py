@@ -2,6 +2,10 @@
 (the bridge entity the passages introduce, else the query's entities), relationship (the entities with the
 relation words), temporal (the query's years or time relation), comparison (the other side, or a second bridge)
 and context (the query itself, so fusion always keeps its own ranking).
+
+:func:`heuristic_perspectives` writes them as text to embed (the fallback of an LM's perspectives);
+:func:`lookup_perspectives` names the passages to look up by title instead, so an LLM-free run embeds only the
+query.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from .text import (
 )
 
 __all__ = ["MAX_PERSPECTIVES", "MIN_PERSPECTIVES", "ContextPassage", "bridge_entities", "comparison_sides",
-           "heuristic_perspectives", "repair_perspectives"]
+           "heuristic_perspectives", "lookup_perspectives", "repair_perspectives"]
 
 MIN_PERSPECTIVES = 4
 MAX_PERSPECTIVES = 5
@@ -119,6 +123,32 @@ def heuristic_perspectives(query: str, context: Sequence[ContextPassage] = ()) -
     fillers += [_join(b, relation) for b in bridges]
     fillers += [f"{query} {angle}" for angle in ("background", "details", "history", "overview")]
     return _dedupe_fill(candidates, fillers)
+
+
+def lookup_perspectives(query: str, context: Sequence[ContextPassage], chain_end: PassageView | None = None,
+                        followed: Sequence[str] = ()) -> list[tuple[str, str]]:
+    """The five angles as ``(angle, name)`` pairs, each name an entity whose own passage (the passage titled by it)
+    the perspective finds, best first and each name once.
+
+    relationship: where the question's relation leads from ``chain_end``, the last passage of the bridge chain
+    followed so far (:func:`~llama_index_mhop.rules.ranking.bridge_targets`, ``followed`` names skipped); entity:
+    the bridge entities the context passages introduce (:func:`bridge_entities`); comparison: the sides the
+    question sets against each other; then the question's own entities. Context and temporal are the question's
+    own ranking: its vector holds its years and time words.
+    """
+    entities = [e for e in entity_spans(query) if not e.isdigit()]
+    angles = [("relationship", e) for e in (bridge_targets(query, chain_end, followed) if chain_end else [])]
+    angles += [("entity", e) for e in bridge_entities(query, context)]
+    angles += [("comparison", e) for e in comparison_sides(query, entities)]
+    angles += [("entity", e) for e in entities]
+    seen: set[str] = set()
+    out = []
+    for angle, name in angles:
+        key = normalize(name)
+        if key and key not in seen:
+            seen.add(key)
+            out.append((angle, name))
+    return out
 
 
 def _dedupe_fill(candidates: Sequence[str], fillers: Sequence[str]) -> list[str]:
