@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from llama_index_mhop.rules.ranking import PassageView, bridge_targets, link_passages, relation_order
+import pytest
+
+from llama_index_mhop.rules.ranking import (
+    PassageView,
+    bridge_targets,
+    follow_chain,
+    link_passages,
+    relation_order,
+)
 from llama_index_mhop.rules.text import stems
 
 FIRM = PassageView(
@@ -54,3 +62,34 @@ def test_link_passages_chains_hops():
     chain = link_passages(question, [FIRM], [TOWN, FOUNDER, BIRTHPLACE, FIRM])
     # firm -> founder ("founded by"), founder -> Varanbury ("born in"); the town passage is never a hop.
     assert chain == {"firm": ["rosa"], "rosa": ["varanbury"]}
+
+
+def _about(*passages: PassageView):
+    return lambda name: next((p for p in passages if p.is_about(name)), None)
+
+
+def test_follow_chain_scores_each_hop_by_the_relation_words_its_sentence_states():
+    question = "In which province was the founder of Peserk Works born?"
+    steps = follow_chain(question, [FIRM], _about(FIRM, FOUNDER, TOWN, BIRTHPLACE), hops=3)
+    # "founder" meets "founded by" (3 relation stems open: province, found, born); "born in" closes the next.
+    assert [(s.hop, s.title, s.entity, s.matched, s.target) for s in steps] == [
+        (1, "Peserk Works", "Rosa Chandvei", ("found",), "rosa"),
+        (2, "Rosa Chandvei", "Varanbury", ("born",), "varanbury"),
+        (3, "Varanbury", "Grelnel River", (), ""),
+    ]
+    assert [s.weight for s in steps] == pytest.approx([2 / 4, 2 / 4 * 2 / 3, 2 / 4 * 2 / 3 * 1 / 2])
+    assert steps[1].sentence == FOUNDER.text
+
+
+def test_follow_chain_stops_where_no_passage_is_about_the_entity_and_never_revisits():
+    question = "In which town was the person who founded Peserk Works born?"
+    steps = follow_chain(question, [FIRM], _about(FIRM), hops=3)
+    assert [(s.entity, s.target) for s in steps] == [("Rosa Chandvei", "")]
+    # A passage that leads back to a source is not followed again.
+    loop = PassageView("rosa-loop", "Rosa Chandvei founded Peserk Works.", "Rosa Chandvei")
+    steps = follow_chain(question, [FIRM], _about(FIRM, loop), hops=3)
+    assert [(s.hop, s.entity) for s in steps] == [(1, "Rosa Chandvei")]
+    assert follow_chain(question, [FIRM], _about(FIRM, FOUNDER), hops=0) == []
+    # Once the sentences have stated every relation word of the question the chain is complete.
+    steps = follow_chain("Who founded Peserk Works?", [FIRM], _about(FIRM, FOUNDER, BIRTHPLACE), hops=3)
+    assert [(s.entity, s.target, s.weight) for s in steps] == [("Rosa Chandvei", "rosa", 1.0)]

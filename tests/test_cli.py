@@ -40,6 +40,8 @@ def test_index_then_query_every_retriever(corpus, tmp_path, capsys):
             assert "keeps no trace" in out, retriever
         else:
             assert trace_key in out, retriever
+        if retriever == "hippo_graph":  # each hop of the evidence chain on a line of its own, before the trace
+            assert "chain hop 1: Leland, North Carolina -> " in out
     # --program loads a compiled program into the retriever; a file that is none is a clear error.
     program = DSPyFactFilter().save_program(tmp_path / "filter.json")
     query = ["query", "Who directed Maximum Overdrive?", "--retriever", "hippo_graph", "--program", str(program)]

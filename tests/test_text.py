@@ -20,6 +20,7 @@ from llama_index_mhop.rules.text import (
     normalize,
     normalize_title,
     query_entities,
+    relation_stems,
     relation_words,
     sentences,
     stem,
@@ -109,3 +110,10 @@ def test_strip_parenthetical_is_linear_on_long_white_space():
     title = "A" + " " * 1_000_000 + "title"
     assert strip_parenthetical(title) == title
     assert strip_parenthetical("Lover Come Back" + " " * 1_000_000 + "(1961 film) ") == "Lover Come Back"
+
+
+def test_relation_stems_meet_an_agent_noun_and_its_verb():
+    assert relation_stems("the founder of the director's firm") == relation_stems("founded by, directed by the firm")
+    assert relation_stems("the founder") == {"found"}
+    # Short stems keep their ending: "river" and "water" are no verbs.
+    assert relation_stems("river water") == {"river", "water"}

@@ -195,6 +195,7 @@ def cmd_query(args: argparse.Namespace) -> int:
                       result.node.get_content())
             console.file.write("\t".join(escape_controls(" ".join(str(f).split())) for f in fields) + "\n")
     if trace is not None:
+        _print_chain(trace.get("chain", []))
         _print_json(trace)
     if answer is not None:
         _console().print(_labelled("answer:", "bold", answer))
@@ -206,6 +207,16 @@ def _print_json(value: Any) -> None:
     file = _console().file
     file.write(json.dumps(value, indent=2, ensure_ascii=True, default=str) + "\n")
     file.flush()
+
+
+def _print_chain(chain: Sequence[dict[str, Any]]) -> None:
+    """The evidence chain's hops, one line each: which sentence of which passage led where, and its weight."""
+    file = _console().file
+    for step in chain:
+        line = (f"chain hop {step['hop']}: {step['from']} -> {step['entity']}"
+                f"{' (' + step['to'] + ')' if step['to'] else ''}, weight {step['weight']:.3f}, "
+                f"matched {', '.join(step['matched']) or 'no relation word'}: {step['sentence']}")
+        file.write(escape_controls(" ".join(line.split())) + "\n")
 
 
 def _print_table(args: argparse.Namespace, results: Sequence[Any]) -> None:

@@ -1,19 +1,15 @@
 """``HippoGraphRetriever``: HippoRAG 2's query flow over a :class:`~llama_index_mhop.graph.index.HippoGraphIndex`.
 
-HippoRAG 2 (Gutiérrez et al., 2025, seeds 003/004), one query:
+HippoRAG 2 (Gutiérrez et al., 2025, seeds 003/004), one query: the query embedding scores every fact (min-max
+normalised), the ``linking_top_k`` best are candidates; recognition memory
+(:class:`~llama_index_mhop.components.fact_filter.DSPyFactFilter`) keeps at most ``fact_top_n`` (none, and the query
+naming no entity of the graph: dense passage retrieval); the reset holds each kept fact's score over its entity's
+passage count on its subject and object (the ``linking_top_k`` best entities) plus every passage's normalised dense
+score times ``passage_node_weight``; Personalized PageRank with ``damping`` ranks the passages.
 
-1. The query embedding scores every fact (min-max normalised); the ``linking_top_k`` best facts are candidates.
-2. Recognition memory (:class:`~llama_index_mhop.components.fact_filter.DSPyFactFilter`) keeps at most ``fact_top_n``;
-   when it keeps none and the query names no entity of the graph, the answer is dense passage retrieval.
-3. The reset: each kept fact's score, divided by its entity's passage count, on its subject and object (the
-   ``linking_top_k`` best entities keep their weight), plus every passage's normalised dense score times
-   ``passage_node_weight``.
-4. Personalized PageRank with ``damping``; passages ranked by probability.
-
-:class:`HippoGraphModule` runs these steps top to bottom over the index's retrieval state (loaded once per graph
-version); :class:`HippoGraphRetriever` is the LlamaIndex retriever around it. Settings of :class:`HippoGraphConfig`
-add the entities the query names to the reset (``query_entity_weight``), optional dense seeds
-(``dense_seed_top_k``, ``dense_seed_weight``) and the first-page order of the best ``first_page`` passages.
+:class:`HippoGraphModule` runs these steps over the index's retrieval state; :class:`HippoGraphRetriever` is the
+LlamaIndex retriever around it. :class:`HippoGraphConfig` adds the query's entities (``query_entity_weight``), its
+evidence chain (``chain_hops``, ``chain_weight``), dense seeds and the first-page order.
 """
 
 from __future__ import annotations
@@ -37,7 +33,7 @@ from ..graph.state import RetrievalState
 from ..graph.walk.exact import DEFAULT_DAMPING, DenseScores, SparseVector
 from ..lm.programs import ProgramSource
 from ..lm.steps import FactFilterModule, FallbackCounter
-from ..rules.ranking import FIRST_PAGE_SIZE, PassageView, first_page
+from ..rules.ranking import FIRST_PAGE_SIZE, ChainStep, PassageView, first_page, follow_chain
 from ..rules.text import NON_ENTITY_CAPS, STOPWORDS
 from ..stores.dimension_check import EmbeddingDimensionError, embedder_name
 from .base import Call, Flow, FlowModule, NodesAndTrace, ProgramRetriever, StepRecord, StepRunner, query_text
@@ -50,6 +46,7 @@ logger = logging.getLogger(__name__)
 
 _TRACE_TOP = 10  # entities and reset entries in a trace
 _MAX_NGRAM = 8
+_ABOUT_CANDIDATES = 3  # passages read to find the one about an entity: its title edges are the heaviest
 _QUERY_WORD = re.compile(r"[\w][\w'’.\-&]*")
 
 
@@ -65,6 +62,12 @@ class HippoGraphConfig(BaseModel):
         passage_node_weight: weight of the dense passage scores in the reset vector (HippoRAG 2: 0.05).
         damping: probability that the walk follows an edge (HippoRAG 2: 0.5).
         query_entity_weight: reset weight of entities the query names (1; 0 turns it off).
+        chain_hops: most hops of the evidence chain followed from the passages about what the query names, each
+            through the sentence stating most of the query's relation to the entity it introduces (3; 0 turns the
+            chain off and gives the ranking without it).
+        chain_weight: reset weight of the passage a chain step leads to, times the chain's match up to it (in
+            (0, 1]); a step without such a passage seeds its entity, divided by its passage count as a query
+            entity is (1: a fully matched hop names its passage as surely as the query names its entity).
         dense_seed_top_k: how many best dense passages get an extra reset weight (0 turns it off).
         dense_seed_weight: that extra weight, times the passage's normalised dense score (0).
         first_page: how many of the best passages are put in first-page order (:mod:`~llama_index_mhop.rules.ranking`;
@@ -79,6 +82,8 @@ class HippoGraphConfig(BaseModel):
     passage_node_weight: float = Field(0.05, ge=0, allow_inf_nan=False, strict=False)
     damping: float = Field(DEFAULT_DAMPING, ge=0, lt=1, allow_inf_nan=False, strict=False)
     query_entity_weight: float = Field(1.0, ge=0, allow_inf_nan=False, strict=False)
+    chain_hops: int = Field(3, ge=0)
+    chain_weight: float = Field(1.0, ge=0, allow_inf_nan=False, strict=False)
     dense_seed_top_k: int = Field(0, ge=0)
     dense_seed_weight: float = Field(0.0, ge=0, allow_inf_nan=False, strict=False)
     first_page: int = Field(FIRST_PAGE_SIZE, ge=0)
@@ -147,16 +152,14 @@ class HippoGraphModule(FlowModule):
         return (yield Call(partial(fact_filter.postprocess_nodes, list(candidates), query_bundle=bundle),
                            partial(fact_filter.apostprocess_nodes, list(candidates), query_bundle=bundle)))
 
-    def _candidates(
-        self, state: RetrievalState, query_vector: np.ndarray
-    ) -> tuple[DenseScores, list[NodeWithScore], dict[str, int]]:
+    def _candidates(self, state: RetrievalState,
+                    query_vector: np.ndarray) -> tuple[DenseScores, list[NodeWithScore], dict[str, int]]:
         """Dense passage scores and the top facts as fact nodes (score: min-max normalised similarity)."""
         # The walk says whether it reads every passage's similarity or only the best passages' and the extremes;
         # the best include the dense seeds and the passages a trace may show.
-        dense = state.passage_vectors.search(
-            query_vector, max(self.config.similarity_top_k, self.config.dense_seed_top_k, _TRACE_TOP),
-            every=state.walk.needs_every_passage_score,
-        )
+        dense = state.passage_vectors.search(query_vector, max(self.config.similarity_top_k,
+                                             self.config.dense_seed_top_k, _TRACE_TOP),
+                                             every=state.walk.needs_every_passage_score)
         facts = state.fact_vectors.search(query_vector, self.config.linking_top_k, every=False)
         fact_scores = facts.normalised(facts.top_scores)
         nodes, by_id = [], {}
@@ -167,10 +170,9 @@ class HippoGraphModule(FlowModule):
             nodes.append(node)
         return dense, nodes, by_id
 
-    def _seeds(
-        self, state: RetrievalState, query_entities: list[int], kept: list[NodeWithScore], by_id: dict[str, int]
-    ) -> SparseVector:
-        """The reset's entity part: kept facts' entities (the ``linking_top_k`` best) and the query's entities."""
+    def _seeds(self, state: RetrievalState, query_entities: list[int], kept: list[NodeWithScore],
+               by_id: dict[str, int], chain: list[tuple[ChainStep, int | None, int | None]]) -> SparseVector:
+        """The reset's seeds: kept facts' entities (the ``linking_top_k`` best), the query's entities, the chain's."""
         sums: dict[int, float] = {}
         occurrences: dict[int, int] = {}
         counts = state.passage_counts
@@ -193,7 +195,42 @@ class HippoGraphModule(FlowModule):
             for j in query_entities:
                 weight = self.config.query_entity_weight
                 weights[j] = weights.get(j, 0.0) + (weight / counts[j] if counts[j] > 0 else weight)
+        for step, entity, row in chain:
+            # The passage a hop leads to is seeded itself: its entity (a town, a firm) is often a hub that many
+            # passages name. Without such a passage the entity is seeded as a query entity is.
+            weight = self.config.chain_weight * step.weight
+            if row is not None:
+                weights[row] = weights.get(row, 0.0) + weight
+            elif entity is not None:
+                weights[entity] = weights.get(entity, 0.0) + (weight / counts[entity] if counts[entity] > 0 else weight)
         return SparseVector.from_mapping(weights)
+
+    def _chain(self, state: RetrievalState, query: str,
+               named: list[int]) -> list[tuple[ChainStep, int | None, int | None]]:
+        """The query's evidence chain (:func:`~llama_index_mhop.rules.ranking.follow_chain`) over the graph: each
+        step with its entity's node and the row of the passage it leads to (None: no such entity, no such passage)."""
+        passages = len(state.passage_ids)
+        rows: dict[str, int] = {}
+
+        def about_node(node: int) -> list[PassageView]:
+            name = state.entity_names[node - passages]
+            linked = state.linked_passages(node, _ABOUT_CANDIDATES)
+            records = state.passage_nodes(linked)
+            views = [(row, PassageView.from_node(records[row])) for row in linked]
+            rows.update((view.id, row) for row, view in views if view.is_about(name))
+            return [view for _, view in views if view.is_about(name)]
+
+        def about(name: str) -> PassageView | None:
+            # A name qualified by "of" ("Trent Reznor of Nine Inch Nails") is also looked up without it.
+            for key in dict.fromkeys([entity_key(name), entity_key(name.split(" of ")[0])]):
+                node = state.entity_key_node.get(key)
+                found = [] if node is None else about_node(node)
+                if found:
+                    return found[0]
+            return None
+        starts = [view for node in named for view in about_node(node)]
+        steps = follow_chain(query, starts, about, self.config.chain_hops)
+        return [(step, state.entity_key_node.get(entity_key(step.entity)), rows.get(step.target)) for step in steps]
 
     def _add_dense_seeds(self, seeds: SparseVector, dense: DenseScores) -> SparseVector:
         """The seeds with the optional dense seeds: the best passages' normalised similarity times
@@ -220,11 +257,8 @@ class HippoGraphModule(FlowModule):
                 span = words[start : start + length]
                 # A name needs a capitalised content word or a number: "The" alone does not make
                 # "The soundtrack" a name.
-                if not any(
-                    (w[0][:1].isupper() and w[0] not in NON_ENTITY_CAPS and w[0].lower() not in STOPWORDS)
-                    or w[0][:1].isdigit()
-                    for w in span
-                ):
+                if not any((w[0][:1].isupper() and w[0] not in NON_ENTITY_CAPS and w[0].lower() not in STOPWORDS)
+                           or w[0][:1].isdigit() for w in span):
                     continue
                 node = state.entity_key_node.get(entity_key(query[span[0][1] : span[-1][2]]))
                 if node is None:
@@ -235,17 +269,22 @@ class HippoGraphModule(FlowModule):
                     found.append(node)
         return found
 
-    def _rank(
-        self, state: RetrievalState, query: str, query_vector: np.ndarray, dense: DenseScores,
-        candidates: list[NodeWithScore], kept: list[NodeWithScore], by_id: dict[str, int], started: float,
-    ) -> tuple[list[NodeWithScore], dict[str, Any]]:
-        query_entities = self._query_entities(state, query) if self.config.query_entity_weight > 0 else []
+    def _rank(self, state: RetrievalState, query: str, query_vector: np.ndarray, dense: DenseScores,
+              candidates: list[NodeWithScore], kept: list[NodeWithScore], by_id: dict[str, int],
+              started: float) -> tuple[list[NodeWithScore], dict[str, Any]]:
+        chained = self.config.chain_hops > 0 and self.config.chain_weight > 0
+        named = self._query_entities(state, query) if self.config.query_entity_weight > 0 or chained else []
+        query_entities = named if self.config.query_entity_weight > 0 else []
         trace: dict[str, Any] = {
             "query": query,
             "candidate_facts": [self._fact_json(n) for n in candidates],
             "kept_facts": [self._fact_json(n) for n in kept],
             "query_entities": [state.entity_names[j - len(state.passage_ids)] for j in query_entities],
         }
+        chain = self._chain(state, query, named) if chained else []
+        trace["chain"] = [{"hop": step.hop, "from": step.title or step.source, "sentence": step.sentence,
+                           "matched": list(step.matched), "entity": step.entity, "weight": step.weight,
+                           "to": step.target_title or step.target} for step, _, _ in chain]
         if not kept and not query_entities:
             # HippoRAG 2: no fact survives recognition, so rank by dense retrieval alone.
             trace.update(mode="dense", reset_top=[], top_entities=[])
@@ -253,7 +292,7 @@ class HippoGraphModule(FlowModule):
             ranked = list(zip(dense.top[:k].tolist(), dense.top_scores[:k].tolist(), strict=True))
             nodes = state.passage_nodes([i for i, _ in ranked])
         else:
-            seeds = self._add_dense_seeds(self._seeds(state, query_entities, kept, by_id), dense)
+            seeds = self._add_dense_seeds(self._seeds(state, query_entities, kept, by_id, chain), dense)
             ranking = state.walk.rank(seeds, dense, query_vector, self.config.passage_node_weight,
                                       self.config.similarity_top_k, _TRACE_TOP)
             ranked = list(zip(ranking.passages.tolist(), ranking.scores.tolist(), strict=True))
@@ -325,15 +364,15 @@ class HippoGraphRetriever(ProgramRetriever):
             filter, ``callback_manager`` and ``verbose``, as for every
             :class:`~llama_index_mhop.components.base.ProgramRetriever`.
 
-    ``last_trace`` holds the last query's kept facts, the reset's top entries and the walk's top entities.
+    ``last_trace`` holds the last query's kept facts, evidence chain, the reset's top entries and the walk's top
+    entities.
     """
 
     config_type = HippoGraphConfig
     config: HippoGraphConfig
     #: Every keyword argument besides ``index`` (``HippoGraphIndex.as_query_engine`` routes them here).
-    ARGUMENTS = frozenset(HippoGraphConfig.model_fields) | {
-        "config", "fact_filter", "lm", "llm", "program", "callback_manager", "verbose"
-    }
+    ARGUMENTS = frozenset(HippoGraphConfig.model_fields) | {"config", "fact_filter", "lm", "llm", "program",
+                                                            "callback_manager", "verbose"}
 
     def __init__(
         self, index: RetrievalSource, *, fact_filter: Any = None, program: ProgramSource | None = None, **kwargs: Any

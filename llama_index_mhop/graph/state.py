@@ -72,6 +72,13 @@ class RetrievalState:
     def num_nodes(self) -> int:
         return self.walk.num_nodes
 
+    def linked_passages(self, node: int, limit: int) -> list[int]:
+        """The ``limit`` passages with the heaviest edges to ``node`` (a title edge outweighs a mention), heaviest
+        first, equal ones by row."""
+        nodes, shares = self.walk.pagerank.neighbours(node)
+        passages = nodes < len(self.passage_ids)
+        return [int(nodes[passages][i]) for i in best_first(shares[passages], limit).tolist()]
+
     def passage_nodes(self, rows: Iterable[int]) -> dict[int, BaseNode]:
         """The nodes of the passages at ``rows`` (in the passage order), as the passage collection held them when
         this version was loaded."""

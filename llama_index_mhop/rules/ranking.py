@@ -5,6 +5,8 @@ first page of a ranking, and Reciprocal Rank Fusion.
 * Bridge links: the next hop is a passage *about* an entity that a found passage *names* in the sentence that
   answers the question's relation ("... founded by Rosa Chandvei ..." leads to the passage about Rosa Chandvei);
   :func:`link_passages` follows them hop after hop through a candidate pool.
+* :func:`follow_chain`: the same bridges followed through a whole graph, each hop scored by how much of the
+  question's relation its sentence states.
 * :func:`first_page`: the passages about what the question names first, then those they lead to, then the rest.
 * :func:`reciprocal_rank_fusion` (Cormack, Clarke and Buettcher, SIGIR 2009), the package's one RRF:
   ``score(d) = sum over lists L containing d of w_L / (k + rank_L(d))``; :func:`anchored_fusion`.
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, TypeVar
@@ -29,14 +31,16 @@ from .text import (
     names_match,
     normalize,
     query_entities,
+    relation_stems,
     sentences,
     stem,
     stems,
     strip_parenthetical,
 )
 
-__all__ = ["DEFAULT_RRF_K", "FIRST_PAGE_SIZE", "FirstPage", "PassageView", "anchored_fusion", "bridge_sentence",
-           "bridge_targets", "first_page", "link_passages", "reciprocal_rank_fusion", "relation_order"]
+__all__ = ["DEFAULT_RRF_K", "FIRST_PAGE_SIZE", "ChainStep", "FirstPage", "PassageView", "anchored_fusion",
+           "bridge_sentence", "bridge_targets", "first_page", "follow_chain", "link_passages", "reciprocal_rank_fusion",
+           "relation_order"]
 
 H = TypeVar("H", bound=Hashable)
 
@@ -172,6 +176,73 @@ def link_passages(query: str, sources: Sequence[PassageView], pool: Sequence[Pas
                     break
         frontier = next_frontier
     return links
+
+
+@dataclass(frozen=True)
+class ChainStep:
+    """One hop of an evidence chain: the ``sentence`` of passage ``source`` (id, ``title``) states the relation
+    words ``matched`` and leads to ``entity`` and the passage about it, ``target`` (id, ``target_title``; empty:
+    none found); ``weight`` is the product of the hops' matches up to here."""
+
+    hop: int
+    source: str
+    title: str
+    sentence: str
+    entity: str
+    matched: tuple[str, ...]
+    weight: float
+    target: str = ""
+    target_title: str = ""
+
+
+def _chain_sentence(wanted: set[str], passage: PassageView, skip: list[str]) -> tuple[str, list[str], set[str]]:
+    """The sentence sharing most relation stems with ``wanted`` that names new entities (else the first sentence
+    that does), those entities (one whose name holds a matched word, "network" in "Cartoon Network", then the one
+    right after a matched relation word, first) and the stems it matched."""
+    wanted = wanted - relation_stems(passage.subject)  # the passage's own name says nothing of the relation
+    found = [(relation_stems(sentence) & wanted, position, sentence)
+             for position, sentence in enumerate(sentences(passage.text))]
+    for matched, _, sentence in sorted(found, key=lambda item: (-len(item[0]), item[1])):
+        new = _new_entities(sentence, passage, skip)
+        if new:
+            ordered = relation_order(sentence, new, matched)
+            return sentence, sorted(ordered, key=lambda name: not relation_stems(name) & matched), matched
+    return "", [], set()
+
+
+def follow_chain(query: str, starts: Sequence[PassageView], about: Callable[[str], PassageView | None],
+                 hops: int) -> list[ChainStep]:
+    """The evidence chain from ``starts`` (the passages about what the query names): in each passage, the sentence
+    stating most of the query's relation words still open leads to the entity it introduces; ``about(entity)``, the
+    passage about that entity (None: the chain ends there), is the next hop's source, for ``hops`` hops.
+
+    A hop's match is ``(1 + matched) / (1 + open)`` relation stems (a first sentence matching none still links, as
+    an encyclopedic passage names there what its subject is linked to), and the words it matched are closed for the
+    hops after it; the chain ends where none is open. Each passage is a source once; an entity already named or
+    followed is never followed again.
+    """
+    named = query_entities(query)
+    relation = relation_stems(query) - {s for name in named for s in relation_stems(name)}
+    followed = list(named)
+    seen = {p.id for p in starts}
+    frontier = [(p, relation, 1.0) for p in starts]
+    steps: list[ChainStep] = []
+    for hop in range(1, hops + 1):
+        next_frontier = []
+        for source, open_stems, weight in frontier:
+            sentence, entities, matched = _chain_sentence(open_stems, source, followed)
+            if not open_stems or not entities:  # the question's relation is all stated: the chain is complete
+                continue
+            weight *= (1 + len(matched)) / (1 + len(open_stems))
+            followed.append(entities[0])
+            target = about(entities[0])
+            steps.append(ChainStep(hop, source.id, source.title, sentence, entities[0], tuple(sorted(matched)),
+                                   weight, *((target.id, target.title) if target is not None else ())))
+            if target is not None and target.id not in seen:
+                seen.add(target.id)
+                next_frontier.append((target, open_stems - matched, weight))
+        frontier = next_frontier
+    return steps
 
 
 # -- first page ------------------------------------------------------------------------------------------------------

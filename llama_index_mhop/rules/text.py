@@ -27,8 +27,8 @@ import Stemmer
 __all__ = ["MAX_QUERY_CHARS", "MIN_NAME_CHARS", "MONTHS", "NON_ENTITY_CAPS", "STOPWORDS", "check_query", "clean_name",
            "content_terms", "drop_possessives", "entity_key", "entity_spans", "escape_controls", "first_sentence",
            "fold_accents", "is_modifier", "is_number_or_date", "mentions", "names_match", "normalize",
-           "normalize_title", "query_entities", "relation_words", "sentences", "stable_id", "stem", "stems",
-           "strip_parenthetical", "strip_possessive", "title_entities", "unique_names", "years"]
+           "normalize_title", "query_entities", "relation_stems", "relation_words", "sentences", "stable_id", "stem",
+           "stems", "strip_parenthetical", "strip_possessive", "title_entities", "unique_names", "years"]
 
 logger = logging.getLogger(__name__)
 
@@ -344,6 +344,13 @@ def stem(word: str) -> str:
 def stems(text: str) -> set[str]:
     """The stems of the content words of ``text``."""
     return {stem(w) for w in content_terms(text)}
+
+
+def relation_stems(text: str) -> set[str]:
+    """:func:`stems`, an agent noun as its verb ("founder", "director": "found", "direct"), so that a question's
+    noun meets the verb a passage states the relation with ("founded by", "directed by")."""
+    # Both sides go through this rule, so a false root ("number": "numb") only ever meets itself.
+    return {s[:-2] if len(s) > 5 and s.endswith(("er", "or")) else s for s in stems(text)}
 
 
 def sentences(text: str) -> list[str]:

@@ -50,8 +50,9 @@ def mini_index():
 def test_reset_vector_and_pagerank_match_hipporag_by_hand(mini_index):
     query = "Who directed Marty?"
     fact = "marty directed by delbert mann"
+    # Without the evidence chain the reset is HippoRAG 2's, computed here by hand.
     retriever = mini_index.as_retriever(similarity_top_k=5, fact_filter=KeepOnly(texts=[fact]),
-                                        query_entity_weight=0.0)
+                                        query_entity_weight=0.0, chain_hops=0)
     results = retriever.retrieve(query)
     trace = retriever.last_trace
     assert trace["mode"] == "ppr"
@@ -111,6 +112,63 @@ def test_query_entities_seed_the_walk(mini_index):
     assert [r.node.metadata["title"] for r in paged.retrieve("Which film did Delbert Mann make in 1955?")] == [
         "Delbert Mann", "Marty (film)"]
     assert paged.last_trace["first_page"]["lead"] == [results[1].node.node_id]
+
+
+# A three-hop chain (firm -> founder -> birthplace) among passages that share more words with the question.
+CHAIN_DOCS = [
+    ("Berktro Ropeworks", "Berktro Ropeworks is a rope-making firm headquartered in Grotistead and founded by Noor "
+                          "Vonstur in 1912."),
+    ("Noor Vonstur", "Noor Vonstur was a historian born in 1880 in Netindton. She wrote a history of rope making."),
+    ("Netindton", "Netindton is a cathedral town in Theimdreia, on the banks of the Grasal River."),
+    ("Grotistead", "Grotistead is a port town whose rope makers founded a guild."),
+    ("Provinces", "Each province kept a register of where its firm founders were born."),
+    ("Rope Guilds", "A founder of a rope firm was often born in the province of the guild that trained him."),
+    ("Ada Stuwos", "Ada Stuwos founded a rope school and was born in a northern province."),
+    ("Theimdreia", "Theimdreia is a hill province."),
+]
+CHAIN_QUESTION = "In which province was the founder of Berktro Ropeworks born?"
+
+
+@pytest.fixture(scope="module")
+def chain_index():
+    return HippoGraphIndex.from_documents([make_document(t, x) for t, x in CHAIN_DOCS], embed_model=WordBagEmbedding(),
+                                          chroma_client=chromadb.EphemeralClient(), name="chain", show_progress=False)
+
+
+def _titles(retriever, query):
+    return [r.node.metadata["title"] for r in retriever.retrieve(query)]
+
+
+def test_the_evidence_chain_lifts_the_later_hops(chain_index):
+    without = _titles(chain_index.as_retriever(similarity_top_k=8, chain_hops=0), CHAIN_QUESTION)
+    retriever = chain_index.as_retriever(similarity_top_k=8)
+    chained = _titles(retriever, CHAIN_QUESTION)
+    # The birthplace resembles the question least: below a passage about rope guilds without the chain, with the
+    # whole chain above every passage that only resembles the question.
+    assert without.index("Netindton") > without.index("Rope Guilds")
+    assert set(chained[:4]) == {"Berktro Ropeworks", "Noor Vonstur", "Netindton", "Grotistead"}
+    assert chained.index("Netindton") < without.index("Netindton")
+    steps = [(s["hop"], s["from"], s["entity"], s["to"], s["matched"]) for s in retriever.last_trace["chain"]]
+    assert steps[:2] == [(1, "Berktro Ropeworks", "Noor Vonstur", "Noor Vonstur", ["found"]),
+                         (2, "Noor Vonstur", "Netindton", "Netindton", ["born"])]
+    assert retriever.last_trace["chain"][1]["sentence"] == "Noor Vonstur was a historian born in 1880 in Netindton."
+    weights = [s["weight"] for s in retriever.last_trace["chain"]]
+    assert weights == sorted(weights, reverse=True) and 0 < weights[-1] < weights[0] <= 1
+    # The passages the chain leads to are seeded: they are in the reset's top.
+    seeded = {e["title"] for e in retriever.last_trace["reset_top"] if e["kind"] == "passage"}
+    assert {"Noor Vonstur", "Netindton"} <= seeded
+
+
+@pytest.mark.parametrize("off", [{"chain_hops": 0}, {"chain_weight": 0.0}])
+def test_the_chain_switched_off_ranks_as_the_walk_without_it(chain_index, mini_index, off):
+    for index, query in ((chain_index, CHAIN_QUESTION), (mini_index, "Where was the director of Marty born?")):
+        reference = index.as_retriever(similarity_top_k=8, chain_hops=0)
+        expected = [(r.node.node_id, r.score) for r in reference.retrieve(query)]
+        retriever = index.as_retriever(similarity_top_k=8, **off)
+        assert [(r.node.node_id, r.score) for r in retriever.retrieve(query)] == expected
+        assert retriever.last_trace["chain"] == []
+        assert {k: v for k, v in retriever.last_trace.items() if k != "elapsed_ms"} == {
+            k: v for k, v in reference.last_trace.items() if k != "elapsed_ms"}
 
 
 def test_trace_is_json_serialisable(mini_index):

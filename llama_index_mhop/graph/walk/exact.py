@@ -303,6 +303,12 @@ class PageRankGraph:
             self._damped = damped
         return _power_iteration(self._damped, r, 1.0, self.tol, self.max_iter)
 
+    def neighbours(self, node: int) -> tuple[np.ndarray, np.ndarray]:
+        """The nodes ``node`` links to and the share of its edge weight each edge holds."""
+        walk = self._walk_matrix()
+        start, end = walk.indptr[node], walk.indptr[node + 1]
+        return walk.indices[start:end], walk.data[start:end]
+
     def _walk_matrix(self) -> sparse.csr_matrix:
         """``P = M.T`` as CSR (row ``u``: where a walker at ``u`` goes), built on first use by an exact graph."""
         if self._walk is None:
