@@ -210,7 +210,8 @@ def test_awaited_runs_answer_repeated_searches_alike():
 
 
 def test_each_round_of_a_retrieval_is_at_most_one_chroma_query_and_no_vector_is_searched_twice(
-        hotpotqa_slice, hotpotqa_slice_index):
+        hotpotqa_slice, hotpotqa_slice_index, monkeypatch):
+    monkeypatch.setattr(PassageSearch, "of", classmethod(lambda cls, retriever: None))  # the text perspectives' path
     collection = hotpotqa_slice_index.vector_store._collection
     sent: list[list[tuple[float, ...]]] = []
     real_query = collection.query

@@ -11,7 +11,7 @@
 
 Every step is a DSPy predictor (:mod:`~llama_index_mhop.lm.steps`) with an LLM-free strategy
 (:mod:`~llama_index_mhop.rules.confidence`): the default without an LM, the fallback when the LM fails. Without an
-LM, over a vector index of Chroma, only the query is embedded: the link and gap queries name entities, each finding
+LM, over a vector index of Chroma or a graph, only the query is embedded: the link and gap queries name entities, each finding
 its entities' own passages by title in the collection's table (:mod:`~llama_index_mhop.stores.passage_table`), closest
 first to the query moved towards the passage that named them; a gap's, then where its bridge leads, hop after hop.
 """

@@ -36,6 +36,7 @@ from ..lm.steps import FactFilterModule, FallbackCounter
 from ..rules.ranking import FIRST_PAGE_SIZE, ChainStep, PassageView, first_page, follow_chain
 from ..rules.text import NON_ENTITY_CAPS, STOPWORDS
 from ..stores.dimension_check import EmbeddingDimensionError, embedder_name
+from ..stores.passage_table import PassageSearch
 from .base import Call, Flow, FlowModule, NodesAndTrace, ProgramRetriever, StepRecord, StepRunner, query_text
 from .fact_filter import DEFAULT_FACT_TOP_N, DSPyFactFilter, fact_node
 from .fact_filter import STEP as FACT_FILTER_STEP
@@ -393,6 +394,11 @@ class HippoGraphRetriever(ProgramRetriever):
             self.fact_filter = DSPyFactFilter(top_n=self.config.fact_top_n, lm=self.lm,
                                               program=self.index.fact_filter_program)
         return HippoGraphModule(self.index, self.fact_filter, self.config, self._verbose)
+
+    def passage_search(self) -> PassageSearch:
+        """The search the LLM-free seed flows run over this retriever: its ranking of the question's vector, with
+        the table of the index's passages for their title lookups (:mod:`~llama_index_mhop.stores.passage_table`)."""
+        return PassageSearch(self.index.embed_model, self.index.passage_sources(), self.retrieve)
 
     def _step_predictors(self) -> dict[str, Any]:
         predictor = self.program.filter

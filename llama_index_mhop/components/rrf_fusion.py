@@ -8,8 +8,8 @@ ranking (:func:`~llama_index_mhop.rules.ranking.anchored_fusion`): bridge hops f
 other perspective passages follow in RRF order. When the LM fails, the perspectives come from
 :func:`~llama_index_mhop.rules.perspectives.heuristic_perspectives`.
 
-Without an LM, over a vector retriever of a Chroma index, the run embeds only the query: its ranking is searched
-once by its vector, and each perspective is the passage of an entity the angles name
+Without an LM, over a vector retriever of a Chroma index or a graph retriever, the run embeds only the query: its
+ranking is searched once by its vector, and each perspective is the passage of an entity the angles name
 (:func:`~llama_index_mhop.rules.perspectives.lookup_perspectives`), found by title in the collection's table
 (:mod:`~llama_index_mhop.stores.passage_table`) and ordered by closeness to the query moved towards the passage
 that named it. Over any other retriever, or with a transform whose ``step`` is its own, the LLM-free perspectives

@@ -204,6 +204,12 @@ class GraphStores:
         """Where the index's passages are: its own collection, then :attr:`passage_source` if any."""
         return [self.passages] if self.passage_source is None else [self.passages, self.passage_source]
 
+    def passage_sources(self) -> list[tuple[Any, Any]]:
+        """Each passage collection with its version row: :attr:`passage_source`'s first, then its own (None: the
+        index's writes in this process are its versions)."""
+        own = [(self.passages, None)]
+        return own if self.passage_source is None else [(self.passage_source, self._source_marker), *own]
+
     def held_passages(self, ids: Sequence[str]) -> set[str]:
         """The ids among ``ids`` stored in the index's own collection or held in :attr:`passage_source`."""
         return set(self.passage_records(ids, []))

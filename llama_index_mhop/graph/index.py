@@ -251,6 +251,10 @@ class HippoGraphIndex(IndexVerbs, GraphEngines, BaseIndex[HippoGraphStruct]):
             state = writer.versions.get(damping)
         return state
 
+    def passage_sources(self) -> list[tuple[Any, Any]]:
+        """The passage collections, each with its version row (None: its own, versioned by this process)."""
+        return self.stores.passage_sources()
+
     def still_held(self, nodes: Sequence[NodeWithScore]) -> list[NodeWithScore]:
         """``nodes`` without passages gone from a source read in place (the next query reloads the graph)."""
         if self.stores.passage_source is None or not nodes:

@@ -1,6 +1,6 @@
-"""A Chroma passage collection held in memory once a version, for the LLM-free flows: the question searched by its
-vector (one embedder call, one Chroma query) and a named entity's own passage found by its title, a lookup rather
-than a search for the embedded name.
+"""The Chroma passage collections held in memory once a version, for the LLM-free flows: the question searched by
+its vector (one embedder call; one Chroma query, or the graph's walk) and a named entity's own passage found by its
+title, a lookup rather than a search for the embedded name.
 
 The table holds each row's id, text, node metadata and stored vector (``n x d`` floats: 1.5 KB a passage at 384
 dimensions) and each passage's :class:`~llama_index_mhop.rules.ranking.PassageView`, read once; it is read again
@@ -13,8 +13,9 @@ import asyncio
 import math
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -28,7 +29,7 @@ from ..adapters.llama_index import build_query, retriever_embed_model, retriever
 from ..rules.ranking import PassageView, bridge_targets
 from ..rules.text import MIN_NAME_CHARS, clean_name, normalize, strip_parenthetical
 from .chroma_batches import pages
-from .search import collection_lock, read_guarded
+from .search import VersionMarker, collection_lock, read_guarded
 
 __all__ = ["FoundQuestion", "PassageSearch", "PassageTable", "closest", "towards"]
 
@@ -62,12 +63,17 @@ class PassageTable:
                     self._words.setdefault(word, []).append(row)
 
     @classmethod
-    def read(cls, collection: Any, key: tuple[Any, ...]) -> PassageTable:
-        """The whole collection, a batch of ids at a time."""
+    def read(cls, collections: Sequence[Any], key: tuple[Any, ...]) -> PassageTable:
+        """Every passage of ``collections``, a batch of ids at a time (an id in two: the first one's)."""
         read = [(p["ids"], p["documents"], p["metadatas"], p["embeddings"])
-                for p in pages(collection, ["documents", "metadatas", "embeddings"])]
+                for collection in collections for p in pages(collection, ["documents", "metadatas", "embeddings"])]
         ids, texts, metas, vectors = ([x for page in read for x in page[i]] for i in range(4))
-        matrix = np.asarray(vectors, dtype=np.float32).reshape(len(ids), -1)
+        rows: dict[str, int] = {}
+        for row, node_id in enumerate(ids):
+            rows.setdefault(node_id, row)
+        first = list(rows.values())
+        ids, texts, metas = [ids[r] for r in first], [texts[r] for r in first], [metas[r] for r in first]
+        matrix = np.asarray([vectors[r] for r in first], dtype=np.float32).reshape(len(ids), -1)
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         return cls(key, ids, [t or "" for t in texts], [m or {} for m in metas], matrix / np.maximum(norms, 1e-12))
 
@@ -142,22 +148,30 @@ class FoundQuestion:
 
 
 class PassageSearch:
-    """The question of a vector retriever over Chroma searched by its vector, with the collection's table.
+    """The question searched by its vector against the passage collections' table: by a Chroma query of a vector
+    retriever's collection, or by a retriever with a ranking of its own (the graph's) given the question's vector.
 
     Build with :meth:`of`, which gives None for a retriever it cannot stand in for (not a ``VectorIndexRetriever``
-    over Chroma, or one with filters or another query mode).
+    over Chroma, or one with filters or another query mode, and no ``passage_search()`` of its own).
+
+    Args:
+        embed_model: the embedder of the question (the passages' own).
+        sources: the passage collections, each with its version row (None: this process alone).
+        ranked: the retriever's ranking of a ``QueryBundle`` with its embedding; None: the first source's Chroma query.
     """
 
-    def __init__(self, retriever: VectorIndexRetriever, store: ChromaVectorStore) -> None:
-        self.embed_model = retriever_embed_model(retriever)
-        self.collection = store.client
-        self.marker = getattr(store, "_marker", None)  # GuardedChromaVectorStore's version row, else None
+    def __init__(self, embed_model: Any, sources: Sequence[tuple[Any, VersionMarker | None]],
+                 ranked: Callable[[QueryBundle], list[NodeWithScore]] | None = None) -> None:
+        self.embed_model = embed_model
+        self.sources = list(sources)
+        self.ranked = ranked
 
     @classmethod
     def of(cls, retriever: BaseRetriever) -> PassageSearch | None:
         """The search of ``retriever``'s collection, made once a retriever."""
         if retriever not in _searches:
-            _searches[retriever] = cls._over(retriever)
+            own = getattr(retriever, "passage_search", None)
+            _searches[retriever] = own() if callable(own) else cls._over(retriever)
         return _searches[retriever]
 
     @classmethod
@@ -170,35 +184,54 @@ class PassageSearch:
         asked = build_query(retriever, QueryBundle(query_str="", embedding=[0.0]))
         if asked.filters is not None or asked.node_ids or asked.doc_ids or asked.mode.value != "default":
             return None
-        return cls(retriever, store)
+        # GuardedChromaVectorStore's version row, else None
+        return cls(retriever_embed_model(retriever), [(store.client, getattr(store, "_marker", None))])
 
     def question(self, query: str, k: int) -> FoundQuestion:
         """The top ``k`` rows of ``query``'s vector (one embedder call), read at one version with the table."""
         embedding = self.embed_model.get_query_embedding(query)
+        vector = np.asarray(embedding, dtype=np.float32)
+        vector /= max(float(np.linalg.norm(vector)), 1e-12)
+        if self.ranked is not None:
+            nodes = self.ranked(QueryBundle(query_str=query, embedding=embedding))[:k]
+            table = self._table([read_guarded(c, m, partial(_version, c, m)) for c, m in self.sources])
+            held = [n for n in nodes if n.node.node_id in table.row_of]
+            return FoundQuestion(vector, [table.row_of[n.node.node_id] for n in held],
+                                 [float(n.score or 0.0) for n in held], table)
+        collection, marker = self.sources[0]
 
         def read() -> tuple[dict[str, Any], PassageTable]:
-            found = self.collection.query(query_embeddings=[embedding], n_results=k, include=["distances"])
-            version = self.marker.read().generation if self.marker is not None else self.collection.count()
-            key = (str(self.collection.id), collection_lock(self.collection).generation, version)
-            with _tables_lock:  # one table a collection, whichever retriever reads it
-                table = _tables.get(key[0])
-                if table is None or table.key != key:
-                    table = _tables[key[0]] = PassageTable.read(self.collection, key)
-            return found, table
-        found, table = read_guarded(self.collection, self.marker, read)
-        rows = [table.row_of[i] for i in found["ids"][0]]
-        vector = np.asarray(embedding, dtype=np.float32)
+            found = collection.query(query_embeddings=[embedding], n_results=k, include=["distances"])
+            return found, self._table([_version(collection, marker)])
+        found, table = read_guarded(collection, marker, read)
         # Similarities as ChromaVectorStore gives them, so the scores match a vector retriever's.
-        return FoundQuestion(vector / max(float(np.linalg.norm(vector)), 1e-12), rows,
+        return FoundQuestion(vector, [table.row_of[i] for i in found["ids"][0]],
                              [math.exp(-d) for d in found["distances"][0]], table)
+
+    def _table(self, versions: list[tuple[Any, ...]]) -> PassageTable:
+        """The sources' table at ``versions``, read once a version (one table a set of collections, whichever
+        retriever reads it)."""
+        key = tuple(versions)
+        name = tuple(v[0] for v in versions)
+        with _tables_lock:
+            table = _tables.get(name)
+            if table is None or table.key != key:
+                table = _tables[name] = PassageTable.read([c for c, _ in self.sources], key)
+        return table
 
     async def aquestion(self, query: str, k: int) -> FoundQuestion:
         """:meth:`question` in a worker thread."""
         return await asyncio.to_thread(self.question, query, k)
 
 
+def _version(collection: Any, marker: VersionMarker | None) -> tuple[Any, ...]:
+    """A collection's id and version: its lock's generation, and its version row's (else its count)."""
+    version = marker.read().generation if marker is not None else collection.count()
+    return str(collection.id), collection_lock(collection).generation, version
+
+
 _searches: weakref.WeakKeyDictionary[BaseRetriever, PassageSearch | None] = weakref.WeakKeyDictionary()
-_tables: dict[str, PassageTable] = {}  # by collection id: the latest version read
+_tables: dict[tuple[str, ...], PassageTable] = {}  # by collection ids: the latest version read
 _tables_lock = threading.Lock()
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from llama_index_mhop.components.confidence_loop import ConfidenceLoopRetriever
 from llama_index_mhop.components.rrf_fusion import PerspectiveQueryTransform, RRFFusionRetriever
+from llama_index_mhop.graph.index import HippoGraphIndex
 from llama_index_mhop.rules.perspectives import ContextPassage, lookup_perspectives
 from llama_index_mhop.rules.ranking import PassageView
 from llama_index_mhop.stores import minilm
@@ -72,6 +73,25 @@ def test_llm_free_confidence_loop_embeds_only_the_query_and_looks_gaps_up(leland
     assert trace["rounds"][0]["queries"][0] == QUERY
     # Round 2 follows the bridge the top passages name, by title: no text was embedded for it.
     assert any("Maximum Overdrive" in q for q in trace["rounds"][1]["queries"])
+
+
+@pytest.mark.parametrize("flow", ["rrf_fusion", "confidence_loop"])
+def test_llm_free_flows_over_the_graph_embed_only_the_query_and_keep_its_ranking_first(embed_model, encodes, flow):
+    client = chromadb.EphemeralClient()
+    vectors = build_vector_index([make_document(title, text) for title, text in PASSAGES], chroma_client=client,
+                                 collection_name=f"graph-{flow}", embed_model=embed_model, show_progress=False)
+    # The graph reads the vector index's collection in place: the lookups' table is that collection's.
+    graph = HippoGraphIndex.from_vector_index(vectors, chroma_client=client, embed_model=embed_model, name=flow,
+                                              show_progress=False)
+    base = graph.as_retriever(similarity_top_k=23)
+    retriever = (RRFFusionRetriever(base, similarity_top_k=4) if flow == "rrf_fusion" else
+                 ConfidenceLoopRetriever(base, similarity_top_k=4, confidence_threshold=100))
+    retriever.retrieve(QUERY)
+    encodes.clear()
+    nodes = retriever.retrieve(QUERY)
+    assert encodes == [[QUERY]]  # the graph's ranking given the query's vector; the lookups embed nothing
+    graph_first = base.retrieve(QUERY)[0].node.node_id
+    assert nodes[0].node.node_id == graph_first and set(_titles(nodes)[:3]) == set(CHAIN)
 
 
 def test_a_base_retriever_that_is_not_over_chroma_keeps_the_embedded_perspectives():

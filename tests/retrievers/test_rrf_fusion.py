@@ -37,16 +37,18 @@ def test_seed_data_flow_numbers():
     iterations = retriever.last_trace["iterations"]
     assert len(iterations) == 3
     # The query itself once (its own ranking, the anchor) with the first perspectives at depth 21, then 4-5
-    # perspectives per iteration at depth 7, k=7 kept per call: one base call for each query and depth the run
-    # has not searched yet (the first perspectives include the query itself; later rounds repeat earlier ones).
+    # perspectives per iteration at depth 7, k=7 kept per call: one base call for each query the run has not
+    # searched yet at that depth or deeper (a deeper search's first results answer a shallower one).
     anchor = retriever.last_trace["anchor"]
     rounds = [([QUERY, *iterations[0]["perspectives"]], 21)] + [(it["perspectives"], 7) for it in iterations[1:]]
-    searched: list[tuple[str, int]] = []
+    deepest: dict[str, int] = {}
+    searched: list[str] = []
     for queries, depth in rounds:
         for query in queries:
-            if (query, depth) not in searched:
-                searched.append((query, depth))
-    assert base.calls == [q for q, _ in searched]
+            if deepest.get(query, 0) < depth:
+                deepest[query] = depth
+                searched.append(query)
+    assert base.calls == searched
     assert len(base.calls) < sum(len(queries) for queries, _ in rounds)  # the repeats were not searched again
     assert anchor == [n.node.node_id for n in base._rank(QUERY)]
     assert all(4 <= len(it["perspectives"]) <= 5 for it in iterations)
