@@ -41,46 +41,25 @@ if TYPE_CHECKING:
         sync_vector_index,
     )
 
-__all__ = [
-    "ConfidenceLoopRetriever",
-    "DSPyFactFilter",
-    "HippoGraphIndex",
-    "HippoGraphReader",
-    "HippoGraphRetriever",
-    "MiniLMEmbedding",
-    "PerspectiveQueryTransform",
-    "RRFFusionRetriever",
-    "build_vector_index",
-    "default_embed_model",
-    "delete_documents",
-    "fact_node",
-    "load_documents",
-    "load_vector_index",
-    "reciprocal_rank_fusion",
-    "sync_vector_index",
-]
+__all__ = ["ConfidenceLoopRetriever", "DSPyFactFilter", "HippoGraphIndex", "HippoGraphReader", "HippoGraphRetriever",
+           "MiniLMEmbedding", "PerspectiveQueryTransform", "RRFFusionRetriever", "build_vector_index",
+           "default_embed_model", "delete_documents", "fact_node", "load_documents", "load_vector_index",
+           "reciprocal_rank_fusion", "sync_vector_index"]
 __version__ = "0.1.0"
 
-#: Where each exported name lives (the module, relative to this package).
-_EXPORTS = {
-    "ConfidenceLoopRetriever": ".components",
-    "DSPyFactFilter": ".components.fact_filter",
-    "HippoGraphIndex": ".graph",
-    "HippoGraphReader": ".graph",
-    "HippoGraphRetriever": ".components",
-    "MiniLMEmbedding": ".stores.minilm",
-    "PerspectiveQueryTransform": ".components.rrf_fusion",
-    "RRFFusionRetriever": ".components",
-    "build_vector_index": ".stores.vector_index",
-    "default_embed_model": ".stores.defaults",
-    "delete_documents": ".stores.vector_index",
-    "fact_node": ".components.fact_filter",
-    "load_documents": ".stores.corpus",
-    "load_vector_index": ".stores.vector_index",
-    "reciprocal_rank_fusion": ".rules.ranking",
-    "sync_vector_index": ".stores.vector_index",
+#: The modules (relative to this package) and the names each exports.
+_MODULES = {
+    ".components": ("ConfidenceLoopRetriever", "HippoGraphRetriever", "RRFFusionRetriever"),
+    ".components.fact_filter": ("DSPyFactFilter", "fact_node"),
+    ".components.rrf_fusion": ("PerspectiveQueryTransform",),
+    ".graph": ("HippoGraphIndex", "HippoGraphReader"),
+    ".rules.ranking": ("reciprocal_rank_fusion",),
+    ".stores.corpus": ("load_documents",),
+    ".stores.defaults": ("default_embed_model",),
+    ".stores.minilm": ("MiniLMEmbedding",),
+    ".stores.vector_index": ("build_vector_index", "delete_documents", "load_vector_index", "sync_vector_index"),
 }
-
+_EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 
