@@ -334,19 +334,15 @@ def _check_chain(world: World, chain: Sequence[str], answer: str, question: str)
             raise AssertionError(f"bridge {bridge!r} appears in the question {question!r}")
 
 
-def _check_args(n_passages: int, n_questions: int, three_hop_share: float) -> None:
+def generate_dataset(n_passages: int, n_questions: int = DEFAULT_N_QUESTIONS, seed: int = DEFAULT_SEED,
+                     three_hop_share: float = 0.5) -> SyntheticDataset:
+    """A corpus of exactly ``n_passages`` passages and ``n_questions`` questions, deterministic in its arguments.
+    ValueError for a bad argument or too few passages for the chains."""
     for name, value in (("n_questions", n_questions), ("n_passages", n_passages)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
     if not 0.0 <= three_hop_share <= 1.0:
         raise ValueError(f"three_hop_share must be in [0, 1], got {three_hop_share!r}")
-
-
-def generate_dataset(n_passages: int, n_questions: int = DEFAULT_N_QUESTIONS, seed: int = DEFAULT_SEED,
-                     three_hop_share: float = 0.5) -> SyntheticDataset:
-    """A corpus of exactly ``n_passages`` passages and ``n_questions`` questions, deterministic in its arguments.
-    ValueError for a bad argument or too few passages for the chains."""
-    _check_args(n_passages, n_questions, three_hop_share)
     chain_rng = random.Random(f"mhop-synthetic-chains-{seed}")
     world = World(seed)
     n_three = round(n_questions * three_hop_share)

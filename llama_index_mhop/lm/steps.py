@@ -1,11 +1,7 @@
-"""The package's LM steps: each step's DSPy signature, which LM a step uses, and what happens when it fails.
-
-An LM is optional everywhere (:func:`current_lm` decides which one a step uses). Every LM call is an
-:class:`LMStep`, which falls back to the step's LLM-free strategy when the LM is absent, raises, times out or answers
-something unusable, and is one LLM event on both of LlamaIndex's channels (:class:`LMCallEvents`: the callback
-manager's ``CBEventType.LLM`` pair and the dispatcher's ``LLMChatStartEvent``/``LLMChatEndEvent``). Each signature's
-docstring is its instruction. Nothing an LM returns is evaluated as code.
-"""
+"""The package's LM steps: each step's DSPy signature (its docstring is the instruction), which LM a step uses
+(:func:`current_lm`; an LM is optional everywhere) and what happens when it fails: an :class:`LMStep` falls back to
+its LLM-free strategy when the LM is absent, raises, times out or answers something unusable, and is one LLM event
+on both of LlamaIndex's channels (:class:`LMCallEvents`). Nothing an LM returns is evaluated as code."""
 
 from __future__ import annotations
 
@@ -82,13 +78,13 @@ def _callbacks(own: CallbackManager | None) -> CallbackManager | None:
 
 
 def _json(value: Any) -> str:
-    def plain(item: Any) -> Any:
-        return item.model_dump() if hasattr(item, "model_dump") else str(item)
-    return json.dumps(value, ensure_ascii=False, default=plain)
+    return json.dumps(value, ensure_ascii=False,
+                      default=lambda item: item.model_dump() if hasattr(item, "model_dump") else str(item))
 
 
 class LMCallEvents:
-    """The LLM events of one LM call of ``step`` with ``inputs``: started when made, ended once by :meth:`end`."""
+    """The LLM events of one LM call of ``step`` with ``inputs`` on the callback manager (``CBEventType.LLM``) and the
+    dispatcher (``LLMChatStartEvent``/``LLMChatEndEvent``): started when made, ended once by :meth:`end`."""
 
     def __init__(self, step: str, inputs: dict[str, Any], lm: Any, callback_manager: CallbackManager | None) -> None:
         self._step = step
@@ -230,8 +226,7 @@ class LMStep(Generic[T]):
     :data:`~.clients.MAX_LM_CALLS` turns at once, others one). A ``KeyboardInterrupt``, even the LM's, stops the query.
     ``name`` names the step in logs, events and ``counter`` (fallback counts); ``listener`` is told ``(step,
     outcome, reason)`` with outcome ``"lm"``, ``"llm_free"`` or ``"fallback"``; ``callback_manager`` is the
-    component's LlamaIndex callbacks (None: :func:`step_callbacks`).
-    """
+    component's LlamaIndex callbacks (None: :func:`step_callbacks`)."""
 
     name: str
     predictor: Any
