@@ -16,6 +16,7 @@ saved :class:`HippoGraphIndex`."""
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import sys
 from importlib.abc import MetaPathFinder
@@ -86,7 +87,7 @@ class _RegistryWatcher(MetaPathFinder):
         if fullname != _REGISTRY:
             return None
         sys.meta_path.remove(self)
-        spec = next((found for finder in sys.meta_path if (found := _spec_of(finder, fullname, path, target))), None)
+        spec = importlib.util.find_spec(fullname)  # as the finders after this one find it
         if spec is None or spec.loader is None:
             return spec
         exec_module = spec.loader.exec_module
@@ -97,11 +98,6 @@ class _RegistryWatcher(MetaPathFinder):
 
         spec.loader.exec_module = exec_and_register  # type: ignore[method-assign]  # this module's loader only
         return spec
-
-
-def _spec_of(finder: Any, fullname: str, path: Any, target: ModuleType | None) -> ModuleSpec | None:
-    find_spec = getattr(finder, "find_spec", None)
-    return find_spec(fullname, path, target) if find_spec is not None else None
 
 
 if _REGISTRY in sys.modules:

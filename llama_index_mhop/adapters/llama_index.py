@@ -20,19 +20,16 @@ __all__ = ["build_query", "configured_embed_model", "configured_llm", "hugging_f
 
 
 def configured_llm() -> LLM | None:
-    """The LLM the app set in ``Settings.llm``, None if it set none.
-
-    Reads ``Settings._llm``: the public ``Settings.llm`` builds LlamaIndex's OpenAI default when none is set."""
+    """The LLM the app set in ``Settings.llm``, None if it set none. Reads ``Settings._llm``: the public
+    ``Settings.llm`` builds LlamaIndex's OpenAI default when none is set."""
     from llama_index.core import Settings
 
     return Settings._llm
 
 
 def configured_embed_model() -> BaseEmbedding | None:
-    """The embedder the app set in ``Settings.embed_model``, None if it set none.
-
-    Reads ``Settings._embed_model``: the public ``Settings.embed_model`` builds LlamaIndex's OpenAI default when
-    none is set."""
+    """The embedder the app set in ``Settings.embed_model``, None if it set none. Reads ``Settings._embed_model``:
+    the public ``Settings.embed_model`` builds LlamaIndex's OpenAI default when none is set."""
     from llama_index.core import Settings
 
     return Settings._embed_model

@@ -1,7 +1,6 @@
 """``mhop bench``: run the benchmark from the command line, print its tables and draw its plot.
 
-Its choices mirror the modules that own them (standard library only); ``tests/test_cli_start.py`` checks they agree.
-"""
+Its choices mirror the modules that own them (standard library only); tests/test_cli_start.py checks they agree."""
 
 from __future__ import annotations
 

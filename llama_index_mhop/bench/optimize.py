@@ -1,7 +1,6 @@
 """``mhop optimize``: compile a retriever's DSPy program (``retriever.program``) on a seeded train split against a
 retrieval metric with DSPy's own optimizers (``dspy.BootstrapFewShot``, ``dspy.MIPROv2``, ``dspy.GEPA``), measure
-the dev split before and after, and save the program as DSPy's JSON (``program=`` or ``--program`` loads it).
-"""
+the dev split before and after, and save the program as DSPy's JSON (``program=`` or ``--program`` loads it)."""
 
 from __future__ import annotations
 

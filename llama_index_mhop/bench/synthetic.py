@@ -1,7 +1,5 @@
-"""A seeded synthetic multi-hop corpus of any size, written in the raw HotpotQA format (for scaling runs).
-
-For one seed and question count the corpus of N passages is a prefix of the corpus of M > N: only distractors grow.
-"""
+"""A seeded synthetic multi-hop corpus of any size, written in the raw HotpotQA format (for scaling runs). For one
+seed and question count the corpus of N passages is a prefix of the corpus of M > N: only distractors grow."""
 
 from __future__ import annotations
 
@@ -245,15 +243,15 @@ def _town_on_river(world: World, rng: random.Random) -> tuple[str, str]:
     return world.town(rng, river=river), river
 
 
-def _company_of_native(world: World, rng: random.Random, town: str) -> tuple[str, str]:
-    """A new company and its founder, born in ``town``."""
+def _company_of_native(world: World, rng: random.Random, town: str | None = None) -> tuple[str, str, str]:
+    """A new company, its founder and the founder's birthplace (``town``, else a new town)."""
+    town = town or world.town(rng)
     founder = world.person(rng, town=town, with_employer=False)
-    return world.company(rng, founder=founder), founder
+    return world.company(rng, founder=founder), founder, town
 
 
 def _founder_birthplace(world: World, rng: random.Random) -> tuple[list[str], str]:
-    town = world.town(rng)
-    company, founder = _company_of_native(world, rng, town)
+    company, founder, town = _company_of_native(world, rng)
     return [company, founder], town
 
 
@@ -278,19 +276,17 @@ def _employer_founder(world: World, rng: random.Random) -> tuple[list[str], str]
 
 def _founder_birthplace_river(world: World, rng: random.Random) -> tuple[list[str], str]:
     town, river = _town_on_river(world, rng)
-    company, founder = _company_of_native(world, rng, town)
+    company, founder, _ = _company_of_native(world, rng, town)
     return [company, founder, town], river
 
 
 def _founder_birthplace_province(world: World, rng: random.Random) -> tuple[list[str], str]:
-    town = world.town(rng)
-    company, founder = _company_of_native(world, rng, town)
+    company, founder, town = _company_of_native(world, rng)
     return [company, founder, town], world.entities[town].links["province"]
 
 
 def _employer_founder_birthplace(world: World, rng: random.Random) -> tuple[list[str], str]:
-    town = world.town(rng)
-    company, founder = _company_of_native(world, rng, town)
+    company, founder, town = _company_of_native(world, rng)
     person = world.person(rng, employer=company)
     return [person, company, founder], town
 

@@ -2,8 +2,7 @@
 library alone, so ``mhop --help`` and argument errors import no heavy library.
 
 ``mhop.toml`` has the sections ``[embedding]``, ``[chroma]``, ``[indexing]``, ``[retrieval]`` and ``[lm]``; every
-key is optional and a command-line flag overrides it. A bad file is a one-line error naming the file and the key.
-"""
+key is optional and a command-line flag overrides it. A bad file is a one-line error naming the file and the key."""
 
 from __future__ import annotations
 
