@@ -203,16 +203,11 @@ def _nesting(value: Any) -> int:
     deepest, stack = 0, [(value, 0)]
     while stack:
         item, depth = stack.pop()
-        if isinstance(item, Mapping):
-            children = list(item.values())
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        deepest = max(deepest, depth + 1)
-        if deepest > MAX_NESTING:
-            break
-        stack.extend((child, depth + 1) for child in children)
+        if isinstance(item, (Mapping, list)):
+            deepest = max(deepest, depth + 1)
+            if deepest > MAX_NESTING:
+                break
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, Mapping) else item))
     return deepest
 
 

@@ -77,5 +77,4 @@ def update_step_prompts(predictors: Mapping[str, Any], prompts: Mapping[str, Any
             text = prompt
         else:
             raise TypeError(f"prompt {key!r} must be a PromptTemplate or a string, got {type(prompt).__name__}")
-        predictor = predictors[key]
-        predictor.signature = predictor.signature.with_instructions(text)
+        predictors[key].signature = predictors[key].signature.with_instructions(text)
