@@ -85,8 +85,7 @@ def optimize_program(retriever: Any, name: str, dataset: BenchDataset, optimizer
     """Compile ``retriever.program`` (a retriever of ``bench.cli.OPTIMIZABLE``) on ``train`` questions of a seeded split
     and save it to ``out``; measure the dev split before and after. ``lm`` is GEPA's reflection LM."""
     metric = retrieval_metric(metric_name)
-    train_questions, dev_questions = split_questions(dataset.questions, train, seed)
-    trainset, devset = _examples(train_questions), _examples(dev_questions)
+    trainset, devset = map(_examples, split_questions(dataset.questions, train, seed))
     before = _evaluate(retriever.program, devset, metric)
     compiled = _optimizer(optimizer, metric, lm).compile(retriever.program, trainset=trainset)
     retriever.program.load_state(compiled.dump_state())
