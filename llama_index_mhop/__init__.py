@@ -1,18 +1,12 @@
-"""Multi-hop retrieval components for LlamaIndex over Chroma.
+"""Multi-hop retrieval components for LlamaIndex over Chroma: :class:`RRFFusionRetriever` (perspective queries
+from :class:`PerspectiveQueryTransform` fused by Reciprocal Rank Fusion), :class:`ConfidenceLoopRetriever` (entity
+chains, a confidence check, targeted follow-up, listwise rerank), :class:`HippoGraphIndex` and its retriever and
+reader (HippoRAG 2 memory with Personalized PageRank), :class:`DSPyFactFilter` (recognition memory over fact nodes)
+and the passage index they stand on (:func:`build_vector_index`, :func:`sync_vector_index`).
 
-- :class:`PerspectiveQueryTransform`: 4-5 reformulations of a query from different angles.
-- :class:`RRFFusionRetriever`: iterative perspective retrieval fused by Reciprocal Rank Fusion.
-- :class:`ConfidenceLoopRetriever`: entity-chain queries, a confidence check, targeted follow-up, listwise rerank.
-- :class:`HippoGraphIndex` / :class:`HippoGraphRetriever`: HippoRAG 2 memory with Personalized PageRank;
-  :class:`HippoGraphReader`: a query worker over a saved one, from files every worker maps.
-- :class:`DSPyFactFilter`: recognition memory over (subject, predicate, object) fact nodes.
-- :func:`reciprocal_rank_fusion`, :func:`build_vector_index`: the pieces they stand on; :func:`sync_vector_index`
-  and :func:`delete_documents` keep a passage index in step with a corpus.
-
-The names are imported on first use (``from llama_index_mhop import RRFFusionRetriever`` works as usual), so
-importing one light module of the package, as the ``mhop`` command does to answer ``--help``, does not import
-LlamaIndex, Chroma or DSPy. Importing the package in any way lets LlamaIndex's ``load_index_from_storage`` open a
-saved :class:`HippoGraphIndex`."""
+The names are imported on first use, so importing one light module of the package (as ``mhop --help`` does)
+imports no LlamaIndex, Chroma or DSPy; importing the package in any way lets LlamaIndex's
+``load_index_from_storage`` open a saved :class:`HippoGraphIndex`."""
 
 from __future__ import annotations
 

@@ -69,14 +69,6 @@ def step_callbacks(callback_manager: CallbackManager | None) -> Iterator[None]:
         _ENCLOSING.reset(token)
 
 
-def _callbacks(own: CallbackManager | None) -> CallbackManager | None:
-    # A callback manager without handlers is no one listening: look further out.
-    for candidate in (own, _ENCLOSING.get(), Settings.callback_manager):
-        if candidate is not None and candidate.handlers:
-            return candidate
-    return None
-
-
 def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False,
                       default=lambda item: item.model_dump() if hasattr(item, "model_dump") else str(item))
@@ -89,7 +81,9 @@ class LMCallEvents:
     def __init__(self, step: str, inputs: dict[str, Any], lm: Any, callback_manager: CallbackManager | None) -> None:
         self._step = step
         self._messages = [ChatMessage(role=MessageRole.USER, content=_json(inputs))]
-        self._callbacks = _callbacks(callback_manager)
+        # A callback manager without handlers is no one listening: look further out.
+        candidates = (callback_manager, _ENCLOSING.get(), Settings.callback_manager)
+        self._callbacks = next((c for c in candidates if c is not None and c.handlers), None)
         model = {"model": str(getattr(lm, "model", type(lm).__name__)), "lm_step": step}
         dispatcher.event(LLMChatStartEvent(messages=self._messages, additional_kwargs={"lm_step": step},
                                            model_dict=model))
@@ -156,9 +150,7 @@ def resolve_lm(lm: Any = None, llm: Any = None) -> dspy.BaseLM | None:
         if not isinstance(lm, dspy.BaseLM):
             raise TypeError(f"lm= must be a dspy.BaseLM, got {type(lm).__name__}")
         return lm
-    if llm is not None:
-        return llamaindex_lm(llm)
-    return None
+    return None if llm is None else llamaindex_lm(llm)
 
 
 def current_lm(lm: dspy.BaseLM | None = None) -> dspy.BaseLM | None:
