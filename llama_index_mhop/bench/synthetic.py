@@ -114,10 +114,8 @@ class World:
     def river(self, rng: random.Random) -> str:
         title = f"{self.word(rng)} River"
         province, water, length = rng.choice(self.provinces), rng.choice(self.waters), rng.randint(20, 400)
-        first = rng.choice((
-            f"The {title} is a river of {province} that flows {length} km into {water}.",
-            f"The {title} rises in the hills of {province} and runs {length} km to {water}.",
-        ))
+        first = rng.choice((f"The {title} is a river of {province} that flows {length} km into {water}.",
+                            f"The {title} rises in the hills of {province} and runs {length} km to {water}."))
         rest = [f"Its valley was surveyed in {rng.randint(1700, 1900)}.",
                 rng.choice(("It is navigable by barges in its lower course.", "Its waters are rich in trout.",
                             "Several water mills once stood on its banks."))]
@@ -128,11 +126,9 @@ class World:
         river = river or self.pick("river", rng, lambda: self.river(rng))
         province = rng.choice(self.provinces)
         kind = rng.choice(_TOWN_KINDS)
-        first = rng.choice((
-            f"{title} is {article(kind)} on the {river} in {province}.",
-            f"{title} is {article(kind)} in {province}, built on the banks of the {river}.",
-            f"{title} is {article(kind)} of {province} that lies on the {river}.",
-        ))
+        first = rng.choice((f"{title} is {article(kind)} on the {river} in {province}.",
+                            f"{title} is {article(kind)} in {province}, built on the banks of the {river}.",
+                            f"{title} is {article(kind)} of {province} that lies on the {river}."))
         rest = [f"It has a population of about {rng.randint(2, 90) * 1000} and is known for "
                 f"{rng.choice(_TOWN_FEATURES)}."]
         if rng.random() < 0.3 and (twin := self.pick("town", rng)):
@@ -151,17 +147,13 @@ class World:
         links = {"birthplace": town}
         if employer:
             links["employer"] = employer
-            first = rng.choice((
-                f"{title} ({born}–{born + rng.randint(40, 90)}) was {article(job)} born in {town} who worked for "
-                f"{employer}.",
-                f"{title} was {article(job)} from {town}, born in {born}, who spent most of a long career at "
-                f"{employer}.",
-            ))
+            first = rng.choice((f"{title} ({born}–{born + rng.randint(40, 90)}) was {article(job)} born in {town} "
+                                f"who worked for {employer}.",
+                                f"{title} was {article(job)} from {town}, born in {born}, who spent most of a long "
+                                f"career at {employer}."))
         else:
-            first = rng.choice((
-                f"{title} ({born}–{born + rng.randint(40, 90)}) was {article(job)} born in {town}.",
-                f"{title} was {article(job)} born in {born} in {town}.",
-            ))
+            first = rng.choice((f"{title} ({born}–{born + rng.randint(40, 90)}) was {article(job)} born in {town}.",
+                                f"{title} was {article(job)} born in {born} in {town}."))
         pronoun = "She" if given < len(_GIVEN_NAMES) // 2 else "He"
         rest = [f"{pronoun} trained in {rng.choice(('the capital', 'a local workshop', 'a provincial academy'))} "
                 f"and published {rng.randint(2, 30)} works."]
@@ -175,11 +167,10 @@ class World:
         founder = founder or self.pick("person", rng, lambda: self.person(rng, with_employer=False))
         headquarters = headquarters or self.pick("town", rng, lambda: self.town(rng))
         year = rng.randint(1820, 1980)
-        first = rng.choice((
-            f"{title} is {article(industry)} company founded in {year} by {founder}, with its headquarters in "
-            f"{headquarters}.",
-            f"{title} is {article(industry)} firm headquartered in {headquarters} and founded by {founder} in {year}.",
-        ))
+        first = rng.choice((f"{title} is {article(industry)} company founded in {year} by {founder}, with its "
+                            f"headquarters in {headquarters}.",
+                            f"{title} is {article(industry)} firm headquartered in {headquarters} and founded by "
+                            f"{founder} in {year}."))
         rest = [f"It employs about {rng.randint(1, 60) * 50} people and is best known for {product}."]
         if rng.random() < 0.3 and (branch := self.pick("town", rng)) and branch != headquarters:
             rest.append(f"In {year + rng.randint(5, 40)} it opened a branch in {branch}.")

@@ -62,9 +62,7 @@ class BoundedChatAdapter(dspy.ChatAdapter):
             if name not in fields or fields[name].annotation is str or len(value) <= MAX_REPAIRED_CHARS:
                 continue
             if not _is_json(value):
-                raise AdapterParseError(
-                    adapter_name=type(self).__name__, signature=signature, lm_response=completion[:200],
-                    message=f"field {name}: {len(value)} characters that are not valid JSON (an answer this long "
-                    f"is not repaired)",
-                )
+                raise AdapterParseError(adapter_name=type(self).__name__, signature=signature,
+                                        lm_response=completion[:200], message=f"field {name}: {len(value)} characters "
+                                        "that are not valid JSON (an answer this long is not repaired)")
         return super().parse(signature, completion)

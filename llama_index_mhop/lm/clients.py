@@ -77,12 +77,9 @@ class AsyncChatFunctionEngine:
         pass
 
 
-def function_lm(
-    chat: Callable[[list[tuple[str, str]]], str],
-    achat: Callable[[list[tuple[str, str]]], Any] | None = None,
-    model: str = "function/chat",
-    thread_safe: bool = False,
-) -> dspy.LM:
+def function_lm(chat: Callable[[list[tuple[str, str]]], str],
+                achat: Callable[[list[tuple[str, str]]], Any] | None = None, model: str = "function/chat",
+                thread_safe: bool = False) -> dspy.LM:
     """A DSPy LM around a plain ``chat(messages) -> text`` function (messages are ``(role, text)`` pairs): any
     client plugs in. ``achat`` is its async twin (default: ``chat`` in a worker thread); unless ``thread_safe``,
     the package's LM steps call it one at a time."""

@@ -87,20 +87,17 @@ class LMCallEvents:
         model = {"model": str(getattr(lm, "model", type(lm).__name__)), "lm_step": step}
         dispatcher.event(LLMChatStartEvent(messages=self._messages, additional_kwargs={"lm_step": step},
                                            model_dict=model))
+        payload = {EventPayload.MESSAGES: self._messages, EventPayload.ADDITIONAL_KWARGS: {"lm_step": step},
+                   EventPayload.SERIALIZED: model}
         self._event_id = "" if self._callbacks is None else self._callbacks.on_event_start(
-            CBEventType.LLM,
-            payload={EventPayload.MESSAGES: self._messages, EventPayload.ADDITIONAL_KWARGS: {"lm_step": step},
-                     EventPayload.SERIALIZED: model},
-        )
+            CBEventType.LLM, payload=payload)
 
     def end(self, prediction: Any, outcome: str, reason: str, error: BaseException | None = None) -> None:
         """Report how the call ended (``"lm"``, ``"fallback"`` or ``"interrupted"``); ``prediction`` may be None."""
         fields = {} if prediction is None else dict(prediction.items()) if hasattr(prediction, "items") else {
             "output": prediction}
-        response = ChatResponse(
-            message=ChatMessage(role=MessageRole.ASSISTANT, content=_json(fields) if fields else ""),
-            additional_kwargs={"lm_step": self._step, "outcome": outcome, "reason": reason},
-        )
+        response = ChatResponse(message=ChatMessage(role=MessageRole.ASSISTANT, content=_json(fields) if fields else ""),
+                                additional_kwargs={"lm_step": self._step, "outcome": outcome, "reason": reason})
         if self._callbacks is not None:
             payload: dict[str, Any] = {EventPayload.MESSAGES: self._messages, EventPayload.RESPONSE: response}
             if error is not None:
@@ -320,8 +317,7 @@ class Fact(BaseModel):
     """A list of (subject, predicate, object) facts: the structured answer of the fact filter (seeds/003)."""
 
     fact: list[list[str]] = Field(
-        description="A list of facts, each fact is a list of 3 strings: [subject, predicate, object]"
-    )
+        description="A list of facts, each fact is a list of 3 strings: [subject, predicate, object]")
 
 
 class FactFilterSignature(dspy.Signature):
@@ -387,8 +383,7 @@ class EntityAndGapAnalyzer(dspy.Signature):
 
     query: str = dspy.InputField(desc="the question or claim")
     entity_chains: str = dspy.OutputField(
-        desc="one chain per line, e.g. 'Leland, North Carolina -> film shot there in 1986 -> its director'"
-    )
+        desc="one chain per line, e.g. 'Leland, North Carolina -> film shot there in 1986 -> its director'")
     queries: str = dspy.OutputField(desc="2-3 search queries, one per line")
 
 
@@ -400,9 +395,8 @@ class ConfidenceEvaluator(dspy.Signature):
     query: str = dspy.InputField(desc="the question or claim")
     passages: str = dspy.InputField(desc="the retrieved passages, numbered")
     confidence: str = dspy.OutputField(desc="an integer from 0 to 100")
-    missing_information: str = dspy.OutputField(
-        desc="missing entities or facts, one per line; 'none' if nothing is missing"
-    )
+    missing_information: str = dspy.OutputField(desc="missing entities or facts, one per line; 'none' if nothing is "
+                                                "missing")
 
 
 class TargetedQueryGenerator(dspy.Signature):
