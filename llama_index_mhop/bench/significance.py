@@ -66,11 +66,10 @@ def paired_comparison(treatment: Sequence[float], baseline: Sequence[float], n_r
     return PairedComparison(mean, float(interval.low), float(interval.high), float(test.pvalue), int(x.size))
 
 
-def compare_runs(runs: Sequence[Mapping[str, Any]], baseline: str = "vector",
-                 metrics: Sequence[str] = ("recall", "all_gold"), k_values: Sequence[int] = (),
+def compare_runs(runs: Sequence[Mapping[str, Any]], baseline: str = "vector", k_values: Sequence[int] = (),
                  n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = DEFAULT_SEED) -> dict[str, Any]:
-    """Every run against the ``baseline`` run, per ``NAME@K``, from the runs' ``per_question`` scores (``{}``
-    when no run is named ``baseline``)."""
+    """Every run against the ``baseline`` run, per ``recall@K`` and ``all_gold@K``, from the runs' ``per_question``
+    scores (``{}`` when no run is named ``baseline``)."""
     by_name = {run["name"]: run for run in runs}
     if baseline not in by_name:
         return {}
@@ -81,7 +80,7 @@ def compare_runs(runs: Sequence[Mapping[str, Any]], baseline: str = "vector",
             continue
         compared[run["name"]] = {
             key: paired_comparison(run["per_question"][key], reference[key], n_resamples, seed=seed).as_dict()
-            for key in (f"{metric}@{k}" for k in k_values for metric in metrics)
+            for key in (f"{metric}@{k}" for k in k_values for metric in ("recall", "all_gold"))
         }
     return {"baseline": baseline,
             "test": "two-sided paired permutation test over questions (sign flips of per-question differences)",

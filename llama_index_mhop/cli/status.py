@@ -84,14 +84,12 @@ def _graph_counts(root: Path) -> tuple[dict[str, Any], dict[str, int], list[str]
     path = tables_path if tables_path.is_file() else legacy_path
     if path == tables_path:
         data, arrays, _ = open_graph_files(root / GRAPH_DIR, mmap=True)
-    else:
-        data = read_json_object(path)
-    counts = {key: len(_sized(data, key, dict, path)) for key in ("passages", "entities", "facts")}
-    if path == tables_path:
         nodes = sum(key is not None for key in _sized(data, "node_keys", list, path))
         edges = _edge_count(root / GRAPH_DIR, data, arrays["edge_values"])
     else:  # format 1: node and edge lists (the edges of positive weight)
+        data = read_json_object(path)
         nodes, edges = len(_sized(data, "nodes", list, path)), len(_sized(data, "edges", list, path))
+    counts = {key: len(_sized(data, key, dict, path)) for key in ("passages", "entities", "facts")}
     return config, {**counts, "graph_nodes": nodes, "graph_edges": edges}, list(data["passages"])
 
 

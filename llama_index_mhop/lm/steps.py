@@ -122,13 +122,11 @@ class FallbackCounter:
         count(f"lm_fallbacks.{step}")  # the process-wide total that `mhop status` reports
 
     def __getitem__(self, step: str) -> int:
-        with self._lock:
-            return self._counts[step]
+        return self.as_dict().get(step, 0)
 
     @property
     def total(self) -> int:
-        with self._lock:
-            return sum(self._counts.values())
+        return sum(self.as_dict().values())
 
     def as_dict(self) -> dict[str, int]:
         with self._lock:
@@ -189,19 +187,18 @@ def _chosen(lm: dspy.BaseLM, source: str) -> dspy.BaseLM:
     return lm
 
 
-def _one_line(text: object, limit: int = MAX_LOGGED_CHARS) -> str:
-    # An LM's answer or error is untrusted: no terminal escapes in a log line or a trace.
-    line = escape_controls(" ".join(str(text).split()))
-    return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
 StepListener = Callable[[str, str, str], None]
 
 
 def _reason(error: BaseException, timeout: float) -> str:
+    """Why an LM call failed, on one line of at most :data:`MAX_LOGGED_CHARS` without terminal escapes (the LM's
+    error is untrusted text)."""
     if isinstance(error, TimeoutError):  # asyncio's says nothing: say what ran out
-        return _one_line(str(error) or f"no answer within {timeout:g}s")
-    return _one_line(f"{type(error).__name__}: {error}")
+        text = str(error) or f"no answer within {timeout:g}s"
+    else:
+        text = f"{type(error).__name__}: {error}"
+    line = escape_controls(" ".join(text.split()))
+    return line if len(line) <= MAX_LOGGED_CHARS else line[: MAX_LOGGED_CHARS - 1] + "…"
 
 
 @dataclass(frozen=True)
