@@ -275,10 +275,8 @@ def load_hotpotqa(path: PathLike, corpus: PathLike | None = None, limit: int | N
         return BenchQuestion(question_id(record, ("_id", "id"), index), text, gold, metadata)
     qpath, questions = _read_questions(path, limit, read)
     corpus_path = Path(corpus) if corpus is not None else corpus_file(qpath)
-    if corpus_path is not None:
-        passages = _title_text_corpus(corpus_path, lambda title, text: title)
-    else:
-        passages = list(context_passages.values())
+    passages = (_title_text_corpus(corpus_path, lambda title, _: title) if corpus_path is not None
+                else list(context_passages.values()))
     return _dataset(path, qpath, passages, questions, "hotpotqa")
 
 

@@ -74,14 +74,10 @@ def compare_runs(runs: Sequence[Mapping[str, Any]], baseline: str = "vector", k_
     if baseline not in by_name:
         return {}
     reference = by_name[baseline]["per_question"]
-    compared: dict[str, dict[str, dict[str, Any]]] = {}
-    for run in runs:
-        if run["name"] == baseline:
-            continue
-        compared[run["name"]] = {
-            key: paired_comparison(run["per_question"][key], reference[key], n_resamples, seed=seed).as_dict()
-            for key in (f"{metric}@{k}" for k in k_values for metric in ("recall", "all_gold"))
-        }
+    keys = [f"{metric}@{k}" for k in k_values for metric in ("recall", "all_gold")]
+    compared = {run["name"]: {key: paired_comparison(run["per_question"][key], reference[key], n_resamples,
+                                                     seed=seed).as_dict() for key in keys}
+                for run in runs if run["name"] != baseline}
     return {"baseline": baseline,
             "test": "two-sided paired permutation test over questions (sign flips of per-question differences)",
             "interval": f"{DEFAULT_CONFIDENCE_LEVEL:.0%} percentile bootstrap of the mean difference",
