@@ -342,8 +342,6 @@ def _hover_corpus(path: Path) -> list[Passage]:
     passages = []
     for index, record in enumerate(read_records(path)):
         ref = f"line {index + 1}" if path.suffix.lower() == ".jsonl" else f"record {index}"
-        if not isinstance(record, dict):
-            raise DatasetFormatError(path, f"expected a JSON object, got {type(record).__name__}", record=ref)
         text = body_text(get_field(record, "text", (str, list), path, ref), path, ref, "text")
         title = record.get("title")
         if title is None and " | " in text:  # a pre-rendered "title | text" passage

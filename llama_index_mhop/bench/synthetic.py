@@ -248,21 +248,18 @@ def _founder_birthplace(world: World, rng: random.Random) -> tuple[list[str], st
 
 def _birthplace_river(world: World, rng: random.Random) -> tuple[list[str], str]:
     town, river = _town_on_river(world, rng)
-    person = world.person(rng, town=town)
-    return [person, town], river
+    return [world.person(rng, town=town), town], river
 
 
 def _headquarters_province(world: World, rng: random.Random) -> tuple[list[str], str]:
     town = world.town(rng)
-    company = world.company(rng, headquarters=town)
-    return [company, town], world.entities[town].links["province"]
+    return [world.company(rng, headquarters=town), town], world.entities[town].links["province"]
 
 
 def _employer_founder(world: World, rng: random.Random) -> tuple[list[str], str]:
     founder = world.person(rng, with_employer=False)
     company = world.company(rng, founder=founder)
-    person = world.person(rng, employer=company)
-    return [person, company], founder
+    return [world.person(rng, employer=company), company], founder
 
 
 def _founder_birthplace_river(world: World, rng: random.Random) -> tuple[list[str], str]:
@@ -278,15 +275,13 @@ def _founder_birthplace_province(world: World, rng: random.Random) -> tuple[list
 
 def _employer_founder_birthplace(world: World, rng: random.Random) -> tuple[list[str], str]:
     company, founder, town = _company_of_native(world, rng)
-    person = world.person(rng, employer=company)
-    return [person, company, founder], town
+    return [world.person(rng, employer=company), company, founder], town
 
 
 def _employer_headquarters_river(world: World, rng: random.Random) -> tuple[list[str], str]:
     town, river = _town_on_river(world, rng)
     company = world.company(rng, headquarters=town)
-    person = world.person(rng, employer=company)
-    return [person, company, town], river
+    return [world.person(rng, employer=company), company, town], river
 
 
 #: The question chains: name -> hops, question templates ({0} is the first entity) and chain builder.
