@@ -1,12 +1,11 @@
-"""Multi-hop retrieval components for LlamaIndex over Chroma: :class:`RRFFusionRetriever` (perspective queries
-from :class:`PerspectiveQueryTransform` fused by Reciprocal Rank Fusion), :class:`ConfidenceLoopRetriever` (entity
-chains, a confidence check, targeted follow-up, listwise rerank), :class:`HippoGraphIndex` and its retriever and
-reader (HippoRAG 2 memory with Personalized PageRank), :class:`DSPyFactFilter` (recognition memory over fact nodes)
-and the passage index they stand on (:func:`build_vector_index`, :func:`sync_vector_index`).
+"""Multi-hop retrieval for LlamaIndex over Chroma: :class:`RRFFusionRetriever` (perspective queries from
+:class:`PerspectiveQueryTransform`, fused by Reciprocal Rank Fusion), :class:`ConfidenceLoopRetriever` (entity
+chains, a confidence check, targeted follow-up, listwise rerank), :class:`HippoGraphIndex` with its retriever
+and reader (HippoRAG 2 memory, Personalized PageRank), :class:`DSPyFactFilter` (recognition memory over facts)
+and the passage index beneath (:func:`build_vector_index`, :func:`sync_vector_index`).
 
-The names are imported on first use, so importing one light module of the package (as ``mhop --help`` does)
-imports no LlamaIndex, Chroma or DSPy; importing the package in any way lets LlamaIndex's
-``load_index_from_storage`` open a saved :class:`HippoGraphIndex`."""
+Names are imported on first use: a light module (as ``mhop --help`` loads) imports no LlamaIndex, Chroma or
+DSPy; importing the package in any way lets ``load_index_from_storage`` open a saved HippoGraphIndex."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Chroma's private names the package reads, each in one function (tests/test_adapters.py checks them against the
-installed chromadb)."""
+"""Chroma's private names the package reads, each in one function (checked by tests/test_adapters.py)."""
 
 from __future__ import annotations
 

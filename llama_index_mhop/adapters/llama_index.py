@@ -36,20 +36,17 @@ def configured_embed_model() -> BaseEmbedding | None:
 
 
 def index_embed_model(index: VectorStoreIndex) -> BaseEmbedding:
-    """The embedder a ``VectorStoreIndex`` embeds with. Reads ``VectorStoreIndex._embed_model``: the index has no
-    public accessor for it."""
+    """The embedder of a ``VectorStoreIndex``. Reads its ``_embed_model``: no public accessor."""
     return index._embed_model
 
 
 def retriever_embed_model(retriever: VectorIndexRetriever) -> BaseEmbedding:
-    """The embedder a ``VectorIndexRetriever`` embeds its queries with. Reads ``VectorIndexRetriever._embed_model``:
-    the retriever has no public accessor for it."""
+    """The query embedder of a ``VectorIndexRetriever``. Reads its ``_embed_model``: no public accessor."""
     return retriever._embed_model
 
 
 def retriever_vector_store(retriever: VectorIndexRetriever) -> BasePydanticVectorStore:
-    """The vector store a ``VectorIndexRetriever`` searches. Reads ``VectorIndexRetriever._vector_store``: the
-    retriever has no public accessor for it."""
+    """The vector store a ``VectorIndexRetriever`` searches. Reads its ``_vector_store``: no public accessor."""
     return retriever._vector_store
 
 
@@ -60,15 +57,13 @@ def build_query(retriever: VectorIndexRetriever, bundle: QueryBundle) -> VectorS
 
 
 def hugging_face_query_embeddings(embed_model: HuggingFaceEmbedding, queries: list[str]) -> list[list[float]]:
-    """The query embeddings of ``queries`` in one forward pass, with the query prompt a single query gets.
-    Calls ``HuggingFaceEmbedding._embed``: the public batch embeds texts (no query prompt), the public query
-    embedding one query at a time."""
+    """The query embeddings of ``queries`` in one forward pass, with the query prompt a single query gets. Calls
+    ``HuggingFaceEmbedding._embed``: public calls embed texts without that prompt, or one query at a time."""
     return embed_model._embed(queries, prompt_name="query")
 
 
 def retriever_verbose(retriever: BaseRetriever) -> bool:
-    """Whether a retriever was made with ``verbose=True``. Reads ``BaseRetriever._verbose``: the retriever keeps the
-    flag only there."""
+    """Whether a retriever was made ``verbose=True``. Reads ``BaseRetriever._verbose``: kept nowhere else."""
     return retriever._verbose
 
 

@@ -1,6 +1,5 @@
-"""Benchmark datasets: questions with gold passage ids, and the corpus those ids point into (seed 002).
-
-One loader per published format (HotpotQA, 2Wiki, MuSiQue, HippoRAG 2, HoVer); a malformed file raises
+"""Benchmark datasets: questions with gold passage ids, and the corpus those ids point into (seed 002). One
+loader per published format (HotpotQA, 2Wiki, MuSiQue, HippoRAG 2, HoVer); a malformed file raises
 :class:`DatasetFormatError` naming the file, the record and the field."""
 
 from __future__ import annotations
@@ -193,8 +192,7 @@ class BenchDataset:
 
 def _read_questions(path: PathLike, limit: int | None,
                     read: Callable[[Path, int, Any, str], BenchQuestion | None]) -> tuple[Path, list[BenchQuestion]]:
-    """The question file of ``path`` and its first ``limit`` questions, each ``read(file, index, record, ref)``
-    (None: a record that is no question)."""
+    """``path``'s question file and its first ``limit`` questions, each ``read(file, index, record, ref)``."""
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ValueError(f"limit must be a positive integer or None, got {limit!r}")
     qpath = resolve_path(path)

@@ -37,8 +37,7 @@ def split_questions(questions: Sequence[BenchQuestion], train: int,
 
 
 def retrieval_metric(name: str) -> Callable[..., float]:
-    """``metric(example, prediction, trace=None, *_)``: the named metric of the prediction's passages (ValueError
-    for an unknown name)."""
+    """``metric(example, prediction, trace=None, *_)``: the named metric's score (ValueError if unknown)."""
     if name not in METRICS:
         raise ValueError(f"unknown metric {name!r}; choose from {', '.join(METRICS)}")
     function, k = METRICS[name]

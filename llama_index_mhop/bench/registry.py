@@ -171,8 +171,7 @@ class _NoLLM(CustomLLM):
 
 
 class RetrieverContext(Protocol):
-    """What a factory reads: the passage index and its nodes, the graph index (each made on first use), the depth
-    and the LM."""
+    """What a factory reads: the indexes and nodes (each made on first use), the depth and the LM."""
 
     top_k: int
     lm: Any

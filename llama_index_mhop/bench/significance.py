@@ -1,5 +1,4 @@
-"""Paired significance of a retriever against a baseline: a permutation test of sign flips and a seeded bootstrap
-interval of the mean difference (scipy)."""
+"""Paired significance against a baseline: sign-flip permutation tests, seeded bootstrap intervals (scipy)."""
 
 from __future__ import annotations
 

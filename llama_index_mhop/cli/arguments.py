@@ -1,8 +1,7 @@
-"""The ``mhop`` command's argument definitions and checks, and its ``mhop.toml`` configuration file, in the standard
-library alone, so ``mhop --help`` and argument errors import no heavy library.
-
-``mhop.toml`` has the sections ``[embedding]``, ``[chroma]``, ``[indexing]``, ``[retrieval]`` and ``[lm]``; every
-key is optional and a command-line flag overrides it. A bad file is a one-line error naming the file and the key."""
+"""The ``mhop`` command's argument definitions and checks, and its ``mhop.toml`` configuration file, in the
+standard library alone, so ``mhop --help`` and argument errors import no heavy library. ``mhop.toml`` has the
+sections ``[embedding]``, ``[chroma]``, ``[indexing]``, ``[retrieval]`` and ``[lm]``; every key is optional
+and a command-line flag overrides it. A bad file is a one-line error naming the file and the key."""
 
 from __future__ import annotations
 

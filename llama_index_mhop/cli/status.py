@@ -27,8 +27,7 @@ def _has_collection(client: Any, name: str) -> bool:
 
 
 def passage_status(client: Any, collection_name: str) -> dict[str, Any]:
-    """A passage collection's documents, passages, sources, and the time and counts of the last sync (ValueError
-    when there is no such collection)."""
+    """A passage collection's documents, passages, sources and last sync (ValueError when there is none)."""
     if not _has_collection(client, collection_name):
         raise ValueError(f"no Chroma collection {collection_name!r}; index a corpus first (mhop index PATH)")
     collection = client.get_collection(collection_name)

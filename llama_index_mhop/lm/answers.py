@@ -1,8 +1,7 @@
-"""How an LM's raw answer reaches a parser: cut to a bounded length, and repaired only while repairing is cheap.
-
-DSPy's ``ChatAdapter`` reads non-text output fields with ``json_repair``, quadratic in the length of some broken
-JSON (``["a"b"b"b...``; docs/BENCHMARKS.md). :class:`BoundedChatAdapter` reads at most :data:`MAX_ANSWER_CHARS`,
-and a field longer than :data:`MAX_REPAIRED_CHARS` only when it is valid JSON already, so a parse is bounded."""
+"""How an LM's raw answer reaches a parser: cut to a bounded length, repaired only while repairing is cheap.
+DSPy's ``ChatAdapter`` repairs non-text fields with ``json_repair``, quadratic in the length of some broken
+JSON (``["a"b"b"b...``; docs/BENCHMARKS.md): :class:`BoundedChatAdapter` reads at most
+:data:`MAX_ANSWER_CHARS`, and a field over :data:`MAX_REPAIRED_CHARS` only when it is valid JSON already."""
 
 from __future__ import annotations
 

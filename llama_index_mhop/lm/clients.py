@@ -1,6 +1,5 @@
-"""LM clients as DSPy LMs: a plain chat function, any LlamaIndex LLM, the packaged local model, a command line's
-``--lm``; and the turns in which one LM is called, each call in a worker thread bounded in time. Which LM a step
-uses and what happens when it fails is :mod:`llama_index_mhop.lm.steps`."""
+"""LM clients as DSPy LMs (a chat function, any LlamaIndex LLM, the packaged local model, a command line's
+``--lm``) and the turns in which one LM is called, each call in a worker thread bounded in time."""
 
 from __future__ import annotations
 
@@ -28,9 +27,8 @@ KNOWN_BAD_LLAMA_CPP = frozenset({"0.3.36"})
 
 
 def _response(text: str, model: str) -> Response:
-    usage = Usage(input_tokens=0, output_tokens=0, total_tokens=0)
-    message = Message.assistant([TextPart(text)])
-    return Response(id=None, model=model, message=message, finish_reason="stop", usage=usage)
+    return Response(id=None, model=model, message=Message.assistant([TextPart(text)]), finish_reason="stop",
+                    usage=Usage(input_tokens=0, output_tokens=0, total_tokens=0))
 
 
 def _request_messages(request: Any) -> list[tuple[str, str]]:

@@ -239,7 +239,7 @@ class LMStep(Generic[T]):
         events = LMCallEvents(self.name, inputs, lm, self.callback_manager)
         prediction = None
         try:
-            prediction = call_in_worker(self._blocking_call(inputs, lm), self.timeout, turn_of(lm))
+            prediction = self._predict(inputs, lm)
             value = self.parse(prediction)
         except KeyboardInterrupt as exc:  # the user's, even when the LM raised it: no fallback
             events.end(prediction, "interrupted", "KeyboardInterrupt", exc)
@@ -259,8 +259,7 @@ class LMStep(Generic[T]):
                 with dspy.context(lm=lm, adapter=_ADAPTER):
                     prediction = await asyncio.wait_for(self._acall(inputs), timeout=self.timeout)
             else:
-                call = self._blocking_call(inputs, lm)
-                prediction = await asyncio.to_thread(call_in_worker, call, self.timeout, turn_of(lm))
+                prediction = await asyncio.to_thread(self._predict, inputs, lm)
             value = self.parse(prediction)
         except KeyboardInterrupt as exc:  # the user's, even when the LM raised it: no fallback
             events.end(prediction, "interrupted", "KeyboardInterrupt", exc)
@@ -275,11 +274,11 @@ class LMStep(Generic[T]):
         except SystemExit as exc:  # raised in a task, it would stop the caller's event loop: an LM failure here
             raise RuntimeError(f"the LM raised SystemExit({exc.code!r})") from exc
 
-    def _blocking_call(self, inputs: dict[str, Any], lm: dspy.BaseLM) -> Callable[[], Any]:
+    def _predict(self, inputs: dict[str, Any], lm: dspy.BaseLM) -> Any:
         def call() -> Any:
             with dspy.context(lm=lm, adapter=_ADAPTER):
                 return self.predictor(**inputs)
-        return call
+        return call_in_worker(call, self.timeout, turn_of(lm))
 
     def _llm_free(self) -> T:
         if self.name not in _logged_no_lm:
