@@ -37,7 +37,7 @@ def split_questions(questions: Sequence[BenchQuestion], train: int,
 
 
 def retrieval_metric(name: str) -> Callable[..., float]:
-    """``metric(example, prediction, trace=None, *_)``: the named metric's score (ValueError if unknown)."""
+    """``metric(example, prediction, trace=None, *_)``: the named retrieval metric (ValueError if unknown)."""
     if name not in METRICS:
         raise ValueError(f"unknown metric {name!r}; choose from {', '.join(METRICS)}")
     function, k = METRICS[name]

@@ -57,8 +57,7 @@ def _sized(data: dict[str, Any], key: str, kind: type, where: Path) -> Any:
 
 
 def _edge_count(folder: Path, tables: dict[str, Any], values: Any) -> int:
-    """Edges of positive weight in the saved edge table ``values`` (``KnowledgeGraph.num_edges``), as
-    :func:`~llama_index_mhop.graph.graph_files.open_graph_files` read and checked it."""
+    """Edges of positive weight in the saved edge table ``values`` (``KnowledgeGraph.num_edges``)."""
     import numpy as np
 
     from ..graph.graph_arrays import FACTS, PLAIN, SYNONYMY, SYNONYMY_SCALE, TITLE

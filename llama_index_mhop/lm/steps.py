@@ -96,8 +96,9 @@ class LMCallEvents:
         """Report how the call ended (``"lm"``, ``"fallback"`` or ``"interrupted"``); ``prediction`` may be None."""
         fields = {} if prediction is None else dict(prediction.items()) if hasattr(prediction, "items") else {
             "output": prediction}
-        response = ChatResponse(message=ChatMessage(role=MessageRole.ASSISTANT, content=_json(fields) if fields else ""),
-                                additional_kwargs={"lm_step": self._step, "outcome": outcome, "reason": reason})
+        message = ChatMessage(role=MessageRole.ASSISTANT, content=_json(fields) if fields else "")
+        kwargs = {"lm_step": self._step, "outcome": outcome, "reason": reason}
+        response = ChatResponse(message=message, additional_kwargs=kwargs)
         if self._callbacks is not None:
             payload: dict[str, Any] = {EventPayload.MESSAGES: self._messages, EventPayload.RESPONSE: response}
             if error is not None:
@@ -191,8 +192,7 @@ StepListener = Callable[[str, str, str], None]
 
 
 def _reason(error: BaseException, timeout: float) -> str:
-    """Why an LM call failed, on one line of at most :data:`MAX_LOGGED_CHARS` without terminal escapes (the LM's
-    error is untrusted text)."""
+    """Why an LM call failed: one line of at most :data:`MAX_LOGGED_CHARS`, escaped as untrusted text."""
     if isinstance(error, TimeoutError):  # asyncio's says nothing: say what ran out
         text = str(error) or f"no answer within {timeout:g}s"
     else:
@@ -391,8 +391,8 @@ class ConfidenceEvaluator(dspy.Signature):
     query: str = dspy.InputField(desc="the question or claim")
     passages: str = dspy.InputField(desc="the retrieved passages, numbered")
     confidence: str = dspy.OutputField(desc="an integer from 0 to 100")
-    missing_information: str = dspy.OutputField(desc="missing entities or facts, one per line; 'none' if nothing is "
-                                                "missing")
+    missing_information: str = dspy.OutputField(
+        desc="missing entities or facts, one per line; 'none' if nothing is missing")
 
 
 class TargetedQueryGenerator(dspy.Signature):
