@@ -1,21 +1,15 @@
-"""Multi-hop retrieval components for LlamaIndex over Chroma.
+"""Multi-hop retrieval for LlamaIndex over Chroma: :class:`RRFFusionRetriever` (perspective queries from
+:class:`PerspectiveQueryTransform`, fused by Reciprocal Rank Fusion), :class:`ConfidenceLoopRetriever` (entity
+chains, a confidence check, targeted follow-up, listwise rerank), :class:`HippoGraphIndex` with its retriever
+and reader (HippoRAG 2 memory, Personalized PageRank), :class:`DSPyFactFilter` (recognition memory over facts)
+and the passage index beneath (:func:`build_vector_index`, :func:`sync_vector_index`).
 
-- :class:`PerspectiveQueryTransform`: 4-5 reformulations of a query from different angles.
-- :class:`RRFFusionRetriever`: iterative perspective retrieval fused by Reciprocal Rank Fusion.
-- :class:`ConfidenceLoopRetriever`: entity-chain queries, a confidence check, targeted follow-up, listwise rerank.
-- :class:`HippoGraphIndex` / :class:`HippoGraphRetriever`: HippoRAG 2 memory with Personalized PageRank;
-  :class:`HippoGraphReader`: a query worker over a saved one, from files every worker maps.
-- :class:`DSPyFactFilter`: recognition memory over (subject, predicate, object) fact nodes.
-- :func:`reciprocal_rank_fusion`, :func:`build_vector_index`: the pieces they stand on; :func:`sync_vector_index`
-  and :func:`delete_documents` keep a passage index in step with a corpus.
-
-The names are imported on first use (``from llama_index_mhop import RRFFusionRetriever`` works as usual), so
-importing one light module of the package, as the ``mhop`` command does to answer ``--help``, does not import
-LlamaIndex, Chroma or DSPy. Importing the package in any way lets LlamaIndex's ``load_index_from_storage`` open a
-saved :class:`HippoGraphIndex`."""
+Names are imported on first use: a light module (as ``mhop --help`` loads) imports no LlamaIndex, Chroma or
+DSPy; importing the package in any way lets ``load_index_from_storage`` open a saved HippoGraphIndex."""
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import sys
 from importlib.abc import MetaPathFinder
@@ -41,46 +35,25 @@ if TYPE_CHECKING:
         sync_vector_index,
     )
 
-__all__ = [
-    "ConfidenceLoopRetriever",
-    "DSPyFactFilter",
-    "HippoGraphIndex",
-    "HippoGraphReader",
-    "HippoGraphRetriever",
-    "MiniLMEmbedding",
-    "PerspectiveQueryTransform",
-    "RRFFusionRetriever",
-    "build_vector_index",
-    "default_embed_model",
-    "delete_documents",
-    "fact_node",
-    "load_documents",
-    "load_vector_index",
-    "reciprocal_rank_fusion",
-    "sync_vector_index",
-]
+__all__ = ["ConfidenceLoopRetriever", "DSPyFactFilter", "HippoGraphIndex", "HippoGraphReader", "HippoGraphRetriever",
+           "MiniLMEmbedding", "PerspectiveQueryTransform", "RRFFusionRetriever", "build_vector_index",
+           "default_embed_model", "delete_documents", "fact_node", "load_documents", "load_vector_index",
+           "reciprocal_rank_fusion", "sync_vector_index"]
 __version__ = "0.1.0"
 
-#: Where each exported name lives (the module, relative to this package).
-_EXPORTS = {
-    "ConfidenceLoopRetriever": ".components",
-    "DSPyFactFilter": ".components.fact_filter",
-    "HippoGraphIndex": ".graph",
-    "HippoGraphReader": ".graph",
-    "HippoGraphRetriever": ".components",
-    "MiniLMEmbedding": ".stores.minilm",
-    "PerspectiveQueryTransform": ".components.rrf_fusion",
-    "RRFFusionRetriever": ".components",
-    "build_vector_index": ".stores.vector_index",
-    "default_embed_model": ".stores.defaults",
-    "delete_documents": ".stores.vector_index",
-    "fact_node": ".components.fact_filter",
-    "load_documents": ".stores.corpus",
-    "load_vector_index": ".stores.vector_index",
-    "reciprocal_rank_fusion": ".rules.ranking",
-    "sync_vector_index": ".stores.vector_index",
+#: The modules (relative to this package) and the names each exports.
+_MODULES = {
+    ".components": ("ConfidenceLoopRetriever", "HippoGraphRetriever", "RRFFusionRetriever"),
+    ".components.fact_filter": ("DSPyFactFilter", "fact_node"),
+    ".components.rrf_fusion": ("PerspectiveQueryTransform",),
+    ".graph": ("HippoGraphIndex", "HippoGraphReader"),
+    ".rules.ranking": ("reciprocal_rank_fusion",),
+    ".stores.corpus": ("load_documents",),
+    ".stores.defaults": ("default_embed_model",),
+    ".stores.minilm": ("MiniLMEmbedding",),
+    ".stores.vector_index": ("build_vector_index", "delete_documents", "load_vector_index", "sync_vector_index"),
 }
-
+_EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 
@@ -107,7 +80,7 @@ class _RegistryWatcher(MetaPathFinder):
         if fullname != _REGISTRY:
             return None
         sys.meta_path.remove(self)
-        spec = next((found for finder in sys.meta_path if (found := _spec_of(finder, fullname, path, target))), None)
+        spec = importlib.util.find_spec(fullname)  # as the finders after this one find it
         if spec is None or spec.loader is None:
             return spec
         exec_module = spec.loader.exec_module
@@ -118,11 +91,6 @@ class _RegistryWatcher(MetaPathFinder):
 
         spec.loader.exec_module = exec_and_register  # type: ignore[method-assign]  # this module's loader only
         return spec
-
-
-def _spec_of(finder: Any, fullname: str, path: Any, target: ModuleType | None) -> ModuleSpec | None:
-    find_spec = getattr(finder, "find_spec", None)
-    return find_spec(fullname, path, target) if find_spec is not None else None
 
 
 if _REGISTRY in sys.modules:

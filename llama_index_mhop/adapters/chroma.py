@@ -1,5 +1,4 @@
-"""Chroma's private names the package reads, each in one function (tests/test_adapters.py checks them against the
-installed chromadb)."""
+"""Chroma's private names the package reads, each in one function (checked by tests/test_adapters.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +8,7 @@ __all__ = ["http_session"]
 
 
 def http_session(client: Any) -> Any:
-    """The ``httpx.Client`` a Chroma ``HttpClient`` sends its requests through, None for an embedded client.
-
-    Reads ``Client._server._session``: chromadb sets no timeout on its HTTP requests and takes none in its settings,
-    so a frozen server is only bounded by setting the session's."""
+    """The ``httpx.Client`` a Chroma ``HttpClient`` sends its requests through, None for an embedded client. Reads
+    ``Client._server._session``: chromadb sets no timeout on its HTTP requests and takes none in its settings, so a
+    frozen server is only bounded by setting the session's."""
     return getattr(getattr(client, "_server", None), "_session", None)

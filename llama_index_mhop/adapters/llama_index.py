@@ -20,39 +20,33 @@ __all__ = ["build_query", "configured_embed_model", "configured_llm", "hugging_f
 
 
 def configured_llm() -> LLM | None:
-    """The LLM the app set in ``Settings.llm``, None if it set none.
-
-    Reads ``Settings._llm``: the public ``Settings.llm`` builds LlamaIndex's OpenAI default when none is set."""
+    """The LLM the app set in ``Settings.llm``, None if it set none. Reads ``Settings._llm``: the public
+    ``Settings.llm`` builds LlamaIndex's OpenAI default when none is set."""
     from llama_index.core import Settings
 
     return Settings._llm
 
 
 def configured_embed_model() -> BaseEmbedding | None:
-    """The embedder the app set in ``Settings.embed_model``, None if it set none.
-
-    Reads ``Settings._embed_model``: the public ``Settings.embed_model`` builds LlamaIndex's OpenAI default when
-    none is set."""
+    """The embedder the app set in ``Settings.embed_model``, None if it set none. Reads ``Settings._embed_model``:
+    the public ``Settings.embed_model`` builds LlamaIndex's OpenAI default when none is set."""
     from llama_index.core import Settings
 
     return Settings._embed_model
 
 
 def index_embed_model(index: VectorStoreIndex) -> BaseEmbedding:
-    """The embedder a ``VectorStoreIndex`` embeds with. Reads ``VectorStoreIndex._embed_model``: the index has no
-    public accessor for it."""
+    """The embedder of a ``VectorStoreIndex``. Reads its ``_embed_model``: no public accessor."""
     return index._embed_model
 
 
 def retriever_embed_model(retriever: VectorIndexRetriever) -> BaseEmbedding:
-    """The embedder a ``VectorIndexRetriever`` embeds its queries with. Reads ``VectorIndexRetriever._embed_model``:
-    the retriever has no public accessor for it."""
+    """The query embedder of a ``VectorIndexRetriever``. Reads its ``_embed_model``: no public accessor."""
     return retriever._embed_model
 
 
 def retriever_vector_store(retriever: VectorIndexRetriever) -> BasePydanticVectorStore:
-    """The vector store a ``VectorIndexRetriever`` searches. Reads ``VectorIndexRetriever._vector_store``: the
-    retriever has no public accessor for it."""
+    """The vector store a ``VectorIndexRetriever`` searches. Reads its ``_vector_store``: no public accessor."""
     return retriever._vector_store
 
 
@@ -63,15 +57,13 @@ def build_query(retriever: VectorIndexRetriever, bundle: QueryBundle) -> VectorS
 
 
 def hugging_face_query_embeddings(embed_model: HuggingFaceEmbedding, queries: list[str]) -> list[list[float]]:
-    """The query embeddings of ``queries`` in one forward pass, with the query prompt a single query gets.
-    Calls ``HuggingFaceEmbedding._embed``: the public batch embeds texts (no query prompt), the public query
-    embedding one query at a time."""
+    """The query embeddings of ``queries`` in one forward pass, with the query prompt a single query gets. Calls
+    ``HuggingFaceEmbedding._embed``: public calls embed texts without that prompt, or one query at a time."""
     return embed_model._embed(queries, prompt_name="query")
 
 
 def retriever_verbose(retriever: BaseRetriever) -> bool:
-    """Whether a retriever was made with ``verbose=True``. Reads ``BaseRetriever._verbose``: the retriever keeps the
-    flag only there."""
+    """Whether a retriever was made ``verbose=True``. Reads ``BaseRetriever._verbose``: kept nowhere else."""
     return retriever._verbose
 
 

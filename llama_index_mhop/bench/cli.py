@@ -1,7 +1,6 @@
 """``mhop bench``: run the benchmark from the command line, print its tables and draw its plot.
 
-Its choices mirror the modules that own them (standard library only); ``tests/test_cli_start.py`` checks they agree.
-"""
+Its choices mirror the modules that own them (standard library only); tests/test_cli_start.py checks they agree."""
 
 from __future__ import annotations
 
@@ -37,10 +36,7 @@ OPTIMIZE_METRICS = ("all_gold@21", "recall@5")
 def parse_k_values(text: str) -> list[int]:
     """``"2,5,10,21"`` -> ``[2, 5, 10, 21]``; argparse.ArgumentTypeError for a value that is not an integer >= 1."""
     values = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
+    for part in [piece.strip() for piece in text.split(",") if piece.strip()]:
         try:
             value = int(part)
         except ValueError:

@@ -96,8 +96,7 @@ class BenchContext:
 
 
 class IndexContext:
-    """The resources of ``mhop query`` or ``mhop demo``: the passage and graph indexes, opened or built by the given
-    loaders on first use."""
+    """The indexes of ``mhop query`` or ``mhop demo``, opened by the given loaders on first use."""
 
     def __init__(self, top_k: int, lm: Any = None, vector_index: Callable[[], VectorStoreIndex] | None = None,
                  graph_index: Callable[[], Any] | None = None, program: str | None = None) -> None:

@@ -1,6 +1,5 @@
-"""Benchmark datasets: questions with gold passage ids, and the corpus those ids point into (seed 002).
-
-One loader per published format (HotpotQA, 2Wiki, MuSiQue, HippoRAG 2, HoVer); a malformed file raises
+"""Benchmark datasets: questions with gold passage ids, and the corpus those ids point into (seed 002). One
+loader per published format (HotpotQA, 2Wiki, MuSiQue, HippoRAG 2, HoVer); a malformed file raises
 :class:`DatasetFormatError` naming the file, the record and the field."""
 
 from __future__ import annotations
@@ -141,16 +140,6 @@ def resolve_path(path: PathLike) -> Path:
     return questions_file(resolved) if resolved.is_dir() else resolved
 
 
-def dataset_name(path: PathLike, questions: Path) -> str:
-    given = Path(path)
-    return given.name if given.is_dir() else questions.stem
-
-
-def check_limit(limit: int | None) -> None:
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise ValueError(f"limit must be a positive integer or None, got {limit!r}")
-
-
 @dataclass(frozen=True)
 class Passage:
     """One corpus passage. ``passage_id`` is what gold ids and retrieved nodes are compared by."""
@@ -201,7 +190,27 @@ class BenchDataset:
         return replace(self, questions=questions, passages=passages)
 
 
-def _warn_missing(dataset: BenchDataset) -> BenchDataset:
+def _read_questions(path: PathLike, limit: int | None,
+                    read: Callable[[Path, int, Any, str], BenchQuestion | None]) -> tuple[Path, list[BenchQuestion]]:
+    """``path``'s question file and its first ``limit`` questions, each ``read(file, index, record, ref)``."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ValueError(f"limit must be a positive integer or None, got {limit!r}")
+    qpath = resolve_path(path)
+    questions: list[BenchQuestion] = []
+    for index, record in enumerate(read_records(qpath)):
+        if limit is not None and len(questions) >= limit:
+            break
+        question = read(qpath, index, record, record_ref(index, record))
+        if question is not None:
+            questions.append(question)
+    return qpath, questions
+
+
+def _dataset(path: PathLike, qpath: Path, passages: list[Passage], questions: list[BenchQuestion],
+             fmt: str) -> BenchDataset:
+    """The dataset, named after its folder (else its question file); gold passages not in the corpus are warned of."""
+    name = Path(path).name if Path(path).is_dir() else qpath.stem
+    dataset = BenchDataset(name, passages, questions, fmt, str(qpath))
     missing = dataset.missing_gold()
     if missing:
         # Question ids and passage titles come from the dataset's files: escaped, as untrusted text.
@@ -239,15 +248,9 @@ def _title_text_corpus(path: Path, make_id: Callable[[str, str], str]) -> list[P
 def load_hotpotqa(path: PathLike, corpus: PathLike | None = None, limit: int | None = None) -> BenchDataset:
     """Raw HotpotQA: gold = the distinct titles of ``supporting_facts``, ``passage_id`` = title. The corpus is
     ``corpus``, else ``corpus.json`` / ``NAME_corpus.json`` beside the questions, else the contexts' union."""
-    check_limit(limit)
-    qpath = resolve_path(path)
-    records = read_records(qpath)
-    questions: list[BenchQuestion] = []
     context_passages: dict[str, Passage] = {}
-    for index, record in enumerate(records):
-        if limit is not None and len(questions) >= limit:
-            break
-        ref = record_ref(index, record)
+
+    def read(qpath: Path, index: int, record: Any, ref: str) -> BenchQuestion:
         text = text_field(record, "question", qpath, ref)
         facts = get_field(record, "supporting_facts", list, qpath, ref)
         for fact in facts:
@@ -267,24 +270,21 @@ def load_hotpotqa(path: PathLike, corpus: PathLike | None = None, limit: int | N
             context_passages.setdefault(title, Passage(title, title, body_text(entry[1], qpath, ref, "context")))
         metadata = {k: record[k] for k in ("answer", "type", "level") if k in record}
         metadata["context_ids"] = context_ids
-        questions.append(BenchQuestion(question_id(record, ("_id", "id"), index), text, gold, metadata))
+        return BenchQuestion(question_id(record, ("_id", "id"), index), text, gold, metadata)
+    qpath, questions = _read_questions(path, limit, read)
     corpus_path = Path(corpus) if corpus is not None else corpus_file(qpath)
-    if corpus_path is not None:
-        passages = _title_text_corpus(corpus_path, lambda title, text: title)
-    else:
-        passages = list(context_passages.values())
-    return _warn_missing(BenchDataset(dataset_name(path, qpath), passages, questions, "hotpotqa", str(qpath)))
+    passages = (_title_text_corpus(corpus_path, lambda title, _: title) if corpus_path is not None
+                else list(context_passages.values()))
+    return _dataset(path, qpath, passages, questions, "hotpotqa")
 
 
-def _paragraph_questions(qpath: Path, records: list[Any], text_key: str,
-                         limit: int | None) -> tuple[list[BenchQuestion], list[Passage]]:
-    questions: list[BenchQuestion] = []
+def _paragraph_dataset(path: PathLike, corpus: PathLike | None, limit: int | None, text_key: str,
+                       fmt: str) -> BenchDataset:
     union: dict[str, Passage] = {}
     skipped = 0
-    for index, record in enumerate(records):
-        if limit is not None and len(questions) >= limit:
-            break
-        ref = record_ref(index, record)
+
+    def read(qpath: Path, index: int, record: Any, ref: str) -> BenchQuestion | None:
+        nonlocal skipped
         text = text_field(record, "question", qpath, ref)
         # HippoRAG 2 names the list "contexts" in some files; MuSiQue and the rest say "paragraphs".
         list_key = "contexts" if "paragraphs" not in record and "contexts" in record else "paragraphs"
@@ -309,26 +309,19 @@ def _paragraph_questions(qpath: Path, records: list[Any], text_key: str,
         if not gold:
             if record.get("answerable") is False:  # MuSiQue-Full's unanswerable twins have no gold to find
                 skipped += 1
-                continue
+                return None
             raise DatasetFormatError(qpath, "no paragraph has is_supporting: true", record=ref, field=list_key)
         metadata: dict[str, Any] = {k: record[k] for k in ("answer", "answer_aliases", "answerable") if k in record}
         if isinstance(record.get("question_decomposition"), list):
             metadata["hops"] = len(record["question_decomposition"])
         metadata["context_ids"] = context_ids
-        questions.append(BenchQuestion(question_id(record, ("id", "_id"), index), text, gold, metadata))
+        return BenchQuestion(question_id(record, ("id", "_id"), index), text, gold, metadata)
+    qpath, questions = _read_questions(path, limit, read)
     if skipped:
         logger.info("%s: skipped %d unanswerable questions without gold paragraphs", qpath, skipped)
-    return questions, list(union.values())
-
-
-def _paragraph_dataset(path: PathLike, corpus: PathLike | None, limit: int | None, text_key: str,
-                       fmt: str) -> BenchDataset:
-    check_limit(limit)
-    qpath = resolve_path(path)
-    questions, union = _paragraph_questions(qpath, read_records(qpath), text_key, limit)
     corpus_path = Path(corpus) if corpus is not None else corpus_file(qpath)
-    passages = _title_text_corpus(corpus_path, stable_id) if corpus_path is not None else union
-    return _warn_missing(BenchDataset(dataset_name(path, qpath), passages, questions, fmt, str(qpath)))
+    passages = _title_text_corpus(corpus_path, stable_id) if corpus_path is not None else list(union.values())
+    return _dataset(path, qpath, passages, questions, fmt)
 
 
 def load_musique(path: PathLike, corpus: PathLike | None = None, limit: int | None = None) -> BenchDataset:
@@ -347,8 +340,6 @@ def _hover_corpus(path: Path) -> list[Passage]:
     passages = []
     for index, record in enumerate(read_records(path)):
         ref = f"line {index + 1}" if path.suffix.lower() == ".jsonl" else f"record {index}"
-        if not isinstance(record, dict):
-            raise DatasetFormatError(path, f"expected a JSON object, got {type(record).__name__}", record=ref)
         text = body_text(get_field(record, "text", (str, list), path, ref), path, ref, "text")
         title = record.get("title")
         if title is None and " | " in text:  # a pre-rendered "title | text" passage
@@ -367,14 +358,7 @@ def load_hover(path: PathLike, corpus: PathLike | None = None, limit: int | None
     """HoVer claims and their JSON-lines corpus (``corpus``, else ``NAME_corpus.jsonl`` or ``corpus.jsonl``):
     gold and ``passage_id`` are titles normalised by :func:`normalize_title`; a ``"title | text"`` passage is split
     at the first ``" | "``."""
-    check_limit(limit)
-    qpath = resolve_path(path)
-    records = read_records(qpath)
-    questions: list[BenchQuestion] = []
-    for index, record in enumerate(records):
-        if limit is not None and len(questions) >= limit:
-            break
-        ref = record_ref(index, record)
+    def read(qpath: Path, index: int, record: Any, ref: str) -> BenchQuestion:
         claim = text_field(record, "claim", qpath, ref)
         titles: list[str] = []
         for fact in get_field(record, "supporting_facts", list, qpath, ref):
@@ -389,13 +373,13 @@ def load_hover(path: PathLike, corpus: PathLike | None = None, limit: int | None
         if not gold:
             raise DatasetFormatError(qpath, "names no supporting passage", record=ref, field="supporting_facts")
         metadata = {k: record[k] for k in ("label", "num_hops", "hpqa_id") if k in record}
-        questions.append(BenchQuestion(question_id(record, ("uid", "id"), index), claim, gold, metadata))
+        return BenchQuestion(question_id(record, ("uid", "id"), index), claim, gold, metadata)
+    qpath, questions = _read_questions(path, limit, read)
     corpus_path = Path(corpus) if corpus is not None else corpus_file(qpath, (".jsonl", ".json"))
     if corpus_path is None:
         raise DatasetFormatError(qpath, "no HoVer corpus found beside the claims (NAME_corpus.jsonl or "
                                  "corpus.jsonl); pass corpus=", field="corpus")
-    passages = _hover_corpus(corpus_path)
-    return _warn_missing(BenchDataset(dataset_name(path, qpath), passages, questions, "hover", str(qpath)))
+    return _dataset(path, qpath, _hover_corpus(corpus_path), questions, "hover")
 
 
 def detect_format(path: PathLike) -> str:

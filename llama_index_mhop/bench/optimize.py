@@ -1,7 +1,6 @@
 """``mhop optimize``: compile a retriever's DSPy program (``retriever.program``) on a seeded train split against a
 retrieval metric with DSPy's own optimizers (``dspy.BootstrapFewShot``, ``dspy.MIPROv2``, ``dspy.GEPA``), measure
-the dev split before and after, and save the program as DSPy's JSON (``program=`` or ``--program`` loads it).
-"""
+the dev split before and after, and save the program as DSPy's JSON (``program=`` or ``--program`` loads it)."""
 
 from __future__ import annotations
 
@@ -38,8 +37,7 @@ def split_questions(questions: Sequence[BenchQuestion], train: int,
 
 
 def retrieval_metric(name: str) -> Callable[..., float]:
-    """``metric(example, prediction, trace=None, *_)``: the named metric of the prediction's passages (ValueError
-    for an unknown name)."""
+    """``metric(example, prediction, trace=None, *_)``: the named retrieval metric (ValueError if unknown)."""
     if name not in METRICS:
         raise ValueError(f"unknown metric {name!r}; choose from {', '.join(METRICS)}")
     function, k = METRICS[name]
@@ -86,8 +84,7 @@ def optimize_program(retriever: Any, name: str, dataset: BenchDataset, optimizer
     """Compile ``retriever.program`` (a retriever of ``bench.cli.OPTIMIZABLE``) on ``train`` questions of a seeded split
     and save it to ``out``; measure the dev split before and after. ``lm`` is GEPA's reflection LM."""
     metric = retrieval_metric(metric_name)
-    train_questions, dev_questions = split_questions(dataset.questions, train, seed)
-    trainset, devset = _examples(train_questions), _examples(dev_questions)
+    trainset, devset = map(_examples, split_questions(dataset.questions, train, seed))
     before = _evaluate(retriever.program, devset, metric)
     compiled = _optimizer(optimizer, metric, lm).compile(retriever.program, trainset=trainset)
     retriever.program.load_state(compiled.dump_state())

@@ -112,9 +112,8 @@ class Searcher:
     def search(self, query: str, k: int) -> list[NodeWithScore]:
         """The best ``k`` nodes for ``query``; ValueError for an empty query or ``k`` < 1."""
         k = _check_k(k)
-        bundles = self.sub_queries(query)
-        rankings = [retriever.retrieve(bundle) for bundle in bundles for retriever in self.retrievers]
-        pooled = pool_rankings(rankings)
+        pooled = pool_rankings([retriever.retrieve(bundle) for bundle in self.sub_queries(query)
+                                for retriever in self.retrievers])
         if self.reranker is not None:
             pooled = self.reranker.postprocess_nodes(pooled, query_bundle=QueryBundle(query_str=query))
         return pooled[:k]
@@ -123,9 +122,8 @@ class Searcher:
         """Async :meth:`search`: all (sub-query, retriever) retrievals run concurrently."""
         k = _check_k(k)
         bundles = await self.asub_queries(query)
-        rankings = await asyncio.gather(*(retriever.aretrieve(bundle) for bundle in bundles
-                                          for retriever in self.retrievers))
-        pooled = pool_rankings(rankings)
+        pooled = pool_rankings(await asyncio.gather(*(retriever.aretrieve(bundle) for bundle in bundles
+                                                      for retriever in self.retrievers)))
         if self.reranker is not None:
             pooled = await self.reranker.apostprocess_nodes(pooled, query_bundle=QueryBundle(query_str=query))
         return pooled[:k]
@@ -173,8 +171,7 @@ class _NoLLM(CustomLLM):
 
 
 class RetrieverContext(Protocol):
-    """What a factory reads: the passage index and its nodes, the graph index (each made on first use), the depth
-    and the LM."""
+    """What a factory reads: the indexes and nodes (each made on first use), the depth and the LM."""
 
     top_k: int
     lm: Any

@@ -1,5 +1,4 @@
-"""Paired significance of a retriever against a baseline: a permutation test of sign flips and a seeded bootstrap
-interval of the mean difference (scipy)."""
+"""Paired significance against a baseline: sign-flip permutation tests, seeded bootstrap intervals (scipy)."""
 
 from __future__ import annotations
 
@@ -66,23 +65,18 @@ def paired_comparison(treatment: Sequence[float], baseline: Sequence[float], n_r
     return PairedComparison(mean, float(interval.low), float(interval.high), float(test.pvalue), int(x.size))
 
 
-def compare_runs(runs: Sequence[Mapping[str, Any]], baseline: str = "vector",
-                 metrics: Sequence[str] = ("recall", "all_gold"), k_values: Sequence[int] = (),
+def compare_runs(runs: Sequence[Mapping[str, Any]], baseline: str = "vector", k_values: Sequence[int] = (),
                  n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = DEFAULT_SEED) -> dict[str, Any]:
-    """Every run against the ``baseline`` run, per ``NAME@K``, from the runs' ``per_question`` scores (``{}``
-    when no run is named ``baseline``)."""
+    """Every run against the ``baseline`` run, per ``recall@K`` and ``all_gold@K``, from the runs' ``per_question``
+    scores (``{}`` when no run is named ``baseline``)."""
     by_name = {run["name"]: run for run in runs}
     if baseline not in by_name:
         return {}
     reference = by_name[baseline]["per_question"]
-    compared: dict[str, dict[str, dict[str, Any]]] = {}
-    for run in runs:
-        if run["name"] == baseline:
-            continue
-        compared[run["name"]] = {
-            key: paired_comparison(run["per_question"][key], reference[key], n_resamples, seed=seed).as_dict()
-            for key in (f"{metric}@{k}" for k in k_values for metric in metrics)
-        }
+    keys = [f"{metric}@{k}" for k in k_values for metric in ("recall", "all_gold")]
+    compared = {run["name"]: {key: paired_comparison(run["per_question"][key], reference[key], n_resamples,
+                                                     seed=seed).as_dict() for key in keys}
+                for run in runs if run["name"] != baseline}
     return {"baseline": baseline,
             "test": "two-sided paired permutation test over questions (sign flips of per-question differences)",
             "interval": f"{DEFAULT_CONFIDENCE_LEVEL:.0%} percentile bootstrap of the mean difference",

@@ -1,7 +1,5 @@
-"""A seeded synthetic multi-hop corpus of any size, written in the raw HotpotQA format (for scaling runs).
-
-For one seed and question count the corpus of N passages is a prefix of the corpus of M > N: only distractors grow.
-"""
+"""A seeded synthetic multi-hop corpus of any size, written in the raw HotpotQA format (for scaling runs). For one
+seed and question count the corpus of N passages is a prefix of the corpus of M > N: only distractors grow."""
 
 from __future__ import annotations
 
@@ -116,10 +114,8 @@ class World:
     def river(self, rng: random.Random) -> str:
         title = f"{self.word(rng)} River"
         province, water, length = rng.choice(self.provinces), rng.choice(self.waters), rng.randint(20, 400)
-        first = rng.choice((
-            f"The {title} is a river of {province} that flows {length} km into {water}.",
-            f"The {title} rises in the hills of {province} and runs {length} km to {water}.",
-        ))
+        first = rng.choice((f"The {title} is a river of {province} that flows {length} km into {water}.",
+                            f"The {title} rises in the hills of {province} and runs {length} km to {water}."))
         rest = [f"Its valley was surveyed in {rng.randint(1700, 1900)}.",
                 rng.choice(("It is navigable by barges in its lower course.", "Its waters are rich in trout.",
                             "Several water mills once stood on its banks."))]
@@ -130,11 +126,9 @@ class World:
         river = river or self.pick("river", rng, lambda: self.river(rng))
         province = rng.choice(self.provinces)
         kind = rng.choice(_TOWN_KINDS)
-        first = rng.choice((
-            f"{title} is {article(kind)} on the {river} in {province}.",
-            f"{title} is {article(kind)} in {province}, built on the banks of the {river}.",
-            f"{title} is {article(kind)} of {province} that lies on the {river}.",
-        ))
+        first = rng.choice((f"{title} is {article(kind)} on the {river} in {province}.",
+                            f"{title} is {article(kind)} in {province}, built on the banks of the {river}.",
+                            f"{title} is {article(kind)} of {province} that lies on the {river}."))
         rest = [f"It has a population of about {rng.randint(2, 90) * 1000} and is known for "
                 f"{rng.choice(_TOWN_FEATURES)}."]
         if rng.random() < 0.3 and (twin := self.pick("town", rng)):
@@ -153,17 +147,13 @@ class World:
         links = {"birthplace": town}
         if employer:
             links["employer"] = employer
-            first = rng.choice((
-                f"{title} ({born}–{born + rng.randint(40, 90)}) was {article(job)} born in {town} who worked for "
-                f"{employer}.",
-                f"{title} was {article(job)} from {town}, born in {born}, who spent most of a long career at "
-                f"{employer}.",
-            ))
+            first = rng.choice((f"{title} ({born}–{born + rng.randint(40, 90)}) was {article(job)} born in {town} "
+                                f"who worked for {employer}.",
+                                f"{title} was {article(job)} from {town}, born in {born}, who spent most of a long "
+                                f"career at {employer}."))
         else:
-            first = rng.choice((
-                f"{title} ({born}–{born + rng.randint(40, 90)}) was {article(job)} born in {town}.",
-                f"{title} was {article(job)} born in {born} in {town}.",
-            ))
+            first = rng.choice((f"{title} ({born}–{born + rng.randint(40, 90)}) was {article(job)} born in {town}.",
+                                f"{title} was {article(job)} born in {born} in {town}."))
         pronoun = "She" if given < len(_GIVEN_NAMES) // 2 else "He"
         rest = [f"{pronoun} trained in {rng.choice(('the capital', 'a local workshop', 'a provincial academy'))} "
                 f"and published {rng.randint(2, 30)} works."]
@@ -177,11 +167,10 @@ class World:
         founder = founder or self.pick("person", rng, lambda: self.person(rng, with_employer=False))
         headquarters = headquarters or self.pick("town", rng, lambda: self.town(rng))
         year = rng.randint(1820, 1980)
-        first = rng.choice((
-            f"{title} is {article(industry)} company founded in {year} by {founder}, with its headquarters in "
-            f"{headquarters}.",
-            f"{title} is {article(industry)} firm headquartered in {headquarters} and founded by {founder} in {year}.",
-        ))
+        first = rng.choice((f"{title} is {article(industry)} company founded in {year} by {founder}, with its "
+                            f"headquarters in {headquarters}.",
+                            f"{title} is {article(industry)} firm headquartered in {headquarters} and founded by "
+                            f"{founder} in {year}."))
         rest = [f"It employs about {rng.randint(1, 60) * 50} people and is best known for {product}."]
         if rng.random() < 0.3 and (branch := self.pick("town", rng)) and branch != headquarters:
             rest.append(f"In {year + rng.randint(5, 40)} it opened a branch in {branch}.")
@@ -245,61 +234,54 @@ def _town_on_river(world: World, rng: random.Random) -> tuple[str, str]:
     return world.town(rng, river=river), river
 
 
-def _company_of_native(world: World, rng: random.Random, town: str) -> tuple[str, str]:
-    """A new company and its founder, born in ``town``."""
+def _company_of_native(world: World, rng: random.Random, town: str | None = None) -> tuple[str, str, str]:
+    """A new company, its founder and the founder's birthplace (``town``, else a new town)."""
+    town = town or world.town(rng)
     founder = world.person(rng, town=town, with_employer=False)
-    return world.company(rng, founder=founder), founder
+    return world.company(rng, founder=founder), founder, town
 
 
 def _founder_birthplace(world: World, rng: random.Random) -> tuple[list[str], str]:
-    town = world.town(rng)
-    company, founder = _company_of_native(world, rng, town)
+    company, founder, town = _company_of_native(world, rng)
     return [company, founder], town
 
 
 def _birthplace_river(world: World, rng: random.Random) -> tuple[list[str], str]:
     town, river = _town_on_river(world, rng)
-    person = world.person(rng, town=town)
-    return [person, town], river
+    return [world.person(rng, town=town), town], river
 
 
 def _headquarters_province(world: World, rng: random.Random) -> tuple[list[str], str]:
     town = world.town(rng)
-    company = world.company(rng, headquarters=town)
-    return [company, town], world.entities[town].links["province"]
+    return [world.company(rng, headquarters=town), town], world.entities[town].links["province"]
 
 
 def _employer_founder(world: World, rng: random.Random) -> tuple[list[str], str]:
     founder = world.person(rng, with_employer=False)
     company = world.company(rng, founder=founder)
-    person = world.person(rng, employer=company)
-    return [person, company], founder
+    return [world.person(rng, employer=company), company], founder
 
 
 def _founder_birthplace_river(world: World, rng: random.Random) -> tuple[list[str], str]:
     town, river = _town_on_river(world, rng)
-    company, founder = _company_of_native(world, rng, town)
+    company, founder, _ = _company_of_native(world, rng, town)
     return [company, founder, town], river
 
 
 def _founder_birthplace_province(world: World, rng: random.Random) -> tuple[list[str], str]:
-    town = world.town(rng)
-    company, founder = _company_of_native(world, rng, town)
+    company, founder, town = _company_of_native(world, rng)
     return [company, founder, town], world.entities[town].links["province"]
 
 
 def _employer_founder_birthplace(world: World, rng: random.Random) -> tuple[list[str], str]:
-    town = world.town(rng)
-    company, founder = _company_of_native(world, rng, town)
-    person = world.person(rng, employer=company)
-    return [person, company, founder], town
+    company, founder, town = _company_of_native(world, rng)
+    return [world.person(rng, employer=company), company, founder], town
 
 
 def _employer_headquarters_river(world: World, rng: random.Random) -> tuple[list[str], str]:
     town, river = _town_on_river(world, rng)
     company = world.company(rng, headquarters=town)
-    person = world.person(rng, employer=company)
-    return [person, company, town], river
+    return [world.person(rng, employer=company), company, town], river
 
 
 #: The question chains: name -> hops, question templates ({0} is the first entity) and chain builder.
@@ -334,19 +316,15 @@ def _check_chain(world: World, chain: Sequence[str], answer: str, question: str)
             raise AssertionError(f"bridge {bridge!r} appears in the question {question!r}")
 
 
-def _check_args(n_passages: int, n_questions: int, three_hop_share: float) -> None:
+def generate_dataset(n_passages: int, n_questions: int = DEFAULT_N_QUESTIONS, seed: int = DEFAULT_SEED,
+                     three_hop_share: float = 0.5) -> SyntheticDataset:
+    """A corpus of exactly ``n_passages`` passages and ``n_questions`` questions, deterministic in its arguments.
+    ValueError for a bad argument or too few passages for the chains."""
     for name, value in (("n_questions", n_questions), ("n_passages", n_passages)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
     if not 0.0 <= three_hop_share <= 1.0:
         raise ValueError(f"three_hop_share must be in [0, 1], got {three_hop_share!r}")
-
-
-def generate_dataset(n_passages: int, n_questions: int = DEFAULT_N_QUESTIONS, seed: int = DEFAULT_SEED,
-                     three_hop_share: float = 0.5) -> SyntheticDataset:
-    """A corpus of exactly ``n_passages`` passages and ``n_questions`` questions, deterministic in its arguments.
-    ValueError for a bad argument or too few passages for the chains."""
-    _check_args(n_passages, n_questions, three_hop_share)
     chain_rng = random.Random(f"mhop-synthetic-chains-{seed}")
     world = World(seed)
     n_three = round(n_questions * three_hop_share)

@@ -1,9 +1,7 @@
-"""The ``mhop`` command's argument definitions and checks, and its ``mhop.toml`` configuration file, in the standard
-library alone, so ``mhop --help`` and argument errors import no heavy library.
-
-``mhop.toml`` has the sections ``[embedding]``, ``[chroma]``, ``[indexing]``, ``[retrieval]`` and ``[lm]``; every
-key is optional and a command-line flag overrides it. A bad file is a one-line error naming the file and the key.
-"""
+"""The ``mhop`` command's argument definitions and checks, and its ``mhop.toml`` configuration file, in the
+standard library alone, so ``mhop --help`` and argument errors import no heavy library. ``mhop.toml`` has the
+sections ``[embedding]``, ``[chroma]``, ``[indexing]``, ``[retrieval]`` and ``[lm]``; every key is optional
+and a command-line flag overrides it. A bad file is a one-line error naming the file and the key."""
 
 from __future__ import annotations
 
@@ -82,7 +80,8 @@ def options_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _add_store_arguments(parser: argparse.ArgumentParser) -> None:
+def _add_store_arguments(parser: argparse.ArgumentParser, graph_dir: str) -> None:
+    parser.add_argument("--graph-dir", help=f"{graph_dir} (default: graph/ beside --chroma-path)")
     parser.add_argument("--chroma-path", default=os.path.join(DEFAULT_HOME, "chroma"),
                         help="directory of the embedded Chroma store (default: %(default)s)")
     parser.add_argument("--chroma-host", default=os.environ.get("MHOP_CHROMA_HOST"),
@@ -112,15 +111,13 @@ def make_parser(handlers: Mapping[str, Callable[[argparse.Namespace], int]],
     index.add_argument("--follow-symlinks", action="store_true",
                        help="read symbolic links to files outside PATH (default: skip them and name them)")
     index.add_argument("--graph", action="store_true", help="also build the HippoRAG 2 graph index (hippo_graph)")
-    index.add_argument("--graph-dir", help="where the graph index is kept (default: graph/ beside --chroma-path)")
     index.add_argument("--no-delete", action="store_true",
                        help="only add and update: keep documents indexed from PATH that are gone from it")
-    _add_store_arguments(index)
+    _add_store_arguments(index, "where the graph index is kept")
     delete = sub.add_parser("delete", help="remove documents by doc id (a file name alone when unambiguous)")
     delete.add_argument("doc_ids", nargs="+", metavar="DOC_ID")
     delete.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    delete.add_argument("--graph-dir", help="the graph index, if any (default: graph/ beside --chroma-path)")
-    _add_store_arguments(delete)
+    _add_store_arguments(delete, "the graph index, if any")
     query = sub.add_parser("query", help="retrieve passages for a question (and answer it when an LM is set)")
     query.add_argument("query")
     query.add_argument("--retriever", default="rrf_fusion", choices=RETRIEVER_NAMES)
@@ -130,11 +127,9 @@ def make_parser(handlers: Mapping[str, Callable[[argparse.Namespace], int]],
                        help="print one JSON document (results, the trace with --explain, the answer with --lm)")
     query.add_argument("--lm", default="none", help="none | local | a dspy model string")
     query.add_argument("--program", help="a compiled program of the retriever (JSON from mhop optimize)")
-    query.add_argument("--graph-dir", help="the graph index of hippo_graph (default: graph/ beside --chroma-path)")
-    _add_store_arguments(query)
+    _add_store_arguments(query, "the graph index of hippo_graph")
     status = sub.add_parser("status", help="what is indexed, where, when it was last synced")
-    status.add_argument("--graph-dir", help="the graph index (default: graph/ beside --chroma-path)")
-    _add_store_arguments(status)
+    _add_store_arguments(status, "the graph index")
     demo = sub.add_parser("demo", help="index the shipped multi-hop corpus and compare retrievers on it")
     demo.add_argument("--chroma-path", default=os.path.join(DEFAULT_HOME, "demo"))
     demo.add_argument("--retrievers", default="vector,rrf_fusion,confidence_loop,hippo_graph",
@@ -204,16 +199,11 @@ def _nesting(value: Any) -> int:
     deepest, stack = 0, [(value, 0)]
     while stack:
         item, depth = stack.pop()
-        if isinstance(item, Mapping):
-            children = list(item.values())
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        deepest = max(deepest, depth + 1)
-        if deepest > MAX_NESTING:
-            break
-        stack.extend((child, depth + 1) for child in children)
+        if isinstance(item, (Mapping, list)):
+            deepest = max(deepest, depth + 1)
+            if deepest > MAX_NESTING:
+                break
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, Mapping) else item))
     return deepest
 
 

@@ -27,8 +27,7 @@ def _has_collection(client: Any, name: str) -> bool:
 
 
 def passage_status(client: Any, collection_name: str) -> dict[str, Any]:
-    """A passage collection's documents, passages, sources, and the time and counts of the last sync (ValueError
-    when there is no such collection)."""
+    """A passage collection's documents, passages, sources and last sync (ValueError when there is none)."""
     if not _has_collection(client, collection_name):
         raise ValueError(f"no Chroma collection {collection_name!r}; index a corpus first (mhop index PATH)")
     collection = client.get_collection(collection_name)
@@ -57,22 +56,14 @@ def _sized(data: dict[str, Any], key: str, kind: type, where: Path) -> Any:
     return value
 
 
-def _edge_count(folder: Path, tables: dict[str, Any], where: Path) -> int:
-    """Edges of positive weight in the saved edge table (``KnowledgeGraph.num_edges``)."""
+def _edge_count(folder: Path, tables: dict[str, Any], values: Any) -> int:
+    """Edges of positive weight in the saved edge table ``values`` (``KnowledgeGraph.num_edges``)."""
     import numpy as np
 
     from ..graph.graph_arrays import FACTS, PLAIN, SYNONYMY, SYNONYMY_SCALE, TITLE
-    from ..graph.graph_files import check_saved_array
-    name = (tables.get("arrays") or {}).get("edge_values") if isinstance(tables.get("arrays"), dict) else None
-    if not isinstance(name, str) or Path(name).name != name or not name.endswith(".npy"):
-        raise ValueError(f"{where}: arrays: expected the file name of edge_values")
-    check_saved_array(folder, name)
-    try:
-        values = np.load(folder / name, mmap_mode="r", allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"{folder / name}: not a readable .npy array ({exc})") from None
-    if values.ndim != 2 or values.shape[1] != 4:
-        raise ValueError(f"{folder / name}: expected 4 edge channels, got shape {values.shape}")
+    if values.shape[1] != 4:
+        raise ValueError(f"{folder / tables['arrays']['edge_values']}: expected 4 edge channels, got shape "
+                         f"{values.shape}")
     config = tables.get("config") if isinstance(tables.get("config"), dict) else {}
     title_weight = float(config.get("title_edge_weight", DEFAULT_TITLE_EDGE_WEIGHT))
     weight = (values[:, FACTS].astype(np.float64) + values[:, SYNONYMY] / SYNONYMY_SCALE + values[:, PLAIN]
@@ -89,13 +80,14 @@ def _graph_counts(root: Path) -> tuple[dict[str, Any], dict[str, int], list[str]
             f"no HippoGraphIndex saved in {root} (expected {CONFIG_FILE} and {GRAPH_DIR}/{TABLES_FILE})")
     config = read_json_object(config_path)  # each checked against its recorded digest
     path = tables_path if tables_path.is_file() else legacy_path
-    data = read_json_object(path) if path == legacy_path else open_graph_files(root / GRAPH_DIR, mmap=True)[0]
-    counts = {key: len(_sized(data, key, dict, path)) for key in ("passages", "entities", "facts")}
     if path == tables_path:
+        data, arrays, _ = open_graph_files(root / GRAPH_DIR, mmap=True)
         nodes = sum(key is not None for key in _sized(data, "node_keys", list, path))
-        edges = _edge_count(root / GRAPH_DIR, data, path)
+        edges = _edge_count(root / GRAPH_DIR, data, arrays["edge_values"])
     else:  # format 1: node and edge lists (the edges of positive weight)
+        data = read_json_object(path)
         nodes, edges = len(_sized(data, "nodes", list, path)), len(_sized(data, "edges", list, path))
+    counts = {key: len(_sized(data, key, dict, path)) for key in ("passages", "entities", "facts")}
     return config, {**counts, "graph_nodes": nodes, "graph_edges": edges}, list(data["passages"])
 
 

@@ -16,10 +16,8 @@ NO_ANSWER = "(no answer: the LM gave none)"
 ANSWER_STEP = "answer"
 
 
-def answer_question(
-    question: str, passages: Sequence[str], lm: dspy.BaseLM, max_chars: int = 1200,
-    counter: FallbackCounter | None = None,
-) -> str:
+def answer_question(question: str, passages: Sequence[str], lm: dspy.BaseLM, max_chars: int = 1200,
+                    counter: FallbackCounter | None = None) -> str:
     """Ask ``lm`` to answer ``question`` from ``passages``; :data:`NO_ANSWER` when it fails or answers nothing
     (counted in ``counter`` under :data:`ANSWER_STEP`)."""
     shown = "\n".join(f"[{i}] {' '.join(p.split())[:max_chars]}" for i, p in enumerate(passages, start=1))

