@@ -7,7 +7,10 @@ the outermost call of a step, so a step that calls itself is not counted twice; 
 generator, is timed from its start to its return, the requests it yields included):
 
 - query embedding: the embedder's query path (one query, or a round's batch);
-- chroma: Chroma queries (LlamaIndex's vector store's, a round's together) with the version check around them;
+- chroma: Chroma queries (LlamaIndex's vector store's, a round's together, or the collection's own) with the
+  version check around them;
+- passage table read, title lookups: the LLM-free flows' table of the passages (read once a collection version)
+  and their lookups of a named entity's passages in it;
 - perspective rules, bridge linking, fusion: seed 000's LLM-free perspectives, bridge hops and RRF;
 - confidence rules: seed 001's entity chains, confidence check, gap queries and listwise rerank;
 - graph: the graph retriever's fact scoring (``_candidates``), fact filter (``HippoGraphModule._recognition``, its
@@ -48,8 +51,14 @@ STEPS: dict[str, list[tuple[str, str]]] = {
                         ("llama_index_mhop.stores.search", "embed_queries")],
     "chroma": [("llama_index.vector_stores.chroma.base", "ChromaVectorStore.query"),
                ("llama_index_mhop.stores.search", "GuardedChromaVectorStore._query_together"),
-               ("llama_index_mhop.stores.search", "VersionMarker.read_whole")],
-    "perspective rules": [("llama_index_mhop.components.rrf_fusion", "heuristic_perspectives")],
+               ("llama_index_mhop.stores.search", "VersionMarker.read_whole"),
+               ("chromadb.api.models.Collection", "Collection.query")],
+    "passage table read": [("llama_index_mhop.stores.passage_table", "PassageTable.read")],
+    "title lookups": [("llama_index_mhop.stores.passage_table", "PassageTable.about"),
+                      ("llama_index_mhop.stores.passage_table", "FoundQuestion.looked_up"),
+                      ("llama_index_mhop.components.rrf_fusion", "closest")],
+    "perspective rules": [("llama_index_mhop.components.rrf_fusion", "heuristic_perspectives"),
+                          ("llama_index_mhop.components.rrf_fusion", "lookup_perspectives")],
     "bridge linking": [("llama_index_mhop.components.rrf_fusion", "link_passages")],
     "fusion": [("llama_index_mhop.components.rrf_fusion", "anchored_fusion"),
                ("llama_index_mhop.components.rrf_fusion", "reciprocal_rank_fusion")],

@@ -1,12 +1,9 @@
 """What the package's retrievers share: a flow written once and driven sync or async, the DSPy program it runs
 in, and the LlamaIndex retriever around it.
 
-A flow is a generator that reads top to bottom like its seed's pseudo-code. Where it needs the outside world it
-yields a request and receives the answer: an :class:`LMRequest` (an LM step, answered by the LM or by the step's
-LLM-free strategy), a :class:`Search` (a batch of queries at one depth; a query already searched at that depth or
-deeper in this run is answered by the first results of that search) or a :class:`Call` (any other call out, in
-blocking and awaitable form).
-:func:`run_flow` and :func:`arun_flow` drive it, so the sync and async paths cannot drift apart.
+A flow is a generator that reads top to bottom like its seed's pseudo-code; where it needs the outside world it
+yields an :class:`LMRequest`, a :class:`Search` or a :class:`Call` and receives the answer. :func:`run_flow` and
+:func:`arun_flow` drive it, so the sync and async paths cannot drift apart.
 """
 
 from __future__ import annotations
@@ -65,9 +62,8 @@ class LMRequest(Generic[T]):
 
 @dataclass(frozen=True)
 class Search:
-    """Search every query for its top ``k`` results: a shallower search is answered by a deeper one's first ``k``
-    (a dense index's top k, up to its HNSW ``ef_search``, see :mod:`~llama_index_mhop.stores.search`; the graph
-    walk ranks every passage)."""
+    """Search every query for its top ``k`` results; a query already searched as deep or deeper in the run is
+    answered by that search's first ``k`` (:mod:`~llama_index_mhop.stores.search`)."""
 
     queries: list[str]
     k: int
