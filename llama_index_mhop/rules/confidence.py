@@ -1,11 +1,8 @@
-"""LLM-free strategies of the confidence loop (seed 001): entity chains, confidence, gaps, targeted queries.
-
-Each stands in for one DSPy step when no LM is configured, and is the fallback when the LM fails:
-:func:`analyze_query` (``EntityAndGapAnalyzer``), :func:`assess_confidence` (``ConfidenceEvaluator``),
-:func:`targeted_queries` (``TargetedQueryGenerator``) and :func:`listwise_rerank` (``ListwiseDocumentReranker``).
-They keep the original query and follow the bridge entities the top passages introduce
-(:mod:`llama_index_mhop.rules.ranking`), what is known to work LLM-free on HotpotQA (``DESIGN.md``).
-"""
+"""LLM-free strategies of the confidence loop (seed 001), each standing in for one DSPy step when no LM is
+configured or the LM fails: :func:`analyze_query` (``EntityAndGapAnalyzer``), :func:`assess_confidence`
+(``ConfidenceEvaluator``), :func:`targeted_queries` (``TargetedQueryGenerator``) and :func:`listwise_rerank`
+(``ListwiseDocumentReranker``). They keep the original query and follow the bridge entities the top passages
+introduce (:mod:`llama_index_mhop.rules.ranking`)."""
 
 from __future__ import annotations
 
@@ -103,14 +100,9 @@ class ConfidenceAssessment:
     term_coverage: float = 0.0
 
 
-def assess_confidence(
-    query: str,
-    passages: Sequence[PassageView],
-    issued_queries: Sequence[str] = (),
-    top_n: int = DEFAULT_CONFIDENCE_TOP_N,
-    bridge_passages: int = DEFAULT_BRIDGE_PASSAGES,
-    bridge_penalty: float = DEFAULT_BRIDGE_PENALTY,
-) -> ConfidenceAssessment:
+def assess_confidence(query: str, passages: Sequence[PassageView], issued_queries: Sequence[str] = (),
+                      top_n: int = DEFAULT_CONFIDENCE_TOP_N, bridge_passages: int = DEFAULT_BRIDGE_PASSAGES,
+                      bridge_penalty: float = DEFAULT_BRIDGE_PENALTY) -> ConfidenceAssessment:
     """Judge without an LM whether the passages suffice, and name what is missing.
 
     With ``E`` the query's named entities (:func:`query_entities`), ``T`` the stems of its relation words and
@@ -170,9 +162,8 @@ def assess_confidence(
     return ConfidenceAssessment(int(round(min(100.0, max(0.0, confidence)))), gaps, entity_coverage, term_coverage)
 
 
-def targeted_queries(
-    query: str, gaps: Sequence[Gap | str], issued_queries: Sequence[str] = (), max_queries: int = 2
-) -> list[str]:
+def targeted_queries(query: str, gaps: Sequence[Gap | str], issued_queries: Sequence[str] = (),
+                     max_queries: int = 2) -> list[str]:
     """Round-2 queries without an LM: one per gap, in order, skipping those issued. A :class:`Gap` carries its own
     query; a gap given as text (an LM's ``missing_information``) is joined with the query's relation words."""
     if max_queries < 1:
@@ -204,12 +195,9 @@ class RankedPassage:
     linked_from: int | None = None
 
 
-def listwise_rerank(
-    query: str,
-    passages: Sequence[PassageView],
-    rankings: Sequence[tuple[Sequence[int], float]],
-    rrf_k: int = DEFAULT_RERANK_RRF_K,
-) -> list[RankedPassage]:
+def listwise_rerank(query: str, passages: Sequence[PassageView],
+                    rankings: Sequence[tuple[Sequence[int], float]],
+                    rrf_k: int = DEFAULT_RERANK_RRF_K) -> list[RankedPassage]:
     """Every passage once, best first: an LLM-free listwise ranking that never dilutes the query's own.
 
     ``rankings`` are ``(ranking, weight)`` pairs, each ranking indices into ``passages``, best first; the first is
