@@ -42,8 +42,7 @@ def _hits(retrieved: Sequence[H], gold: set[H], k: int) -> int:
 
 def precision_at_k(retrieved: Sequence[H], gold: Iterable[H], k: int) -> float:
     """Share of the top ``k`` slots that hold a gold passage: ``hits / k``, even for a ranking shorter than ``k``."""
-    gold_set = _check(gold, k)
-    return _hits(retrieved, gold_set, k) / k
+    return _hits(retrieved, _check(gold, k), k) / k
 
 
 def recall_at_k(retrieved: Sequence[H], gold: Iterable[H], k: int) -> float:

@@ -60,16 +60,14 @@ def _check_file(path: Path, expected: str, model: str, package: str) -> None:
             return
     found = sha256_file(path)
     if found != expected:
-        raise ModelIntegrityError(
-            f"{model}: {path} has SHA-256 {found}, expected {expected} (the official file); reinstall {package}"
-        )
+        raise ModelIntegrityError(f"{model}: {path} has SHA-256 {found}, expected {expected} "
+                                  f"(the official file); reinstall {package}")
     with _verified_lock:
         _verified.add(key)
 
 
-def verify_model_files(
-    directory: Path, pins: Mapping[str, str], model: str, package: str, exclusive: bool = True
-) -> None:
+def verify_model_files(directory: Path, pins: Mapping[str, str], model: str, package: str,
+                       exclusive: bool = True) -> None:
     """Check every file of ``pins`` (relative path -> SHA-256) in ``directory``; with ``exclusive``, also refuse
     files that are not pinned. ``model`` and ``package`` name them in messages.
 

@@ -178,8 +178,7 @@ def parse_ranking(value: Any, n: int, prior: Sequence[int] | None = None,
     return ranked + [index for index in order if index not in seen]
 
 
-def parse_string_list(value: Any, max_items: int | None = None,
-                      max_chars: int = MAX_ITEM_CHARS) -> list[str]:
+def parse_string_list(value: Any, max_items: int | None = None, max_chars: int = MAX_ITEM_CHARS) -> list[str]:
     """A list of short strings from an LM answer (``[]`` for an empty one or ``"none"``): a JSON array's strings,
     a JSON object's strings, else one item per line (bullets stripped), else items split at semicolons. Quotes
     and duplicates (case-insensitive) are dropped, items cut to ``max_chars``, the list to ``max_items``; only the

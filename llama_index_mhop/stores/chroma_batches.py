@@ -58,9 +58,8 @@ def all_ids(collection: Any) -> list[str]:
 def pages(collection: Any, include: list[str], batch: int = CHROMA_BATCH) -> Iterator[dict[str, Any]]:
     """The collection's records a batch at a time, each Chroma's ``get`` result for a batch of ids: the ids read
     once (:func:`all_ids`), then each batch by id, so the whole read is linear in the collection's size."""
-    ids = all_ids(collection)
-    for start in range(0, len(ids), batch):
-        yield collection.get(ids=ids[start : start + batch], include=include)
+    for chunk in _batches(all_ids(collection), batch):
+        yield collection.get(ids=chunk, include=include)
 
 
 def iter_all(collection: Any, include: list[str], batch: int = CHROMA_BATCH) -> list[dict[str, Any]]:

@@ -59,8 +59,8 @@ def make_document(title: str, text: str, doc_id: str | None = None, **metadata: 
         text=text,
         id_=doc_id or content_hash(title, text),
         metadata={"title": title, **metadata},
-        excluded_llm_metadata_keys=[k for k in metadata],
-        excluded_embed_metadata_keys=[k for k in metadata],
+        excluded_llm_metadata_keys=list(metadata),
+        excluded_embed_metadata_keys=list(metadata),
         # Embed "title\ntext", the format dense multi-hop baselines use (HippoRAG's corpus rendering).
         metadata_template="{value}",
         text_template="{metadata_str}\n{content}",
@@ -88,14 +88,14 @@ def _record_text(body: Any) -> str:
 _RECORD_ID_FIELDS = ("id", "_id", "idx")
 
 
-def _record_ids(titles: list[str], texts: list[str], given: list[str | None]) -> list[str]:
+def _record_ids(records: list[tuple[str, str, str | None]]) -> list[str]:
     """A record's doc id: its own id field, else its title when no other record shares it, else title and hash."""
-    shared = {t for t, n in Counter(titles).items() if n > 1}
+    shared = {t for t, n in Counter(title for title, _, _ in records).items() if n > 1}
     return [
         record_id if record_id is not None
         else f"{title}#{content_hash(title, text)[:8]}" if (title in shared or not title)
         else title
-        for title, text, record_id in zip(titles, texts, given, strict=True)
+        for title, text, record_id in records
     ]
 
 
@@ -120,9 +120,8 @@ def _from_json(path: Path) -> list[Document]:
                 raise CorpusError(f"{path}: record {position} has no 'text' field")
     else:
         raise CorpusError(f"{path}: expected a JSON list of {{title, text}} records or a {{title: text}} object")
-    titles, texts, given = [r[0] for r in records], [r[1] for r in records], [r[2] for r in records]
-    ids = _record_ids(titles, texts, given)
-    return [make_document(t, x, doc_id=d) for t, x, d in zip(titles, texts, ids, strict=True)]
+    return [make_document(title, text, doc_id=doc_id)
+            for (title, text, _), doc_id in zip(records, _record_ids(records), strict=True)]
 
 
 @dataclass(frozen=True)
@@ -170,8 +169,7 @@ def _not_read(file: Path, root: Path, follow_symlinks: bool, max_file_bytes: int
 
 
 def _skipped(path: Path, reason: str, empty: bool = False) -> SkippedFile:
-    # A file name is untrusted text. The mark lets the mhop command, which lists skipped files itself, leave this
-    # line out.
+    # A file name is untrusted text. The mark lets the mhop command, which lists skipped files, drop the line.
     logger.warning("skipped %s", escape_controls(reason), extra={SKIP_MARK: True})
     return SkippedFile(path, reason, empty)
 

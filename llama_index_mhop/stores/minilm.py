@@ -4,6 +4,7 @@ torch's vectors (cosine 1.0 to six decimals) without the start-up of torch, tran
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -53,8 +54,6 @@ class _Encoder:
     """Tokenizer, weights and the forward pass of a BERT encoder with mean pooling."""
 
     def __init__(self, folder: Path, max_length: int) -> None:
-        import json
-
         from safetensors.numpy import load_file
         from tokenizers import Tokenizer
 
@@ -135,8 +134,6 @@ class _Encoder:
 
 
 def _json(path: Path, missing: Any = None) -> Any:
-    import json
-
     return json.loads(path.read_text()) if path.is_file() else ({} if missing is None else missing)
 
 

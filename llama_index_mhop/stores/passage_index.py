@@ -35,8 +35,7 @@ class PassageIndex(VectorStoreIndex):
     def insert(self, document: Document, **insert_kwargs: Any) -> None:
         self._replace([document])
 
-    def update_ref_doc(self, document: Document, **update_kwargs: Any) -> None:
-        self._replace([document])
+    update_ref_doc = insert
 
     def refresh_ref_docs(self, documents: Sequence[Document], **update_kwargs: Any) -> list[bool]:
         """Index the new and changed documents; one flag per document, True where it was (re)indexed."""
@@ -45,8 +44,7 @@ class PassageIndex(VectorStoreIndex):
     async def ainsert(self, document: Document, **insert_kwargs: Any) -> None:
         await asyncio.to_thread(self._replace, [document])
 
-    async def aupdate_ref_doc(self, document: Document, **update_kwargs: Any) -> None:
-        await asyncio.to_thread(self._replace, [document])
+    aupdate_ref_doc = ainsert
 
     async def arefresh_ref_docs(self, documents: Sequence[Document], **update_kwargs: Any) -> list[bool]:
         return await asyncio.to_thread(self._replace, documents)

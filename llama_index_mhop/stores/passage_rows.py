@@ -26,8 +26,8 @@ DOC_PASSAGES_KEY = "doc_passages"
 SOURCE_KEY = "source"
 
 
-def row_source(source: str | os.PathLike[str] | Sequence[Document]) -> str | None:
-    """How rows name a folder or file source (its resolved path); None for a list of documents."""
+def row_source(source: str | os.PathLike[str] | Sequence[Document] | None) -> str | None:
+    """How rows name a folder or file source (its resolved path); None for a list of documents, or none."""
     return str(Path(source).resolve()) if isinstance(source, (str, os.PathLike)) else None
 
 
@@ -72,8 +72,7 @@ def passage_nodes(
 ) -> list[TextNode]:
     """The passages of ``documents`` exactly as this index stores them (ids and metadata), so the graph index's own
     passages are the same nodes: LlamaIndex's fusion merges nodes only when their ``node.hash`` (metadata too) match."""
-    return versioned_nodes(documents, row_source(source) if source is not None else None, chunk_size,
-                           chunk_overlap)
+    return versioned_nodes(documents, row_source(source), chunk_size, chunk_overlap)
 
 
 def distinct_documents(documents: Sequence[Document]) -> list[Document]:

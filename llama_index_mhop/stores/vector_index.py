@@ -66,10 +66,6 @@ class IndexingInterrupted(RuntimeError):
     """The store failed part-way through indexing. What was written is kept; indexing again resumes."""
 
 
-def _chroma_collection(client: Any, name: str) -> Any:
-    return client.get_or_create_collection(name, metadata={"hnsw:space": "cosine"})
-
-
 def _existing_collection(client: Any, name: str) -> Any:
     if name not in {getattr(c, "name", c) for c in client.list_collections()}:
         raise CorpusError(f"no Chroma collection {name!r}; index a corpus first (mhop index PATH)")
@@ -117,7 +113,7 @@ def sync_vector_index(
         raise ValueError("delete_missing needs a folder or file source: a list of documents has no 'missing'")
     client = chroma_client if chroma_client is not None else default_chroma_client(persist_path)
     embed_model = resolve_embed_model(embed_model)
-    collection = _chroma_collection(client, collection_name)
+    collection = client.get_or_create_collection(collection_name, metadata={"hnsw:space": "cosine"})
     store = GuardedChromaVectorStore.over(client, collection)
     index = PassageIndex.from_vector_store(store, embed_model=embed_model,
                                            transformations=[PassageChunker(chunk_size=chunk_size,
