@@ -54,15 +54,7 @@ def analyze_query(query: str, max_queries: int = 3) -> QueryAnalysis:
     relation = relation_words(query, entity_spans(query))
     relation_text = " ".join(relation[:_RELATION_WORDS_PER_QUERY])
     chains = [f"{entity} -> {relation_text}" if relation_text else entity for entity in entities]
-    queries: list[str] = []
-    seen = {query.strip().lower()}
-    for entity in entities:
-        if len(queries) >= max_queries:
-            break
-        candidate = f"{entity} {relation_text}".strip()
-        if candidate.lower() not in seen:
-            seen.add(candidate.lower())
-            queries.append(candidate)
+    queries = _new_queries([f"{entity} {relation_text}".strip() for entity in entities], [query], max_queries)
     return QueryAnalysis(entity_chains=chains, queries=queries, entities=entities, relation=relation)
 
 
@@ -169,19 +161,20 @@ def targeted_queries(query: str, gaps: Sequence[Gap | str], issued_queries: Sequ
     if max_queries < 1:
         raise ValueError(f"max_queries must be >= 1, got {max_queries}")
     relation_text = " ".join(relation_words(query)[:_RELATION_WORDS_PER_QUERY])
-    issued = {q.strip().lower() for q in issued_queries}
+    texts = [(gap.query or f"{gap.text} {relation_text}") if isinstance(gap, Gap)
+             else f"{gap} {relation_text}" for gap in gaps]
+    candidates = [re.sub(r"\s+", " ", text).strip() for text in texts]
+    return _new_queries([c for c in candidates if c], issued_queries, max_queries)
+
+
+def _new_queries(candidates: Sequence[str], issued: Sequence[str], limit: int) -> list[str]:
+    """The first ``limit`` candidates not already issued, each once (case-insensitive)."""
+    seen = {q.strip().lower() for q in issued}
     out: list[str] = []
-    for gap in gaps:
-        if isinstance(gap, Gap):
-            candidate = gap.query or f"{gap.text} {relation_text}"
-        else:
-            candidate = f"{gap} {relation_text}"
-        candidate = re.sub(r"\s+", " ", candidate).strip()
-        if candidate and candidate.lower() not in issued:
-            issued.add(candidate.lower())
+    for candidate in candidates:
+        if len(out) < limit and candidate.lower() not in seen:
+            seen.add(candidate.lower())
             out.append(candidate)
-        if len(out) >= max_queries:
-            break
     return out
 
 

@@ -43,19 +43,17 @@ def native_bfloat16() -> bool:
 @contextmanager
 def embedding_dtype(dtype: EmbedDType) -> Iterator[EmbedDType]:
     """Run the embedding calls inside the block in ``dtype``; yields the dtype actually used."""
-    if dtype == "float32" or "torch" not in sys.modules:
-        # Autocast reaches only torch code, and an embedder that runs torch has imported it: for any other,
-        # importing torch here would add its runtime to the process for nothing.
-        yield "float32"
-        return
-    if not native_bfloat16():
-        _note_emulated()
-        yield "float32"
-        return
-    import torch
+    # Autocast reaches only torch code, and an embedder that runs torch has imported it: for any other,
+    # importing torch here would add its runtime to the process for nothing.
+    if dtype != "float32" and "torch" in sys.modules:
+        if native_bfloat16():
+            import torch
 
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        yield "bfloat16"
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                yield "bfloat16"
+            return
+        _note_emulated()
+    yield "float32"
 
 
 @functools.cache
