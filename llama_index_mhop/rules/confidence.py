@@ -206,10 +206,9 @@ def listwise_rerank(query: str, passages: Sequence[PassageView],
     n = len(passages)
     if rrf_k < 0:
         raise ValueError(f"rrf_k must be >= 0, got {rrf_k}")
-    for ranking, _ in rankings:
-        for index in ranking:
-            if not 0 <= index < n:
-                raise ValueError(f"ranking index {index} is outside 0..{n - 1}")
+    outside = [index for ranking, _ in rankings for index in ranking if not 0 <= index < n]
+    if outside:
+        raise ValueError(f"ranking index {outside[0]} is outside 0..{n - 1}")
     fused = reciprocal_rank_fusion([r for r, _ in rankings], k=rrf_k, weights=[w for _, w in rankings])
     relevance = [0.0] * n
     for index, score in fused:

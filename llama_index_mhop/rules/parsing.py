@@ -131,10 +131,8 @@ def parse_confidence(value: Any) -> int:
         score = _words_to_number(text)
     if score is None:
         lowered = " ".join(re.findall(r"[a-z]+", text.lower()))
-        for phrase in sorted(CONFIDENCE_WORDS, key=len, reverse=True):
-            if re.search(rf"\b{phrase}\b", lowered):
-                score = float(CONFIDENCE_WORDS[phrase])
-                break
+        phrases = sorted(CONFIDENCE_WORDS, key=len, reverse=True)
+        score = next((float(CONFIDENCE_WORDS[p]) for p in phrases if re.search(rf"\b{p}\b", lowered)), None)
     if score is None or math.isnan(score):
         raise LMOutputError(f"no confidence in {text[:80]!r}")
     if not 0.0 <= score <= 100.0:
@@ -167,15 +165,11 @@ def parse_ranking(value: Any, n: int, prior: Sequence[int] | None = None,
         one_based = bool(numbers) and n in numbers and 0 not in numbers
     if one_based:
         numbers = [x - 1 for x in numbers]
-    ranked: list[int] = []
-    seen: set[int] = set()
-    for index in numbers:
-        if 0 <= index < n and index not in seen:
-            seen.add(index)
-            ranked.append(index)
+    ranked = list(dict.fromkeys(index for index in numbers if 0 <= index < n))
     if not ranked:
         raise LMOutputError(f"no passage index in 0..{n - 1} in {text[:80]!r}")
-    return ranked + [index for index in order if index not in seen]
+    named = set(ranked)
+    return ranked + [index for index in order if index not in named]
 
 
 def parse_string_list(value: Any, max_items: int | None = None, max_chars: int = MAX_ITEM_CHARS) -> list[str]:

@@ -43,8 +43,7 @@ def native_bfloat16() -> bool:
 @contextmanager
 def embedding_dtype(dtype: EmbedDType) -> Iterator[EmbedDType]:
     """Run the embedding calls inside the block in ``dtype``; yields the dtype actually used."""
-    # Autocast reaches only torch code, and an embedder that runs torch has imported it: for any other,
-    # importing torch here would add its runtime to the process for nothing.
+    # An embedder that runs torch has imported it: for any other, importing it here would be for nothing.
     if dtype != "float32" and "torch" in sys.modules:
         if native_bfloat16():
             import torch
