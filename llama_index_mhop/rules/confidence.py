@@ -114,10 +114,7 @@ def assess_confidence(query: str, passages: Sequence[PassageView], issued_querie
     then, for each of the top ``bridge_passages`` passages, a *bridge*: the entities its
     :func:`bridge_sentence` names that are neither in the query nor followed by an issued query, in
     :func:`relation_order` (query: the first of them, the entity the question's relation leads to). A bridge
-    is *open* when no retrieved passage is about any of its entities yet.
-
-    ``passages`` are best first; entities that ``issued_queries`` name are not gaps.
-    """
+    is *open* when no retrieved passage is about any of its entities yet. ``passages`` are best first."""
     entities = [e for e in query_entities(query) if not is_modifier(query, e)] or query_entities(query)
     relation = relation_words(query, entity_spans(query))
     term_stems = {stem(w) for w in relation}
@@ -201,8 +198,7 @@ def listwise_rerank(query: str, passages: Sequence[PassageView],
     (:func:`~llama_index_mhop.rules.ranking.anchored_fusion`). Ties follow RRF's (best rank, then first seen).
 
     Raises:
-        ValueError: a ranking names an index outside ``passages``, or a weight or ``rrf_k`` is negative.
-    """
+        ValueError: a ranking names an index outside ``passages``, or a weight or ``rrf_k`` is negative."""
     n = len(passages)
     if rrf_k < 0:
         raise ValueError(f"rrf_k must be >= 0, got {rrf_k}")

@@ -72,8 +72,7 @@ def verify_model_files(directory: Path, pins: Mapping[str, str], model: str, pac
     files that are not pinned. ``model`` and ``package`` name them in messages.
 
     Raises:
-        ModelIntegrityError: a pinned file is missing or differs, or (``exclusive``) an unpinned file is present.
-    """
+        ModelIntegrityError: a pinned file is missing or altered, or (``exclusive``) a file is not pinned."""
     directory = Path(directory)
     if not directory.is_dir():
         raise ModelIntegrityError(f"{model}: model folder {directory} not found; reinstall {package}")

@@ -1,6 +1,5 @@
 """Corpora as LlamaIndex documents and passages: loading, doc ids, content hashes, chunking. A passage's id is a
-hash of its document's id and its own content: the same corpus gives the same ids in every store and process.
-"""
+hash of its document's id and its own content: a corpus gives the same ids in every store and process."""
 
 from __future__ import annotations
 
@@ -154,18 +153,17 @@ def _folder_files(path: Path) -> tuple[list[Path], set[Path]]:
     return sorted([*texts, *jsons]), set(jsons)
 
 
-def _not_read(file: Path, root: Path, follow_symlinks: bool, max_file_bytes: int | None) -> str | None:
+def _check_readable(file: Path, root: Path, follow_symlinks: bool, max_file_bytes: int | None) -> None:
     if not follow_symlinks and not file.resolve().is_relative_to(root):
-        return (f"{file}: a symbolic link to a file outside the corpus folder, not followed "
-                "(follow_symlinks=True, or mhop index --follow-symlinks, follows it)")
+        raise CorpusError(f"{file}: a symbolic link to a file outside the corpus folder, not followed "
+                          "(follow_symlinks=True, or mhop index --follow-symlinks, follows it)")
     try:
         size = file.stat().st_size
     except OSError as exc:
-        return f"{file}: cannot be read ({exc.strerror or exc})"
+        raise CorpusError(f"{file}: cannot be read ({exc.strerror or exc})") from None
     if max_file_bytes is not None and size > max_file_bytes:
-        return (f"{file}: {size:,} bytes, over the {max_file_bytes:,}-byte limit of a corpus file "
-                "(max_file_bytes= raises it)")
-    return None
+        raise CorpusError(f"{file}: {size:,} bytes, over the {max_file_bytes:,}-byte limit of a corpus file "
+                          "(max_file_bytes= raises it)")
 
 
 def _skipped(path: Path, reason: str, empty: bool = False) -> SkippedFile:
@@ -174,9 +172,8 @@ def _skipped(path: Path, reason: str, empty: bool = False) -> SkippedFile:
     return SkippedFile(path, reason, empty)
 
 
-def _read_folder(
-    path: Path, strict: bool, follow_symlinks: bool, max_file_bytes: int | None
-) -> tuple[list[Document], list[SkippedFile]]:
+def _read_folder(path: Path, strict: bool, follow_symlinks: bool,
+                 max_file_bytes: int | None) -> tuple[list[Document], list[SkippedFile]]:
     docs: list[Document] = []
     skipped: list[SkippedFile] = []
     root = path.resolve()  # a skipped file's path is absolute, whatever the folder was given as
@@ -187,9 +184,7 @@ def _read_folder(
             if file in beside_texts:
                 raise CorpusError(f"{file}: a JSON corpus file among text files is not read (a folder is read as "
                                   "its text files, or as its JSON files when it has no text file)")
-            reason = _not_read(file, root, follow_symlinks, max_file_bytes)
-            if reason is not None:
-                raise CorpusError(reason)
+            _check_readable(file, root, follow_symlinks, max_file_bytes)
             read = _read_file(file, relative.as_posix())
         except CorpusError as exc:
             if strict:

@@ -1,6 +1,5 @@
-"""The packaged all-MiniLM-L6-v2 sentence embedder (a 6-layer BERT encoder, mean pooling, L2 norm), run in numpy:
-torch's vectors (cosine 1.0 to six decimals) without the start-up of torch, transformers and sentence-transformers.
-"""
+"""The packaged all-MiniLM-L6-v2 sentence embedder (a 6-layer BERT encoder, mean pooling, L2 norm) in numpy:
+torch's vectors (cosine 1.0 to 6 decimals) without starting torch, transformers and sentence-transformers."""
 
 from __future__ import annotations
 

@@ -20,14 +20,12 @@ __all__ = ["PassageIndex", "passage_collection", "writing"]
 
 
 class PassageIndex(VectorStoreIndex):
-    """The package's Chroma passage index: a ``VectorStoreIndex`` whose document verbs keep one version of each
-    document.
+    """The package's Chroma passage index: a ``VectorStoreIndex`` that keeps one version of each document.
 
     LlamaIndex's ``insert``, ``refresh_ref_docs`` and ``update_ref_doc`` read a docstore that Chroma leaves empty,
     so an edited document's passages would be added beside the old ones. Here they read the passage rows (each
-    carries its document version's hash): a changed document's passages replace the old ones, an unchanged one is
-    not embedded again, and the rows are those a sync writes. ``chunk_size`` and ``chunk_overlap`` are the sync's.
-    """
+    carries its version's hash): a changed document's passages replace the old ones, an unchanged one is not
+    embedded again, and the rows are a sync's, cut by the sync's ``chunk_size`` and ``chunk_overlap``."""
 
     chunk_size: int = DEFAULT_CHUNK_SIZE
     chunk_overlap: int = DEFAULT_CHUNK_OVERLAP

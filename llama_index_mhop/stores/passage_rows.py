@@ -1,6 +1,5 @@
-"""What a passage row of the Chroma index records about its document (its id, the content hash and passage count of
-its version, the folder or file it came from): all a sync needs to know, written with each passage and read back.
-"""
+"""What a passage row of the Chroma index records about its document (its id, its version's content hash and
+passage count, the folder or file it came from): all a sync needs to know, written with each passage."""
 
 from __future__ import annotations
 

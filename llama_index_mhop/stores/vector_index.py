@@ -115,9 +115,8 @@ def sync_vector_index(
     embed_model = resolve_embed_model(embed_model)
     collection = client.get_or_create_collection(collection_name, metadata={"hnsw:space": "cosine"})
     store = GuardedChromaVectorStore.over(client, collection)
-    index = PassageIndex.from_vector_store(store, embed_model=embed_model,
-                                           transformations=[PassageChunker(chunk_size=chunk_size,
-                                                                           chunk_overlap=chunk_overlap)])
+    chunker = PassageChunker(chunk_size=chunk_size, chunk_overlap=chunk_overlap)
+    index = PassageIndex.from_vector_store(store, embed_model=embed_model, transformations=[chunker])
     index.chunk_size, index.chunk_overlap = chunk_size, chunk_overlap
     with collection_lock(collection).write():
         held = stored_documents(collection)
