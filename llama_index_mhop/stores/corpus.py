@@ -242,8 +242,7 @@ def no_text_error(source: Any, skipped: Sequence[SkippedFile]) -> CorpusError:
 
 def load_documents(
     source: str | os.PathLike[str] | Sequence[Document], strict: bool = False, follow_symlinks: bool = False,
-    max_file_bytes: int | None = DEFAULT_MAX_FILE_BYTES,
-) -> list[Document]:
+    max_file_bytes: int | None = DEFAULT_MAX_FILE_BYTES) -> list[Document]:
     """The documents of :func:`read_corpus` (CorpusError as it raises)."""
     return read_corpus(source, strict, follow_symlinks, max_file_bytes)[0]
 
@@ -259,9 +258,8 @@ class PassageChunker(TransformComponent):
         return list(chunk_documents(nodes, self.chunk_size, self.chunk_overlap))  # type: ignore[arg-type]
 
 
-def chunk_documents(
-    documents: Iterable[Document], chunk_size: int = DEFAULT_CHUNK_SIZE, chunk_overlap: int = DEFAULT_CHUNK_OVERLAP
-) -> list[TextNode]:
+def chunk_documents(documents: Iterable[Document], chunk_size: int = DEFAULT_CHUNK_SIZE,
+                    chunk_overlap: int = DEFAULT_CHUNK_OVERLAP) -> list[TextNode]:
     """Split documents into passages with content-derived ids (a long document becomes several passages)."""
     splitter = SentenceSplitter(chunk_size=chunk_size, chunk_overlap=chunk_overlap)
     nodes: list[TextNode] = []

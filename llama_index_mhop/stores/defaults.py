@@ -94,10 +94,9 @@ def load_embed_model(spec: str | os.PathLike[str] | None) -> BaseEmbedding | Non
         ) from exc
 
 
-def default_chroma_client(
-    path: str | os.PathLike[str] | None = None, host: str | None = None, port: int | None = None,
-    timeout: float = DEFAULT_CHROMA_TIMEOUT, read_only: bool = False,
-) -> chromadb.ClientAPI:
+def default_chroma_client(path: str | os.PathLike[str] | None = None, host: str | None = None,
+                          port: int | None = None, timeout: float = DEFAULT_CHROMA_TIMEOUT,
+                          read_only: bool = False) -> chromadb.ClientAPI:
     """A Chroma client: ``HttpClient`` for ``host`` (default ``MHOP_CHROMA_HOST``; ``port``, ``MHOP_CHROMA_PORT`` or
     8000), whose requests fail after ``timeout`` seconds; else ``PersistentClient`` at ``path`` (``./.mhop/chroma``).
     With ``read_only``, an embedded store that cannot be written is read from a temporary copy, removed at exit.

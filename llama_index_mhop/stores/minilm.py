@@ -33,11 +33,10 @@ class MiniLMEmbedding(BaseEmbedding):
     def class_name(cls) -> str:
         return "MiniLMEmbedding"
 
-    def _get_query_embedding(self, query: str) -> list[float]:
-        return self._encoder.encode([query])[0].tolist()
-
     def _get_text_embedding(self, text: str) -> list[float]:
         return self._encoder.encode([text])[0].tolist()
+
+    _get_query_embedding = _get_text_embedding  # a query is embedded as any text
 
     def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
         return self._encoder.encode(texts).tolist()

@@ -67,8 +67,7 @@ def versioned_nodes(documents: Sequence[Document], source: str | None, chunk_siz
 
 def passage_nodes(
     documents: Sequence[Document], source: str | os.PathLike[str] | Sequence[Document] | None = None,
-    chunk_size: int = DEFAULT_CHUNK_SIZE, chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
-) -> list[TextNode]:
+    chunk_size: int = DEFAULT_CHUNK_SIZE, chunk_overlap: int = DEFAULT_CHUNK_OVERLAP) -> list[TextNode]:
     """The passages of ``documents`` exactly as this index stores them (ids and metadata), so the graph index's own
     passages are the same nodes: LlamaIndex's fusion merges nodes only when their ``node.hash`` (metadata too) match."""
     return versioned_nodes(documents, row_source(source), chunk_size, chunk_overlap)

@@ -87,8 +87,7 @@ def sync_vector_index(
     embed_model: BaseEmbedding | None = None, chunk_size: int = DEFAULT_CHUNK_SIZE,
     chunk_overlap: int = DEFAULT_CHUNK_OVERLAP, show_progress: bool = True, insert_batch_size: int = 256,
     delete_missing: bool = False, strict: bool = False, follow_symlinks: bool = False,
-    max_file_bytes: int | None = DEFAULT_MAX_FILE_BYTES,
-) -> SyncResult:
+    max_file_bytes: int | None = DEFAULT_MAX_FILE_BYTES) -> SyncResult:
     """Bring the Chroma passage collection in step with a corpus (the rule of :mod:`llama_index_mhop.stores.sync`).
 
     New documents are added, changed ones replaced, unchanged ones left alone (not embedded again); with
@@ -178,13 +177,9 @@ def describe_collection(client: Any, collection_name: str = DEFAULT_COLLECTION) 
     collection = _existing_collection(client, collection_name)
     held = stored_documents(collection)
     last = sync_log(client, collection_name).get(ids=["last"], include=["metadatas"])["metadatas"]
-    return {
-        "collection": collection_name,
-        "documents": len(held),
-        "passages": collection.count(),
-        "sources": sorted({d.source for d in held.values() if d.source}),
-        "last_sync": dict(last[0]) if last else None,
-    }
+    return {"collection": collection_name, "documents": len(held), "passages": collection.count(),
+            "sources": sorted({d.source for d in held.values() if d.source}),
+            "last_sync": dict(last[0]) if last else None}
 
 
 def _insert(index: VectorStoreIndex, nodes: list[TextNode], client: Any, name: str, batch_size: int,
@@ -221,10 +216,9 @@ def delete_documents(index: VectorStoreIndex, doc_ids: Sequence[str],
     return resolved
 
 
-def load_vector_index(
-    collection_name: str = DEFAULT_COLLECTION, chroma_client: Any = None,
-    persist_path: str | os.PathLike[str] | None = None, embed_model: BaseEmbedding | None = None,
-) -> PassageIndex:
+def load_vector_index(collection_name: str = DEFAULT_COLLECTION, chroma_client: Any = None,
+                      persist_path: str | os.PathLike[str] | None = None,
+                      embed_model: BaseEmbedding | None = None) -> PassageIndex:
     """Open an existing Chroma passage collection as a ``VectorStoreIndex``; an embedder
     (:func:`~llama_index_mhop.stores.defaults.resolve_embed_model`) that does not fit it is refused here.
 
