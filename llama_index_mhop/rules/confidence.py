@@ -130,7 +130,7 @@ def assess_confidence(query: str, passages: Sequence[PassageView], issued_querie
         query_text = f"{entity} {relation_text}".strip()
         gaps.append(Gap(GapKind.ENTITY, f"a passage about {entity}", query_text, (entity,), ""))
     own = [p for p in top if any(p.is_about(e) for e in entities)] or top[:1]
-    found_stems = set().union(*(p.stems for p in own)) if own else set()
+    found_stems = set().union(*(p.stems for p in own))
     term_coverage = len(term_stems & found_stems) / len(term_stems) if term_stems else 1.0
     entity_coverage = sum(coverage) / len(coverage) if coverage else term_coverage
     query_stems = stems(query)

@@ -1,6 +1,5 @@
 """Retrieval metrics on rankings of passage ids (precision, recall, F1 and all-gold at k; seed 002) and answer
 metrics on a short answer (exact match and token F1 against the gold answer and its aliases; seed 004).
-
 A ranking is a sequence of ids, best first; a passage it names twice counts once, at its first position,
 before the ranking is cut at ``k``. ``all_gold_at_k`` at ``k=21`` over normalised titles
 (:func:`~llama_index_mhop.rules.text.normalize_title`) is HoVer's ``discrete_retrieval_eval`` (Jiang et al.,

@@ -80,8 +80,7 @@ def verify_model_files(directory: Path, pins: Mapping[str, str], model: str, pac
         present = {p.relative_to(directory).as_posix() for p in directory.rglob("*") if p.is_file()}
         extra = sorted(present - set(pins))
         if extra:
-            raise ModelIntegrityError(
-                f"{model}: {directory} holds files that are not part of the official model: {', '.join(extra[:5])}"
-            )
+            raise ModelIntegrityError(f"{model}: {directory} holds files that are not part of the official "
+                                      f"model: {', '.join(extra[:5])}")
     for relative, expected in pins.items():
         _check_file(directory / relative, expected, model, package)

@@ -197,16 +197,13 @@ def parse_string_list(value: Any, max_items: int | None = None, max_chars: int =
     else:
         lines = [line for line in text.splitlines() if line.strip()]
         items = lines if len(lines) > 1 else (text.split(";") if ";" in text else lines)
-    out: list[str] = []
-    seen: set[str] = set()
+    firsts: dict[str, str] = {}  # by lowercased item: the item as first written
     for item in items[:MAX_LIST_ITEMS]:
         cleaned = _BULLET.sub("", item).strip().strip("\"'“”‘’`").strip()
         cleaned = re.sub(r"\s+", " ", cleaned)[:max_chars].strip()
-        key = cleaned.lower()
-        if not cleaned or key in {"none", "n/a", "nothing", "null", "[]"} or key in seen:
-            continue
-        seen.add(key)
-        out.append(cleaned)
+        firsts.setdefault(cleaned.lower(), cleaned)
+    out = [item for key, item in firsts.items()
+           if item and key not in {"none", "n/a", "nothing", "null", "[]"}]
     return out if max_items is None else out[:max_items]
 
 

@@ -54,16 +54,10 @@ def content_hash(title: str, text: str) -> str:
 def make_document(title: str, text: str, doc_id: str | None = None, **metadata: Any) -> Document:
     """A LlamaIndex Document with the title in its metadata (embedded with its text); ``doc_id`` is what it is
     known by across syncs (default: its content hash); other ``metadata`` is neither embedded nor shown to an LLM."""
-    return Document(
-        text=text,
-        id_=doc_id or content_hash(title, text),
-        metadata={"title": title, **metadata},
-        excluded_llm_metadata_keys=list(metadata),
-        excluded_embed_metadata_keys=list(metadata),
-        # Embed "title\ntext", the format dense multi-hop baselines use (HippoRAG's corpus rendering).
-        metadata_template="{value}",
-        text_template="{metadata_str}\n{content}",
-    )
+    # Embedded as "title\ntext", the format dense multi-hop baselines use (HippoRAG's corpus rendering).
+    return Document(text=text, id_=doc_id or content_hash(title, text), metadata={"title": title, **metadata},
+                    excluded_llm_metadata_keys=list(metadata), excluded_embed_metadata_keys=list(metadata),
+                    metadata_template="{value}", text_template="{metadata_str}\n{content}")
 
 
 def _read_text(path: Path) -> str:

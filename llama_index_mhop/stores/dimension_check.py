@@ -48,11 +48,9 @@ def check_embedding_dimension(collection: Any, embed_model: BaseEmbedding) -> No
     stored = collection.peek(limit=1)["embeddings"]
     if stored is None or len(stored) == 0:
         return
-    expected = len(stored[0])
-    got = embedding_dimension(embed_model)
+    expected, got = len(stored[0]), embedding_dimension(embed_model)
     if got != expected:
         raise EmbeddingDimensionError(
             f"the collection {collection.name!r} holds {expected}-dimensional vectors but the embedder "
-            f"{embedder_name(embed_model)} gives {got}; "
-            "use the embedder the collection was built with (embed_model=; mhop: --embed-model)"
-        )
+            f"{embedder_name(embed_model)} gives {got}; use the embedder the collection was built with "
+            "(embed_model=; mhop: --embed-model)")

@@ -11,10 +11,10 @@ from llama_index.core import Document, VectorStoreIndex
 from llama_index.vector_stores.chroma import ChromaVectorStore
 
 from ..rules.counters import count
-from .corpus import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, content_hash
-from .passage_rows import distinct_documents, documents_in_rows, versioned_nodes
+from .corpus import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
+from .passage_rows import distinct_documents, documents_in_rows, incoming_documents, versioned_nodes
 from .search import GuardedChromaVectorStore, collection_lock
-from .sync import IncomingDocument, plan_sync
+from .sync import plan_sync
 
 __all__ = ["PassageIndex", "passage_collection", "writing"]
 
@@ -55,8 +55,7 @@ class PassageIndex(VectorStoreIndex):
             ids = [d.id_ for d in documents]
             rows = collection.get(where={"document_id": {"$in": ids}}, include=["metadatas"]) if ids else {}
             held = documents_in_rows(rows.get("metadatas") or [])
-            plan = plan_sync([IncomingDocument(d.id_, content_hash(str(d.metadata.get("title", "")), d.text))
-                              for d in documents], held)
+            plan = plan_sync(incoming_documents(documents), held)
             for doc_id in plan.updated:
                 collection.delete(where={"document_id": doc_id})
             changed = [d for d in documents if d.id_ in {*plan.added, *plan.updated}]

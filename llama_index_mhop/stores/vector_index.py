@@ -1,5 +1,4 @@
 """The Chroma passage index: kept in step with a corpus, guarded against half-done syncs, opened again later.
-
 Each passage row records its document's id, version and source (:mod:`~llama_index_mhop.stores.passage_rows`), so no
 registry is kept beside the store; an embedder is checked against the stored vectors first."""
 
@@ -28,7 +27,6 @@ from .corpus import (
     CorpusError,
     PassageChunker,
     SkippedFile,
-    content_hash,
     no_text_error,
     read_corpus,
 )
@@ -37,21 +35,14 @@ from .passage_index import PassageIndex, passage_collection, writing
 from .passage_rows import (
     SOURCE_KEY,
     distinct_documents,
+    incoming_documents,
     passage_nodes,
     row_source,
     stored_documents,
     versioned_nodes,
 )
 from .search import GuardedChromaVectorStore, collection_lock
-from .sync import (
-    IncomingDocument,
-    StoredDocument,
-    SyncPlan,
-    UnknownDocumentError,
-    match_doc_ids,
-    plan_sync,
-    source_doc_ids,
-)
+from .sync import StoredDocument, SyncPlan, UnknownDocumentError, match_doc_ids, plan_sync, source_doc_ids
 
 __all__ = ["DEFAULT_COLLECTION", "EmbeddingDimensionError", "IndexingInterrupted", "PassageIndex", "SyncResult",
            "all_passages", "build_vector_index", "delete_documents", "describe_collection", "load_vector_index",
@@ -127,11 +118,8 @@ def sync_vector_index(
                 doc.id_ = stored_as[doc.id_]
         # A file that was not read this time is not gone: its indexed version stays.
         unread = _unread_doc_ids(collection, skipped, source_key, held)
-        plan = plan_sync(
-            [IncomingDocument(d.id_, content_hash(str(d.metadata.get("title", "")), d.text)) for d in documents],
-            {doc_id: doc for doc_id, doc in held.items() if doc_id not in unread},
-            mirror_source=source_key if delete_missing else None,
-        )
+        plan = plan_sync(incoming_documents(documents), {i: d for i, d in held.items() if i not in unread},
+                         mirror_source=source_key if delete_missing else None)
         logger.info("%s: %s", collection_name, plan.counts())
         changed = set(plan.added) | set(plan.updated)
         nodes = versioned_nodes([d for d in documents if d.id_ in changed], source_key, chunk_size, chunk_overlap)
@@ -142,7 +130,9 @@ def sync_vector_index(
             for doc_id in (*plan.removed, *plan.updated):
                 collection.delete(where={"document_id": doc_id})
             _insert(index, nodes, client, collection_name, insert_batch_size, show_progress)
-        _record_sync(client, collection_name, plan)
+        at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        sync_log(client, collection_name).upsert(ids=["last"], embeddings=[[0.0]],
+                                                 metadatas=[{"at": at, **plan.counts()}])
     count("documents_indexed", len(changed))
     count("documents_removed", len(plan.removed))
     return SyncResult(index, plan, tuple(skipped))
@@ -163,12 +153,6 @@ def _unread_doc_ids(collection: Any, skipped: Sequence[SkippedFile], source_key:
             if meta.get(SOURCE_KEY) == source_key and "file_path" not in meta:
                 unread.add(str(meta.get("document_id", "")))
     return unread
-
-
-def _record_sync(client: Any, collection_name: str, plan: SyncPlan) -> None:
-    at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    sync_log(client, collection_name).upsert(ids=["last"], embeddings=[[0.0]],
-                                                metadatas=[{"at": at, **plan.counts()}])
 
 
 def describe_collection(client: Any, collection_name: str = DEFAULT_COLLECTION) -> dict[str, Any]:
