@@ -43,9 +43,7 @@ def embedder_name(embed_model: BaseEmbedding) -> str:
 
 def check_embedding_dimension(collection: Any, embed_model: BaseEmbedding) -> None:
     """Raise a one-line EmbeddingDimensionError when ``embed_model``'s dimension differs from the stored vectors'."""
-    if collection.count() == 0:
-        return
-    stored = collection.peek(limit=1)["embeddings"]
+    stored = collection.peek(limit=1)["embeddings"] if collection.count() else None
     if stored is None or len(stored) == 0:
         return
     expected, got = len(stored[0]), embedding_dimension(embed_model)

@@ -26,7 +26,7 @@ SOURCE_KEY = "source"
 
 
 def row_source(source: str | os.PathLike[str] | Sequence[Document] | None) -> str | None:
-    """How rows name a folder or file source (its resolved path); None for a list of documents, or none."""
+    """The resolved path by which rows name a folder or file source; None for a list of documents or None."""
     return str(Path(source).resolve()) if isinstance(source, (str, os.PathLike)) else None
 
 
