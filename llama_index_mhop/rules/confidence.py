@@ -1,11 +1,8 @@
-"""LLM-free strategies of the confidence loop (seed 001): entity chains, confidence, gaps, targeted queries.
-
-Each stands in for one DSPy step when no LM is configured, and is the fallback when the LM fails:
-:func:`analyze_query` (``EntityAndGapAnalyzer``), :func:`assess_confidence` (``ConfidenceEvaluator``),
-:func:`targeted_queries` (``TargetedQueryGenerator``) and :func:`listwise_rerank` (``ListwiseDocumentReranker``).
-They keep the original query and follow the bridge entities the top passages introduce
-(:mod:`llama_index_mhop.rules.ranking`), what is known to work LLM-free on HotpotQA (``DESIGN.md``).
-"""
+"""LLM-free strategies of the confidence loop (seed 001), each standing in for one DSPy step when no LM is
+configured or the LM fails: :func:`analyze_query` (``EntityAndGapAnalyzer``), :func:`assess_confidence`
+(``ConfidenceEvaluator``), :func:`targeted_queries` (``TargetedQueryGenerator``) and :func:`listwise_rerank`
+(``ListwiseDocumentReranker``). They keep the original query and follow the bridge entities the top passages
+introduce (:mod:`llama_index_mhop.rules.ranking`)."""
 
 from __future__ import annotations
 
@@ -57,15 +54,7 @@ def analyze_query(query: str, max_queries: int = 3) -> QueryAnalysis:
     relation = relation_words(query, entity_spans(query))
     relation_text = " ".join(relation[:_RELATION_WORDS_PER_QUERY])
     chains = [f"{entity} -> {relation_text}" if relation_text else entity for entity in entities]
-    queries: list[str] = []
-    seen = {query.strip().lower()}
-    for entity in entities:
-        if len(queries) >= max_queries:
-            break
-        candidate = f"{entity} {relation_text}".strip()
-        if candidate.lower() not in seen:
-            seen.add(candidate.lower())
-            queries.append(candidate)
+    queries = _new_queries([f"{entity} {relation_text}".strip() for entity in entities], [query], max_queries)
     return QueryAnalysis(entity_chains=chains, queries=queries, entities=entities, relation=relation)
 
 
@@ -103,14 +92,9 @@ class ConfidenceAssessment:
     term_coverage: float = 0.0
 
 
-def assess_confidence(
-    query: str,
-    passages: Sequence[PassageView],
-    issued_queries: Sequence[str] = (),
-    top_n: int = DEFAULT_CONFIDENCE_TOP_N,
-    bridge_passages: int = DEFAULT_BRIDGE_PASSAGES,
-    bridge_penalty: float = DEFAULT_BRIDGE_PENALTY,
-) -> ConfidenceAssessment:
+def assess_confidence(query: str, passages: Sequence[PassageView], issued_queries: Sequence[str] = (),
+                      top_n: int = DEFAULT_CONFIDENCE_TOP_N, bridge_passages: int = DEFAULT_BRIDGE_PASSAGES,
+                      bridge_penalty: float = DEFAULT_BRIDGE_PENALTY) -> ConfidenceAssessment:
     """Judge without an LM whether the passages suffice, and name what is missing.
 
     With ``E`` the query's named entities (:func:`query_entities`), ``T`` the stems of its relation words and
@@ -130,10 +114,7 @@ def assess_confidence(
     then, for each of the top ``bridge_passages`` passages, a *bridge*: the entities its
     :func:`bridge_sentence` names that are neither in the query nor followed by an issued query, in
     :func:`relation_order` (query: the first of them, the entity the question's relation leads to). A bridge
-    is *open* when no retrieved passage is about any of its entities yet.
-
-    ``passages`` are best first; entities that ``issued_queries`` name are not gaps.
-    """
+    is *open* when no retrieved passage is about any of its entities yet. ``passages`` are best first."""
     entities = [e for e in query_entities(query) if not is_modifier(query, e)] or query_entities(query)
     relation = relation_words(query, entity_spans(query))
     term_stems = {stem(w) for w in relation}
@@ -149,7 +130,7 @@ def assess_confidence(
         query_text = f"{entity} {relation_text}".strip()
         gaps.append(Gap(GapKind.ENTITY, f"a passage about {entity}", query_text, (entity,), ""))
     own = [p for p in top if any(p.is_about(e) for e in entities)] or top[:1]
-    found_stems = set().union(*(p.stems for p in own)) if own else set()
+    found_stems = set().union(*(p.stems for p in own))
     term_coverage = len(term_stems & found_stems) / len(term_stems) if term_stems else 1.0
     entity_coverage = sum(coverage) / len(coverage) if coverage else term_coverage
     query_stems = stems(query)
@@ -170,27 +151,27 @@ def assess_confidence(
     return ConfidenceAssessment(int(round(min(100.0, max(0.0, confidence)))), gaps, entity_coverage, term_coverage)
 
 
-def targeted_queries(
-    query: str, gaps: Sequence[Gap | str], issued_queries: Sequence[str] = (), max_queries: int = 2
-) -> list[str]:
+def targeted_queries(query: str, gaps: Sequence[Gap | str], issued_queries: Sequence[str] = (),
+                     max_queries: int = 2) -> list[str]:
     """Round-2 queries without an LM: one per gap, in order, skipping those issued. A :class:`Gap` carries its own
     query; a gap given as text (an LM's ``missing_information``) is joined with the query's relation words."""
     if max_queries < 1:
         raise ValueError(f"max_queries must be >= 1, got {max_queries}")
     relation_text = " ".join(relation_words(query)[:_RELATION_WORDS_PER_QUERY])
-    issued = {q.strip().lower() for q in issued_queries}
+    texts = [(gap.query or f"{gap.text} {relation_text}") if isinstance(gap, Gap)
+             else f"{gap} {relation_text}" for gap in gaps]
+    candidates = [re.sub(r"\s+", " ", text).strip() for text in texts]
+    return _new_queries([c for c in candidates if c], issued_queries, max_queries)
+
+
+def _new_queries(candidates: Sequence[str], issued: Sequence[str], limit: int) -> list[str]:
+    """The first ``limit`` candidates not already issued, each once (case-insensitive)."""
+    seen = {q.strip().lower() for q in issued}
     out: list[str] = []
-    for gap in gaps:
-        if isinstance(gap, Gap):
-            candidate = gap.query or f"{gap.text} {relation_text}"
-        else:
-            candidate = f"{gap} {relation_text}"
-        candidate = re.sub(r"\s+", " ", candidate).strip()
-        if candidate and candidate.lower() not in issued:
-            issued.add(candidate.lower())
+    for candidate in candidates:
+        if len(out) < limit and candidate.lower() not in seen:
+            seen.add(candidate.lower())
             out.append(candidate)
-        if len(out) >= max_queries:
-            break
     return out
 
 
@@ -204,12 +185,9 @@ class RankedPassage:
     linked_from: int | None = None
 
 
-def listwise_rerank(
-    query: str,
-    passages: Sequence[PassageView],
-    rankings: Sequence[tuple[Sequence[int], float]],
-    rrf_k: int = DEFAULT_RERANK_RRF_K,
-) -> list[RankedPassage]:
+def listwise_rerank(query: str, passages: Sequence[PassageView],
+                    rankings: Sequence[tuple[Sequence[int], float]],
+                    rrf_k: int = DEFAULT_RERANK_RRF_K) -> list[RankedPassage]:
     """Every passage once, best first: an LLM-free listwise ranking that never dilutes the query's own.
 
     ``rankings`` are ``(ranking, weight)`` pairs, each ranking indices into ``passages``, best first; the first is
@@ -220,15 +198,13 @@ def listwise_rerank(
     (:func:`~llama_index_mhop.rules.ranking.anchored_fusion`). Ties follow RRF's (best rank, then first seen).
 
     Raises:
-        ValueError: a ranking names an index outside ``passages``, or a weight or ``rrf_k`` is negative.
-    """
+        ValueError: a ranking names an index outside ``passages``, or a weight or ``rrf_k`` is negative."""
     n = len(passages)
     if rrf_k < 0:
         raise ValueError(f"rrf_k must be >= 0, got {rrf_k}")
-    for ranking, _ in rankings:
-        for index in ranking:
-            if not 0 <= index < n:
-                raise ValueError(f"ranking index {index} is outside 0..{n - 1}")
+    outside = [index for ranking, _ in rankings for index in ranking if not 0 <= index < n]
+    if outside:
+        raise ValueError(f"ranking index {outside[0]} is outside 0..{n - 1}")
     fused = reciprocal_rank_fusion([r for r, _ in rankings], k=rrf_k, weights=[w for _, w in rankings])
     relevance = [0.0] * n
     for index, score in fused:

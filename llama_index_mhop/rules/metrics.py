@@ -1,10 +1,9 @@
 """Retrieval metrics on rankings of passage ids (precision, recall, F1 and all-gold at k; seed 002) and answer
 metrics on a short answer (exact match and token F1 against the gold answer and its aliases; seed 004).
-
-A ranking is a sequence of ids, best first; a passage it names twice counts once, at its first position, before
-the ranking is cut at ``k``. ``all_gold_at_k`` at ``k=21`` over normalised titles
-(:func:`~llama_index_mhop.rules.text.normalize_title`) is HoVer's ``discrete_retrieval_eval`` (Jiang et al., 2020).
-Every metric raises ValueError when ``gold`` is empty or ``k`` < 1, or there is no gold answer."""
+A ranking is a sequence of ids, best first; a passage it names twice counts once, at its first position,
+before the ranking is cut at ``k``. ``all_gold_at_k`` at ``k=21`` over normalised titles
+(:func:`~llama_index_mhop.rules.text.normalize_title`) is HoVer's ``discrete_retrieval_eval`` (Jiang et al.,
+2020). Every metric raises ValueError when ``gold`` is empty or ``k`` < 1, or there is no gold answer."""
 
 from __future__ import annotations
 
@@ -42,8 +41,7 @@ def _hits(retrieved: Sequence[H], gold: set[H], k: int) -> int:
 
 def precision_at_k(retrieved: Sequence[H], gold: Iterable[H], k: int) -> float:
     """Share of the top ``k`` slots that hold a gold passage: ``hits / k``, even for a ranking shorter than ``k``."""
-    gold_set = _check(gold, k)
-    return _hits(retrieved, gold_set, k) / k
+    return _hits(retrieved, _check(gold, k), k) / k
 
 
 def recall_at_k(retrieved: Sequence[H], gold: Iterable[H], k: int) -> float:

@@ -60,22 +60,19 @@ def _check_file(path: Path, expected: str, model: str, package: str) -> None:
             return
     found = sha256_file(path)
     if found != expected:
-        raise ModelIntegrityError(
-            f"{model}: {path} has SHA-256 {found}, expected {expected} (the official file); reinstall {package}"
-        )
+        raise ModelIntegrityError(f"{model}: {path} has SHA-256 {found}, expected {expected} "
+                                  f"(the official file); reinstall {package}")
     with _verified_lock:
         _verified.add(key)
 
 
-def verify_model_files(
-    directory: Path, pins: Mapping[str, str], model: str, package: str, exclusive: bool = True
-) -> None:
+def verify_model_files(directory: Path, pins: Mapping[str, str], model: str, package: str,
+                       exclusive: bool = True) -> None:
     """Check every file of ``pins`` (relative path -> SHA-256) in ``directory``; with ``exclusive``, also refuse
     files that are not pinned. ``model`` and ``package`` name them in messages.
 
     Raises:
-        ModelIntegrityError: a pinned file is missing or differs, or (``exclusive``) an unpinned file is present.
-    """
+        ModelIntegrityError: a pinned file is missing or altered, or (``exclusive``) a file is not pinned."""
     directory = Path(directory)
     if not directory.is_dir():
         raise ModelIntegrityError(f"{model}: model folder {directory} not found; reinstall {package}")
@@ -83,8 +80,7 @@ def verify_model_files(
         present = {p.relative_to(directory).as_posix() for p in directory.rglob("*") if p.is_file()}
         extra = sorted(present - set(pins))
         if extra:
-            raise ModelIntegrityError(
-                f"{model}: {directory} holds files that are not part of the official model: {', '.join(extra[:5])}"
-            )
+            raise ModelIntegrityError(f"{model}: {directory} holds files that are not part of the official "
+                                      f"model: {', '.join(extra[:5])}")
     for relative, expected in pins.items():
         _check_file(directory / relative, expected, model, package)

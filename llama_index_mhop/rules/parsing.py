@@ -38,17 +38,10 @@ _NUMBER = r"-?\d+(?:\.\d+)?|-?\.\d+"
 # A number and what may follow it (a ratio's denominator, a percent sign). The tails are optional, so a match
 # never fails after its number and never backtracks into it: one pass over the text (a pattern that *needs* a
 # tail, searched, backtracks through every long digit run: quadratic).
-_SCORE = re.compile(
-    rf"({_NUMBER})(?:\s*(?:/|out of)\s*(\d+(?:\.\d+)?)|\s*(%|percent\b))?", re.IGNORECASE
-)
+_SCORE = re.compile(rf"({_NUMBER})(?:\s*(?:/|out of)\s*(\d+(?:\.\d+)?)|\s*(%|percent\b))?", re.IGNORECASE)
+_DIGIT_WORDS = "|".join(k for k in _UNITS if _UNITS[k] < 10)
 _NUMBER_WORDS = re.compile(
-    r"\b(?:((?:one\s+)?hundred)|("
-    + "|".join(_TENS)
-    + r")(?:[\s-]+("
-    + "|".join(k for k in _UNITS if _UNITS[k] < 10)
-    + r"))?|("
-    + "|".join(_UNITS)
-    + r"))\b",
+    rf"\b(?:((?:one\s+)?hundred)|({'|'.join(_TENS)})(?:[\s-]+({_DIGIT_WORDS}))?|({'|'.join(_UNITS)}))\b",
     re.IGNORECASE,
 )
 _INT = re.compile(r"-?\d+")
@@ -138,10 +131,8 @@ def parse_confidence(value: Any) -> int:
         score = _words_to_number(text)
     if score is None:
         lowered = " ".join(re.findall(r"[a-z]+", text.lower()))
-        for phrase in sorted(CONFIDENCE_WORDS, key=len, reverse=True):
-            if re.search(rf"\b{phrase}\b", lowered):
-                score = float(CONFIDENCE_WORDS[phrase])
-                break
+        phrases = sorted(CONFIDENCE_WORDS, key=len, reverse=True)
+        score = next((float(CONFIDENCE_WORDS[p]) for p in phrases if re.search(rf"\b{p}\b", lowered)), None)
     if score is None or math.isnan(score):
         raise LMOutputError(f"no confidence in {text[:80]!r}")
     if not 0.0 <= score <= 100.0:
@@ -149,9 +140,8 @@ def parse_confidence(value: Any) -> int:
     return int(round(score))
 
 
-def parse_ranking(
-    value: Any, n: int, prior: Sequence[int] | None = None, one_based: bool | None = None
-) -> list[int]:
+def parse_ranking(value: Any, n: int, prior: Sequence[int] | None = None,
+                  one_based: bool | None = None) -> list[int]:
     """An LM's ranking of ``n`` passages (indices, best first) as a complete permutation of ``range(n)``.
 
     Every integer is read in order (``"[3, 0, 2]"``, ``"3 > 0 > 2"``); out-of-range and repeated ones are dropped,
@@ -175,20 +165,14 @@ def parse_ranking(
         one_based = bool(numbers) and n in numbers and 0 not in numbers
     if one_based:
         numbers = [x - 1 for x in numbers]
-    ranked: list[int] = []
-    seen: set[int] = set()
-    for index in numbers:
-        if 0 <= index < n and index not in seen:
-            seen.add(index)
-            ranked.append(index)
+    ranked = list(dict.fromkeys(index for index in numbers if 0 <= index < n))
     if not ranked:
         raise LMOutputError(f"no passage index in 0..{n - 1} in {text[:80]!r}")
-    return ranked + [index for index in order if index not in seen]
+    named = set(ranked)
+    return ranked + [index for index in order if index not in named]
 
 
-def parse_string_list(
-    value: Any, max_items: int | None = None, max_chars: int = MAX_ITEM_CHARS
-) -> list[str]:
+def parse_string_list(value: Any, max_items: int | None = None, max_chars: int = MAX_ITEM_CHARS) -> list[str]:
     """A list of short strings from an LM answer (``[]`` for an empty one or ``"none"``): a JSON array's strings,
     a JSON object's strings, else one item per line (bullets stripped), else items split at semicolons. Quotes
     and duplicates (case-insensitive) are dropped, items cut to ``max_chars``, the list to ``max_items``; only the
@@ -213,22 +197,18 @@ def parse_string_list(
     else:
         lines = [line for line in text.splitlines() if line.strip()]
         items = lines if len(lines) > 1 else (text.split(";") if ";" in text else lines)
-    out: list[str] = []
-    seen: set[str] = set()
+    firsts: dict[str, str] = {}  # by lowercased item: the item as first written
     for item in items[:MAX_LIST_ITEMS]:
         cleaned = _BULLET.sub("", item).strip().strip("\"'“”‘’`").strip()
         cleaned = re.sub(r"\s+", " ", cleaned)[:max_chars].strip()
-        key = cleaned.lower()
-        if not cleaned or key in {"none", "n/a", "nothing", "null", "[]"} or key in seen:
-            continue
-        seen.add(key)
-        out.append(cleaned)
+        firsts.setdefault(cleaned.lower(), cleaned)
+    out = [item for key, item in firsts.items()
+           if item and key not in {"none", "n/a", "nothing", "null", "[]"}]
     return out if max_items is None else out[:max_items]
 
 
-def parse_queries(
-    value: Any, min_count: int = 1, max_count: int = 3, exclude: Sequence[str] = ()
-) -> list[str]:
+def parse_queries(value: Any, min_count: int = 1, max_count: int = 3,
+                  exclude: Sequence[str] = ()) -> list[str]:
     """At most ``max_count`` search queries from an LM answer (:func:`parse_string_list`), those already issued
     (``exclude``, case-insensitive) dropped.
 
@@ -239,7 +219,6 @@ def parse_queries(
     issued = {q.strip().lower() for q in exclude}
     queries = [q for q in parse_string_list(value) if q.lower() not in issued][:max_count]
     if len(queries) < min_count:
-        raise LMOutputError(
-            f"expected at least {min_count} new queries, got {len(queries)} from {str(value)[:80]!r}"
-        )
+        raise LMOutputError(f"expected at least {min_count} new queries, got {len(queries)} "
+                            f"from {str(value)[:80]!r}")
     return queries

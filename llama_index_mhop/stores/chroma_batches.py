@@ -20,10 +20,7 @@ def _batches(ids: Sequence[str], size: int) -> list[list[str]]:
 
 def existing_ids(collection: Any, ids: Sequence[str], batch: int = CHROMA_BATCH) -> set[str]:
     """The ids among ``ids`` that the collection holds."""
-    found: set[str] = set()
-    for chunk in _batches(ids, batch):
-        found.update(collection.get(ids=chunk, include=[])["ids"])
-    return found
+    return {found for chunk in _batches(ids, batch) for found in collection.get(ids=chunk, include=[])["ids"]}
 
 
 def get_records(collection: Any, ids: Sequence[str], include: list[str],
@@ -58,15 +55,11 @@ def all_ids(collection: Any) -> list[str]:
 def pages(collection: Any, include: list[str], batch: int = CHROMA_BATCH) -> Iterator[dict[str, Any]]:
     """The collection's records a batch at a time, each Chroma's ``get`` result for a batch of ids: the ids read
     once (:func:`all_ids`), then each batch by id, so the whole read is linear in the collection's size."""
-    ids = all_ids(collection)
-    for start in range(0, len(ids), batch):
-        yield collection.get(ids=ids[start : start + batch], include=include)
+    for chunk in _batches(all_ids(collection), batch):
+        yield collection.get(ids=chunk, include=include)
 
 
 def iter_all(collection: Any, include: list[str], batch: int = CHROMA_BATCH) -> list[dict[str, Any]]:
     """Every record of the collection as ``{"id": ..., field: value}``, read a batch of ids at a time."""
-    records: list[dict[str, Any]] = []
-    for page in pages(collection, include, batch):
-        for position, record_id in enumerate(page["ids"]):
-            records.append({"id": record_id, **{name: page[name][position] for name in include}})
-    return records
+    return [{"id": record_id, **{name: page[name][position] for name in include}}
+            for page in pages(collection, include, batch) for position, record_id in enumerate(page["ids"])]

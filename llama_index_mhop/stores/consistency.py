@@ -42,9 +42,8 @@ class ReadOnlyStoreError(OSError):
 
     @classmethod
     def of(cls, folder: Path, exc: OSError) -> ReadOnlyStoreError:
-        reason = exc.strerror or type(exc).__name__
-        return cls(exc.errno, f"{folder} cannot be written ({reason}): changing the store needs a writable folder; "
-                              "queries only read it")
+        return cls(exc.errno, f"{folder} cannot be written ({exc.strerror or type(exc).__name__}): "
+                              "changing the store needs a writable folder; queries only read it")
 
     def __str__(self) -> str:
         return str(self.strerror)
@@ -85,9 +84,8 @@ def store_lock(folder: str | os.PathLike[str], timeout: float = DEFAULT_LOCK_TIM
         try:
             lock.acquire(timeout=timeout)
         except Timeout:
-            raise StoreLockedError(
-                f"{folder} is being written by {holder} for over {timeout:g} s; try again when it has finished"
-            ) from None
+            raise StoreLockedError(f"{folder} is being written by {holder} for over {timeout:g} s; "
+                                   "try again when it has finished") from None
     except OSError as exc:
         raise ReadOnlyStoreError.of(folder, exc) from None
     try:

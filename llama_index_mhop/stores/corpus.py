@@ -1,6 +1,5 @@
 """Corpora as LlamaIndex documents and passages: loading, doc ids, content hashes, chunking. A passage's id is a
-hash of its document's id and its own content: the same corpus gives the same ids in every store and process.
-"""
+hash of its document's id and its own content: a corpus gives the same ids in every store and process."""
 
 from __future__ import annotations
 
@@ -55,16 +54,10 @@ def content_hash(title: str, text: str) -> str:
 def make_document(title: str, text: str, doc_id: str | None = None, **metadata: Any) -> Document:
     """A LlamaIndex Document with the title in its metadata (embedded with its text); ``doc_id`` is what it is
     known by across syncs (default: its content hash); other ``metadata`` is neither embedded nor shown to an LLM."""
-    return Document(
-        text=text,
-        id_=doc_id or content_hash(title, text),
-        metadata={"title": title, **metadata},
-        excluded_llm_metadata_keys=[k for k in metadata],
-        excluded_embed_metadata_keys=[k for k in metadata],
-        # Embed "title\ntext", the format dense multi-hop baselines use (HippoRAG's corpus rendering).
-        metadata_template="{value}",
-        text_template="{metadata_str}\n{content}",
-    )
+    # Embedded as "title\ntext", the format dense multi-hop baselines use (HippoRAG's corpus rendering).
+    return Document(text=text, id_=doc_id or content_hash(title, text), metadata={"title": title, **metadata},
+                    excluded_llm_metadata_keys=list(metadata), excluded_embed_metadata_keys=list(metadata),
+                    metadata_template="{value}", text_template="{metadata_str}\n{content}")
 
 
 def _read_text(path: Path) -> str:
@@ -88,14 +81,14 @@ def _record_text(body: Any) -> str:
 _RECORD_ID_FIELDS = ("id", "_id", "idx")
 
 
-def _record_ids(titles: list[str], texts: list[str], given: list[str | None]) -> list[str]:
+def _record_ids(records: list[tuple[str, str, str | None]]) -> list[str]:
     """A record's doc id: its own id field, else its title when no other record shares it, else title and hash."""
-    shared = {t for t, n in Counter(titles).items() if n > 1}
+    shared = {t for t, n in Counter(title for title, _, _ in records).items() if n > 1}
     return [
         record_id if record_id is not None
         else f"{title}#{content_hash(title, text)[:8]}" if (title in shared or not title)
         else title
-        for title, text, record_id in zip(titles, texts, given, strict=True)
+        for title, text, record_id in records
     ]
 
 
@@ -120,9 +113,8 @@ def _from_json(path: Path) -> list[Document]:
                 raise CorpusError(f"{path}: record {position} has no 'text' field")
     else:
         raise CorpusError(f"{path}: expected a JSON list of {{title, text}} records or a {{title: text}} object")
-    titles, texts, given = [r[0] for r in records], [r[1] for r in records], [r[2] for r in records]
-    ids = _record_ids(titles, texts, given)
-    return [make_document(t, x, doc_id=d) for t, x, d in zip(titles, texts, ids, strict=True)]
+    return [make_document(title, text, doc_id=doc_id)
+            for (title, text, _), doc_id in zip(records, _record_ids(records), strict=True)]
 
 
 @dataclass(frozen=True)
@@ -155,30 +147,27 @@ def _folder_files(path: Path) -> tuple[list[Path], set[Path]]:
     return sorted([*texts, *jsons]), set(jsons)
 
 
-def _not_read(file: Path, root: Path, follow_symlinks: bool, max_file_bytes: int | None) -> str | None:
+def _check_readable(file: Path, root: Path, follow_symlinks: bool, max_file_bytes: int | None) -> None:
     if not follow_symlinks and not file.resolve().is_relative_to(root):
-        return (f"{file}: a symbolic link to a file outside the corpus folder, not followed "
-                "(follow_symlinks=True, or mhop index --follow-symlinks, follows it)")
+        raise CorpusError(f"{file}: a symbolic link to a file outside the corpus folder, not followed "
+                          "(follow_symlinks=True, or mhop index --follow-symlinks, follows it)")
     try:
         size = file.stat().st_size
     except OSError as exc:
-        return f"{file}: cannot be read ({exc.strerror or exc})"
+        raise CorpusError(f"{file}: cannot be read ({exc.strerror or exc})") from None
     if max_file_bytes is not None and size > max_file_bytes:
-        return (f"{file}: {size:,} bytes, over the {max_file_bytes:,}-byte limit of a corpus file "
-                "(max_file_bytes= raises it)")
-    return None
+        raise CorpusError(f"{file}: {size:,} bytes, over the {max_file_bytes:,}-byte limit of a corpus file "
+                          "(max_file_bytes= raises it)")
 
 
 def _skipped(path: Path, reason: str, empty: bool = False) -> SkippedFile:
-    # A file name is untrusted text. The mark lets the mhop command, which lists skipped files itself, leave this
-    # line out.
+    # A file name is untrusted text. The mark lets the mhop command, which lists skipped files, drop the line.
     logger.warning("skipped %s", escape_controls(reason), extra={SKIP_MARK: True})
     return SkippedFile(path, reason, empty)
 
 
-def _read_folder(
-    path: Path, strict: bool, follow_symlinks: bool, max_file_bytes: int | None
-) -> tuple[list[Document], list[SkippedFile]]:
+def _read_folder(path: Path, strict: bool, follow_symlinks: bool,
+                 max_file_bytes: int | None) -> tuple[list[Document], list[SkippedFile]]:
     docs: list[Document] = []
     skipped: list[SkippedFile] = []
     root = path.resolve()  # a skipped file's path is absolute, whatever the folder was given as
@@ -189,9 +178,7 @@ def _read_folder(
             if file in beside_texts:
                 raise CorpusError(f"{file}: a JSON corpus file among text files is not read (a folder is read as "
                                   "its text files, or as its JSON files when it has no text file)")
-            reason = _not_read(file, root, follow_symlinks, max_file_bytes)
-            if reason is not None:
-                raise CorpusError(reason)
+            _check_readable(file, root, follow_symlinks, max_file_bytes)
             read = _read_file(file, relative.as_posix())
         except CorpusError as exc:
             if strict:
@@ -249,8 +236,7 @@ def no_text_error(source: Any, skipped: Sequence[SkippedFile]) -> CorpusError:
 
 def load_documents(
     source: str | os.PathLike[str] | Sequence[Document], strict: bool = False, follow_symlinks: bool = False,
-    max_file_bytes: int | None = DEFAULT_MAX_FILE_BYTES,
-) -> list[Document]:
+    max_file_bytes: int | None = DEFAULT_MAX_FILE_BYTES) -> list[Document]:
     """The documents of :func:`read_corpus` (CorpusError as it raises)."""
     return read_corpus(source, strict, follow_symlinks, max_file_bytes)[0]
 
@@ -266,9 +252,8 @@ class PassageChunker(TransformComponent):
         return list(chunk_documents(nodes, self.chunk_size, self.chunk_overlap))  # type: ignore[arg-type]
 
 
-def chunk_documents(
-    documents: Iterable[Document], chunk_size: int = DEFAULT_CHUNK_SIZE, chunk_overlap: int = DEFAULT_CHUNK_OVERLAP
-) -> list[TextNode]:
+def chunk_documents(documents: Iterable[Document], chunk_size: int = DEFAULT_CHUNK_SIZE,
+                    chunk_overlap: int = DEFAULT_CHUNK_OVERLAP) -> list[TextNode]:
     """Split documents into passages with content-derived ids (a long document becomes several passages)."""
     splitter = SentenceSplitter(chunk_size=chunk_size, chunk_overlap=chunk_overlap)
     nodes: list[TextNode] = []

@@ -89,15 +89,13 @@ def load_embed_model(spec: str | os.PathLike[str] | None) -> BaseEmbedding | Non
     try:
         return HuggingFaceEmbedding(model_name=str(spec), device="cpu", normalize=True)
     except Exception as exc:  # transformers raises OSError, ValueError or its own errors for a missing model
-        raise FileNotFoundError(
-            f"embedder {str(spec)!r} is neither a model directory nor a model on disk ({type(exc).__name__})"
-        ) from exc
+        raise FileNotFoundError(f"embedder {str(spec)!r} is neither a model directory nor a model on disk "
+                                f"({type(exc).__name__})") from exc
 
 
-def default_chroma_client(
-    path: str | os.PathLike[str] | None = None, host: str | None = None, port: int | None = None,
-    timeout: float = DEFAULT_CHROMA_TIMEOUT, read_only: bool = False,
-) -> chromadb.ClientAPI:
+def default_chroma_client(path: str | os.PathLike[str] | None = None, host: str | None = None,
+                          port: int | None = None, timeout: float = DEFAULT_CHROMA_TIMEOUT,
+                          read_only: bool = False) -> chromadb.ClientAPI:
     """A Chroma client: ``HttpClient`` for ``host`` (default ``MHOP_CHROMA_HOST``; ``port``, ``MHOP_CHROMA_PORT`` or
     8000), whose requests fail after ``timeout`` seconds; else ``PersistentClient`` at ``path`` (``./.mhop/chroma``).
     With ``read_only``, an embedded store that cannot be written is read from a temporary copy, removed at exit.
@@ -105,13 +103,17 @@ def default_chroma_client(
     import chromadb
     from chromadb.config import Settings
 
-    host = host or os.environ.get("MHOP_CHROMA_HOST") or None
+    settings = Settings(anonymized_telemetry=False)
+    host = host or os.environ.get("MHOP_CHROMA_HOST")
     if host:
+        import httpx
+
         port = int(port or os.environ.get("MHOP_CHROMA_PORT") or 8000)
-        settings = Settings(anonymized_telemetry=False)
         try:
             client = _connect_within(timeout, lambda: chromadb.HttpClient(host=host, port=port, settings=settings))
-            _bound_requests(client, timeout)
+            session = http_session(client)
+            if isinstance(session, httpx.Client):  # chromadb's own requests would wait forever
+                session.timeout = httpx.Timeout(timeout, connect=min(timeout, 5.0))
             client.heartbeat()
         except Exception as exc:  # chromadb raises several transport errors; name the server either way
             raise ConnectionError(f"Chroma server at http://{host}:{port} is not reachable: {exc}") from exc
@@ -125,10 +127,10 @@ def default_chroma_client(
     elif problem is not None:
         raise ReadOnlyStoreError.of(path, problem)
     try:
-        return chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
+        return chromadb.PersistentClient(path=str(path), settings=settings)
     except InternalError as exc:  # Chroma opens its SQLite file here: a truncated or zeroed one fails now
-        raise ValueError(f"{path / 'chroma.sqlite3'}: not a readable Chroma store ({exc}); restore the folder from "
-                         "a copy, or index again into a new --chroma-path") from None
+        raise ValueError(f"{path / CHROMA_DATABASE}: not a readable Chroma store ({exc}); restore the folder "
+                         "from a copy, or index again into a new --chroma-path") from None
 
 
 def _unwritable(path: Path) -> OSError | None:
@@ -172,14 +174,6 @@ def _connect_within(timeout: float, connect: Callable[[], T]) -> T:
     if "error" in outcome:
         raise outcome["error"]
     return outcome["client"]
-
-
-def _bound_requests(client: Any, timeout: float) -> None:
-    import httpx
-
-    session = http_session(client)
-    if isinstance(session, httpx.Client):
-        session.timeout = httpx.Timeout(timeout, connect=min(timeout, 5.0))
 
 
 def describe_client(client: Any) -> str:

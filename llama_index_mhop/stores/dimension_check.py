@@ -43,16 +43,12 @@ def embedder_name(embed_model: BaseEmbedding) -> str:
 
 def check_embedding_dimension(collection: Any, embed_model: BaseEmbedding) -> None:
     """Raise a one-line EmbeddingDimensionError when ``embed_model``'s dimension differs from the stored vectors'."""
-    if collection.count() == 0:
-        return
-    stored = collection.peek(limit=1)["embeddings"]
+    stored = collection.peek(limit=1)["embeddings"] if collection.count() else None
     if stored is None or len(stored) == 0:
         return
-    expected = len(stored[0])
-    got = embedding_dimension(embed_model)
+    expected, got = len(stored[0]), embedding_dimension(embed_model)
     if got != expected:
         raise EmbeddingDimensionError(
             f"the collection {collection.name!r} holds {expected}-dimensional vectors but the embedder "
-            f"{embedder_name(embed_model)} gives {got}; "
-            "use the embedder the collection was built with (embed_model=; mhop: --embed-model)"
-        )
+            f"{embedder_name(embed_model)} gives {got}; use the embedder the collection was built with "
+            "(embed_model=; mhop: --embed-model)")

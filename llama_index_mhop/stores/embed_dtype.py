@@ -1,9 +1,8 @@
 """The arithmetic a local embedder runs in: float32, or bfloat16 on a CPU that multiplies bfloat16 natively.
-
 On a CPU with bfloat16 instructions (AVX-512 BF16, AMX) torch's autocast runs a graph index's many short-text
-embeddings about twice as fast, each vector within cosine 0.9999 of float32's; elsewhere bfloat16 is emulated and
-slower, so float32 is used (logged once at INFO). Autocast reaches only an embedder that runs torch in the calling
-thread; a process that has not imported torch never loads it for this."""
+embeddings about twice as fast, each vector within cosine 0.9999 of float32's; elsewhere bfloat16 is emulated
+and slower, so float32 is used (logged once at INFO). Autocast reaches only an embedder that runs torch in the
+calling thread; a process that has not imported torch never loads it for this."""
 
 from __future__ import annotations
 
@@ -43,19 +42,15 @@ def native_bfloat16() -> bool:
 @contextmanager
 def embedding_dtype(dtype: EmbedDType) -> Iterator[EmbedDType]:
     """Run the embedding calls inside the block in ``dtype``; yields the dtype actually used."""
-    if dtype == "float32" or "torch" not in sys.modules:
-        # Autocast reaches only torch code, and an embedder that runs torch has imported it: for any other,
-        # importing torch here would add its runtime to the process for nothing.
-        yield "float32"
-        return
-    if not native_bfloat16():
-        _note_emulated()
-        yield "float32"
-        return
-    import torch
+    if dtype != "float32" and "torch" in sys.modules:
+        if native_bfloat16():
+            import torch
 
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        yield "bfloat16"
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                yield "bfloat16"
+            return
+        _note_emulated()
+    yield "float32"
 
 
 @functools.cache

@@ -1,9 +1,9 @@
-"""The packaged all-MiniLM-L6-v2 sentence embedder (a 6-layer BERT encoder, mean pooling, L2 norm), run in numpy:
-torch's vectors (cosine 1.0 to six decimals) without the start-up of torch, transformers and sentence-transformers.
-"""
+"""The packaged all-MiniLM-L6-v2 sentence embedder (a 6-layer BERT encoder, mean pooling, L2 norm) in numpy:
+torch's vectors (cosine 1.0 to 6 decimals) without starting torch, transformers and sentence-transformers."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +33,10 @@ class MiniLMEmbedding(BaseEmbedding):
     def class_name(cls) -> str:
         return "MiniLMEmbedding"
 
-    def _get_query_embedding(self, query: str) -> list[float]:
-        return self._encoder.encode([query])[0].tolist()
-
     def _get_text_embedding(self, text: str) -> list[float]:
         return self._encoder.encode([text])[0].tolist()
+
+    _get_query_embedding = _get_text_embedding  # a query is embedded as any text
 
     def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
         return self._encoder.encode(texts).tolist()
@@ -53,8 +52,6 @@ class _Encoder:
     """Tokenizer, weights and the forward pass of a BERT encoder with mean pooling."""
 
     def __init__(self, folder: Path, max_length: int) -> None:
-        import json
-
         from safetensors.numpy import load_file
         from tokenizers import Tokenizer
 
@@ -135,8 +132,6 @@ class _Encoder:
 
 
 def _json(path: Path, missing: Any = None) -> Any:
-    import json
-
     return json.loads(path.read_text()) if path.is_file() else ({} if missing is None else missing)
 
 

@@ -11,23 +11,21 @@ from llama_index.core import Document, VectorStoreIndex
 from llama_index.vector_stores.chroma import ChromaVectorStore
 
 from ..rules.counters import count
-from .corpus import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, content_hash
-from .passage_rows import distinct_documents, documents_in_rows, versioned_nodes
+from .corpus import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
+from .passage_rows import distinct_documents, documents_in_rows, incoming_documents, versioned_nodes
 from .search import GuardedChromaVectorStore, collection_lock
-from .sync import IncomingDocument, plan_sync
+from .sync import plan_sync
 
 __all__ = ["PassageIndex", "passage_collection", "writing"]
 
 
 class PassageIndex(VectorStoreIndex):
-    """The package's Chroma passage index: a ``VectorStoreIndex`` whose document verbs keep one version of each
-    document.
+    """The package's Chroma passage index: a ``VectorStoreIndex`` that keeps one version of each document.
 
     LlamaIndex's ``insert``, ``refresh_ref_docs`` and ``update_ref_doc`` read a docstore that Chroma leaves empty,
     so an edited document's passages would be added beside the old ones. Here they read the passage rows (each
-    carries its document version's hash): a changed document's passages replace the old ones, an unchanged one is
-    not embedded again, and the rows are those a sync writes. ``chunk_size`` and ``chunk_overlap`` are the sync's.
-    """
+    carries its version's hash): a changed document's passages replace the old ones, an unchanged one is not
+    embedded again, and the rows are a sync's, cut by the sync's ``chunk_size`` and ``chunk_overlap``."""
 
     chunk_size: int = DEFAULT_CHUNK_SIZE
     chunk_overlap: int = DEFAULT_CHUNK_OVERLAP
@@ -35,8 +33,7 @@ class PassageIndex(VectorStoreIndex):
     def insert(self, document: Document, **insert_kwargs: Any) -> None:
         self._replace([document])
 
-    def update_ref_doc(self, document: Document, **update_kwargs: Any) -> None:
-        self._replace([document])
+    update_ref_doc = insert
 
     def refresh_ref_docs(self, documents: Sequence[Document], **update_kwargs: Any) -> list[bool]:
         """Index the new and changed documents; one flag per document, True where it was (re)indexed."""
@@ -45,8 +42,7 @@ class PassageIndex(VectorStoreIndex):
     async def ainsert(self, document: Document, **insert_kwargs: Any) -> None:
         await asyncio.to_thread(self._replace, [document])
 
-    async def aupdate_ref_doc(self, document: Document, **update_kwargs: Any) -> None:
-        await asyncio.to_thread(self._replace, [document])
+    aupdate_ref_doc = ainsert
 
     async def arefresh_ref_docs(self, documents: Sequence[Document], **update_kwargs: Any) -> list[bool]:
         return await asyncio.to_thread(self._replace, documents)
@@ -59,8 +55,7 @@ class PassageIndex(VectorStoreIndex):
             ids = [d.id_ for d in documents]
             rows = collection.get(where={"document_id": {"$in": ids}}, include=["metadatas"]) if ids else {}
             held = documents_in_rows(rows.get("metadatas") or [])
-            plan = plan_sync([IncomingDocument(d.id_, content_hash(str(d.metadata.get("title", "")), d.text))
-                              for d in documents], held)
+            plan = plan_sync(incoming_documents(documents), held)
             for doc_id in plan.updated:
                 collection.delete(where={"document_id": doc_id})
             changed = [d for d in documents if d.id_ in {*plan.added, *plan.updated}]

@@ -1,6 +1,5 @@
-"""What a passage row of the Chroma index records about its document (its id, the content hash and passage count of
-its version, the folder or file it came from): all a sync needs to know, written with each passage and read back.
-"""
+"""What a passage row of the Chroma index records about its document (its id, its version's content hash and
+passage count, the folder or file it came from): all a sync needs to know, written with each passage."""
 
 from __future__ import annotations
 
@@ -15,10 +14,10 @@ from llama_index.core.schema import TextNode
 
 from .chroma_batches import iter_all
 from .corpus import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, CorpusError, chunk_documents, content_hash
-from .sync import StoredDocument
+from .sync import IncomingDocument, StoredDocument
 
-__all__ = ["DOC_HASH_KEY", "DOC_PASSAGES_KEY", "SOURCE_KEY", "distinct_documents", "documents_in_rows", "passage_nodes",
-           "row_source", "stored_documents", "versioned_nodes"]
+__all__ = ["DOC_HASH_KEY", "DOC_PASSAGES_KEY", "SOURCE_KEY", "distinct_documents", "documents_in_rows",
+           "incoming_documents", "passage_nodes", "row_source", "stored_documents", "versioned_nodes"]
 
 #: Row metadata a sync reads: the document version's content hash, its passage count, and its source.
 DOC_HASH_KEY = "doc_hash"
@@ -26,8 +25,8 @@ DOC_PASSAGES_KEY = "doc_passages"
 SOURCE_KEY = "source"
 
 
-def row_source(source: str | os.PathLike[str] | Sequence[Document]) -> str | None:
-    """How rows name a folder or file source (its resolved path); None for a list of documents."""
+def row_source(source: str | os.PathLike[str] | Sequence[Document] | None) -> str | None:
+    """The resolved path by which rows name a folder or file source; None for a list of documents or None."""
     return str(Path(source).resolve()) if isinstance(source, (str, os.PathLike)) else None
 
 
@@ -50,12 +49,18 @@ def documents_in_rows(metadatas: Iterable[Any]) -> dict[str, StoredDocument]:
     return held
 
 
+def incoming_documents(documents: Iterable[Document]) -> list[IncomingDocument]:
+    """Each document as a sync plans it: its doc id and the content hash its rows carry."""
+    return [IncomingDocument(doc.id_, content_hash(str(doc.metadata.get("title", "")), doc.text))
+            for doc in documents]
+
+
 def versioned_nodes(documents: Sequence[Document], source: str | None, chunk_size: int,
                     chunk_overlap: int) -> list[TextNode]:
     """The passages of ``documents``, each tagged with its document's version, passage count and source."""
     nodes = chunk_documents(documents, chunk_size, chunk_overlap)
     per_doc = Counter(n.ref_doc_id for n in nodes)
-    versions = {d.id_: content_hash(str(d.metadata.get("title", "")), d.text) for d in documents}
+    versions = {d.doc_id: d.content_hash for d in incoming_documents(documents)}
     for node in nodes:
         tags: dict[str, Any] = {DOC_HASH_KEY: versions[node.ref_doc_id], DOC_PASSAGES_KEY: per_doc[node.ref_doc_id]}
         if source is not None:
@@ -68,12 +73,10 @@ def versioned_nodes(documents: Sequence[Document], source: str | None, chunk_siz
 
 def passage_nodes(
     documents: Sequence[Document], source: str | os.PathLike[str] | Sequence[Document] | None = None,
-    chunk_size: int = DEFAULT_CHUNK_SIZE, chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
-) -> list[TextNode]:
+    chunk_size: int = DEFAULT_CHUNK_SIZE, chunk_overlap: int = DEFAULT_CHUNK_OVERLAP) -> list[TextNode]:
     """The passages of ``documents`` exactly as this index stores them (ids and metadata), so the graph index's own
     passages are the same nodes: LlamaIndex's fusion merges nodes only when their ``node.hash`` (metadata too) match."""
-    return versioned_nodes(documents, row_source(source) if source is not None else None, chunk_size,
-                           chunk_overlap)
+    return versioned_nodes(documents, row_source(source), chunk_size, chunk_overlap)
 
 
 def distinct_documents(documents: Sequence[Document]) -> list[Document]:
@@ -83,11 +86,10 @@ def distinct_documents(documents: Sequence[Document]) -> list[Document]:
         CorpusError: two documents share a doc id but not their content."""
     versions: dict[str, str] = {}
     kept = []
-    for doc in documents:
-        version = content_hash(str(doc.metadata.get("title", "")), doc.text)
+    for doc, incoming in zip(documents, incoming_documents(documents), strict=True):
         if doc.id_ not in versions:
-            versions[doc.id_] = version
+            versions[doc.id_] = incoming.content_hash
             kept.append(doc)
-        elif versions[doc.id_] != version:
+        elif versions[doc.id_] != incoming.content_hash:
             raise CorpusError(f"two different documents share the doc id {doc.id_!r}; doc ids must be unique")
     return kept

@@ -1,9 +1,7 @@
-"""The sync rule every store of the package follows, as pure functions over document ids and content hashes.
-
-A document is known by its doc id (:func:`source_doc_ids`) and the hash of its content. Indexing adds the
-documents the store does not hold, replaces those whose stored content differs or is incomplete (an interrupted
-write), leaves the rest untouched, and, when mirroring a source, removes that source's documents gone from it.
-Every step of applying a :class:`SyncPlan` is idempotent, so applying it again after a crash converges."""
+"""The sync rule every store of the package follows, as pure functions over doc ids (:func:`source_doc_ids`)
+and content hashes: add the documents the store does not hold, replace those whose stored content differs or
+is incomplete (an interrupted write), leave the rest, and, when mirroring a source, remove its documents gone
+from it. Each step of applying a :class:`SyncPlan` is idempotent: run again after a crash, it converges."""
 
 from __future__ import annotations
 
@@ -36,10 +34,8 @@ class StoredDocument:
 
     def is_complete_version_of(self, incoming: IncomingDocument) -> bool:
         """True when exactly one version is stored, it is ``incoming``'s, and none of its passages is missing."""
-        return (
-            set(self.passages_by_hash) == {incoming.content_hash}
-            and self.passages_by_hash[incoming.content_hash] == self.expected_passages
-        )
+        return (set(self.passages_by_hash) == {incoming.content_hash}
+                and self.passages_by_hash[incoming.content_hash] == self.expected_passages)
 
 
 @dataclass(frozen=True)
@@ -80,9 +76,8 @@ def plan_sync(incoming: Sequence[IncomingDocument], stored: Mapping[str, StoredD
             unchanged.append(doc.doc_id)
         else:
             updated.append(doc.doc_id)
-    removed = []
-    if mirror_source is not None:
-        removed = sorted(d for d, held in stored.items() if held.source == mirror_source and d not in seen)
+    removed = [] if mirror_source is None else sorted(
+        d for d, held in stored.items() if held.source == mirror_source and d not in seen)
     return SyncPlan(tuple(added), tuple(updated), tuple(removed), tuple(unchanged))
 
 
@@ -99,10 +94,8 @@ def source_doc_ids(doc_ids: Iterable[str], stored: Mapping[str, StoredDocument],
         if held_qualified is not None and held_qualified.source != source:
             raise ValueError(f"{doc_id!r} of {source} clashes with {qualified!r} indexed from "
                               f"{held_qualified.source or 'the API'}; delete one of them first (mhop delete)")
-        if held_qualified is None and (held is None or held.source == source):
-            chosen[doc_id] = doc_id
-        else:
-            chosen[doc_id] = qualified
+        keeps_id = held_qualified is None and (held is None or held.source == source)
+        chosen[doc_id] = doc_id if keeps_id else qualified
     return chosen
 
 

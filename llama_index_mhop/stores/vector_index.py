@@ -1,5 +1,4 @@
 """The Chroma passage index: kept in step with a corpus, guarded against half-done syncs, opened again later.
-
 Each passage row records its document's id, version and source (:mod:`~llama_index_mhop.stores.passage_rows`), so no
 registry is kept beside the store; an embedder is checked against the stored vectors first."""
 
@@ -28,7 +27,6 @@ from .corpus import (
     CorpusError,
     PassageChunker,
     SkippedFile,
-    content_hash,
     no_text_error,
     read_corpus,
 )
@@ -37,21 +35,14 @@ from .passage_index import PassageIndex, passage_collection, writing
 from .passage_rows import (
     SOURCE_KEY,
     distinct_documents,
+    incoming_documents,
     passage_nodes,
     row_source,
     stored_documents,
     versioned_nodes,
 )
 from .search import GuardedChromaVectorStore, collection_lock
-from .sync import (
-    IncomingDocument,
-    StoredDocument,
-    SyncPlan,
-    UnknownDocumentError,
-    match_doc_ids,
-    plan_sync,
-    source_doc_ids,
-)
+from .sync import StoredDocument, SyncPlan, UnknownDocumentError, match_doc_ids, plan_sync, source_doc_ids
 
 __all__ = ["DEFAULT_COLLECTION", "EmbeddingDimensionError", "IndexingInterrupted", "PassageIndex", "SyncResult",
            "all_passages", "build_vector_index", "delete_documents", "describe_collection", "load_vector_index",
@@ -64,10 +55,6 @@ DEFAULT_COLLECTION = "mhop_passages"
 
 class IndexingInterrupted(RuntimeError):
     """The store failed part-way through indexing. What was written is kept; indexing again resumes."""
-
-
-def _chroma_collection(client: Any, name: str) -> Any:
-    return client.get_or_create_collection(name, metadata={"hnsw:space": "cosine"})
 
 
 def _existing_collection(client: Any, name: str) -> Any:
@@ -91,8 +78,7 @@ def sync_vector_index(
     embed_model: BaseEmbedding | None = None, chunk_size: int = DEFAULT_CHUNK_SIZE,
     chunk_overlap: int = DEFAULT_CHUNK_OVERLAP, show_progress: bool = True, insert_batch_size: int = 256,
     delete_missing: bool = False, strict: bool = False, follow_symlinks: bool = False,
-    max_file_bytes: int | None = DEFAULT_MAX_FILE_BYTES,
-) -> SyncResult:
+    max_file_bytes: int | None = DEFAULT_MAX_FILE_BYTES) -> SyncResult:
     """Bring the Chroma passage collection in step with a corpus (the rule of :mod:`llama_index_mhop.stores.sync`).
 
     New documents are added, changed ones replaced, unchanged ones left alone (not embedded again); with
@@ -117,11 +103,10 @@ def sync_vector_index(
         raise ValueError("delete_missing needs a folder or file source: a list of documents has no 'missing'")
     client = chroma_client if chroma_client is not None else default_chroma_client(persist_path)
     embed_model = resolve_embed_model(embed_model)
-    collection = _chroma_collection(client, collection_name)
+    collection = client.get_or_create_collection(collection_name, metadata={"hnsw:space": "cosine"})
     store = GuardedChromaVectorStore.over(client, collection)
-    index = PassageIndex.from_vector_store(store, embed_model=embed_model,
-                                           transformations=[PassageChunker(chunk_size=chunk_size,
-                                                                           chunk_overlap=chunk_overlap)])
+    chunker = PassageChunker(chunk_size=chunk_size, chunk_overlap=chunk_overlap)
+    index = PassageIndex.from_vector_store(store, embed_model=embed_model, transformations=[chunker])
     index.chunk_size, index.chunk_overlap = chunk_size, chunk_overlap
     with collection_lock(collection).write():
         held = stored_documents(collection)
@@ -133,11 +118,8 @@ def sync_vector_index(
                 doc.id_ = stored_as[doc.id_]
         # A file that was not read this time is not gone: its indexed version stays.
         unread = _unread_doc_ids(collection, skipped, source_key, held)
-        plan = plan_sync(
-            [IncomingDocument(d.id_, content_hash(str(d.metadata.get("title", "")), d.text)) for d in documents],
-            {doc_id: doc for doc_id, doc in held.items() if doc_id not in unread},
-            mirror_source=source_key if delete_missing else None,
-        )
+        plan = plan_sync(incoming_documents(documents), {i: d for i, d in held.items() if i not in unread},
+                         mirror_source=source_key if delete_missing else None)
         logger.info("%s: %s", collection_name, plan.counts())
         changed = set(plan.added) | set(plan.updated)
         nodes = versioned_nodes([d for d in documents if d.id_ in changed], source_key, chunk_size, chunk_overlap)
@@ -148,7 +130,9 @@ def sync_vector_index(
             for doc_id in (*plan.removed, *plan.updated):
                 collection.delete(where={"document_id": doc_id})
             _insert(index, nodes, client, collection_name, insert_batch_size, show_progress)
-        _record_sync(client, collection_name, plan)
+        at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        sync_log(client, collection_name).upsert(ids=["last"], embeddings=[[0.0]],
+                                                 metadatas=[{"at": at, **plan.counts()}])
     count("documents_indexed", len(changed))
     count("documents_removed", len(plan.removed))
     return SyncResult(index, plan, tuple(skipped))
@@ -171,25 +155,15 @@ def _unread_doc_ids(collection: Any, skipped: Sequence[SkippedFile], source_key:
     return unread
 
 
-def _record_sync(client: Any, collection_name: str, plan: SyncPlan) -> None:
-    at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    sync_log(client, collection_name).upsert(ids=["last"], embeddings=[[0.0]],
-                                                metadatas=[{"at": at, **plan.counts()}])
-
-
 def describe_collection(client: Any, collection_name: str = DEFAULT_COLLECTION) -> dict[str, Any]:
     """What a passage collection holds: documents, passages, sources, and the time and counts of the last sync
     (CorpusError when there is no such collection)."""
     collection = _existing_collection(client, collection_name)
     held = stored_documents(collection)
     last = sync_log(client, collection_name).get(ids=["last"], include=["metadatas"])["metadatas"]
-    return {
-        "collection": collection_name,
-        "documents": len(held),
-        "passages": collection.count(),
-        "sources": sorted({d.source for d in held.values() if d.source}),
-        "last_sync": dict(last[0]) if last else None,
-    }
+    return {"collection": collection_name, "documents": len(held), "passages": collection.count(),
+            "sources": sorted({d.source for d in held.values() if d.source}),
+            "last_sync": dict(last[0]) if last else None}
 
 
 def _insert(index: VectorStoreIndex, nodes: list[TextNode], client: Any, name: str, batch_size: int,
@@ -226,10 +200,9 @@ def delete_documents(index: VectorStoreIndex, doc_ids: Sequence[str],
     return resolved
 
 
-def load_vector_index(
-    collection_name: str = DEFAULT_COLLECTION, chroma_client: Any = None,
-    persist_path: str | os.PathLike[str] | None = None, embed_model: BaseEmbedding | None = None,
-) -> PassageIndex:
+def load_vector_index(collection_name: str = DEFAULT_COLLECTION, chroma_client: Any = None,
+                      persist_path: str | os.PathLike[str] | None = None,
+                      embed_model: BaseEmbedding | None = None) -> PassageIndex:
     """Open an existing Chroma passage collection as a ``VectorStoreIndex``; an embedder
     (:func:`~llama_index_mhop.stores.defaults.resolve_embed_model`) that does not fit it is refused here.
 
