@@ -41,13 +41,8 @@ class GraphEntry:
                           title_entities=self.title_entities)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "entities": self.entities,
-            "facts": {f: list(t) for f, t in self.facts.items()},
-            "ref_doc_id": self.ref_doc_id,
-            "title": self.title,
-            "title_entities": list(self.title_entities),
-        }
+        return {"entities": self.entities, "facts": {f: list(t) for f, t in self.facts.items()},
+                "ref_doc_id": self.ref_doc_id, "title": self.title, "title_entities": list(self.title_entities)}
 
     @classmethod
     def from_json(cls, record: dict[str, Any], where: str, field: str) -> GraphEntry:

@@ -13,18 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = [
-    "FACTS",
-    "NO_NODE",
-    "PLAIN",
-    "SYNONYMY",
-    "SYNONYMY_SCALE",
-    "TITLE",
-    "EdgeStore",
-    "NodeTable",
-    "PassageRecord",
-    "SynonymList",
-]
+__all__ = ["FACTS", "NO_NODE", "PLAIN", "SYNONYMY", "SYNONYMY_SCALE", "TITLE", "EdgeStore", "NodeTable", "PassageRecord",
+           "SynonymList"]
 
 FACTS, SYNONYMY, PLAIN, TITLE = range(4)
 _CHANNELS = 4
@@ -173,11 +163,8 @@ class NodeTable:
         table._kinds = np.array(kinds, dtype=np.int8)
         table._free = [int(s) for s in free]
         live = [i for i, k in enumerate(table._keys) if k is not None]
-        if (
-            len(table._slot) != len(live)
-            or sorted(table._free) != [i for i, k in enumerate(table._keys) if k is None]
-            or bool((table._kinds[live] == NO_NODE).any())
-        ):
+        if (len(table._slot) != len(live) or sorted(table._free) != [i for i, k in enumerate(table._keys) if k is None]
+                or bool((table._kinds[live] == NO_NODE).any())):
             raise ValueError("node table is inconsistent: duplicate keys, or free and used slots disagree")
         return table
 

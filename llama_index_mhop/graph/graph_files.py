@@ -39,18 +39,8 @@ from .layout import TABLES_FILE
 if TYPE_CHECKING:
     import networkx as nx
 
-__all__ = [
-    "ARRAY_FORMAT_VERSION",
-    "TABLES_FILE",
-    "check_saved_array",
-    "cycle_collection_paused",
-    "graph_to_networkx",
-    "load_graph_tables",
-    "saved_tables_digest",
-    "open_graph_files",
-    "open_structure",
-    "save_graph",
-]
+__all__ = ["ARRAY_FORMAT_VERSION", "TABLES_FILE", "check_saved_array", "cycle_collection_paused", "graph_to_networkx",
+           "load_graph_tables", "open_graph_files", "open_structure", "save_graph", "saved_tables_digest"]
 
 #: 2: the records in ``tables.json`` (still read); 3: the records as arrays.
 ARRAY_FORMAT_VERSION = 3
@@ -185,11 +175,8 @@ def _records_from_arrays(arrays: Mapping[str, np.ndarray], sizes: Mapping[str, i
     fact_columns = [strings(sizes["facts"]) for _ in range(4)]
     n = sizes["passages"]
     pids, titles, refs, entities, facts, title_entities = strings(n), strings(n), lists(n), lists(n), lists(n), lists(n)
-    synonym_ids = strings(sizes["synonyms"])
-    others = lists(sizes["synonyms"])
-    keys = strings(sizes["nodes"])
-    free = numbers(sizes["free_slots"])
-    similarities = arrays["similarities"]
+    synonym_ids, others = strings(sizes["synonyms"]), lists(sizes["synonyms"])
+    keys, free, similarities = strings(sizes["nodes"]), numbers(sizes["free_slots"]), arrays["similarities"]
     if at["text"] != len(ends) or at["count"] != len(counts) or len(similarities) != sum(map(len, others)):
         raise ValueError("the arrays hold more than the tables")
     ends_of = itertools.accumulate(map(len, others))
@@ -296,18 +283,14 @@ def _open_arrays(folder: Path, tables: dict[str, Any], mmap: bool) -> dict[str, 
               for stem, (dtype, ndim) in _DTYPES.items() if stem in names}
     if "text" in names:
         try:
+            sizes = tables.get("sizes")
+            if not isinstance(sizes, dict) or set(sizes) != set(_SIZES):
+                raise ValueError(f"sizes: expected the row counts of {', '.join(_SIZES)}")
             with cycle_collection_paused():
-                tables.update(_records_from_arrays(arrays, _sizes(tables)))
+                tables.update(_records_from_arrays(arrays, sizes))
         except (KeyError, ValueError, UnicodeDecodeError) as exc:
             raise DamagedFileError(f"{folder}: the record arrays do not hold what tables.json says ({exc})") from None
     return arrays
-
-
-def _sizes(tables: Mapping[str, Any]) -> dict[str, int]:
-    sizes = tables.get("sizes")
-    if not isinstance(sizes, dict) or set(sizes) != set(_SIZES):
-        raise ValueError(f"sizes: expected the row counts of {', '.join(_SIZES)}")
-    return sizes
 
 
 def open_graph_files(folder: str | Path, mmap: bool) -> tuple[dict[str, Any], dict[str, np.ndarray], str]:

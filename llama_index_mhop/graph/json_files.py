@@ -24,7 +24,7 @@ from .graph_arrays import PassageRecord, SynonymList
 
 __all__ = ["DamagedFileError", "Edge", "GraphTables", "check_digest", "check_fact_entities", "check_field",
            "check_file_digest", "check_json_records", "check_links", "check_listed", "check_model", "check_value",
-           "content_hash", "digest_trailer", "file_digest", "graph_dict", "load_array", "packed_synonyms",
+           "content_hash", "file_digest", "graph_dict", "load_array", "packed_synonyms",
            "parse_json", "read_json_file", "read_json_object", "write_json"]
 
 _NAMES = {dict: "an object", list: "a list", str: "a string", int: "an integer", type(None): "null"}
@@ -62,11 +62,6 @@ def check_file_digest(path: Path, recorded: str) -> None:
 def _mismatch(path: Path) -> DamagedFileError:
     return DamagedFileError(f"{path}: its bytes do not match the digest recorded when it was written (damaged or "
                             "replaced)")
-
-
-def digest_trailer(digest: Any) -> str:
-    """The last member of a JSON object and its closing brace: the digest of every byte written before it."""
-    return f',"digest":"{digest.hexdigest()}"}}'
 
 
 def check_digest(data: bytes, path: Path) -> str:
@@ -146,11 +141,11 @@ _EXPECTED = {"dict_type": "an object", "model_type": "an object", "list_type": "
 
 
 def write_json(path: Path, data: dict[str, Any]) -> str:
-    """Write a JSON object atomically (:func:`~..rules.atomic_files.write_atomic`), its digest recorded at its end
-    (:func:`digest_trailer`), and return the digest of the file's bytes."""
+    """Write a JSON object atomically (:func:`~..rules.atomic_files.write_atomic`), ending with a ``digest`` member
+    that hashes every byte before it, and return the digest of the file's bytes."""
     body = json.dumps({key: value for key, value in data.items() if key != "digest"}, ensure_ascii=False).encode()
     if body != b"{}":  # the digest follows the last member
-        body = body[:-1] + digest_trailer(content_hash(body[:-1])).encode()
+        body = body[:-1] + f',"digest":"{content_hash(body[:-1]).hexdigest()}"}}'.encode()
     write_atomic(path, body)
     return content_hash(body).hexdigest()
 
@@ -218,37 +213,25 @@ class GraphTables:
         """The records :meth:`to_json` wrote, ids and predicates interned (each held once).
 
         Raises ValueError for a record of the wrong shape."""
-        try:
-            return cls._from_records(data)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"graph tables: malformed record ({exc})") from None
-
-    @classmethod
-    def _from_records(cls, data: Mapping[str, Any]) -> GraphTables:
         one = sys.intern
 
         def ids(values: Sequence[str]) -> tuple[str, ...]:
             return tuple(map(one, values))
 
-        entity_names = {one(k): v for k, v in data["entities"].items()}
-        facts = {one(k): (one(s), one(p), one(o)) for k, (s, p, o) in data["facts"].items()}
-        passages = {
-            one(pid): rec if isinstance(rec, PassageRecord) else PassageRecord(
-                ids(rec["entities"]), ids(rec["facts"]),
-                None if rec.get("ref_doc_id") is None else one(rec["ref_doc_id"]), rec.get("title", ""),
-                ids(rec.get("title_entities", ())))
-            for pid, rec in data["passages"].items()
-        }
-        return cls(
-            config=dict(data.get("config", {})),
-            version=int(data.get("version", 0)),
-            entity_names=entity_names,
-            facts=facts,
-            passages=passages,
-            synonyms={one(e): lst if isinstance(lst, SynonymList) else packed_synonyms(e, lst)
-                      for e, lst in data.get("synonyms", {}).items()},
-            stale_synonyms={one(e) for e in data.get("stale_synonyms", [])},
-        )
+        try:
+            entity_names = {one(k): v for k, v in data["entities"].items()}
+            facts = {one(k): (one(s), one(p), one(o)) for k, (s, p, o) in data["facts"].items()}
+            passages = {one(pid): rec if isinstance(rec, PassageRecord) else PassageRecord(
+                            ids(rec["entities"]), ids(rec["facts"]),
+                            None if rec.get("ref_doc_id") is None else one(rec["ref_doc_id"]), rec.get("title", ""),
+                            ids(rec.get("title_entities", ())))
+                        for pid, rec in data["passages"].items()}
+            return cls(dict(data.get("config", {})), int(data.get("version", 0)), entity_names, facts, passages,
+                       {one(e): lst if isinstance(lst, SynonymList) else packed_synonyms(e, lst)
+                        for e, lst in data.get("synonyms", {}).items()},
+                       {one(e) for e in data.get("stale_synonyms", [])})
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"graph tables: malformed record ({exc})") from None
 
     def node_list(self) -> list[list[str]]:
         """Every node as ``[key, kind, name]`` (a passage's name is its title), sorted."""

@@ -291,9 +291,8 @@ class KnowledgeGraph(SynonymLists):
             pairs, _, weight = self._edge_weights()
             keep = weight > 0
             edges = np.stack([position[pairs[keep, 0]], position[pairs[keep, 1]]], axis=1)
-            self._pagerank = PageRankGraph.from_edges(
-                len(nodes), edges, weight[keep], nodes=nodes, damping=damping, version=self.version
-            )
+            self._pagerank = PageRankGraph.from_edges(len(nodes), edges, weight[keep], nodes=nodes, damping=damping,
+                                                      version=self.version)
         return self._pagerank
 
     def node_order(self) -> list[str]:
@@ -363,16 +362,6 @@ class KnowledgeGraph(SynonymLists):
         return graph
 
     @classmethod
-    def from_tables(cls, tables: GraphTables) -> KnowledgeGraph:
-        """A graph of these records, built as a fresh build (``ValueError``: a record names an unknown entity)."""
-        graph = cls._with_records(tables)
-        try:
-            graph._rebuild_structure()
-        except KeyError as exc:
-            raise ValueError(f"graph file is inconsistent: a passage or fact names an unknown entity ({exc})") from exc
-        return graph
-
-    @classmethod
     def from_files(cls, folder: str | Path, data: Mapping[str, Any], arrays: Mapping[str, np.ndarray],
                    digest: str | None = None) -> KnowledgeGraph:
         """A graph from the files :func:`~.graph_files.open_graph_files` opened, checked (``ValueError``)."""
@@ -397,7 +386,11 @@ class KnowledgeGraph(SynonymLists):
         """Rebuild a graph from :meth:`to_dict` output (``ValueError``: unknown version, or lists that disagree)."""
         if (version := data.get("format_version")) != GRAPH_FORMAT_VERSION:
             raise ValueError(f"unsupported graph format version {version!r} (this code reads {GRAPH_FORMAT_VERSION})")
-        graph = cls.from_tables(GraphTables.from_json(data))
+        graph = cls._with_records(GraphTables.from_json(data))
+        try:
+            graph._rebuild_structure()
+        except KeyError as exc:
+            raise ValueError(f"graph file is inconsistent: a passage or fact names an unknown entity ({exc})") from exc
         check_listed(data, graph.tables(), graph.edge_list())
         return graph
 

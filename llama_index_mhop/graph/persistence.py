@@ -124,10 +124,8 @@ def _read_config(path: Path) -> dict[str, Any]:
         raise _damaged(exc) from None
     where = str(path)
     if config.get("format_version") not in _READABLE_VERSIONS:
-        raise ValueError(
-            f"{where}: unsupported format version {config.get('format_version')!r} "
-            f"(this code reads {', '.join(map(str, _READABLE_VERSIONS))})"
-        )
+        raise ValueError(f"{where}: unsupported format version {config.get('format_version')!r} "
+                         f"(this code reads {', '.join(map(str, _READABLE_VERSIONS))})")
     try:
         check_model(_Config, config, where)
     except ValueError as exc:
@@ -167,10 +165,8 @@ class SavedConfig:
         name = self.config["name"]
         missing = missing_collections(client, self.collection_prefix or name)
         if missing:
-            raise ValueError(
-                f"{self.root / CONFIG_FILE}: name: {describe_client(client)} has no collection {missing[0]!r} of "
-                f"index {name!r}: pass the chroma_client the index was built with"
-            )
+            raise ValueError(f"{self.root / CONFIG_FILE}: name: {describe_client(client)} has no collection "
+                             f"{missing[0]!r} of index {name!r}: pass the chroma_client the index was built with")
         return client, mode
 
     def open_stores(self, chroma_client: Any, embed_model: BaseEmbedding) -> GraphStores:
@@ -398,10 +394,8 @@ def finish_reopen(stores: GraphStores, saved: SavedIndex) -> None:
         return
     stored = stores.passages.count()
     if saved.graph.num_passages and stored < saved.graph.num_passages:
-        raise ValueError(
-            f"the Chroma collection {stores.passages.name!r} holds {stored} passages but the graph in "
-            f"{saved.root} has {saved.graph.num_passages}: pass the chroma_client the index was built with"
-        )
+        raise ValueError(f"the Chroma collection {stores.passages.name!r} holds {stored} passages but the graph in "
+                         f"{saved.root} has {saved.graph.num_passages}: pass the chroma_client the index was built with")
 
 
 def _collection(client: Any, name: str, root: Path) -> Any:
@@ -413,7 +407,6 @@ def _collection(client: Any, name: str, root: Path) -> Any:
     try:
         return client.get_collection(name)
     except NotFoundError:
-        raise ValueError(
-            f"{root / CONFIG_FILE}: {describe_client(client)} has no collection {name!r}, the vector index "
-            "collection the graph reads its passages from: pass the chroma_client the index was built with"
-        ) from None
+        raise ValueError(f"{root / CONFIG_FILE}: {describe_client(client)} has no collection {name!r}, the vector "
+                         "index collection the graph reads its passages from: pass the chroma_client the index was "
+                         "built with") from None

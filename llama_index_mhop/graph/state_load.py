@@ -104,8 +104,7 @@ def _open(folder: Path) -> Snapshot:
     check_model(_Manifest, data, where)
     manifest = _Manifest.model_validate(data)
     check_folder_digests(folder, manifest.files, SNAPSHOT_MANIFEST)
-    version, passages, entities, facts, edges = (manifest.version, manifest.passages, manifest.entities,
-                                                 manifest.facts, manifest.edges)
+    passages, entities, facts, edges = manifest.passages, manifest.entities, manifest.facts, manifest.edges
     lengths = {"passage_ids": passages, "entity_ids": entities, "entity_names": entities, "fact_ids": facts,
                "predicates": facts}
     strings = {name: StringColumn.open(folder, name, length) for name, length in lengths.items()}
@@ -122,9 +121,8 @@ def _open(folder: Path) -> Snapshot:
     if (entities and (name_order.min() < 0 or name_order.max() >= entities)) or (
             facts and (fact_nodes.min() < passages or fact_nodes.max() >= nodes)):
         raise ValueError(f"{folder}: node numbers out of range")
-    symmetric = manifest.symmetric
     walk = WalkMatrices(open_csr(folder, "transition", nodes, edges), open_csr(folder, "walk", nodes, edges),
-                        array("out_weight", np.float64, (nodes,)), symmetric)
+                        array("out_weight", np.float64, (nodes,)), manifest.symmetric)
     passage_matrix = load_array(folder / SNAPSHOT_LINKS["passage_matrix"], np.float32, 2, mmap=True)
     if manifest.fact_vectors == "sum":
         fact_matrix: np.ndarray | VectorSum = VectorSum(np.array(array("fact_total", np.float64,
@@ -140,7 +138,7 @@ def _open(folder: Path) -> Snapshot:
     columns = StateColumns(strings["passage_ids"], strings["entity_ids"], strings["entity_names"], name_order,
                            array("passage_counts", np.float64, (nodes,)), strings["fact_ids"], strings["predicates"],
                            fact_nodes)
-    return Snapshot(version, columns, passage_matrix, fact_matrix, texts, walk)
+    return Snapshot(manifest.version, columns, passage_matrix, fact_matrix, texts, walk)
 
 
 def _passage_rows(stores: GraphStores, passage_ids: list[str],
@@ -247,15 +245,13 @@ def open_saved_state(state_folder: Path, digest: str, stores: GraphStores, dampi
     snapshot = open_snapshot(state_folder, digest)
     if snapshot is None:
         return None
-    columns = snapshot.columns
     pagerank = PageRankGraph(snapshot.walk, damping=damping, version=snapshot.version)
-    return build_state(snapshot.version, columns, snapshot.passage_matrix, snapshot.fact_matrix,
+    return build_state(snapshot.version, snapshot.columns, snapshot.passage_matrix, snapshot.fact_matrix,
                        snapshot.passage_texts, pagerank, stores, walk=walk, basis_folder=basis_folder,
                        state_folder=state_folder)
 
 
-def build_state(version: int, columns: StateColumns, passage_matrix: np.ndarray,
-                fact_matrix: np.ndarray | VectorSum,
+def build_state(version: int, columns: StateColumns, passage_matrix: np.ndarray, fact_matrix: np.ndarray | VectorSum,
                 passage_texts: PassageRecords, pagerank: PageRankGraph, stores: GraphStores, *,
                 walk: WalkSettings | None = None, basis_folder: Path | None = None,
                 state_folder: Path | None = None) -> RetrievalState:
@@ -272,17 +268,9 @@ def build_state(version: int, columns: StateColumns, passage_matrix: np.ndarray,
     graph_walk = GraphWalk.load(pagerank, first_entity, passage_vectors.matrix, settings, basis_folder, state_folder)
     settings.log_paths(passage_vectors, fact_vectors, graph_walk)
     return RetrievalState(
-        version=version,
-        passage_ids=columns.passage_ids,
-        passage_vectors=passage_vectors,
-        entity_ids=columns.entity_ids,
-        entity_names=columns.entity_names,
+        version=version, passage_ids=columns.passage_ids, passage_vectors=passage_vectors,
+        entity_ids=columns.entity_ids, entity_names=columns.entity_names,
         entity_key_node=NameLookup(columns.entity_names, columns.name_order, first_entity),
-        passage_counts=columns.passage_counts,
-        fact_ids=columns.fact_ids,
+        passage_counts=columns.passage_counts, fact_ids=columns.fact_ids,
         fact_triples=FactTriples(columns.entity_names, columns.predicates, columns.fact_nodes, first_entity),
-        fact_nodes=columns.fact_nodes,
-        fact_vectors=fact_vectors,
-        walk=graph_walk,
-        passage_texts=passage_texts,
-    )
+        fact_nodes=columns.fact_nodes, fact_vectors=fact_vectors, walk=graph_walk, passage_texts=passage_texts)

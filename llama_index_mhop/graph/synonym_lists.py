@@ -110,10 +110,8 @@ class SynonymLists:
         into the others' lists; the synonymy edge count (a ``ValueError`` for vectors out of step)."""
         ids = list(entity_ids)
         if set(ids) != set(self.entity_names) or len(ids) != len(self.entity_names):
-            raise ValueError(
-                f"update_synonymy needs the embeddings of exactly the graph's {len(self.entity_names)} entities, "
-                f"got {len(ids)}"
-            )
+            raise ValueError(f"update_synonymy needs the embeddings of exactly the graph's {len(self.entity_names)} "
+                             f"entities, got {len(ids)}")
         matrix = np.asarray(vectors, dtype=np.float32)
         if matrix.ndim != 2 or matrix.shape[0] != len(ids):
             raise ValueError(f"vectors must have shape ({len(ids)}, dim), got {matrix.shape}")

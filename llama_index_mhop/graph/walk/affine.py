@@ -285,10 +285,9 @@ def _check_solved(solved: SolvedBasis, n: int, num_passages: int, dims: int | No
     have_basis = None if solved.basis is None else solved.basis.shape
     if (have_basis != want_basis or solved.uniform_response.shape != (num_passages,)
             or solved.node_totals.shape != (n,)):
-        raise ValueError(
-            f"the solved basis does not fit this graph: basis {have_basis}, {solved.uniform_response.shape[0]} "
-            f"passages and {solved.node_totals.shape[0]} nodes, for {want_basis}, {num_passages} and {n}"
-        )
+        raise ValueError(f"the solved basis does not fit this graph: basis {have_basis}, "
+                         f"{solved.uniform_response.shape[0]} passages and {solved.node_totals.shape[0]} nodes, for "
+                         f"{want_basis}, {num_passages} and {n}")
 
 
 def _solve(m, damping: float, rhs: np.ndarray, n: int, tol: float) -> tuple[np.ndarray, int]:
