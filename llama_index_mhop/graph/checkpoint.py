@@ -82,9 +82,8 @@ def append_checkpoint(path: Path, name: str, entries: Mapping[str, GraphEntry], 
 
 
 def read_checkpoint(path: Path, name: str) -> dict[str, GraphEntry]:
-    """The passages a checkpoint lists (empty without one).
-
-    Raises ValueError for an unreadable line, a bad record, or a checkpoint of another index."""
+    """The passages a checkpoint lists (empty without one). Raises ValueError for an unreadable line, a bad record,
+    or a checkpoint of another index."""
     if not path.is_file():
         return {}
     try:

@@ -264,9 +264,8 @@ class EdgeStore:
 
     @classmethod
     def from_arrays(cls, pairs: np.ndarray, values: np.ndarray, capacity: int, folder: Path) -> EdgeStore:
-        """An edge table from the arrays :func:`load_array` read (changes never touch mapped files).
-
-        Raises ValueError for malformed arrays or a slot outside ``[0, capacity)``."""
+        """An edge table from the arrays :func:`load_array` read (changes never touch mapped files). Raises
+        ValueError for malformed arrays or a slot outside ``[0, capacity)``."""
         store = cls()
         if pairs.shape[1:] != (2,) or values.shape != (len(pairs), _CHANNELS):
             raise ValueError(f"{folder}: edge arrays have shapes {pairs.shape} and {values.shape}")

@@ -263,9 +263,8 @@ def cycle_collection_paused() -> Iterator[None]:
 
 
 def check_saved_array(folder: Path, name: str) -> None:
-    """Check a saved array against the digest its name records, before it is read.
-
-    Raises DamagedFileError for a name no save writes or a changed file."""
+    """Check a saved array against the digest its name records, before it is read. Raises DamagedFileError for a
+    name no save writes or a changed file."""
     named = _ARRAY_NAME.fullmatch(name)
     if named is None:
         raise DamagedFileError(f"{folder}: {name!r} is not the name of a saved array")
@@ -295,9 +294,7 @@ def _open_arrays(folder: Path, tables: dict[str, Any], mmap: bool) -> dict[str, 
 
 def open_graph_files(folder: str | Path, mmap: bool) -> tuple[dict[str, Any], dict[str, np.ndarray], str]:
     """The checked ``tables.json`` of a saved graph, its records, its arrays (edges mmapped when ``mmap``) and its
-    digest; re-read once if two saves finished meanwhile.
-
-    Raises ValueError for a missing or malformed file."""
+    digest; re-read once if two saves finished meanwhile. Raises ValueError for a missing or malformed file."""
     folder = Path(folder)
     tables, digest = _read_tables(folder)
     try:
@@ -311,9 +308,8 @@ def open_graph_files(folder: str | Path, mmap: bool) -> tuple[dict[str, Any], di
 
 def open_structure(folder: str | Path, tables: Mapping[str, Any], arrays: Mapping[str, np.ndarray],
                    kinds: Mapping[str, int]) -> tuple[NodeTable, EdgeStore]:
-    """The node table and edge store read by :func:`open_graph_files`, checked against ``kinds``.
-
-    Raises ValueError for malformed arrays or a node table that disagrees with ``kinds``."""
+    """The node table and edge store read by :func:`open_graph_files`, checked against ``kinds``. Raises ValueError
+    for malformed arrays or a node table that disagrees with ``kinds``."""
     folder = Path(folder)
     nodes = NodeTable.from_lists(tables["node_keys"], tables["free_slots"], arrays["node_kinds"])
     if len(nodes) != len(kinds) or any(k not in nodes or nodes.kind(nodes.slot(k)) != c for k, c in kinds.items()):

@@ -65,9 +65,8 @@ def _mismatch(path: Path) -> DamagedFileError:
 
 
 def check_digest(data: bytes, path: Path) -> str:
-    """Check a JSON file against the digest recorded at its end and return the whole file's digest.
-
-    Raises DamagedFileError when the bytes are not those that were written."""
+    """Check a JSON file against the digest recorded at its end and return the whole file's digest. Raises
+    DamagedFileError when the bytes are not those that were written."""
     found = _TRAILER.search(data, max(0, len(data) - 128))
     start = len(data) if found is None else found.start()
     digest = content_hash(memoryview(data)[:start])  # a view: a file of gigabytes is never copied
@@ -210,9 +209,8 @@ class GraphTables:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> GraphTables:
-        """The records :meth:`to_json` wrote, ids and predicates interned (each held once).
-
-        Raises ValueError for a record of the wrong shape."""
+        """The records :meth:`to_json` wrote, ids and predicates interned (each held once). Raises ValueError for a
+        record of the wrong shape."""
         one = sys.intern
 
         def ids(values: Sequence[str]) -> tuple[str, ...]:
@@ -247,9 +245,8 @@ def graph_dict(tables: GraphTables, format_version: int, edges: Sequence[Edge]) 
 
 
 def check_listed(data: Mapping[str, Any], tables: GraphTables, edges: Sequence[Edge]) -> None:
-    """Check a one-object form's node and edge lists against the graph built from its records.
-
-    Raises ValueError when they disagree."""
+    """Check a one-object form's node and edge lists against the graph built from its records. Raises ValueError
+    when they disagree."""
     if "nodes" in data and sorted(n for n, _, _ in data["nodes"]) != sorted(n for n, _, _ in tables.node_list()):
         raise ValueError("graph file is inconsistent: its node list does not match its passages and entities")
     if "edges" in data:
@@ -305,9 +302,8 @@ def check_fact_entities(facts: Mapping[str, Sequence[str]], entities: Container[
 
 
 def check_links(data: dict[str, Any], where: str) -> None:
-    """Check every fact and passage names only entities and facts the records hold.
-
-    Raises ValueError naming the first unknown id by its field."""
+    """Check every fact and passage names only entities and facts the records hold. Raises ValueError naming the
+    first unknown id by its field."""
     entities, facts = data["entities"], data["facts"]
     check_fact_entities(facts, entities, f"{where}: facts", "in entities")
     for pid, record in data["passages"].items():

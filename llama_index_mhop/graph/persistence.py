@@ -208,20 +208,16 @@ class SavedIndex(SavedConfig):
 
 
 def read_saved_config(root: Path) -> SavedConfig:
-    """Read and check the config saved in ``root`` (not the graph).
-
-    Raises FileNotFoundError when nothing is saved there, ValueError for an unreadable config or unknown format.
-    """
+    """Read and check the config saved in ``root`` (not the graph). Raises FileNotFoundError when nothing is saved
+    there, ValueError for an unreadable config or unknown format."""
     if not saved_index_exists(root):
         raise _not_saved(root)
     return SavedConfig(root, _read_config(root / CONFIG_FILE))
 
 
 def read_saved_index(root: Path) -> SavedIndex:
-    """Read and check the config and graph saved in ``root``.
-
-    Raises FileNotFoundError when nothing is saved there, DamagedFileError for a damaged file, ValueError otherwise.
-    """
+    """Read and check the config and graph saved in ``root``. Raises FileNotFoundError when nothing is saved there,
+    DamagedFileError for a damaged file, ValueError otherwise."""
     config_path = root / CONFIG_FILE
     graph_path = root / GRAPH_FILE if (root / GRAPH_FILE).is_file() else root / LEGACY_GRAPH_FILE
     if not config_path.is_file() or not graph_path.is_file():
@@ -267,9 +263,7 @@ class OpenedIndex:
 def open_saved_index(folder: str | os.PathLike[str] | None, struct: HippoGraphStruct, chroma_client: Any,
                      embed_model: BaseEmbedding | None) -> OpenedIndex:
     """Open the index of ``struct`` saved in ``folder``, checking every file and the store's collections first.
-
-    Raises FileNotFoundError when nothing is saved there, ValueError for a missing, foreign or unreadable save.
-    """
+    Raises FileNotFoundError when nothing is saved there, ValueError for a missing, foreign or unreadable save."""
     if folder is None and struct.persist_dir is None:
         raise ValueError(f"index {struct.index_id} was never saved: its struct names no folder; pass "
                          "persist_dir= to load_index_from_storage")
@@ -347,9 +341,8 @@ def save_index(target: Path, config: HippoGraphIndexConfig, graph: KnowledgeGrap
 
 
 def discard_damaged_save(root: Path, error: DamagedFileError, chroma_client: Any = None) -> None:
-    """Remove the derived files of a damaged save in ``root`` so the next build rewrites them from Chroma.
-
-    Raises ValueError, removing nothing, when the Chroma store the rebuild reads cannot be read."""
+    """Remove the derived files of a damaged save in ``root`` so the next build rewrites them from Chroma. Raises
+    ValueError, removing nothing, when the Chroma store the rebuild reads cannot be read."""
     from chromadb.errors import ChromaError
 
     from ..stores.defaults import describe_client

@@ -58,10 +58,8 @@ class HippoGraphReader(GraphEngines):
     @classmethod
     def open(cls, persist_dir: str | os.PathLike[str], chroma_client: Any = None,
              embed_model: BaseEmbedding | None = None, damping: float = DEFAULT_DAMPING) -> HippoGraphReader:
-        """Open the index saved in ``persist_dir`` for queries, its state loaded for walks with ``damping``.
-
-        Raises FileNotFoundError when nothing is saved there, ValueError for an unreadable, format 1 or store-less save.
-        """
+        """Open the index saved in ``persist_dir`` for queries, its state loaded for walks with ``damping``. Raises
+        FileNotFoundError when nothing is saved there, ValueError for an unreadable, format 1 or store-less save."""
         root = Path(persist_dir)
         saved = read_saved_config(root)
         if not (root / GRAPH_FILE).is_file():

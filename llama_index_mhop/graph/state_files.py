@@ -45,9 +45,8 @@ def _partial_path(folder: Path, kind: str, suffix: str) -> Path:
 
 
 def write_folder(parent: Path, name: str, write: Callable[[Path], None], done_file: str) -> Path:
-    """Write the folder ``parent/name`` whole or not at all (another process's finished copy stays).
-
-    Raises OSError when the folder cannot be written."""
+    """Write the folder ``parent/name`` whole or not at all (another process's finished copy stays). Raises OSError
+    when the folder cannot be written."""
     parent.mkdir(parents=True, exist_ok=True)
     partial = parent / f".{name}.{os.getpid()}.{uuid.uuid4().hex}.partial"
     partial.mkdir()
@@ -69,9 +68,8 @@ def folder_digests(folder: Path, manifest: str) -> dict[str, str]:
 
 
 def check_folder_digests(folder: Path, digests: object, manifest: str) -> None:
-    """Check that the folder holds exactly the files ``manifest`` lists, with their digests.
-
-    Raises DamagedFileError for a file missing, added, or changed."""
+    """Check that the folder holds exactly the files ``manifest`` lists, with their digests. Raises DamagedFileError
+    for a file missing, added, or changed."""
     where = folder / manifest
     if not isinstance(digests, dict) or {path.name for path in folder.iterdir()} - {manifest} != set(digests):
         raise DamagedFileError(f"{where}: the folder's files are not those it lists")
@@ -97,7 +95,6 @@ def _alive(pid: int) -> bool:
 
 def _publish(partial: Path, kind: str, suffix: str) -> Path:
     """Publish ``partial`` under its content name (or adopt an equal existing file); older ``kind`` files removed.
-
     Raises OSError when the folder cannot be written."""
     key = file_digest(partial)
     target = partial.with_name(f"{kind}-{key}{suffix}")

@@ -144,7 +144,6 @@ def _open(folder: Path) -> Snapshot:
 def _passage_rows(stores: GraphStores, passage_ids: list[str],
                   folder: Path | None) -> tuple[PassageRecords, np.ndarray]:
     """The passages' texts and metadata, and their normalised embeddings as one float32 matrix, read in batches.
-
     Raises PassagesGoneError when passages of the graph are in none of its passage collections."""
     matrix: VectorMatrix | None = None
     texts = PassageTexts(folder)
@@ -205,9 +204,8 @@ def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: fl
                          walk: WalkSettings | None = None, basis_folder: Path | None = None,
                          state_folder: Path | None = None, snapshot_digest: str | None = None) -> RetrievalState:
     """The retrieval state of the graph as it is now, its embeddings read from Chroma; files shared in
-    ``state_folder``, the snapshot filed as the save ``snapshot_digest``'s when given.
-
-    Raises EmptyIndexError for a graph without passages, PassagesGoneError when its passages left Chroma."""
+    ``state_folder``, the snapshot filed as the save ``snapshot_digest``'s when given. Raises EmptyIndexError for a
+    graph without passages, PassagesGoneError when its passages left Chroma."""
     if graph.num_passages == 0:
         raise EmptyIndexError(f"index {stores.name!r} holds no passage: insert documents before retrieving")
     walk = walk or WalkSettings(name=stores.name)

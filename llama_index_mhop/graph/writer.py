@@ -168,9 +168,8 @@ class IndexWriter:
         self._commit(detach_passages(self.graph, self.synonymy, gone), bool(drift))
 
     def delete(self, doc_id: str, docstore: BaseDocumentStore | None) -> list[str]:
-        """``HippoGraphIndex.delete``, also from ``docstore`` when given; returns the ids removed.
-
-        Raises UnknownDocumentError when no passage or document has this id."""
+        """``HippoGraphIndex.delete``, also from ``docstore`` when given; returns the ids removed. Raises
+        UnknownDocumentError when no passage or document has this id."""
         with self.change():
             if doc_id in self.graph.passages:
                 passage_ids = [doc_id]
