@@ -1,8 +1,7 @@
-"""The JSON Lines checkpoint of a graph index build: one line per finished batch, so a killed build resumes.
-
-The first line names the format and the index (a resumed build keeps its id and collections); each later line,
-appended and fsync'ed after the batch's Chroma writes, maps its passage ids to :class:`GraphEntry`. A cut-off last
-line is ignored; any other unreadable line is an error naming the file and line."""
+"""The JSON Lines checkpoint of a graph index build, so a killed build resumes: a first line naming the format and
+the index (a resumed build keeps its id and collections), then one line per finished batch, appended and fsync'ed
+after its Chroma writes. A cut-off last line is ignored; any other unreadable line is an error naming the file and
+line."""
 
 from __future__ import annotations
 

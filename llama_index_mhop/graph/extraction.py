@@ -1,8 +1,6 @@
-"""Open information extraction for the HippoRAG 2 memory: named entities and (subject, predicate, object) triples.
-
-One LM call per passage (:class:`OpenIEModule`), with an LLM-free extractor (:func:`extract_llm_free`) as default
-and fallback; entities are compared by :func:`entity_key`, so "Delbert Mann's" and "Delbert Mann" are one node.
-"""
+"""Open information extraction for the HippoRAG 2 memory: named entities and (subject, predicate, object) triples,
+one LM call per passage (:class:`OpenIEModule`) with an LLM-free extractor (:func:`extract_llm_free`) as default and
+fallback; entities are compared by :func:`entity_key`, so "Delbert Mann's" and "Delbert Mann" are one node."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""The knowledge graph's storage: a node table and an edge store in numpy arrays, persisted as ``.npy`` files.
-
-Edges carry four integer channels (fact count, synonymy similarity in millionths, plain and title passage
-links) so that any order of inserts and removals sums exactly to a fresh build's table. Nothing here knows what
-passages or entities are; :mod:`.knowledge_graph` gives the channels their meaning."""
+"""The knowledge graph's node table and edge store in numpy arrays. Edges carry four integer channels (fact count,
+synonymy similarity in millionths, plain and title passage links) so that any order of inserts and removals sums
+exactly to a fresh build's table; :mod:`.knowledge_graph` gives the channels their meaning."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""A saved knowledge graph: a folder of ``.npy`` arrays named by a small ``tables.json``, and networkx export.
-
-Arrays are named by the digest of their bytes and checked against it before use; a save is named by the digest of
-its ``tables.json`` (:func:`saved_tables_digest`). Array format 2 tables are still read."""
+"""A saved knowledge graph, and its networkx export: ``.npy`` arrays named by the digest of their bytes (checked
+before use) and a small ``tables.json`` naming them, whose own digest names the save (:func:`saved_tables_digest`).
+Array format 2 tables are still read."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """The three Chroma collections of a graph index (passages, entities, facts) and the embedder that fills them.
-
-Record ids derive from content, so storing a text twice adds nothing; two indexes in one store never share a collection.
-"""
+Record ids derive from content, so storing a text twice adds nothing; two indexes in one store never share a
+collection."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
-"""The graph index's saved files read as untrusted input, and a graph's records as plain data and JSON.
-
-Every problem is one ``ValueError`` line naming the file and field path, checked by pydantic before anything is
-built. A JSON file this package writes ends with a ``digest`` member hashing every byte before it; files from
-before digests were recorded are read as they are."""
+"""The graph index's saved files read as untrusted input, and a graph's records as plain data and JSON. Every
+problem is one ``ValueError`` line naming the file and field path, checked by pydantic before anything is built. A
+JSON file this package writes ends with a ``digest`` member hashing every byte before it (older files are read as
+they are)."""
 
 from __future__ import annotations
 

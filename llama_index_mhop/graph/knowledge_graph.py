@@ -1,8 +1,7 @@
 """The HippoRAG 2 knowledge graph (Gutiérrez et al., 2025): entity and passage nodes, fact, passage and synonymy
 edges, and the PageRank matrix over them. Unlike HippoRAG's code: one undirected edge per pair; a fact edge weighs
 the *distinct* facts (inserts and deletes equal a fresh build); fact and synonymy weights add; a passage links to
-every entity it names, and with ``title_edge_weight`` to its own title entity (HotpotQA-100 recall@5 86 -> 88).
-"""
+every entity it names, and with ``title_edge_weight`` to its own title entity (HotpotQA-100 recall@5 86 -> 88)."""
 
 from __future__ import annotations
 

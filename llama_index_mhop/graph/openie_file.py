@@ -1,6 +1,5 @@
-"""OpenIE results in HippoRAG's file format (``openie_results_ner_<model>.json``), read, written and served.
-
-The file is untrusted: it is validated record by record."""
+"""OpenIE results in HippoRAG's file format (``openie_results_ner_<model>.json``), read, written and served; the
+file is untrusted, so it is validated record by record."""
 
 from __future__ import annotations
 

@@ -1,9 +1,8 @@
-"""``HippoGraphReader``: a query worker over a saved graph index, opened from the save's query snapshot.
-
-Instead of parsing the graph and reading every vector from Chroma, the reader maps the current save's snapshot
-(:mod:`.state_load`), shared by every worker, and answers exactly as the index does from the version it opened.
-A save without a snapshot is opened once as an index to file one. The reader never writes the graph or Chroma;
-on an embedded store another process changed, a query or ``refresh`` raises ``StaleStoreError``."""
+"""``HippoGraphReader``: a query worker over a saved graph index. It maps the current save's query snapshot
+(:mod:`.state_load`), shared by every worker, instead of parsing the graph and reading every vector from Chroma, and
+answers exactly as the index does from the version it opened; a save without a snapshot is opened once as an index
+to file one. It never writes the graph or Chroma; on an embedded store another process changed, a query or
+``refresh`` raises ``StaleStoreError``."""
 
 from __future__ import annotations
 

@@ -1,9 +1,8 @@
-"""Loading a graph version's :class:`~.state.RetrievalState` and its query snapshot.
-
-A saved version's state is filed as ``state_files/snapshot-<digest>/`` (the digest of its ``tables.json``):
-``snapshot.json`` with every other file's digest, string columns, ``.npy`` arrays and hard links to the vector
-and text files, written under a partial name and renamed whole. :func:`open_saved_state` checks each file first;
-a damaged snapshot is logged, removed and loaded from the graph instead."""
+"""Loading a graph version's :class:`~.state.RetrievalState` and its query snapshot, filed as
+``state_files/snapshot-<digest>/`` (the digest of its ``tables.json``): ``snapshot.json`` with every other file's
+digest, string columns, ``.npy`` arrays and hard links to the vector and text files, written whole.
+:func:`open_saved_state` checks each file first; a damaged snapshot is logged, removed and loaded from the graph
+instead."""
 
 from __future__ import annotations
 

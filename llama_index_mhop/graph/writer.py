@@ -1,7 +1,6 @@
-"""The writing side of a graph index: every change it makes, each one unit, in the order that keeps it crash-safe.
-
-A change holds the store's writer lock and the state's lock (:class:`~.state.VersionedState`), so queries answer
-from the last finished change meanwhile; it ends as :mod:`.sync` orders it."""
+"""The writing side of a graph index: every change it makes, each one unit, in the order that keeps it crash-safe. A
+change holds the store's writer lock and the state's lock (:class:`~.state.VersionedState`), so queries answer from
+the last finished change meanwhile; it ends as :mod:`.sync` orders it."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""A query's product with every row of a matrix, estimated within a bound and exact where a ranking needs it.
-
-An int8 copy of the rows (:class:`Int8Rows`) estimates every product within a bound on each row's error (the row's
+"""A query's product with every row of a matrix, estimated within a bound and exact where a ranking needs it. An
+int8 copy of the rows (:class:`Int8Rows`) estimates every product within a bound on each row's error (the row's
 rounding, the query's rounding to bfloat16, the float32 sum and the bfloat16 result), checked against the exact
 product at construction; only the rows whose bounds can reach the top or the bottom are multiplied exactly, so every
 result is the exact product's. Without torch's kernel, or if its check fails, products stay exact."""
