@@ -80,10 +80,6 @@ class Extraction:
                    triples=tuple((str(s), str(p), str(o)) for s, p, o in data.get("triples", [])))
 
 
-def _clean_span(span: str) -> str:
-    return strip_possessive(span.strip().strip("\"“”'‘’.,;:()[]"))
-
-
 def _is_name(span: str) -> bool:
     key = entity_key(span)
     if not key or len(key) > MAX_ENTITY_CHARS:
@@ -92,12 +88,8 @@ def _is_name(span: str) -> bool:
     return bool(first) and (first.isupper() or first.isdigit())
 
 
+#: Capitalised words that follow a lowercase word or a comma: capitalised because they are names.
 _CAPITALISED_WORD = re.compile(r"(?<=[a-z0-9,;:)] )([A-Z][\w'’\-]*)")
-
-
-def _names_inside_sentences(text: str) -> set[str]:
-    """Capitalised words that follow a lowercase word or a comma: capitalised because they are names."""
-    return {entity_key(m.group(1)) for m in _CAPITALISED_WORD.finditer(text)}
 
 
 def _mentions(sentence: str, known: set[str] | None = None) -> list[tuple[int, int, str]]:
@@ -105,21 +97,19 @@ def _mentions(sentence: str, known: set[str] | None = None) -> list[tuple[int, i
     found = [(match.start(), match.end(), match.group(0)) for match in _DATE.finditer(sentence)]
     opening = len(sentence) - len(sentence.lstrip("\"“'‘( "))
     for span in entity_spans(sentence):
-        name = _clean_span(span)
+        name = strip_possessive(span.strip().strip("\"“”'‘’.,;:()[]"))
         if not _is_name(name):
             continue
         position = sentence.find(name)
-        if position < 0:
-            continue
-        if known is not None and position == opening and " " not in name and entity_key(name) not in known:
+        if position < 0 or (known is not None and position == opening and " " not in name
+                            and entity_key(name) not in known):
             continue
         found.append((position, position + len(name), name))
     found.sort(key=lambda m: (m[0], -(m[1] - m[0])))
     kept: list[tuple[int, int, str]] = []
-    for start, end, name in found:
-        if kept and start < kept[-1][1]:  # inside the previous (longer or earlier) mention
-            continue
-        kept.append((start, end, name))
+    for mention in found:
+        if not kept or mention[0] >= kept[-1][1]:  # else inside the previous (longer or earlier) mention
+            kept.append(mention)
     return kept
 
 
@@ -132,8 +122,7 @@ def _predicate(gap: str, previous: str | None) -> str:
         return previous or ""
     start = next((i for i in range(len(words) - 1, -1, -1)
                   if words[i] in _VERBS or (len(words[i]) > 4 and words[i].endswith(("ed", "ing")))), None)
-    chosen = words[start:] if start is not None else words
-    chosen = chosen[-MAX_PREDICATE_WORDS:]
+    chosen = words[start:][-MAX_PREDICATE_WORDS:]  # no verb-like word (start None): every word
     while len(chosen) > 1 and chosen[0] in _CONJUNCTIONS:
         chosen = chosen[1:]
     return " ".join(chosen)
@@ -149,7 +138,7 @@ def extract_llm_free(text: str, title: str | None = None,
     for name in subjects:
         entities.setdefault(entity_key(name), name)
     triples: dict[tuple[str, str, str], tuple[str, str, str]] = {}
-    known = _names_inside_sentences(text or "") | subject_keys
+    known = {entity_key(m.group(1)) for m in _CAPITALISED_WORD.finditer(text or "")} | subject_keys
     for number, sentence in enumerate(sentences(text or "")):
         mentions = _mentions(sentence, known)
         for _, _, name in mentions:

@@ -212,18 +212,17 @@ class PassageTexts:
         from .state import PassageRecords, mapped_bytes
 
         offsets = np.concatenate([np.zeros(1, dtype=np.int64), *self._ends])
-        if self._file is not None:
-            assert self._partial is not None
+        partial = self._partial  # set while the file is open
+        if partial is not None:
             try:
                 self._file.close()
                 self._file = None
-                path = _publish(self._partial, self.kind, ".jsonl")
+                path = _publish(partial, self.kind, ".jsonl")
                 self._partial = None
                 return PassageRecords(mapped_bytes(path), offsets)
             except OSError as exc:
                 _kept_in_memory("passage texts", self.folder, exc)
-                assert self._partial is not None
-                self._heap = bytearray(self._partial.read_bytes())
+                self._heap = bytearray(partial.read_bytes())
                 self.discard()
         return PassageRecords(np.frombuffer(self._heap, dtype=np.uint8), offsets)
 
