@@ -218,20 +218,17 @@ def read_saved_config(root: Path) -> SavedConfig:
 def read_saved_index(root: Path) -> SavedIndex:
     """Read and check the config and graph saved in ``root``. Raises FileNotFoundError when nothing is saved there,
     DamagedFileError for a damaged file, ValueError otherwise."""
-    config_path = root / CONFIG_FILE
-    graph_path = root / GRAPH_FILE if (root / GRAPH_FILE).is_file() else root / LEGACY_GRAPH_FILE
-    if not config_path.is_file() or not graph_path.is_file():
-        raise _not_saved(root)
-    config = _read_config(config_path)
+    saved = read_saved_config(root)
     try:
-        graph, docstore = _read_graph(root, graph_path)
+        graph, docstore = _read_graph(root)
     except ValueError as exc:  # every file was checked: whatever is wrong with one is damage
         raise _damaged(exc) from None
-    return SavedIndex(root, config, graph, docstore)
+    return SavedIndex(root, saved.config, graph, docstore)
 
 
-def _read_graph(root: Path, graph_path: Path) -> tuple[KnowledgeGraph, SimpleDocumentStore]:
-    legacy = graph_path.name == LEGACY_GRAPH_FILE
+def _read_graph(root: Path) -> tuple[KnowledgeGraph, SimpleDocumentStore]:
+    legacy = not (root / GRAPH_FILE).is_file()
+    graph_path = root / (LEGACY_GRAPH_FILE if legacy else GRAPH_FILE)
     # the arrays are opened right after tables.json is read: see graph_files.open_graph_files
     data, arrays, digest = ((read_json_object(graph_path), {}, None) if legacy
                             else open_graph_files(root / GRAPH_DIR, mmap=True))

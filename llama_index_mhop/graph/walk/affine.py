@@ -215,8 +215,7 @@ class AffineResetPageRank:
         def radius(rows: np.ndarray) -> np.ndarray:
             return abs(scale) * (estimate.bounds(rows) + np.abs(estimate.values[rows]) * _PRODUCT_ROUNDING) / total
 
-        largest_value = largest_magnitude(estimate.values)
-        largest = abs(scale) * (estimate.max_bound + largest_value * _PRODUCT_ROUNDING) / total
+        largest = abs(scale) * (estimate.max_bound + largest_magnitude(estimate.values) * _PRODUCT_ROUNDING) / total
         rows, threshold = top_candidates(center, radius, largest, top_k)
         if not threshold > 0:  # scores clip at 0: when the top may hold zeros, every row is a candidate
             rows = np.arange(scores.shape[0])
