@@ -128,10 +128,8 @@ class NodeTable:
         else:
             slot = len(self._keys)
             self._keys.append(key)
-            if slot >= len(self._kinds):
-                grown = np.zeros(max(16, 2 * len(self._kinds)), dtype=np.int8)
-                grown[: len(self._kinds)] = self._kinds
-                self._kinds = grown
+            if slot >= len(self._kinds):  # doubled, from 16
+                self._kinds = np.concatenate([self._kinds, np.zeros(max(16, len(self._kinds)), dtype=np.int8)])
         self._kinds[slot] = kind
         self._slot[key] = slot
         return slot

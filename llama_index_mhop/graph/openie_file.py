@@ -48,14 +48,10 @@ def _record(record: Any, where: str) -> tuple[str, Extraction]:
     raw_triples = record.get("extracted_triples", [])
     if not isinstance(raw_triples, list):
         raise OpenIEFileError(f"{where}: 'extracted_triples' must be a list of [subject, predicate, object]")
-    triples = []
-    for number, triple in enumerate(raw_triples):
-        parts = _strings(triple, f"triple {number}", where)
-        if len(parts) != 3:
-            # HippoRAG keeps an LLM's malformed triples in the file and filters them when it builds the graph.
-            continue
-        triples.append((parts[0], parts[1], parts[2]))
-    return passage, Extraction(entities=tuple(entities), triples=tuple(triples), from_lm=True)
+    parts = [_strings(triple, f"triple {number}", where) for number, triple in enumerate(raw_triples)]
+    # HippoRAG keeps an LLM's malformed triples in the file and filters them when it builds the graph.
+    triples = tuple((t[0], t[1], t[2]) for t in parts if len(t) == 3)
+    return passage, Extraction(entities=tuple(entities), triples=triples, from_lm=True)
 
 
 def read_openie(path: str | os.PathLike[str]) -> dict[str, Extraction]:

@@ -76,19 +76,12 @@ def solve_basis(pagerank: PageRankGraph, num_passages: int, passage_vectors: np.
         basis[:, start : start + rhs.shape[1]] = solved[:num_passages]
         return block_iterations
 
-    def solve_uniform() -> tuple[np.ndarray, int]:
-        solved, uniform_iterations = _solve(m, damping, np.ones((num_passages, 1)), n, tol)
-        return solved[:num_passages, 0].copy(), uniform_iterations
-
-    def solve_totals() -> tuple[np.ndarray, int]:
-        solved, total_iterations = _solve(m.transpose().tocsr(), damping, np.ones((n, 1)), n, tol)
-        return solved[:, 0], total_iterations
-
     with ThreadPoolExecutor(max_workers=_solver_threads()) as pool:
-        uniform = pool.submit(solve_uniform)
-        totals = pool.submit(solve_totals)
+        uniform = pool.submit(_solve, m, damping, np.ones((num_passages, 1)), n, tol)
+        totals = pool.submit(_solve, m.transpose().tocsr(), damping, np.ones((n, 1)), n, tol)
         iterations = max(pool.map(solve_columns, range(0, dims, block)), default=0)
-        (uniform_response, uniform_iterations), (node_totals, _) = uniform.result(), totals.result()
+        (uniform_solved, uniform_iterations), (totals_solved, _) = uniform.result(), totals.result()
+    uniform_response, node_totals = uniform_solved[:num_passages, 0].copy(), totals_solved[:, 0]
     iterations = max(iterations, uniform_iterations)
     seconds = time.perf_counter() - started
     logger.info("PageRank basis of %d passages x %d dimensions solved in %.1fs (%d iterations)",
@@ -108,8 +101,7 @@ class AffineResetPageRank:
     ``pagerank`` (``passage_vectors``: ``E``, None under HNSW); ValueError for a bad size or shapes."""
 
     def __init__(self, pagerank: PageRankGraph, num_passages: int, passage_vectors: np.ndarray | None = None,
-                 tol: float = DEFAULT_BASIS_TOL,
-                 row_products: Callable[[np.ndarray], ExactRows] = ExactRows,
+                 tol: float = DEFAULT_BASIS_TOL, row_products: Callable[[np.ndarray], ExactRows] = ExactRows,
                  solved: SolvedBasis | None = None) -> None:
         n = pagerank.n_nodes
         if not 0 < num_passages <= n:
