@@ -23,8 +23,8 @@ from .json_files import (
     DamagedFileError,
     Edge,
     GraphTables,
+    JsonRecords,
     check_file_digest,
-    check_json_records,
     check_model,
     content_hash,
     file_digest,
@@ -243,7 +243,7 @@ def _read_tables(folder: Path) -> tuple[dict[str, Any], str]:
         raise DamagedFileError(f"{path}: arrays: expected the file names of {', '.join(_ARRAY_NAMES[version])}")
     check_model(_Manifest, data, str(path))
     if version == 2:
-        check_json_records(data, str(path))
+        check_model(JsonRecords, data, str(path))
     return data, digest
 
 

@@ -21,8 +21,8 @@ from pydantic import BaseModel, ConfigDict, Strict, StrictInt, ValidationError
 from ..rules.atomic_files import write_atomic
 from .graph_arrays import PassageRecord, SynonymList
 
-__all__ = ["DamagedFileError", "Edge", "GraphTables", "check_digest", "check_fact_entities", "check_field",
-           "check_file_digest", "check_json_records", "check_links", "check_listed", "check_model", "check_value",
+__all__ = ["DamagedFileError", "Edge", "GraphTables", "JsonRecords", "check_digest", "check_fact_entities",
+           "check_field", "check_file_digest", "check_links", "check_listed", "check_model", "check_value",
            "content_hash", "file_digest", "graph_dict", "load_array", "packed_synonyms",
            "parse_json", "read_json_file", "read_json_object", "write_json"]
 
@@ -271,7 +271,7 @@ class _JsonPassage(BaseModel):
     title_entities: list[Any] = []
 
 
-class _JsonRecords(BaseModel):
+class JsonRecords(BaseModel):
     """The records of a graph held as JSON (array format 2, and the one-object graph file of index format 1)."""
 
     model_config = ConfigDict(extra="allow")
@@ -284,11 +284,6 @@ class _JsonRecords(BaseModel):
     nodes: list[Any] = []
     edges: list[Any] = []
     attached: dict[str, Any] = {}
-
-
-def check_json_records(data: Mapping[str, Any], where: str) -> None:
-    """Check the types of a graph's JSON records; raises DamagedFileError naming a wrongly typed field."""
-    check_model(_JsonRecords, data, where)
 
 
 def check_fact_entities(facts: Mapping[str, Sequence[str]], entities: Container[str], field: str,

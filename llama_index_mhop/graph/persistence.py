@@ -38,7 +38,7 @@ from .index_struct import SAVED_BESIDE, HippoGraphStruct
 from .indexing import DEFAULT_INSERT_BATCH_SIZE
 from .json_files import (
     DamagedFileError,
-    check_json_records,
+    JsonRecords,
     check_links,
     check_model,
     read_json_object,
@@ -233,7 +233,7 @@ def _read_graph(root: Path) -> tuple[KnowledgeGraph, SimpleDocumentStore]:
     data, arrays, digest = ((read_json_object(graph_path), {}, None) if legacy
                             else open_graph_files(root / GRAPH_DIR, mmap=True))
     if legacy:  # the tables of a saved folder are checked as they are read
-        check_json_records(data, str(graph_path))
+        check_model(JsonRecords, data, str(graph_path))
     check_links(data, str(graph_path))
     attached = data.get("attached") or {}
     docstore = (docstore_from_dict(attached["docstore"], f"{graph_path}: attached")

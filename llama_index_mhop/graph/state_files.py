@@ -325,8 +325,7 @@ def _remove_others(state_folder: Path, keep: Path) -> None:
 
 
 def write_string_column(folder: Path, name: str, strings: Iterable[str]) -> None:
-    """Write ``strings`` as the :class:`~.state.StringColumn` ``name`` in ``folder``: one JSON line each, and the
-    end of every line."""
+    """Write ``strings`` as the :class:`~.state.StringColumn` ``name`` in ``folder``: JSON lines and their ends."""
     ends: list[int] = []
     size = 0
     with open(folder / f"{name}.jsonl", "wb") as out:
