@@ -23,8 +23,8 @@ from .graph_arrays import PassageRecord, SynonymList
 
 __all__ = ["DamagedFileError", "Edge", "GraphTables", "JsonRecords", "check_digest", "check_fact_entities",
            "check_field", "check_file_digest", "check_links", "check_listed", "check_model", "check_value",
-           "content_hash", "file_digest", "graph_dict", "load_array", "packed_synonyms",
-           "parse_json", "read_json_file", "read_json_object", "write_json"]
+           "content_hash", "file_digest", "graph_dict", "load_array", "packed_synonyms", "parse_json", "read_json_file",
+           "read_json_object", "write_json"]
 
 _NAMES = {dict: "an object", list: "a list", str: "a string", int: "an integer", type(None): "null"}
 

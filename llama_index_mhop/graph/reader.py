@@ -91,8 +91,7 @@ class HippoGraphReader(GraphEngines):
         """Open the newest save if the index was saved since; return whether the reader moved to another save."""
         if saved_tables_digest(self.persist_dir / GRAPH_DIR) == self.digest:
             return False
-        damping = next(iter(self._states))
-        self._open_current(damping, chroma_client if chroma_client is not None else self.stores.client)
+        self._open_current(next(iter(self._states)), chroma_client if chroma_client is not None else self.stores.client)
         return True
 
     def retrieval_state(self, damping: float = DEFAULT_DAMPING) -> RetrievalState:
