@@ -107,7 +107,6 @@ class KnowledgeGraph(SynonymLists):
     num_entities = property(lambda self: len(self.entity_names), doc="Entities in the graph.")
     num_facts = property(lambda self: len(self.facts), doc="Facts in the graph.")
     num_passages = property(lambda self: len(self.passages), doc="Passages in the graph.")
-    num_nodes = property(lambda self: len(self._nodes), doc="Passage and entity nodes in the graph.")
 
     @property
     def save_digest(self) -> str | None:
@@ -216,6 +215,10 @@ class KnowledgeGraph(SynonymLists):
     def passages_of_document(self, ref_doc_id: str) -> list[str]:
         """Ids of the passages that came from the document ``ref_doc_id``."""
         return [pid for pid, record in self.passages.items() if record.ref_doc_id == ref_doc_id]
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self._nodes)
 
     @property
     def num_edges(self) -> int:
