@@ -254,9 +254,7 @@ class EdgeStore:
         key = self._key(np.array([min(u, v)]), np.array([max(u, v)]))[0]
         keys = self._key(pairs[:, 0], pairs[:, 1])
         i = int(np.searchsorted(keys, key))
-        if i < len(keys) and keys[i] == key:
-            return np.asarray(values[i])
-        return None
+        return np.asarray(values[i]) if i < len(keys) and keys[i] == key else None
 
     @classmethod
     def from_arrays(cls, pairs: np.ndarray, values: np.ndarray, capacity: int, folder: Path) -> EdgeStore:

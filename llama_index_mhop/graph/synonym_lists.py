@@ -245,9 +245,7 @@ class SynonymyRefresher:
         self._load(graph, ids)
         for gone in set(self._vectors) - set(graph.entity_names):
             del self._vectors[gone]
-        if not ids:
-            return ids, np.zeros((0, 1), dtype=np.float32)
-        return ids, np.vstack([self._vectors[e] for e in ids])
+        return ids, np.vstack([self._vectors[e] for e in ids]) if ids else np.zeros((0, 1), dtype=np.float32)
 
     def _nearest_entities(self, graph: KnowledgeGraph, ids: list[str]) -> list[list[tuple[str, float]]]:
         """Each entity's nearest entities by HNSW: 16, and ``synonymy_top_k`` + 1 when the 16th qualifies."""

@@ -48,9 +48,7 @@ class Estimate:
 
     def bounds(self, rows: np.ndarray) -> np.ndarray:
         """The bounds of ``rows`` (indices)."""
-        if self.row_bounds is None:
-            return np.full(rows.shape[0], self.max_bound)
-        return self.row_bounds(rows)
+        return np.full(rows.shape[0], self.max_bound) if self.row_bounds is None else self.row_bounds(rows)
 
 
 class ExactRows:
