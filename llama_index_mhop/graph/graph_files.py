@@ -151,12 +151,8 @@ def _records_from_arrays(arrays: Mapping[str, np.ndarray], sizes: Mapping[str, i
         if first + n > len(ends):
             raise ValueError("text: fewer strings than the tables hold")
         at["text"] = first + n
-        start = ends[first - 1] if first else 0
-        out = []
-        for end in ends[first : first + n]:
-            out.append(sys.intern(text[start:end]))
-            start = end
-        return out
+        bounds = [ends[first - 1] if first else 0, *ends[first : first + n]]
+        return [sys.intern(text[start:end]) for start, end in itertools.pairwise(bounds)]
 
     def numbers(n: int) -> list[int]:
         first = at["count"]
