@@ -61,8 +61,6 @@ class _Entry(BaseModel, extra="allow"):
 
 
 class _Line(BaseModel, extra="allow"):
-    """A batch line of the checkpoint."""
-
     passages: dict[str, _Entry] = {}
 
 
@@ -72,10 +70,10 @@ def append_checkpoint(path: Path, name: str, entries: Mapping[str, GraphEntry], 
     new_file = not path.exists()
     with path.open("a", encoding="utf-8") as handle:
         if new_file:
-            handle.write(json.dumps({"format_version": CHECKPOINT_FORMAT_VERSION, "name": name, "index_id": index_id})
-                         + "\n")
-        handle.write(json.dumps({"passages": {pid: e.to_json() for pid, e in entries.items()}}, ensure_ascii=False)
-                     + "\n")
+            header = {"format_version": CHECKPOINT_FORMAT_VERSION, "name": name, "index_id": index_id}
+            handle.write(json.dumps(header) + "\n")
+        line = {"passages": {pid: entry.to_json() for pid, entry in entries.items()}}
+        handle.write(json.dumps(line, ensure_ascii=False) + "\n")
         handle.flush()
         os.fsync(handle.fileno())
 

@@ -150,7 +150,6 @@ class KnowledgeGraph(SynonymLists):
         return new_entities, new_facts
 
     def _count_support(self, passage_id: str, record: PassageRecord) -> None:
-        """Count the passage among the supporters of its entities and facts."""
         for entity_id in record.entities:
             self.entity_passages.setdefault(entity_id, set()).add(passage_id)
         for fact_id in record.facts:

@@ -111,7 +111,6 @@ def _not_saved(root: Path) -> FileNotFoundError:
 
 
 def _damaged(exc: ValueError) -> DamagedFileError:
-    """A damaged file's error, with what to do about it."""
     return DamagedFileError(f"{exc}; {_REBUILD}")
 
 
