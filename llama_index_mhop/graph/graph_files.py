@@ -78,10 +78,8 @@ class _HashingWriter:
 def save_graph(folder: str | Path, tables: GraphTables, nodes: NodeTable, edges: EdgeStore,
                attached: Mapping[str, Any] | None = None) -> str:
     """Write a graph's records, node table and edges as content-named ``.npy`` arrays, then replace ``tables.json``
-    (settings, version, ``attached``), then delete arrays older than the previous save's; return the new digest.
-
-    A crash leaves the previous save whole, and its arrays stay for readers that just read its ``tables.json``.
-    """
+    (settings, version, ``attached``), then delete arrays older than the previous save's; the new digest. A crash
+    leaves the previous save whole, and its arrays stay for readers that just read its ``tables.json``."""
     target = Path(folder)
     target.mkdir(parents=True, exist_ok=True)
     keys, free = nodes.to_lists()

@@ -133,10 +133,9 @@ def saved_client(chroma_client: Any, kind: str, root: Path) -> tuple[Any, str]:
 
 
 class GraphStores:
-    """The ``{prefix}_passages``, ``{prefix}_entities`` and ``{prefix}_facts`` collections of one Chroma client.
-
-    Entity and fact records are id and vector alone (documents and metadata doubled write time). A ``ValueError``
-    for a name Chroma would refuse as a collection prefix, or a collection another index owns."""
+    """The ``{prefix}_passages``, ``{prefix}_entities`` and ``{prefix}_facts`` collections of one Chroma client. Entity
+    and fact records are id and vector alone (documents and metadata doubled write time). A ``ValueError`` for a
+    name Chroma would refuse as a collection prefix, or a collection another index owns."""
 
     def __init__(self, client: Any, name: str, embed_model: BaseEmbedding, short_text_batch_size: int | None,
                  mode: str, prefix: str | None = None,

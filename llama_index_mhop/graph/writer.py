@@ -53,20 +53,17 @@ class IndexWriter:
         self.synonymy = SynonymyRefresher(stores, config.exact_synonymy_max_entities)
         self.timer = PhaseTimer()
         self.versions = VersionedState(graph, stores, before_load=self.refresh_synonymy,
-                                       basis_folder=self.basis_folder, state_folder=self.state_folder,
+                                       basis_folder=lambda: self._beside(BASIS_FOLDER),
+                                       state_folder=lambda: self._beside(STATE_FOLDER),
                                        drop_gone=self.drop_gone, walk=config.walk_settings())
         self._save = save
         self._warned_drift = False
         self.behind = False
         self._dropped = Removal()  # what queries took out of the graph in memory, until the next change saves it
 
-    def basis_folder(self) -> Path | None:
-        """Where the walk's solved dense share is kept (:mod:`.walk.basis_files`): beside a persisted index."""
-        return None if self.persist_dir is None else self.persist_dir / BASIS_FOLDER
-
-    def state_folder(self) -> Path | None:
-        """Where the query state's matrices and passage texts are shared (:mod:`.state_files`): beside it."""
-        return None if self.persist_dir is None else self.persist_dir / STATE_FOLDER
+    def _beside(self, name: str) -> Path | None:
+        """The folder ``name`` beside a persisted index (the walk's basis, the query state's files); None in memory."""
+        return None if self.persist_dir is None else self.persist_dir / name
 
     @contextmanager
     def change(self, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> Iterator[None]:
