@@ -14,6 +14,7 @@ from typing import Any
 
 from llama_index.core.schema import MetadataMode
 
+from ..rules.atomic_files import write_atomic
 from ..stores.chroma_batches import CHROMA_BATCH
 from .extraction import Extraction, Extractor, OpenIEExtractor
 
@@ -82,9 +83,7 @@ def write_openie(path: str | os.PathLike[str], extractions: Iterable[tuple[str, 
             "avg_ent_words": round(sum(len(n.split()) for n in names) / len(names), 4) if names else 0}
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
-    temporary.replace(path)  # a reader never sees half a file
+    write_atomic(path, json.dumps(data, ensure_ascii=False).encode("utf-8"))  # a reader never sees half a file
     return path
 
 

@@ -80,17 +80,15 @@ def check_folder_digests(folder: Path, digests: object, manifest: str) -> None:
 def left_by_dead_process(partial: Path) -> bool:
     """Whether a partial file or folder, named ``.<kind>.<pid>.<...>``, was left by a process that is gone."""
     pid = partial.name.split(".")[2]
-    return pid.isdigit() and not _alive(int(pid))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+    if not pid.isdigit():
         return False
-    except PermissionError:  # another user's process
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
         return True
-    return True
+    except PermissionError:  # another user's process: alive
+        return False
+    return False
 
 
 def _publish(partial: Path, kind: str, suffix: str) -> Path:
