@@ -214,8 +214,7 @@ def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: fl
     passage_texts, passage_matrix = _passage_rows(stores, passage_ids, state_folder)
     entity_node = {e: graph.num_passages + i for i, e in enumerate(entity_ids)}
     counts = np.zeros(len(nodes), dtype=np.float64)
-    for e, i in entity_node.items():
-        counts[i] = len(graph.entity_passages.get(e, ()))
+    counts[graph.num_passages :] = [len(graph.entity_passages.get(e, ())) for e in entity_ids]
     fact_ids, fact_matrix = _fact_rows(stores.facts, sorted(graph.facts), passage_matrix.shape[1], state_folder,
                                        rows=graph.num_facts < walk.minimum("hnsw_min_facts"))
     fact_nodes = np.zeros((len(fact_ids), 2), dtype=np.int64)
