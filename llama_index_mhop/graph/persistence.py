@@ -312,14 +312,10 @@ def saved_storage(root: Path) -> tuple[StorageContext | None, HippoGraphStruct]:
 def saved_config(config: HippoGraphIndexConfig, stores: GraphStores) -> dict[str, Any]:
     """The config file of an index: what reopening it needs besides the graph (names, embedder, settings)."""
     model = stores.embed_model
-    return {
-        "format_version": INDEX_FORMAT_VERSION,
-        "name": config.name,
-        "chroma": stores.mode if stores.mode != "ephemeral" else "local",
-        "collections": stores.collection_names(),
-        "embed_model": {"class": type(model).__name__, "model_name": getattr(model, "model_name", None)},
-        **{key: getattr(config, key) for key in _SETTINGS},
-    }
+    return {"format_version": INDEX_FORMAT_VERSION, "name": config.name,
+            "chroma": stores.mode if stores.mode != "ephemeral" else "local", "collections": stores.collection_names(),
+            "embed_model": {"class": type(model).__name__, "model_name": getattr(model, "model_name", None)},
+            **{key: getattr(config, key) for key in _SETTINGS}}
 
 
 def save_index(target: Path, config: HippoGraphIndexConfig, graph: KnowledgeGraph, stores: GraphStores,

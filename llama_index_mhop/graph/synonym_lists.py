@@ -116,8 +116,6 @@ class SynonymLists:
         if matrix.ndim != 2 or matrix.shape[0] != len(ids):
             raise ValueError(f"vectors must have shape ({len(ids)}, dim), got {matrix.shape}")
         queries = self._pending(changed)
-        if not ids:
-            return self._apply_synonyms(queries, [])
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         matrix = matrix / np.where(norms > 0, norms, 1.0)
         eligible = np.array([self._eligible(e) for e in ids], dtype=bool)
