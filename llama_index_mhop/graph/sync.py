@@ -106,6 +106,9 @@ class Removal:
     def to_json(self) -> dict[str, list[str]]:
         return {"passages": self.passages, "entities": self.entities, "facts": self.facts}
 
+    def delete_from(self, stores: GraphStores) -> None:
+        stores.delete(self.passages, self.entities, self.facts)
+
 
 def detach_passages(graph: KnowledgeGraph, synonymy: SynonymyRefresher, passage_ids: Iterable[str]) -> Removal:
     """Take passages out of the graph (not yet out of Chroma: see the module docstring for the order)."""
@@ -121,7 +124,7 @@ def commit_removal(removal: Removal, stores: GraphStores, root: Path | None, sav
         if removal:
             write_json(root / REMOVAL_FILE, removal.to_json())
         save()
-    stores.delete(removal.passages, removal.entities, removal.facts)
+    removal.delete_from(stores)
     if root is not None:
         (root / REMOVAL_FILE).unlink(missing_ok=True)
 
@@ -149,8 +152,7 @@ def finish_removal(root: Path, graph: KnowledgeGraph, stores: GraphStores) -> No
         lists[key] = check_field(data, key, list, str(path), default=[])
         for item in lists[key]:
             check_value(item, str, str(path), key)
-    left = Removal(**lists).unnamed_by(graph)
-    stores.delete(left.passages, left.entities, left.facts)
+    Removal(**lists).unnamed_by(graph).delete_from(stores)
     path.unlink()
 
 
