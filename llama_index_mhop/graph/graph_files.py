@@ -314,7 +314,6 @@ def graph_to_networkx(nodes: Sequence[Sequence[str]], edges: Sequence[Edge]) -> 
     """A ``networkx.Graph`` of these nodes (:meth:`GraphTables.node_list`: with ``kind`` and ``name``) and edges
     (with ``facts``, ``synonymy``, ``passage`` and ``weight``)."""
     import networkx as nx
-
     out = nx.Graph()
     for key, kind, name in nodes:
         out.add_node(key, kind=kind, name=name)

@@ -147,7 +147,6 @@ class SavedConfig:
         """The embedder of queries: ``embed_model``, else the default; one other than the index was built with is
         logged."""
         from ..stores.defaults import resolve_embed_model
-
         embed_model = resolve_embed_model(embed_model)
         saved = (self.config.get("embed_model") or {}).get("model_name")
         if saved and getattr(embed_model, "model_name", saved) != saved:
@@ -159,7 +158,6 @@ class SavedConfig:
         """The Chroma client of the index and its mode (see ``graph_stores.saved_client``), checked to hold the
         index's collections before anything is created in it."""
         from ..stores.defaults import describe_client
-
         client, mode = saved_client(chroma_client, self.config.get("chroma", "local"), self.root)
         name = self.config["name"]
         missing = missing_collections(client, self.collection_prefix or name)
@@ -338,7 +336,6 @@ def discard_damaged_save(root: Path, error: DamagedFileError, chroma_client: Any
     from chromadb.errors import ChromaError
 
     from ..stores.defaults import describe_client
-
     damage = str(error).removesuffix(f"; {_REBUILD}")
     where = str(root / CHROMA_DIR) if chroma_client is None else describe_client(chroma_client)
     try:
@@ -388,7 +385,6 @@ def _collection(client: Any, name: str, root: Path) -> Any:
     from chromadb.errors import NotFoundError
 
     from ..stores.defaults import describe_client
-
     try:
         return client.get_collection(name)
     except NotFoundError:

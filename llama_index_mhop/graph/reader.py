@@ -134,7 +134,6 @@ class HippoGraphReader(GraphEngines):
     def _file_snapshot(self, damping: float, chroma_client: Any) -> None:
         """Open the index and load its state once, which files the current save's snapshot."""
         from .index import HippoGraphIndex
-
         logger.info("index %s: filing the query snapshot of its current save", self.name)
         index = HippoGraphIndex.from_persist_dir(self.persist_dir, chroma_client=chroma_client,
                                                  embed_model=self.embed_model)

@@ -208,7 +208,6 @@ class PassageTexts:
         """The records, mapped read-only from the folder's file of the same content when there is one."""
         # imported here: the state imports the walk, whose large-graph tier imports this module
         from .state import PassageRecords, mapped_bytes
-
         offsets = np.concatenate([np.zeros(1, dtype=np.int64), *self._ends])
         partial = self._partial  # set while the file is open
         if partial is not None:

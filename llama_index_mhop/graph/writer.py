@@ -124,7 +124,6 @@ class IndexWriter:
         ``auto_reconcile_max_passages`` passages are new; never waiting for another writer nor failing the query
         (a read-only store, a writer at work: it leaves the gone passages out). Whether it reconciled."""
         from chromadb.errors import ChromaError
-
         self.behind = False
         limit = self.config.auto_reconcile_max_passages
         if not limit or self.versions.changing:

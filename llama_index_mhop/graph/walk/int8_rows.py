@@ -117,7 +117,6 @@ class Int8Rows(ExactRows):
 
     def __init__(self, matrix: np.ndarray, codes_folder: Path | None = None, codes_kind: str = "int8") -> None:
         import torch
-
         if not has_int8_matmul():
             raise RuntimeError("this torch has no int8 matrix product")
         super().__init__(matrix)
