@@ -26,8 +26,6 @@ class RetrievalSource(Protocol):
 
     def retrieval_state(self, damping: float) -> RetrievalState:
         """The current graph version's query state (its arrays and its walk), for a walk with ``damping``."""
-        ...
 
     def still_held(self, nodes: Sequence[NodeWithScore]) -> list[NodeWithScore]:
         """``nodes`` without the passages gone from the index's collections since its state was loaded."""
-        ...
