@@ -149,13 +149,9 @@ def extract_llm_free(text: str, title: str | None = None,
         # The passage is about its title, and so is a sentence unless it opens with another name. The first
         # sentence always is ("Delbert Martin Mann Jr. (January 30, 1920 ...) was ..." defines "Delbert Mann"),
         # and a date opening a sentence is not what the sentence is about.
-        opens_with_name = (
-            number > 0
-            and sentence[: mentions[0][0]].strip("\"“'‘( ") in ("", "The", "A", "An")
-            and entity_key(opener) not in subject_keys
-            and re.search(r"[a-z]", entity_key(opener)) is not None
-            and _DATE.fullmatch(opener) is None
-        )
+        opens_with_name = (number > 0 and sentence[: mentions[0][0]].strip("\"“'‘( ") in ("", "The", "A", "An")
+                           and entity_key(opener) not in subject_keys and _DATE.fullmatch(opener) is None
+                           and re.search(r"[a-z]", entity_key(opener)) is not None)
         if subjects and not opens_with_name:
             subject, objects, cursor = subjects[0], mentions, 0
         else:

@@ -173,16 +173,13 @@ def _records_from_arrays(arrays: Mapping[str, np.ndarray], sizes: Mapping[str, i
     if at["text"] != len(ends) or at["count"] != len(counts) or len(similarities) != sum(map(len, others)):
         raise ValueError("the arrays hold more than the tables")
     ends_of = itertools.accumulate(map(len, others))
-    return {
-        "entities": dict(zip(entity_ids, names, strict=True)),
-        "facts": {f: (s, p, o) for f, s, p, o in zip(*fact_columns, strict=True)},
-        "passages": {pid: PassageRecord(e, f, r[0] if r else None, t, te)
-                     for pid, t, r, e, f, te in zip(pids, titles, refs, entities, facts, title_entities, strict=True)},
-        "synonyms": {e: SynonymList.from_columns(ids, array("d", similarities[end - len(ids) : end].tolist()))
-                     for e, ids, end in zip(synonym_ids, others, ends_of, strict=True)},
-        "node_keys": [k or None for k in keys],
-        "free_slots": free,
-    }
+    return {"entities": dict(zip(entity_ids, names, strict=True)),
+            "facts": {f: (s, p, o) for f, s, p, o in zip(*fact_columns, strict=True)},
+            "passages": {pid: PassageRecord(e, f, r[0] if r else None, t, te) for pid, t, r, e, f, te
+                         in zip(pids, titles, refs, entities, facts, title_entities, strict=True)},
+            "synonyms": {e: SynonymList.from_columns(ids, array("d", similarities[end - len(ids) : end].tolist()))
+                         for e, ids, end in zip(synonym_ids, others, ends_of, strict=True)},
+            "node_keys": [k or None for k in keys], "free_slots": free}
 
 
 def _saved_array_names(folder: Path) -> list[str]:
