@@ -212,10 +212,9 @@ class IndexWriter:
         self.behind = True
         if not self._warned_drift and not self.config.auto_reconcile_max_passages:
             self._warned_drift = True
-            logger.warning(
-                "index %s: %d passages are gone from its Chroma collections (the vector index it reads changed "
-                "without it); queries leave them out. index.reconcile() or `mhop index DIR --graph` brings the "
-                "graph in step", self.config.name, len(passage_ids))
+            logger.warning("index %s: %d passages are gone from its Chroma collections (the vector index it reads "
+                           "changed without it); queries leave them out. index.reconcile() or `mhop index DIR "
+                           "--graph` brings the graph in step", self.config.name, len(passage_ids))
         self._forget_documents(passage_ids)
         # Their Chroma rows (entities and facts only they supported) go, and the graph is saved, with the next
         # change (_commit): a query never writes.
