@@ -23,7 +23,7 @@ from .graph_arrays import PassageRecord, SynonymList
 
 __all__ = ["DamagedFileError", "Edge", "GraphTables", "JsonRecords", "check_digest", "check_fact_entities",
            "check_field", "check_file_digest", "check_links", "check_listed", "check_model", "check_value",
-           "content_hash", "file_digest", "graph_dict", "load_array", "packed_synonyms", "parse_json", "read_json_file",
+           "content_hash", "file_digest", "load_array", "packed_synonyms", "parse_json", "read_json_file",
            "read_json_object", "write_json"]
 
 _NAMES = {dict: "an object", list: "a list", str: "a string", int: "an integer", type(None): "null"}
@@ -235,12 +235,6 @@ class GraphTables:
         nodes = [[pid, "passage", r.title] for pid, r in self.passages.items()]
         nodes += [[e, "entity", name] for e, name in self.entity_names.items()]
         return sorted(nodes)
-
-
-def graph_dict(tables: GraphTables, format_version: int, edges: Sequence[Edge]) -> dict[str, Any]:
-    """The one-object JSON form: the records, and the node and edge lists."""
-    return {"format_version": format_version, **tables.to_json(), "nodes": tables.node_list(),
-            "edges": [list(e) for e in edges]}
 
 
 def check_listed(data: Mapping[str, Any], tables: GraphTables, edges: Sequence[Edge]) -> None:

@@ -29,7 +29,7 @@ from .graph_files import (
     open_structure,
     save_graph,
 )
-from .json_files import GraphTables, check_listed, graph_dict
+from .json_files import GraphTables, check_listed
 from .synonym_lists import SynonymLists
 from .walk.exact import DEFAULT_DAMPING, PageRankGraph
 
@@ -377,7 +377,9 @@ class KnowledgeGraph(SynonymLists):
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable form: config, records, synonym lists, and the node and edge lists."""
-        return graph_dict(self.tables(), GRAPH_FORMAT_VERSION, self.edge_list())
+        tables = self.tables()
+        return {"format_version": GRAPH_FORMAT_VERSION, **tables.to_json(), "nodes": tables.node_list(),
+                "edges": [list(e) for e in self.edge_list()]}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> KnowledgeGraph:
