@@ -106,10 +106,6 @@ def _setting(config: dict[str, Any], key: str) -> Any:
     return config.get(key, _Config.model_fields[key].default)
 
 
-def _not_saved(root: Path) -> FileNotFoundError:
-    return FileNotFoundError(f"no HippoGraphIndex saved in {root} (expected {CONFIG_FILE} and {GRAPH_FILE})")
-
-
 def _damaged(exc: ValueError) -> DamagedFileError:
     return DamagedFileError(f"{exc}; {_REBUILD}")
 
@@ -208,7 +204,7 @@ def read_saved_config(root: Path) -> SavedConfig:
     """Read and check the config saved in ``root`` (not the graph). Raises FileNotFoundError when nothing is saved
     there, ValueError for an unreadable config or unknown format."""
     if not saved_index_exists(root):
-        raise _not_saved(root)
+        raise FileNotFoundError(f"no HippoGraphIndex saved in {root} (expected {CONFIG_FILE} and {GRAPH_FILE})")
     return SavedConfig(root, _read_config(root / CONFIG_FILE))
 
 
