@@ -160,14 +160,12 @@ def extract_llm_free(text: str, title: str | None = None,
         previous: str | None = None
         for start, end, name in objects:
             key = entity_key(name)
-            gap = sentence[cursor:start]
-            cursor = end
+            gap, cursor = sentence[cursor:start], end
             if key == subject_key or (subject_key in subject_keys and key in subject_keys):
                 continue
             previous = _predicate(gap, previous) or None
-            if previous is None:
-                continue
-            triples.setdefault((subject_key, previous, key), (subject, previous, name))
+            if previous is not None:
+                triples.setdefault((subject_key, previous, key), (subject, previous, name))
     facts = list(triples.values())
     if max_triples is not None and len(facts) > max_triples:
         dated = [not re.search(r"[a-z]", entity_key(f[2])) for f in facts]

@@ -88,9 +88,7 @@ class SynonymLists:
         for entity_id in gone:
             self._stale_synonyms.discard(entity_id)
             self.synonyms.pop(entity_id, None)
-        for other in holders:
-            if other in gone:
-                continue
+        for other in [h for h in holders if h not in gone]:
             neighbours = self.synonyms[other]
             if len(neighbours) >= self.synonymy_top_k:
                 self._stale_synonyms.add(other)
