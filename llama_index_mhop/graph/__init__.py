@@ -26,11 +26,9 @@ __all__ = ["DEFAULT_DAMPING", "DEFAULT_MAX_ITER", "DEFAULT_TOL", "EmptyIndexErro
 _EXPORTS = {name: module for module, names in {
     "..rules.text": ("entity_key", "title_entities"),
     ".extraction": ("ExtractEntitiesAndTriples", "OpenIEExtractor", "extract_llm_free"),
-    ".index": ("EmptyIndexError", "HippoGraphIndex", "UnknownDocumentError"),
-    ".index_config": ("HippoGraphIndexConfig",),
-    ".knowledge_graph": ("KnowledgeGraph",),
+    ".index": ("EmptyIndexError", "HippoGraphIndex", "UnknownDocumentError"), ".reader": ("HippoGraphReader",),
+    ".index_config": ("HippoGraphIndexConfig",), ".knowledge_graph": ("KnowledgeGraph",),
     ".openie_file": ("export_openie", "OpenIEFileError", "StoredOpenIE", "read_openie", "write_openie"),
-    ".reader": ("HippoGraphReader",),
     ".walk.exact": ("DEFAULT_DAMPING", "DEFAULT_MAX_ITER", "DEFAULT_TOL", "PageRankGraph"),
 }.items() for name in names}
 

@@ -343,8 +343,7 @@ def discard_damaged_save(root: Path, error: DamagedFileError, chroma_client: Any
     removed = [name for name in _DERIVED if (root / name).exists()]
     logger.warning("%s: rebuilding the graph index in %s from Chroma and the corpus (removing %s)", damage, root,
                    ", ".join(removed))
-    for name in removed:
-        path = root / name
+    for path in (root / name for name in removed):
         if path.is_dir():
             shutil.rmtree(path)
         else:

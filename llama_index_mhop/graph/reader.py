@@ -18,7 +18,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.schema import NodeWithScore
 
 from .graph_files import saved_tables_digest
-from .index import GraphEngines
+from .index import GraphEngines, HippoGraphIndex
 from .layout import GRAPH_DIR, GRAPH_FILE, LEGACY_GRAPH_FILE
 from .lm_programs import load_lm_programs
 from .persistence import read_saved_config
@@ -125,16 +125,10 @@ class HippoGraphReader(GraphEngines):
             if state is not None:
                 self.digest, self._states = digest, {damping: state}
                 return
-            if attempt < 2:
-                self._file_snapshot(damping, chroma_client)
+            if attempt < 2:  # open the index and load its state once, which files the current save's snapshot
+                logger.info("index %s: filing the query snapshot of its current save", self.name)
+                HippoGraphIndex.from_persist_dir(self.persist_dir, chroma_client=chroma_client,
+                                                 embed_model=self.embed_model).retrieval_state(damping)
         raise ValueError(f"index {self.name!r}: no query snapshot could be filed in "
                          f"{self.persist_dir / STATE_FOLDER} (the index was saved meanwhile, or the folder cannot "
                          "be written): open it with HippoGraphIndex.from_persist_dir")
-
-    def _file_snapshot(self, damping: float, chroma_client: Any) -> None:
-        """Open the index and load its state once, which files the current save's snapshot."""
-        from .index import HippoGraphIndex
-        logger.info("index %s: filing the query snapshot of its current save", self.name)
-        index = HippoGraphIndex.from_persist_dir(self.persist_dir, chroma_client=chroma_client,
-                                                 embed_model=self.embed_model)
-        index.retrieval_state(damping)
