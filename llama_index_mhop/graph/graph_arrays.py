@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["FACTS", "NO_NODE", "PLAIN", "SYNONYMY", "SYNONYMY_SCALE", "TITLE", "EdgeStore", "NodeTable", "PassageRecord",
-           "SynonymList"]
+__all__ = ["FACTS", "NO_NODE", "PLAIN", "SYNONYMY", "SYNONYMY_SCALE", "TITLE", "EdgeStore", "NodeTable",
+           "PassageRecord", "SynonymList"]
 
 FACTS, SYNONYMY, PLAIN, TITLE = range(4)
 _CHANNELS = 4

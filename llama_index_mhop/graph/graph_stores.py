@@ -154,8 +154,7 @@ class GraphStores:
         self._open(client, mode)
 
     def _open(self, client: Any, mode: str) -> None:
-        self.client = client
-        self.mode = mode
+        self.client, self.mode = client, mode
         self.passages, self.entities, self.facts = (self._owned(client, f"{self.prefix}_{kind}") for kind in _KINDS)
         self.vector_store = ChromaVectorStore(chroma_collection=self.passages)
 

@@ -264,8 +264,7 @@ def open_saved_index(folder: str | os.PathLike[str] | None, struct: HippoGraphSt
     root = Path(folder)
     _check_holds(root, struct.index_id)
     saved = read_saved_index(root)
-    client, mode = saved.open_store(chroma_client)
-    return OpenedIndex(saved, client, mode, saved.embedder(embed_model))
+    return OpenedIndex(saved, *saved.open_store(chroma_client), saved.embedder(embed_model))
 
 
 def _check_holds(root: Path, index_id: str) -> None:
@@ -372,7 +371,8 @@ def finish_reopen(stores: GraphStores, saved: SavedIndex) -> None:
     stored = stores.passages.count()
     if saved.graph.num_passages and stored < saved.graph.num_passages:
         raise ValueError(f"the Chroma collection {stores.passages.name!r} holds {stored} passages but the graph in "
-                         f"{saved.root} has {saved.graph.num_passages}: pass the chroma_client the index was built with")
+                         f"{saved.root} has {saved.graph.num_passages}: pass the chroma_client the index was built "
+                         "with")
 
 
 def _collection(client: Any, name: str, root: Path) -> Any:

@@ -264,8 +264,8 @@ def build_state(version: int, columns: StateColumns, passage_matrix: np.ndarray,
     graph_walk = GraphWalk.load(pagerank, first_entity, passage_vectors.matrix, settings, basis_folder, state_folder)
     settings.log_paths(passage_vectors, fact_vectors, graph_walk)
     return RetrievalState(
-        version=version, passage_ids=columns.passage_ids, passage_vectors=passage_vectors, entity_ids=columns.entity_ids,
-        entity_names=columns.entity_names, passage_counts=columns.passage_counts, fact_ids=columns.fact_ids,
-        entity_key_node=NameLookup(columns.entity_names, columns.name_order, first_entity),
+        version=version, passage_ids=columns.passage_ids, passage_vectors=passage_vectors, walk=graph_walk,
+        entity_ids=columns.entity_ids, entity_names=columns.entity_names, passage_counts=columns.passage_counts,
+        entity_key_node=NameLookup(columns.entity_names, columns.name_order, first_entity), fact_ids=columns.fact_ids,
         fact_triples=FactTriples(columns.entity_names, columns.predicates, columns.fact_nodes, first_entity),
-        fact_nodes=columns.fact_nodes, fact_vectors=fact_vectors, walk=graph_walk, passage_texts=passage_texts)
+        fact_nodes=columns.fact_nodes, fact_vectors=fact_vectors, passage_texts=passage_texts)

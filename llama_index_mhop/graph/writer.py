@@ -62,7 +62,7 @@ class IndexWriter:
         self._dropped = Removal()  # what queries took out of the graph in memory, until the next change saves it
 
     def _beside(self, name: str) -> Path | None:
-        """The folder ``name`` beside a persisted index (the walk's basis, the query state's files); None in memory."""
+        """``name`` in a persisted index's folder (checkpoint, walk basis, query state files); None in memory."""
         return None if self.persist_dir is None else self.persist_dir / name
 
     @contextmanager
@@ -76,9 +76,8 @@ class IndexWriter:
             yield
 
     def _indexer(self, extractor: Extractor) -> BatchIndexer:
-        checkpoint = None if self.persist_dir is None else self.persist_dir / CHECKPOINT_FILE
-        return BatchIndexer(self.stores, self.graph, extractor, self.config.num_workers, self.synonymy, checkpoint,
-                            self.timer)
+        return BatchIndexer(self.stores, self.graph, extractor, self.config.num_workers, self.synonymy,
+                            self._beside(CHECKPOINT_FILE), self.timer)
 
     def sync(self, extractor: Extractor, docs: Sequence[Document], nodes: Sequence[TextNode],
              show_progress: bool | None, on_batch_end: BatchHook | None,
