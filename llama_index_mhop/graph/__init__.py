@@ -8,13 +8,8 @@ from typing import TYPE_CHECKING
 from ..rules.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
-    from .extraction import (
-        ExtractEntitiesAndTriples,
-        OpenIEExtractor,
-        entity_key,
-        extract_llm_free,
-        title_entities,
-    )
+    from ..rules.text import entity_key, title_entities
+    from .extraction import ExtractEntitiesAndTriples, OpenIEExtractor, extract_llm_free
     from .index import EmptyIndexError, HippoGraphIndex, UnknownDocumentError
     from .index_config import HippoGraphIndexConfig
     from .knowledge_graph import KnowledgeGraph
@@ -29,12 +24,11 @@ __all__ = ["DEFAULT_DAMPING", "DEFAULT_MAX_ITER", "DEFAULT_TOL", "EmptyIndexErro
 
 #: Where each exported name lives (the module, relative to this package).
 _EXPORTS = {name: module for module, names in {
-    ".extraction": ("ExtractEntitiesAndTriples", "OpenIEExtractor", "entity_key", "extract_llm_free", "title_entities"),
-    ".index": ("EmptyIndexError", "HippoGraphIndex", "UnknownDocumentError"),
-    ".index_config": ("HippoGraphIndexConfig",),
-    ".knowledge_graph": ("KnowledgeGraph",),
+    "..rules.text": ("entity_key", "title_entities"),
+    ".extraction": ("ExtractEntitiesAndTriples", "OpenIEExtractor", "extract_llm_free"),
+    ".index": ("EmptyIndexError", "HippoGraphIndex", "UnknownDocumentError"), ".reader": ("HippoGraphReader",),
+    ".index_config": ("HippoGraphIndexConfig",), ".knowledge_graph": ("KnowledgeGraph",),
     ".openie_file": ("export_openie", "OpenIEFileError", "StoredOpenIE", "read_openie", "write_openie"),
-    ".reader": ("HippoGraphReader",),
     ".walk.exact": ("DEFAULT_DAMPING", "DEFAULT_MAX_ITER", "DEFAULT_TOL", "PageRankGraph"),
 }.items() for name in names}
 

@@ -1,8 +1,7 @@
-"""The JSON Lines checkpoint of a graph index build: one line per finished batch, so a killed build resumes.
-
-The first line names the format and the index (a resumed build keeps its id and collections); each later line,
-appended and fsync'ed after the batch's Chroma writes, maps its passage ids to :class:`GraphEntry`. A cut-off last
-line is ignored; any other unreadable line is an error naming the file and line."""
+"""The JSON Lines checkpoint of a graph index build, so a killed build resumes: a first line naming the format and
+the index (a resumed build keeps its id and collections), then one line per finished batch, appended and fsync'ed
+after its Chroma writes. A cut-off last line is ignored; any other unreadable line is an error naming the file and
+line."""
 
 from __future__ import annotations
 
@@ -41,13 +40,8 @@ class GraphEntry:
                           title_entities=self.title_entities)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "entities": self.entities,
-            "facts": {f: list(t) for f, t in self.facts.items()},
-            "ref_doc_id": self.ref_doc_id,
-            "title": self.title,
-            "title_entities": list(self.title_entities),
-        }
+        return {"entities": self.entities, "facts": {f: list(t) for f, t in self.facts.items()},
+                "ref_doc_id": self.ref_doc_id, "title": self.title, "title_entities": list(self.title_entities)}
 
     @classmethod
     def from_json(cls, record: dict[str, Any], where: str, field: str) -> GraphEntry:
@@ -67,8 +61,6 @@ class _Entry(BaseModel, extra="allow"):
 
 
 class _Line(BaseModel, extra="allow"):
-    """A batch line of the checkpoint."""
-
     passages: dict[str, _Entry] = {}
 
 
@@ -87,9 +79,8 @@ def append_checkpoint(path: Path, name: str, entries: Mapping[str, GraphEntry], 
 
 
 def read_checkpoint(path: Path, name: str) -> dict[str, GraphEntry]:
-    """The passages a checkpoint lists (empty without one).
-
-    Raises ValueError for an unreadable line, a bad record, or a checkpoint of another index."""
+    """The passages a checkpoint lists (empty without one). Raises ValueError for an unreadable line, a bad record,
+    or a checkpoint of another index."""
     if not path.is_file():
         return {}
     try:

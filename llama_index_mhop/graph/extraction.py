@@ -1,8 +1,6 @@
-"""Open information extraction for the HippoRAG 2 memory: named entities and (subject, predicate, object) triples.
-
-One LM call per passage (:class:`OpenIEModule`), with an LLM-free extractor (:func:`extract_llm_free`) as default
-and fallback; entities are compared by :func:`entity_key`, so "Delbert Mann's" and "Delbert Mann" are one node.
-"""
+"""Open information extraction for the HippoRAG 2 memory: named entities and (subject, predicate, object) triples,
+one LM call per passage (:class:`OpenIEModule`) with an LLM-free extractor (:func:`extract_llm_free`) as default and
+fallback; entities are compared by :func:`entity_key`, so "Delbert Mann's" and "Delbert Mann" are one node."""
 
 from __future__ import annotations
 
@@ -82,10 +80,6 @@ class Extraction:
                    triples=tuple((str(s), str(p), str(o)) for s, p, o in data.get("triples", [])))
 
 
-def _clean_span(span: str) -> str:
-    return strip_possessive(span.strip().strip("\"“”'‘’.,;:()[]"))
-
-
 def _is_name(span: str) -> bool:
     key = entity_key(span)
     if not key or len(key) > MAX_ENTITY_CHARS:
@@ -94,12 +88,8 @@ def _is_name(span: str) -> bool:
     return bool(first) and (first.isupper() or first.isdigit())
 
 
+#: Capitalised words that follow a lowercase word or a comma: capitalised because they are names.
 _CAPITALISED_WORD = re.compile(r"(?<=[a-z0-9,;:)] )([A-Z][\w'’\-]*)")
-
-
-def _names_inside_sentences(text: str) -> set[str]:
-    """Capitalised words that follow a lowercase word or a comma: capitalised because they are names."""
-    return {entity_key(m.group(1)) for m in _CAPITALISED_WORD.finditer(text)}
 
 
 def _mentions(sentence: str, known: set[str] | None = None) -> list[tuple[int, int, str]]:
@@ -107,21 +97,19 @@ def _mentions(sentence: str, known: set[str] | None = None) -> list[tuple[int, i
     found = [(match.start(), match.end(), match.group(0)) for match in _DATE.finditer(sentence)]
     opening = len(sentence) - len(sentence.lstrip("\"“'‘( "))
     for span in entity_spans(sentence):
-        name = _clean_span(span)
+        name = strip_possessive(span.strip().strip("\"“”'‘’.,;:()[]"))
         if not _is_name(name):
             continue
         position = sentence.find(name)
-        if position < 0:
-            continue
-        if known is not None and position == opening and " " not in name and entity_key(name) not in known:
+        if position < 0 or (known is not None and position == opening and " " not in name
+                            and entity_key(name) not in known):
             continue
         found.append((position, position + len(name), name))
     found.sort(key=lambda m: (m[0], -(m[1] - m[0])))
     kept: list[tuple[int, int, str]] = []
-    for start, end, name in found:
-        if kept and start < kept[-1][1]:  # inside the previous (longer or earlier) mention
-            continue
-        kept.append((start, end, name))
+    for mention in found:
+        if not kept or mention[0] >= kept[-1][1]:  # else inside the previous (longer or earlier) mention
+            kept.append(mention)
     return kept
 
 
@@ -134,8 +122,7 @@ def _predicate(gap: str, previous: str | None) -> str:
         return previous or ""
     start = next((i for i in range(len(words) - 1, -1, -1)
                   if words[i] in _VERBS or (len(words[i]) > 4 and words[i].endswith(("ed", "ing")))), None)
-    chosen = words[start:] if start is not None else words
-    chosen = chosen[-MAX_PREDICATE_WORDS:]
+    chosen = words[start:][-MAX_PREDICATE_WORDS:]  # no verb-like word (start None): every word
     while len(chosen) > 1 and chosen[0] in _CONJUNCTIONS:
         chosen = chosen[1:]
     return " ".join(chosen)
@@ -151,7 +138,7 @@ def extract_llm_free(text: str, title: str | None = None,
     for name in subjects:
         entities.setdefault(entity_key(name), name)
     triples: dict[tuple[str, str, str], tuple[str, str, str]] = {}
-    known = _names_inside_sentences(text or "") | subject_keys
+    known = {entity_key(m.group(1)) for m in _CAPITALISED_WORD.finditer(text or "")} | subject_keys
     for number, sentence in enumerate(sentences(text or "")):
         mentions = _mentions(sentence, known)
         for _, _, name in mentions:
@@ -162,13 +149,9 @@ def extract_llm_free(text: str, title: str | None = None,
         # The passage is about its title, and so is a sentence unless it opens with another name. The first
         # sentence always is ("Delbert Martin Mann Jr. (January 30, 1920 ...) was ..." defines "Delbert Mann"),
         # and a date opening a sentence is not what the sentence is about.
-        opens_with_name = (
-            number > 0
-            and sentence[: mentions[0][0]].strip("\"“'‘( ") in ("", "The", "A", "An")
-            and entity_key(opener) not in subject_keys
-            and re.search(r"[a-z]", entity_key(opener)) is not None
-            and _DATE.fullmatch(opener) is None
-        )
+        opens_with_name = (number > 0 and sentence[: mentions[0][0]].strip("\"“'‘( ") in ("", "The", "A", "An")
+                           and entity_key(opener) not in subject_keys and _DATE.fullmatch(opener) is None
+                           and re.search(r"[a-z]", entity_key(opener)) is not None)
         if subjects and not opens_with_name:
             subject, objects, cursor = subjects[0], mentions, 0
         else:
@@ -177,14 +160,12 @@ def extract_llm_free(text: str, title: str | None = None,
         previous: str | None = None
         for start, end, name in objects:
             key = entity_key(name)
-            gap = sentence[cursor:start]
-            cursor = end
+            gap, cursor = sentence[cursor:start], end
             if key == subject_key or (subject_key in subject_keys and key in subject_keys):
                 continue
             previous = _predicate(gap, previous) or None
-            if previous is None:
-                continue
-            triples.setdefault((subject_key, previous, key), (subject, previous, name))
+            if previous is not None:
+                triples.setdefault((subject_key, previous, key), (subject, previous, name))
     facts = list(triples.values())
     if max_triples is not None and len(facts) > max_triples:
         dated = [not re.search(r"[a-z]", entity_key(f[2])) for f in facts]

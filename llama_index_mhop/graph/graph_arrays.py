@@ -1,8 +1,6 @@
-"""The knowledge graph's storage: a node table and an edge store in numpy arrays, persisted as ``.npy`` files.
-
-Edges carry four integer channels (fact count, synonymy similarity in millionths, plain and title passage
-links) so that any order of inserts and removals sums exactly to a fresh build's table. Nothing here knows what
-passages or entities are; :mod:`.knowledge_graph` gives the channels their meaning."""
+"""The knowledge graph's node table and edge store in numpy arrays. Edges carry four integer channels (fact count,
+synonymy similarity in millionths, plain and title passage links) so that any order of inserts and removals sums
+exactly to a fresh build's table; :mod:`.knowledge_graph` gives the channels their meaning."""
 
 from __future__ import annotations
 
@@ -13,18 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = [
-    "FACTS",
-    "NO_NODE",
-    "PLAIN",
-    "SYNONYMY",
-    "SYNONYMY_SCALE",
-    "TITLE",
-    "EdgeStore",
-    "NodeTable",
-    "PassageRecord",
-    "SynonymList",
-]
+__all__ = ["FACTS", "NO_NODE", "PLAIN", "SYNONYMY", "SYNONYMY_SCALE", "TITLE", "EdgeStore", "NodeTable",
+           "PassageRecord", "SynonymList"]
 
 FACTS, SYNONYMY, PLAIN, TITLE = range(4)
 _CHANNELS = 4
@@ -140,10 +128,8 @@ class NodeTable:
         else:
             slot = len(self._keys)
             self._keys.append(key)
-            if slot >= len(self._kinds):
-                grown = np.zeros(max(16, 2 * len(self._kinds)), dtype=np.int8)
-                grown[: len(self._kinds)] = self._kinds
-                self._kinds = grown
+            if slot >= len(self._kinds):  # doubled, from 16
+                self._kinds = np.concatenate([self._kinds, np.zeros(max(16, len(self._kinds)), dtype=np.int8)])
         self._kinds[slot] = kind
         self._slot[key] = slot
         return slot
@@ -173,11 +159,8 @@ class NodeTable:
         table._kinds = np.array(kinds, dtype=np.int8)
         table._free = [int(s) for s in free]
         live = [i for i, k in enumerate(table._keys) if k is not None]
-        if (
-            len(table._slot) != len(live)
-            or sorted(table._free) != [i for i, k in enumerate(table._keys) if k is None]
-            or bool((table._kinds[live] == NO_NODE).any())
-        ):
+        if (len(table._slot) != len(live) or sorted(table._free) != [i for i, k in enumerate(table._keys) if k is None]
+                or bool((table._kinds[live] == NO_NODE).any())):
             raise ValueError("node table is inconsistent: duplicate keys, or free and used slots disagree")
         return table
 
@@ -271,15 +254,12 @@ class EdgeStore:
         key = self._key(np.array([min(u, v)]), np.array([max(u, v)]))[0]
         keys = self._key(pairs[:, 0], pairs[:, 1])
         i = int(np.searchsorted(keys, key))
-        if i < len(keys) and keys[i] == key:
-            return np.asarray(values[i])
-        return None
+        return np.asarray(values[i]) if i < len(keys) and keys[i] == key else None
 
     @classmethod
     def from_arrays(cls, pairs: np.ndarray, values: np.ndarray, capacity: int, folder: Path) -> EdgeStore:
-        """An edge table from the arrays :func:`load_array` read (changes never touch mapped files).
-
-        Raises ValueError for malformed arrays or a slot outside ``[0, capacity)``."""
+        """An edge table from the arrays :func:`load_array` read (changes never touch mapped files). Raises
+        ValueError for malformed arrays or a slot outside ``[0, capacity)``."""
         store = cls()
         if pairs.shape[1:] != (2,) or values.shape != (len(pairs), _CHANNELS):
             raise ValueError(f"{folder}: edge arrays have shapes {pairs.shape} and {values.shape}")

@@ -1,7 +1,6 @@
-"""A saved knowledge graph: a folder of ``.npy`` arrays named by a small ``tables.json``, and networkx export.
-
-Arrays are named by the digest of their bytes and checked against it before use; a save is named by the digest of
-its ``tables.json`` (:func:`saved_tables_digest`). Array format 2 tables are still read."""
+"""A saved knowledge graph, and its networkx export: ``.npy`` arrays named by the digest of their bytes (checked
+before use) and a small ``tables.json`` naming them, whose own digest names the save (:func:`saved_tables_digest`).
+Array format 2 tables are still read."""
 
 from __future__ import annotations
 
@@ -24,8 +23,8 @@ from .json_files import (
     DamagedFileError,
     Edge,
     GraphTables,
+    JsonRecords,
     check_file_digest,
-    check_json_records,
     check_model,
     content_hash,
     file_digest,
@@ -39,18 +38,8 @@ from .layout import TABLES_FILE
 if TYPE_CHECKING:
     import networkx as nx
 
-__all__ = [
-    "ARRAY_FORMAT_VERSION",
-    "TABLES_FILE",
-    "check_saved_array",
-    "cycle_collection_paused",
-    "graph_to_networkx",
-    "load_graph_tables",
-    "saved_tables_digest",
-    "open_graph_files",
-    "open_structure",
-    "save_graph",
-]
+__all__ = ["ARRAY_FORMAT_VERSION", "TABLES_FILE", "check_saved_array", "cycle_collection_paused", "graph_to_networkx",
+           "load_graph_tables", "open_graph_files", "open_structure", "save_graph", "saved_tables_digest"]
 
 #: 2: the records in ``tables.json`` (still read); 3: the records as arrays.
 ARRAY_FORMAT_VERSION = 3
@@ -89,10 +78,8 @@ class _HashingWriter:
 def save_graph(folder: str | Path, tables: GraphTables, nodes: NodeTable, edges: EdgeStore,
                attached: Mapping[str, Any] | None = None) -> str:
     """Write a graph's records, node table and edges as content-named ``.npy`` arrays, then replace ``tables.json``
-    (settings, version, ``attached``), then delete arrays older than the previous save's; return the new digest.
-
-    A crash leaves the previous save whole, and its arrays stay for readers that just read its ``tables.json``.
-    """
+    (settings, version, ``attached``), then delete arrays older than the previous save's; the new digest. A crash
+    leaves the previous save whole, and its arrays stay for readers that just read its ``tables.json``."""
     target = Path(folder)
     target.mkdir(parents=True, exist_ok=True)
     keys, free = nodes.to_lists()
@@ -162,12 +149,8 @@ def _records_from_arrays(arrays: Mapping[str, np.ndarray], sizes: Mapping[str, i
         if first + n > len(ends):
             raise ValueError("text: fewer strings than the tables hold")
         at["text"] = first + n
-        start = ends[first - 1] if first else 0
-        out = []
-        for end in ends[first : first + n]:
-            out.append(sys.intern(text[start:end]))
-            start = end
-        return out
+        bounds = [ends[first - 1] if first else 0, *ends[first : first + n]]
+        return [sys.intern(text[start:end]) for start, end in itertools.pairwise(bounds)]
 
     def numbers(n: int) -> list[int]:
         first = at["count"]
@@ -185,24 +168,18 @@ def _records_from_arrays(arrays: Mapping[str, np.ndarray], sizes: Mapping[str, i
     fact_columns = [strings(sizes["facts"]) for _ in range(4)]
     n = sizes["passages"]
     pids, titles, refs, entities, facts, title_entities = strings(n), strings(n), lists(n), lists(n), lists(n), lists(n)
-    synonym_ids = strings(sizes["synonyms"])
-    others = lists(sizes["synonyms"])
-    keys = strings(sizes["nodes"])
-    free = numbers(sizes["free_slots"])
-    similarities = arrays["similarities"]
+    synonym_ids, others = strings(sizes["synonyms"]), lists(sizes["synonyms"])
+    keys, free, similarities = strings(sizes["nodes"]), numbers(sizes["free_slots"]), arrays["similarities"]
     if at["text"] != len(ends) or at["count"] != len(counts) or len(similarities) != sum(map(len, others)):
         raise ValueError("the arrays hold more than the tables")
     ends_of = itertools.accumulate(map(len, others))
-    return {
-        "entities": dict(zip(entity_ids, names, strict=True)),
-        "facts": {f: (s, p, o) for f, s, p, o in zip(*fact_columns, strict=True)},
-        "passages": {pid: PassageRecord(e, f, r[0] if r else None, t, te)
-                     for pid, t, r, e, f, te in zip(pids, titles, refs, entities, facts, title_entities, strict=True)},
-        "synonyms": {e: SynonymList.from_columns(ids, array("d", similarities[end - len(ids) : end].tolist()))
-                     for e, ids, end in zip(synonym_ids, others, ends_of, strict=True)},
-        "node_keys": [k or None for k in keys],
-        "free_slots": free,
-    }
+    return {"entities": dict(zip(entity_ids, names, strict=True)),
+            "facts": {f: (s, p, o) for f, s, p, o in zip(*fact_columns, strict=True)},
+            "passages": {pid: PassageRecord(e, f, r[0] if r else None, t, te) for pid, t, r, e, f, te
+                         in zip(pids, titles, refs, entities, facts, title_entities, strict=True)},
+            "synonyms": {e: SynonymList.from_columns(ids, array("d", similarities[end - len(ids) : end].tolist()))
+                         for e, ids, end in zip(synonym_ids, others, ends_of, strict=True)},
+            "node_keys": [k or None for k in keys], "free_slots": free}
 
 
 def _saved_array_names(folder: Path) -> list[str]:
@@ -257,7 +234,7 @@ def _read_tables(folder: Path) -> tuple[dict[str, Any], str]:
         raise DamagedFileError(f"{path}: arrays: expected the file names of {', '.join(_ARRAY_NAMES[version])}")
     check_model(_Manifest, data, str(path))
     if version == 2:
-        check_json_records(data, str(path))
+        check_model(JsonRecords, data, str(path))
     return data, digest
 
 
@@ -276,9 +253,8 @@ def cycle_collection_paused() -> Iterator[None]:
 
 
 def check_saved_array(folder: Path, name: str) -> None:
-    """Check a saved array against the digest its name records, before it is read.
-
-    Raises DamagedFileError for a name no save writes or a changed file."""
+    """Check a saved array against the digest its name records, before it is read. Raises DamagedFileError for a
+    name no save writes or a changed file."""
     named = _ARRAY_NAME.fullmatch(name)
     if named is None:
         raise DamagedFileError(f"{folder}: {name!r} is not the name of a saved array")
@@ -296,25 +272,19 @@ def _open_arrays(folder: Path, tables: dict[str, Any], mmap: bool) -> dict[str, 
               for stem, (dtype, ndim) in _DTYPES.items() if stem in names}
     if "text" in names:
         try:
+            sizes = tables.get("sizes")
+            if not isinstance(sizes, dict) or set(sizes) != set(_SIZES):
+                raise ValueError(f"sizes: expected the row counts of {', '.join(_SIZES)}")
             with cycle_collection_paused():
-                tables.update(_records_from_arrays(arrays, _sizes(tables)))
+                tables.update(_records_from_arrays(arrays, sizes))
         except (KeyError, ValueError, UnicodeDecodeError) as exc:
             raise DamagedFileError(f"{folder}: the record arrays do not hold what tables.json says ({exc})") from None
     return arrays
 
 
-def _sizes(tables: Mapping[str, Any]) -> dict[str, int]:
-    sizes = tables.get("sizes")
-    if not isinstance(sizes, dict) or set(sizes) != set(_SIZES):
-        raise ValueError(f"sizes: expected the row counts of {', '.join(_SIZES)}")
-    return sizes
-
-
 def open_graph_files(folder: str | Path, mmap: bool) -> tuple[dict[str, Any], dict[str, np.ndarray], str]:
     """The checked ``tables.json`` of a saved graph, its records, its arrays (edges mmapped when ``mmap``) and its
-    digest; re-read once if two saves finished meanwhile.
-
-    Raises ValueError for a missing or malformed file."""
+    digest; re-read once if two saves finished meanwhile. Raises ValueError for a missing or malformed file."""
     folder = Path(folder)
     tables, digest = _read_tables(folder)
     try:
@@ -328,9 +298,8 @@ def open_graph_files(folder: str | Path, mmap: bool) -> tuple[dict[str, Any], di
 
 def open_structure(folder: str | Path, tables: Mapping[str, Any], arrays: Mapping[str, np.ndarray],
                    kinds: Mapping[str, int]) -> tuple[NodeTable, EdgeStore]:
-    """The node table and edge store read by :func:`open_graph_files`, checked against ``kinds``.
-
-    Raises ValueError for malformed arrays or a node table that disagrees with ``kinds``."""
+    """The node table and edge store read by :func:`open_graph_files`, checked against ``kinds``. Raises ValueError
+    for malformed arrays or a node table that disagrees with ``kinds``."""
     folder = Path(folder)
     nodes = NodeTable.from_lists(tables["node_keys"], tables["free_slots"], arrays["node_kinds"])
     if len(nodes) != len(kinds) or any(k not in nodes or nodes.kind(nodes.slot(k)) != c for k, c in kinds.items()):
@@ -342,7 +311,6 @@ def graph_to_networkx(nodes: Sequence[Sequence[str]], edges: Sequence[Edge]) -> 
     """A ``networkx.Graph`` of these nodes (:meth:`GraphTables.node_list`: with ``kind`` and ``name``) and edges
     (with ``facts``, ``synonymy``, ``passage`` and ``weight``)."""
     import networkx as nx
-
     out = nx.Graph()
     for key, kind, name in nodes:
         out.add_node(key, kind=kind, name=name)

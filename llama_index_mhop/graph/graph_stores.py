@@ -1,7 +1,6 @@
 """The three Chroma collections of a graph index (passages, entities, facts) and the embedder that fills them.
-
-Record ids derive from content, so storing a text twice adds nothing; two indexes in one store never share a collection.
-"""
+Record ids derive from content, so storing a text twice adds nothing; two indexes in one store never share a
+collection."""
 
 from __future__ import annotations
 
@@ -134,10 +133,9 @@ def saved_client(chroma_client: Any, kind: str, root: Path) -> tuple[Any, str]:
 
 
 class GraphStores:
-    """The ``{prefix}_passages``, ``{prefix}_entities`` and ``{prefix}_facts`` collections of one Chroma client.
-
-    Entity and fact records are id and vector alone (documents and metadata doubled write time). A ``ValueError``
-    for a name Chroma would refuse as a collection prefix, or a collection another index owns."""
+    """The ``{prefix}_passages``, ``{prefix}_entities`` and ``{prefix}_facts`` collections of one Chroma client. Entity
+    and fact records are id and vector alone (documents and metadata doubled write time). A ``ValueError`` for a
+    name Chroma would refuse as a collection prefix, or a collection another index owns."""
 
     def __init__(self, client: Any, name: str, embed_model: BaseEmbedding, short_text_batch_size: int | None,
                  mode: str, prefix: str | None = None,
@@ -156,8 +154,7 @@ class GraphStores:
         self._open(client, mode)
 
     def _open(self, client: Any, mode: str) -> None:
-        self.client = client
-        self.mode = mode
+        self.client, self.mode = client, mode
         self.passages, self.entities, self.facts = (self._owned(client, f"{self.prefix}_{kind}") for kind in _KINDS)
         self.vector_store = ChromaVectorStore(chroma_collection=self.passages)
 

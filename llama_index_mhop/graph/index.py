@@ -151,8 +151,7 @@ class HippoGraphIndex(IndexVerbs, GraphEngines, BaseIndex[HippoGraphStruct]):
             resumed = None if persist_dir is None else resumed_index_id(Path(persist_dir) / CHECKPOINT_FILE)
             index_struct = index_struct or HippoGraphStruct(**({"index_id": resumed} if resumed else {}))
             if collection_prefix is None:  # two indexes of one name in one store never share collections
-                collection_prefix = (config.name if resumed == "" else
-                                     index_prefix(config.name, index_struct.index_id))
+                collection_prefix = config.name if resumed == "" else index_prefix(config.name, index_struct.index_id)
         if graph is not None:  # the graph's own synonymy settings are the index's
             config = config.replaced(**{key: getattr(graph, key) for key in GRAPH_SETTINGS})
         self.config = config

@@ -40,8 +40,7 @@ class HippoGraphIndexConfig(BaseModel):
         synonymy_threshold, synonymy_top_k: a synonymy edge's least cosine (HippoRAG 2: 0.8), most per entity.
         title_edge_weight: weight of a passage's edge to its own title entity.
         walk: ``"auto"`` takes the large-graph paths from the sizes below; ``"exact"`` never.
-        push_min_nodes, int8_min_rows, hnsw_min_facts, hnsw_min_passages, hnsw_top_n: those paths' thresholds.
-    """
+        push_min_nodes, int8_min_rows, hnsw_min_facts, hnsw_min_passages, hnsw_top_n: those paths' thresholds."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 

@@ -1,7 +1,5 @@
-"""The graph index's index struct, and the registration that lets ``load_index_from_storage`` reopen it.
-
-The struct records no absolute path, so a folder copied or moved opens as itself (given as ``persist_dir=``).
-"""
+"""The graph index's index struct, and the registration that lets ``load_index_from_storage`` reopen it. The struct
+records no absolute path, so a folder copied or moved opens as itself (given as ``persist_dir=``)."""
 
 from __future__ import annotations
 

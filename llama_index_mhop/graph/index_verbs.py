@@ -110,11 +110,10 @@ class IndexVerbs:
             return None
 
     @classmethod
-    def from_persist_dir(
-        cls: type[Index], persist_dir: str | os.PathLike[str], chroma_client: Any = None,
-        embed_model: BaseEmbedding | None = None, lm: Any = None, llm: Any = None, show_progress: bool | None = None,
-        storage_context: StorageContext | None = None, *, config: HippoGraphIndexConfig | None = None,
-    ) -> Index:
+    def from_persist_dir(cls: type[Index], persist_dir: str | os.PathLike[str], chroma_client: Any = None,
+                         embed_model: BaseEmbedding | None = None, lm: Any = None, llm: Any = None,
+                         show_progress: bool | None = None, storage_context: StorageContext | None = None, *,
+                         config: HippoGraphIndexConfig | None = None) -> Index:
         """Reopen an index saved by ``persist``. Raises ``FileNotFoundError`` for no saved index, ``ValueError``
         for an unknown format or missing collections."""
         root = Path(persist_dir)

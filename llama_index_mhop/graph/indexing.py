@@ -111,15 +111,13 @@ class BatchIndexer:
         started = time.perf_counter()
         bar = progress(total=len(todo), show=show, desc=f"Indexing {self.stores.name}", unit="passage")
         added: list[str] = []
-        batch_number = 0
-        for start in range(0, len(todo), batch_size):
+        for number, start in enumerate(range(0, len(todo), batch_size), start=1):
             batch = read(todo[start : start + batch_size])
             if batch:
                 self.index_batch(batch, bar, in_place)
             added += [n.node_id for n in batch]
-            batch_number += 1
             if on_batch_end is not None:
-                on_batch_end(batch_number, start + len(batch))
+                on_batch_end(number, start + len(batch))
         bar.set_postfix_str("synonymy edges")
         with self.timer("synonymy"):
             self.synonymy.refresh(self.graph)
@@ -130,10 +128,10 @@ class BatchIndexer:
                         {k: round(v, 1) for k, v in self.timer.seconds.items()})
         return added
 
-    def resume(self) -> list[str]:
-        """Add the passages the checkpoint lists (and Chroma holds) to the graph; return their ids."""
+    def resume(self) -> None:
+        """Add the passages the checkpoint lists (and Chroma holds) to the graph."""
         if self.checkpoint is None:
-            return []
+            return
         records = read_checkpoint(self.checkpoint, self.stores.name)
         pending = [pid for pid in records if pid not in self.graph.passages]
         stored = self.stores.held_passages(pending)
@@ -142,7 +140,6 @@ class BatchIndexer:
             records[pid].add_to(self.graph, pid)
         if resumed:
             logger.info("%s: resumed %d passages from %s", self.stores.name, len(resumed), self.checkpoint)
-        return resumed
 
     def _extract(self, nodes: Sequence[TextNode]) -> list[Extraction]:
         def one(node: TextNode) -> Extraction:

@@ -1,8 +1,7 @@
-"""The graph index's saved files read as untrusted input, and a graph's records as plain data and JSON.
-
-Every problem is one ``ValueError`` line naming the file and field path, checked by pydantic before anything is
-built. A JSON file this package writes ends with a ``digest`` member hashing every byte before it; files from
-before digests were recorded are read as they are."""
+"""The graph index's saved files read as untrusted input, and a graph's records as plain data and JSON. Every
+problem is one ``ValueError`` line naming the file and field path, checked by pydantic before anything is built. A
+JSON file this package writes ends with a ``digest`` member hashing every byte before it (older files are read as
+they are)."""
 
 from __future__ import annotations
 
@@ -22,10 +21,10 @@ from pydantic import BaseModel, ConfigDict, Strict, StrictInt, ValidationError
 from ..rules.atomic_files import write_atomic
 from .graph_arrays import PassageRecord, SynonymList
 
-__all__ = ["DamagedFileError", "Edge", "GraphTables", "check_digest", "check_fact_entities", "check_field",
-           "check_file_digest", "check_json_records", "check_links", "check_listed", "check_model", "check_value",
-           "content_hash", "digest_trailer", "file_digest", "graph_dict", "load_array", "packed_synonyms",
-           "parse_json", "read_json_file", "read_json_object", "write_json"]
+__all__ = ["DamagedFileError", "Edge", "GraphTables", "JsonRecords", "check_digest", "check_fact_entities",
+           "check_field", "check_file_digest", "check_links", "check_listed", "check_model", "check_value",
+           "content_hash", "file_digest", "load_array", "packed_synonyms", "parse_json", "read_json_file",
+           "read_json_object", "write_json"]
 
 _NAMES = {dict: "an object", list: "a list", str: "a string", int: "an integer", type(None): "null"}
 
@@ -64,15 +63,9 @@ def _mismatch(path: Path) -> DamagedFileError:
                             "replaced)")
 
 
-def digest_trailer(digest: Any) -> str:
-    """The last member of a JSON object and its closing brace: the digest of every byte written before it."""
-    return f',"digest":"{digest.hexdigest()}"}}'
-
-
 def check_digest(data: bytes, path: Path) -> str:
-    """Check a JSON file against the digest recorded at its end and return the whole file's digest.
-
-    Raises DamagedFileError when the bytes are not those that were written."""
+    """Check a JSON file against the digest recorded at its end and return the whole file's digest. Raises
+    DamagedFileError when the bytes are not those that were written."""
     found = _TRAILER.search(data, max(0, len(data) - 128))
     start = len(data) if found is None else found.start()
     digest = content_hash(memoryview(data)[:start])  # a view: a file of gigabytes is never copied
@@ -146,11 +139,11 @@ _EXPECTED = {"dict_type": "an object", "model_type": "an object", "list_type": "
 
 
 def write_json(path: Path, data: dict[str, Any]) -> str:
-    """Write a JSON object atomically (:func:`~..rules.atomic_files.write_atomic`), its digest recorded at its end
-    (:func:`digest_trailer`), and return the digest of the file's bytes."""
+    """Write a JSON object atomically (:func:`~..rules.atomic_files.write_atomic`), ending with a ``digest`` member
+    that hashes every byte before it, and return the digest of the file's bytes."""
     body = json.dumps({key: value for key, value in data.items() if key != "digest"}, ensure_ascii=False).encode()
     if body != b"{}":  # the digest follows the last member
-        body = body[:-1] + digest_trailer(content_hash(body[:-1])).encode()
+        body = body[:-1] + f',"digest":"{content_hash(body[:-1]).hexdigest()}"}}'.encode()
     write_atomic(path, body)
     return content_hash(body).hexdigest()
 
@@ -215,40 +208,27 @@ class GraphTables:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> GraphTables:
-        """The records :meth:`to_json` wrote, ids and predicates interned (each held once).
-
-        Raises ValueError for a record of the wrong shape."""
-        try:
-            return cls._from_records(data)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"graph tables: malformed record ({exc})") from None
-
-    @classmethod
-    def _from_records(cls, data: Mapping[str, Any]) -> GraphTables:
+        """The records :meth:`to_json` wrote, ids and predicates interned (each held once). Raises ValueError for a
+        record of the wrong shape."""
         one = sys.intern
 
         def ids(values: Sequence[str]) -> tuple[str, ...]:
             return tuple(map(one, values))
 
-        entity_names = {one(k): v for k, v in data["entities"].items()}
-        facts = {one(k): (one(s), one(p), one(o)) for k, (s, p, o) in data["facts"].items()}
-        passages = {
-            one(pid): rec if isinstance(rec, PassageRecord) else PassageRecord(
-                ids(rec["entities"]), ids(rec["facts"]),
-                None if rec.get("ref_doc_id") is None else one(rec["ref_doc_id"]), rec.get("title", ""),
-                ids(rec.get("title_entities", ())))
-            for pid, rec in data["passages"].items()
-        }
-        return cls(
-            config=dict(data.get("config", {})),
-            version=int(data.get("version", 0)),
-            entity_names=entity_names,
-            facts=facts,
-            passages=passages,
-            synonyms={one(e): lst if isinstance(lst, SynonymList) else packed_synonyms(e, lst)
-                      for e, lst in data.get("synonyms", {}).items()},
-            stale_synonyms={one(e) for e in data.get("stale_synonyms", [])},
-        )
+        try:
+            entity_names = {one(k): v for k, v in data["entities"].items()}
+            facts = {one(k): (one(s), one(p), one(o)) for k, (s, p, o) in data["facts"].items()}
+            passages = {one(pid): rec if isinstance(rec, PassageRecord) else PassageRecord(
+                            ids(rec["entities"]), ids(rec["facts"]),
+                            None if rec.get("ref_doc_id") is None else one(rec["ref_doc_id"]), rec.get("title", ""),
+                            ids(rec.get("title_entities", ())))
+                        for pid, rec in data["passages"].items()}
+            return cls(dict(data.get("config", {})), int(data.get("version", 0)), entity_names, facts, passages,
+                       {one(e): lst if isinstance(lst, SynonymList) else packed_synonyms(e, lst)
+                        for e, lst in data.get("synonyms", {}).items()},
+                       {one(e) for e in data.get("stale_synonyms", [])})
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"graph tables: malformed record ({exc})") from None
 
     def node_list(self) -> list[list[str]]:
         """Every node as ``[key, kind, name]`` (a passage's name is its title), sorted."""
@@ -257,16 +237,9 @@ class GraphTables:
         return sorted(nodes)
 
 
-def graph_dict(tables: GraphTables, format_version: int, edges: Sequence[Edge]) -> dict[str, Any]:
-    """The one-object JSON form: the records, and the node and edge lists."""
-    return {"format_version": format_version, **tables.to_json(), "nodes": tables.node_list(),
-            "edges": [list(e) for e in edges]}
-
-
 def check_listed(data: Mapping[str, Any], tables: GraphTables, edges: Sequence[Edge]) -> None:
-    """Check a one-object form's node and edge lists against the graph built from its records.
-
-    Raises ValueError when they disagree."""
+    """Check a one-object form's node and edge lists against the graph built from its records. Raises ValueError
+    when they disagree."""
     if "nodes" in data and sorted(n for n, _, _ in data["nodes"]) != sorted(n for n, _, _ in tables.node_list()):
         raise ValueError("graph file is inconsistent: its node list does not match its passages and entities")
     if "edges" in data:
@@ -292,7 +265,7 @@ class _JsonPassage(BaseModel):
     title_entities: list[Any] = []
 
 
-class _JsonRecords(BaseModel):
+class JsonRecords(BaseModel):
     """The records of a graph held as JSON (array format 2, and the one-object graph file of index format 1)."""
 
     model_config = ConfigDict(extra="allow")
@@ -307,11 +280,6 @@ class _JsonRecords(BaseModel):
     attached: dict[str, Any] = {}
 
 
-def check_json_records(data: Mapping[str, Any], where: str) -> None:
-    """Check the types of a graph's JSON records; raises DamagedFileError naming a wrongly typed field."""
-    check_model(_JsonRecords, data, where)
-
-
 def check_fact_entities(facts: Mapping[str, Sequence[str]], entities: Container[str], field: str,
                         known_as: str) -> None:
     """A ValueError for the first fact (of ``field``) whose subject or object is not in ``entities`` (``known_as``)."""
@@ -322,9 +290,8 @@ def check_fact_entities(facts: Mapping[str, Sequence[str]], entities: Container[
 
 
 def check_links(data: dict[str, Any], where: str) -> None:
-    """Check every fact and passage names only entities and facts the records hold.
-
-    Raises ValueError naming the first unknown id by its field."""
+    """Check every fact and passage names only entities and facts the records hold. Raises ValueError naming the
+    first unknown id by its field."""
     entities, facts = data["entities"], data["facts"]
     check_fact_entities(facts, entities, f"{where}: facts", "in entities")
     for pid, record in data["passages"].items():

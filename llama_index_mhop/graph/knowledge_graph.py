@@ -1,8 +1,7 @@
 """The HippoRAG 2 knowledge graph (Gutiérrez et al., 2025): entity and passage nodes, fact, passage and synonymy
 edges, and the PageRank matrix over them. Unlike HippoRAG's code: one undirected edge per pair; a fact edge weighs
 the *distinct* facts (inserts and deletes equal a fresh build); fact and synonymy weights add; a passage links to
-every entity it names, and with ``title_edge_weight`` to its own title entity (HotpotQA-100 recall@5 86 -> 88).
-"""
+every entity it names, and with ``title_edge_weight`` to its own title entity (HotpotQA-100 recall@5 86 -> 88)."""
 
 from __future__ import annotations
 
@@ -30,7 +29,7 @@ from .graph_files import (
     open_structure,
     save_graph,
 )
-from .json_files import GraphTables, check_listed, graph_dict
+from .json_files import GraphTables, check_listed
 from .synonym_lists import SynonymLists
 from .walk.exact import DEFAULT_DAMPING, PageRankGraph
 
@@ -151,7 +150,6 @@ class KnowledgeGraph(SynonymLists):
         return new_entities, new_facts
 
     def _count_support(self, passage_id: str, record: PassageRecord) -> None:
-        """Count the passage among the supporters of its entities and facts."""
         for entity_id in record.entities:
             self.entity_passages.setdefault(entity_id, set()).add(passage_id)
         for fact_id in record.facts:
@@ -291,9 +289,8 @@ class KnowledgeGraph(SynonymLists):
             pairs, _, weight = self._edge_weights()
             keep = weight > 0
             edges = np.stack([position[pairs[keep, 0]], position[pairs[keep, 1]]], axis=1)
-            self._pagerank = PageRankGraph.from_edges(
-                len(nodes), edges, weight[keep], nodes=nodes, damping=damping, version=self.version
-            )
+            self._pagerank = PageRankGraph.from_edges(len(nodes), edges, weight[keep], nodes=nodes, damping=damping,
+                                                      version=self.version)
         return self._pagerank
 
     def node_order(self) -> list[str]:
@@ -363,16 +360,6 @@ class KnowledgeGraph(SynonymLists):
         return graph
 
     @classmethod
-    def from_tables(cls, tables: GraphTables) -> KnowledgeGraph:
-        """A graph of these records, built as a fresh build (``ValueError``: a record names an unknown entity)."""
-        graph = cls._with_records(tables)
-        try:
-            graph._rebuild_structure()
-        except KeyError as exc:
-            raise ValueError(f"graph file is inconsistent: a passage or fact names an unknown entity ({exc})") from exc
-        return graph
-
-    @classmethod
     def from_files(cls, folder: str | Path, data: Mapping[str, Any], arrays: Mapping[str, np.ndarray],
                    digest: str | None = None) -> KnowledgeGraph:
         """A graph from the files :func:`~.graph_files.open_graph_files` opened, checked (``ValueError``)."""
@@ -390,14 +377,20 @@ class KnowledgeGraph(SynonymLists):
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable form: config, records, synonym lists, and the node and edge lists."""
-        return graph_dict(self.tables(), GRAPH_FORMAT_VERSION, self.edge_list())
+        tables = self.tables()
+        return {"format_version": GRAPH_FORMAT_VERSION, **tables.to_json(), "nodes": tables.node_list(),
+                "edges": [list(e) for e in self.edge_list()]}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> KnowledgeGraph:
         """Rebuild a graph from :meth:`to_dict` output (``ValueError``: unknown version, or lists that disagree)."""
         if (version := data.get("format_version")) != GRAPH_FORMAT_VERSION:
             raise ValueError(f"unsupported graph format version {version!r} (this code reads {GRAPH_FORMAT_VERSION})")
-        graph = cls.from_tables(GraphTables.from_json(data))
+        graph = cls._with_records(GraphTables.from_json(data))
+        try:
+            graph._rebuild_structure()
+        except KeyError as exc:
+            raise ValueError(f"graph file is inconsistent: a passage or fact names an unknown entity ({exc})") from exc
         check_listed(data, graph.tables(), graph.edge_list())
         return graph
 

@@ -42,6 +42,5 @@ def load_lm_programs(root: Path, extractor: Any) -> dspy.Module | None:
     program = _extractor_program(extractor)
     if program is not None and (root / EXTRACTOR_PROGRAM_FILE).is_file():
         load_program(program, root / EXTRACTOR_PROGRAM_FILE)
-    if (root / FACT_FILTER_PROGRAM_FILE).is_file():
-        return load_program(FactFilterModule(), root / FACT_FILTER_PROGRAM_FILE)
-    return None
+    saved = root / FACT_FILTER_PROGRAM_FILE
+    return load_program(FactFilterModule(), saved) if saved.is_file() else None

@@ -1,6 +1,5 @@
-"""OpenIE results in HippoRAG's file format (``openie_results_ner_<model>.json``), read, written and served.
-
-The file is untrusted: it is validated record by record."""
+"""OpenIE results in HippoRAG's file format (``openie_results_ner_<model>.json``), read, written and served; the
+file is untrusted, so it is validated record by record."""
 
 from __future__ import annotations
 
@@ -15,6 +14,7 @@ from typing import Any
 
 from llama_index.core.schema import MetadataMode
 
+from ..rules.atomic_files import write_atomic
 from ..stores.chroma_batches import CHROMA_BATCH
 from .extraction import Extraction, Extractor, OpenIEExtractor
 
@@ -49,14 +49,10 @@ def _record(record: Any, where: str) -> tuple[str, Extraction]:
     raw_triples = record.get("extracted_triples", [])
     if not isinstance(raw_triples, list):
         raise OpenIEFileError(f"{where}: 'extracted_triples' must be a list of [subject, predicate, object]")
-    triples = []
-    for number, triple in enumerate(raw_triples):
-        parts = _strings(triple, f"triple {number}", where)
-        if len(parts) != 3:
-            # HippoRAG keeps an LLM's malformed triples in the file and filters them when it builds the graph.
-            continue
-        triples.append((parts[0], parts[1], parts[2]))
-    return passage, Extraction(entities=tuple(entities), triples=tuple(triples), from_lm=True)
+    parts = [_strings(triple, f"triple {number}", where) for number, triple in enumerate(raw_triples)]
+    # HippoRAG keeps an LLM's malformed triples in the file and filters them when it builds the graph.
+    triples = tuple((t[0], t[1], t[2]) for t in parts if len(t) == 3)
+    return passage, Extraction(entities=tuple(entities), triples=triples, from_lm=True)
 
 
 def read_openie(path: str | os.PathLike[str]) -> dict[str, Extraction]:
@@ -87,9 +83,7 @@ def write_openie(path: str | os.PathLike[str], extractions: Iterable[tuple[str, 
             "avg_ent_words": round(sum(len(n.split()) for n in names) / len(names), 4) if names else 0}
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
-    temporary.replace(path)  # a reader never sees half a file
+    write_atomic(path, json.dumps(data, ensure_ascii=False).encode("utf-8"))  # a reader never sees half a file
     return path
 
 

@@ -38,7 +38,7 @@ from .index_struct import SAVED_BESIDE, HippoGraphStruct
 from .indexing import DEFAULT_INSERT_BATCH_SIZE
 from .json_files import (
     DamagedFileError,
-    check_json_records,
+    JsonRecords,
     check_links,
     check_model,
     read_json_object,
@@ -106,12 +106,7 @@ def _setting(config: dict[str, Any], key: str) -> Any:
     return config.get(key, _Config.model_fields[key].default)
 
 
-def _not_saved(root: Path) -> FileNotFoundError:
-    return FileNotFoundError(f"no HippoGraphIndex saved in {root} (expected {CONFIG_FILE} and {GRAPH_FILE})")
-
-
 def _damaged(exc: ValueError) -> DamagedFileError:
-    """A damaged file's error, with what to do about it."""
     return DamagedFileError(f"{exc}; {_REBUILD}")
 
 
@@ -124,10 +119,8 @@ def _read_config(path: Path) -> dict[str, Any]:
         raise _damaged(exc) from None
     where = str(path)
     if config.get("format_version") not in _READABLE_VERSIONS:
-        raise ValueError(
-            f"{where}: unsupported format version {config.get('format_version')!r} "
-            f"(this code reads {', '.join(map(str, _READABLE_VERSIONS))})"
-        )
+        raise ValueError(f"{where}: unsupported format version {config.get('format_version')!r} "
+                         f"(this code reads {', '.join(map(str, _READABLE_VERSIONS))})")
     try:
         check_model(_Config, config, where)
     except ValueError as exc:
@@ -150,7 +143,6 @@ class SavedConfig:
         """The embedder of queries: ``embed_model``, else the default; one other than the index was built with is
         logged."""
         from ..stores.defaults import resolve_embed_model
-
         embed_model = resolve_embed_model(embed_model)
         saved = (self.config.get("embed_model") or {}).get("model_name")
         if saved and getattr(embed_model, "model_name", saved) != saved:
@@ -162,15 +154,12 @@ class SavedConfig:
         """The Chroma client of the index and its mode (see ``graph_stores.saved_client``), checked to hold the
         index's collections before anything is created in it."""
         from ..stores.defaults import describe_client
-
         client, mode = saved_client(chroma_client, self.config.get("chroma", "local"), self.root)
         name = self.config["name"]
         missing = missing_collections(client, self.collection_prefix or name)
         if missing:
-            raise ValueError(
-                f"{self.root / CONFIG_FILE}: name: {describe_client(client)} has no collection {missing[0]!r} of "
-                f"index {name!r}: pass the chroma_client the index was built with"
-            )
+            raise ValueError(f"{self.root / CONFIG_FILE}: name: {describe_client(client)} has no collection "
+                             f"{missing[0]!r} of index {name!r}: pass the chroma_client the index was built with")
         return client, mode
 
     def open_stores(self, chroma_client: Any, embed_model: BaseEmbedding) -> GraphStores:
@@ -212,39 +201,32 @@ class SavedIndex(SavedConfig):
 
 
 def read_saved_config(root: Path) -> SavedConfig:
-    """Read and check the config saved in ``root`` (not the graph).
-
-    Raises FileNotFoundError when nothing is saved there, ValueError for an unreadable config or unknown format.
-    """
+    """Read and check the config saved in ``root`` (not the graph). Raises FileNotFoundError when nothing is saved
+    there, ValueError for an unreadable config or unknown format."""
     if not saved_index_exists(root):
-        raise _not_saved(root)
+        raise FileNotFoundError(f"no HippoGraphIndex saved in {root} (expected {CONFIG_FILE} and {GRAPH_FILE})")
     return SavedConfig(root, _read_config(root / CONFIG_FILE))
 
 
 def read_saved_index(root: Path) -> SavedIndex:
-    """Read and check the config and graph saved in ``root``.
-
-    Raises FileNotFoundError when nothing is saved there, DamagedFileError for a damaged file, ValueError otherwise.
-    """
-    config_path = root / CONFIG_FILE
-    graph_path = root / GRAPH_FILE if (root / GRAPH_FILE).is_file() else root / LEGACY_GRAPH_FILE
-    if not config_path.is_file() or not graph_path.is_file():
-        raise _not_saved(root)
-    config = _read_config(config_path)
+    """Read and check the config and graph saved in ``root``. Raises FileNotFoundError when nothing is saved there,
+    DamagedFileError for a damaged file, ValueError otherwise."""
+    saved = read_saved_config(root)
     try:
-        graph, docstore = _read_graph(root, graph_path)
+        graph, docstore = _read_graph(root)
     except ValueError as exc:  # every file was checked: whatever is wrong with one is damage
         raise _damaged(exc) from None
-    return SavedIndex(root, config, graph, docstore)
+    return SavedIndex(root, saved.config, graph, docstore)
 
 
-def _read_graph(root: Path, graph_path: Path) -> tuple[KnowledgeGraph, SimpleDocumentStore]:
-    legacy = graph_path.name == LEGACY_GRAPH_FILE
+def _read_graph(root: Path) -> tuple[KnowledgeGraph, SimpleDocumentStore]:
+    legacy = not (root / GRAPH_FILE).is_file()
+    graph_path = root / (LEGACY_GRAPH_FILE if legacy else GRAPH_FILE)
     # the arrays are opened right after tables.json is read: see graph_files.open_graph_files
     data, arrays, digest = ((read_json_object(graph_path), {}, None) if legacy
                             else open_graph_files(root / GRAPH_DIR, mmap=True))
     if legacy:  # the tables of a saved folder are checked as they are read
-        check_json_records(data, str(graph_path))
+        check_model(JsonRecords, data, str(graph_path))
     check_links(data, str(graph_path))
     attached = data.get("attached") or {}
     docstore = (docstore_from_dict(attached["docstore"], f"{graph_path}: attached")
@@ -271,9 +253,7 @@ class OpenedIndex:
 def open_saved_index(folder: str | os.PathLike[str] | None, struct: HippoGraphStruct, chroma_client: Any,
                      embed_model: BaseEmbedding | None) -> OpenedIndex:
     """Open the index of ``struct`` saved in ``folder``, checking every file and the store's collections first.
-
-    Raises FileNotFoundError when nothing is saved there, ValueError for a missing, foreign or unreadable save.
-    """
+    Raises FileNotFoundError when nothing is saved there, ValueError for a missing, foreign or unreadable save."""
     if folder is None and struct.persist_dir is None:
         raise ValueError(f"index {struct.index_id} was never saved: its struct names no folder; pass "
                          "persist_dir= to load_index_from_storage")
@@ -284,8 +264,7 @@ def open_saved_index(folder: str | os.PathLike[str] | None, struct: HippoGraphSt
     root = Path(folder)
     _check_holds(root, struct.index_id)
     saved = read_saved_index(root)
-    client, mode = saved.open_store(chroma_client)
-    return OpenedIndex(saved, client, mode, saved.embedder(embed_model))
+    return OpenedIndex(saved, *saved.open_store(chroma_client), saved.embedder(embed_model))
 
 
 def _check_holds(root: Path, index_id: str) -> None:
@@ -326,14 +305,10 @@ def saved_storage(root: Path) -> tuple[StorageContext | None, HippoGraphStruct]:
 def saved_config(config: HippoGraphIndexConfig, stores: GraphStores) -> dict[str, Any]:
     """The config file of an index: what reopening it needs besides the graph (names, embedder, settings)."""
     model = stores.embed_model
-    return {
-        "format_version": INDEX_FORMAT_VERSION,
-        "name": config.name,
-        "chroma": stores.mode if stores.mode != "ephemeral" else "local",
-        "collections": stores.collection_names(),
-        "embed_model": {"class": type(model).__name__, "model_name": getattr(model, "model_name", None)},
-        **{key: getattr(config, key) for key in _SETTINGS},
-    }
+    return {"format_version": INDEX_FORMAT_VERSION, "name": config.name,
+            "chroma": stores.mode if stores.mode != "ephemeral" else "local", "collections": stores.collection_names(),
+            "embed_model": {"class": type(model).__name__, "model_name": getattr(model, "model_name", None)},
+            **{key: getattr(config, key) for key in _SETTINGS}}
 
 
 def save_index(target: Path, config: HippoGraphIndexConfig, graph: KnowledgeGraph, stores: GraphStores,
@@ -351,13 +326,11 @@ def save_index(target: Path, config: HippoGraphIndexConfig, graph: KnowledgeGrap
 
 
 def discard_damaged_save(root: Path, error: DamagedFileError, chroma_client: Any = None) -> None:
-    """Remove the derived files of a damaged save in ``root`` so the next build rewrites them from Chroma.
-
-    Raises ValueError, removing nothing, when the Chroma store the rebuild reads cannot be read."""
+    """Remove the derived files of a damaged save in ``root`` so the next build rewrites them from Chroma. Raises
+    ValueError, removing nothing, when the Chroma store the rebuild reads cannot be read."""
     from chromadb.errors import ChromaError
 
     from ..stores.defaults import describe_client
-
     damage = str(error).removesuffix(f"; {_REBUILD}")
     where = str(root / CHROMA_DIR) if chroma_client is None else describe_client(chroma_client)
     try:
@@ -369,8 +342,7 @@ def discard_damaged_save(root: Path, error: DamagedFileError, chroma_client: Any
     removed = [name for name in _DERIVED if (root / name).exists()]
     logger.warning("%s: rebuilding the graph index in %s from Chroma and the corpus (removing %s)", damage, root,
                    ", ".join(removed))
-    for name in removed:
-        path = root / name
+    for path in (root / name for name in removed):
         if path.is_dir():
             shutil.rmtree(path)
         else:
@@ -398,10 +370,9 @@ def finish_reopen(stores: GraphStores, saved: SavedIndex) -> None:
         return
     stored = stores.passages.count()
     if saved.graph.num_passages and stored < saved.graph.num_passages:
-        raise ValueError(
-            f"the Chroma collection {stores.passages.name!r} holds {stored} passages but the graph in "
-            f"{saved.root} has {saved.graph.num_passages}: pass the chroma_client the index was built with"
-        )
+        raise ValueError(f"the Chroma collection {stores.passages.name!r} holds {stored} passages but the graph in "
+                         f"{saved.root} has {saved.graph.num_passages}: pass the chroma_client the index was built "
+                         "with")
 
 
 def _collection(client: Any, name: str, root: Path) -> Any:
@@ -409,11 +380,9 @@ def _collection(client: Any, name: str, root: Path) -> Any:
     from chromadb.errors import NotFoundError
 
     from ..stores.defaults import describe_client
-
     try:
         return client.get_collection(name)
     except NotFoundError:
-        raise ValueError(
-            f"{root / CONFIG_FILE}: {describe_client(client)} has no collection {name!r}, the vector index "
-            "collection the graph reads its passages from: pass the chroma_client the index was built with"
-        ) from None
+        raise ValueError(f"{root / CONFIG_FILE}: {describe_client(client)} has no collection {name!r}, the vector "
+                         "index collection the graph reads its passages from: pass the chroma_client the index was "
+                         "built with") from None

@@ -1,9 +1,8 @@
-"""``HippoGraphReader``: a query worker over a saved graph index, opened from the save's query snapshot.
-
-Instead of parsing the graph and reading every vector from Chroma, the reader maps the current save's snapshot
-(:mod:`.state_load`), shared by every worker, and answers exactly as the index does from the version it opened.
-A save without a snapshot is opened once as an index to file one. The reader never writes the graph or Chroma;
-on an embedded store another process changed, a query or ``refresh`` raises ``StaleStoreError``."""
+"""``HippoGraphReader``: a query worker over a saved graph index. It maps the current save's query snapshot
+(:mod:`.state_load`), shared by every worker, instead of parsing the graph and reading every vector from Chroma, and
+answers exactly as the index does from the version it opened; a save without a snapshot is opened once as an index
+to file one. It never writes the graph or Chroma; on an embedded store another process changed, a query or
+``refresh`` raises ``StaleStoreError``."""
 
 from __future__ import annotations
 
@@ -19,7 +18,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.schema import NodeWithScore
 
 from .graph_files import saved_tables_digest
-from .index import GraphEngines
+from .index import GraphEngines, HippoGraphIndex
 from .layout import GRAPH_DIR, GRAPH_FILE, LEGACY_GRAPH_FILE
 from .lm_programs import load_lm_programs
 from .persistence import read_saved_config
@@ -58,10 +57,8 @@ class HippoGraphReader(GraphEngines):
     @classmethod
     def open(cls, persist_dir: str | os.PathLike[str], chroma_client: Any = None,
              embed_model: BaseEmbedding | None = None, damping: float = DEFAULT_DAMPING) -> HippoGraphReader:
-        """Open the index saved in ``persist_dir`` for queries, its state loaded for walks with ``damping``.
-
-        Raises FileNotFoundError when nothing is saved there, ValueError for an unreadable, format 1 or store-less save.
-        """
+        """Open the index saved in ``persist_dir`` for queries, its state loaded for walks with ``damping``. Raises
+        FileNotFoundError when nothing is saved there, ValueError for an unreadable, format 1 or store-less save."""
         root = Path(persist_dir)
         saved = read_saved_config(root)
         if not (root / GRAPH_FILE).is_file():
@@ -94,8 +91,7 @@ class HippoGraphReader(GraphEngines):
         """Open the newest save if the index was saved since; return whether the reader moved to another save."""
         if saved_tables_digest(self.persist_dir / GRAPH_DIR) == self.digest:
             return False
-        damping = next(iter(self._states))
-        self._open_current(damping, chroma_client if chroma_client is not None else self.stores.client)
+        self._open_current(next(iter(self._states)), chroma_client if chroma_client is not None else self.stores.client)
         return True
 
     def retrieval_state(self, damping: float = DEFAULT_DAMPING) -> RetrievalState:
@@ -129,17 +125,10 @@ class HippoGraphReader(GraphEngines):
             if state is not None:
                 self.digest, self._states = digest, {damping: state}
                 return
-            if attempt < 2:
-                self._file_snapshot(damping, chroma_client)
+            if attempt < 2:  # open the index and load its state once, which files the current save's snapshot
+                logger.info("index %s: filing the query snapshot of its current save", self.name)
+                HippoGraphIndex.from_persist_dir(self.persist_dir, chroma_client=chroma_client,
+                                                 embed_model=self.embed_model).retrieval_state(damping)
         raise ValueError(f"index {self.name!r}: no query snapshot could be filed in "
                          f"{self.persist_dir / STATE_FOLDER} (the index was saved meanwhile, or the folder cannot "
                          "be written): open it with HippoGraphIndex.from_persist_dir")
-
-    def _file_snapshot(self, damping: float, chroma_client: Any) -> None:
-        """Open the index and load its state once, which files the current save's snapshot."""
-        from .index import HippoGraphIndex
-
-        logger.info("index %s: filing the query snapshot of its current save", self.name)
-        index = HippoGraphIndex.from_persist_dir(self.persist_dir, chroma_client=chroma_client,
-                                                 embed_model=self.embed_model)
-        index.retrieval_state(damping)

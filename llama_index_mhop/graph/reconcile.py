@@ -33,6 +33,4 @@ def find_drift(graph_passages: Iterable[str], own: Any, source: Any = None) -> D
     source_ids = set(all_ids(source)) if source is not None else set()
     outside_source = [p for p in held if p not in source_ids]
     present = existing_ids(own, outside_source)
-    gone = sorted(p for p in outside_source if p not in present)
-    new = sorted(source_ids - held)
-    return Drift(tuple(gone), tuple(new))
+    return Drift(tuple(sorted(p for p in outside_source if p not in present)), tuple(sorted(source_ids - held)))

@@ -26,7 +26,6 @@ class RetrievalSource(Protocol):
 
     def retrieval_state(self, damping: float) -> RetrievalState:
         """The current graph version's query state (its arrays and its walk), for a walk with ``damping``."""
-        ...
 
     def passage_sources(self) -> list[tuple[Any, Any]]:
         """The passage collections, each with its Chroma version row (None: none)."""
@@ -34,4 +33,3 @@ class RetrievalSource(Protocol):
 
     def still_held(self, nodes: Sequence[NodeWithScore]) -> list[NodeWithScore]:
         """``nodes`` without the passages gone from the index's collections since its state was loaded."""
-        ...

@@ -45,9 +45,8 @@ def _partial_path(folder: Path, kind: str, suffix: str) -> Path:
 
 
 def write_folder(parent: Path, name: str, write: Callable[[Path], None], done_file: str) -> Path:
-    """Write the folder ``parent/name`` whole or not at all (another process's finished copy stays).
-
-    Raises OSError when the folder cannot be written."""
+    """Write the folder ``parent/name`` whole or not at all (another process's finished copy stays). Raises OSError
+    when the folder cannot be written."""
     parent.mkdir(parents=True, exist_ok=True)
     partial = parent / f".{name}.{os.getpid()}.{uuid.uuid4().hex}.partial"
     partial.mkdir()
@@ -69,9 +68,8 @@ def folder_digests(folder: Path, manifest: str) -> dict[str, str]:
 
 
 def check_folder_digests(folder: Path, digests: object, manifest: str) -> None:
-    """Check that the folder holds exactly the files ``manifest`` lists, with their digests.
-
-    Raises DamagedFileError for a file missing, added, or changed."""
+    """Check that the folder holds exactly the files ``manifest`` lists, with their digests. Raises DamagedFileError
+    for a file missing, added, or changed."""
     where = folder / manifest
     if not isinstance(digests, dict) or {path.name for path in folder.iterdir()} - {manifest} != set(digests):
         raise DamagedFileError(f"{where}: the folder's files are not those it lists")
@@ -82,22 +80,19 @@ def check_folder_digests(folder: Path, digests: object, manifest: str) -> None:
 def left_by_dead_process(partial: Path) -> bool:
     """Whether a partial file or folder, named ``.<kind>.<pid>.<...>``, was left by a process that is gone."""
     pid = partial.name.split(".")[2]
-    return pid.isdigit() and not _alive(int(pid))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+    if not pid.isdigit():
         return False
-    except PermissionError:  # another user's process
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
         return True
-    return True
+    except PermissionError:  # another user's process: alive
+        return False
+    return False
 
 
 def _publish(partial: Path, kind: str, suffix: str) -> Path:
     """Publish ``partial`` under its content name (or adopt an equal existing file); older ``kind`` files removed.
-
     Raises OSError when the folder cannot be written."""
     key = file_digest(partial)
     target = partial.with_name(f"{kind}-{key}{suffix}")
@@ -213,20 +208,18 @@ class PassageTexts:
         """The records, mapped read-only from the folder's file of the same content when there is one."""
         # imported here: the state imports the walk, whose large-graph tier imports this module
         from .state import PassageRecords, mapped_bytes
-
         offsets = np.concatenate([np.zeros(1, dtype=np.int64), *self._ends])
-        if self._file is not None:
-            assert self._partial is not None
+        partial = self._partial  # set while the file is open
+        if partial is not None:
             try:
                 self._file.close()
                 self._file = None
-                path = _publish(self._partial, self.kind, ".jsonl")
+                path = _publish(partial, self.kind, ".jsonl")
                 self._partial = None
                 return PassageRecords(mapped_bytes(path), offsets)
             except OSError as exc:
                 _kept_in_memory("passage texts", self.folder, exc)
-                assert self._partial is not None
-                self._heap = bytearray(self._partial.read_bytes())
+                self._heap = bytearray(partial.read_bytes())
                 self.discard()
         return PassageRecords(np.frombuffer(self._heap, dtype=np.uint8), offsets)
 
@@ -329,8 +322,7 @@ def _remove_others(state_folder: Path, keep: Path) -> None:
 
 
 def write_string_column(folder: Path, name: str, strings: Iterable[str]) -> None:
-    """Write ``strings`` as the :class:`~.state.StringColumn` ``name`` in ``folder``: one JSON line each, and the
-    end of every line."""
+    """Write ``strings`` as the :class:`~.state.StringColumn` ``name`` in ``folder``: JSON lines and their ends."""
     ends: list[int] = []
     size = 0
     with open(folder / f"{name}.jsonl", "wb") as out:

@@ -1,9 +1,8 @@
-"""Loading a graph version's :class:`~.state.RetrievalState` and its query snapshot.
-
-A saved version's state is filed as ``state_files/snapshot-<digest>/`` (the digest of its ``tables.json``):
-``snapshot.json`` with every other file's digest, string columns, ``.npy`` arrays and hard links to the vector
-and text files, written under a partial name and renamed whole. :func:`open_saved_state` checks each file first;
-a damaged snapshot is logged, removed and loaded from the graph instead."""
+"""Loading a graph version's :class:`~.state.RetrievalState` and its query snapshot, filed as
+``state_files/snapshot-<digest>/`` (the digest of its ``tables.json``): ``snapshot.json`` with every other file's
+digest, string columns, ``.npy`` arrays and hard links to the vector and text files, written whole.
+:func:`open_saved_state` checks each file first; a damaged snapshot is logged, removed and loaded from the graph
+instead."""
 
 from __future__ import annotations
 
@@ -104,8 +103,7 @@ def _open(folder: Path) -> Snapshot:
     check_model(_Manifest, data, where)
     manifest = _Manifest.model_validate(data)
     check_folder_digests(folder, manifest.files, SNAPSHOT_MANIFEST)
-    version, passages, entities, facts, edges = (manifest.version, manifest.passages, manifest.entities,
-                                                 manifest.facts, manifest.edges)
+    passages, entities, facts, edges = manifest.passages, manifest.entities, manifest.facts, manifest.edges
     lengths = {"passage_ids": passages, "entity_ids": entities, "entity_names": entities, "fact_ids": facts,
                "predicates": facts}
     strings = {name: StringColumn.open(folder, name, length) for name, length in lengths.items()}
@@ -122,9 +120,8 @@ def _open(folder: Path) -> Snapshot:
     if (entities and (name_order.min() < 0 or name_order.max() >= entities)) or (
             facts and (fact_nodes.min() < passages or fact_nodes.max() >= nodes)):
         raise ValueError(f"{folder}: node numbers out of range")
-    symmetric = manifest.symmetric
     walk = WalkMatrices(open_csr(folder, "transition", nodes, edges), open_csr(folder, "walk", nodes, edges),
-                        array("out_weight", np.float64, (nodes,)), symmetric)
+                        array("out_weight", np.float64, (nodes,)), manifest.symmetric)
     passage_matrix = load_array(folder / SNAPSHOT_LINKS["passage_matrix"], np.float32, 2, mmap=True)
     if manifest.fact_vectors == "sum":
         fact_matrix: np.ndarray | VectorSum = VectorSum(np.array(array("fact_total", np.float64,
@@ -140,13 +137,12 @@ def _open(folder: Path) -> Snapshot:
     columns = StateColumns(strings["passage_ids"], strings["entity_ids"], strings["entity_names"], name_order,
                            array("passage_counts", np.float64, (nodes,)), strings["fact_ids"], strings["predicates"],
                            fact_nodes)
-    return Snapshot(version, columns, passage_matrix, fact_matrix, texts, walk)
+    return Snapshot(manifest.version, columns, passage_matrix, fact_matrix, texts, walk)
 
 
 def _passage_rows(stores: GraphStores, passage_ids: list[str],
                   folder: Path | None) -> tuple[PassageRecords, np.ndarray]:
     """The passages' texts and metadata, and their normalised embeddings as one float32 matrix, read in batches.
-
     Raises PassagesGoneError when passages of the graph are in none of its passage collections."""
     matrix: VectorMatrix | None = None
     texts = PassageTexts(folder)
@@ -207,9 +203,8 @@ def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: fl
                          walk: WalkSettings | None = None, basis_folder: Path | None = None,
                          state_folder: Path | None = None, snapshot_digest: str | None = None) -> RetrievalState:
     """The retrieval state of the graph as it is now, its embeddings read from Chroma; files shared in
-    ``state_folder``, the snapshot filed as the save ``snapshot_digest``'s when given.
-
-    Raises EmptyIndexError for a graph without passages, PassagesGoneError when its passages left Chroma."""
+    ``state_folder``, the snapshot filed as the save ``snapshot_digest``'s when given. Raises EmptyIndexError for a
+    graph without passages, PassagesGoneError when its passages left Chroma."""
     if graph.num_passages == 0:
         raise EmptyIndexError(f"index {stores.name!r} holds no passage: insert documents before retrieving")
     walk = walk or WalkSettings(name=stores.name)
@@ -219,8 +214,7 @@ def load_retrieval_state(graph: KnowledgeGraph, stores: GraphStores, damping: fl
     passage_texts, passage_matrix = _passage_rows(stores, passage_ids, state_folder)
     entity_node = {e: graph.num_passages + i for i, e in enumerate(entity_ids)}
     counts = np.zeros(len(nodes), dtype=np.float64)
-    for e, i in entity_node.items():
-        counts[i] = len(graph.entity_passages.get(e, ()))
+    counts[graph.num_passages :] = [len(graph.entity_passages.get(e, ())) for e in entity_ids]
     fact_ids, fact_matrix = _fact_rows(stores.facts, sorted(graph.facts), passage_matrix.shape[1], state_folder,
                                        rows=graph.num_facts < walk.minimum("hnsw_min_facts"))
     fact_nodes = np.zeros((len(fact_ids), 2), dtype=np.int64)
@@ -247,15 +241,13 @@ def open_saved_state(state_folder: Path, digest: str, stores: GraphStores, dampi
     snapshot = open_snapshot(state_folder, digest)
     if snapshot is None:
         return None
-    columns = snapshot.columns
     pagerank = PageRankGraph(snapshot.walk, damping=damping, version=snapshot.version)
-    return build_state(snapshot.version, columns, snapshot.passage_matrix, snapshot.fact_matrix,
+    return build_state(snapshot.version, snapshot.columns, snapshot.passage_matrix, snapshot.fact_matrix,
                        snapshot.passage_texts, pagerank, stores, walk=walk, basis_folder=basis_folder,
                        state_folder=state_folder)
 
 
-def build_state(version: int, columns: StateColumns, passage_matrix: np.ndarray,
-                fact_matrix: np.ndarray | VectorSum,
+def build_state(version: int, columns: StateColumns, passage_matrix: np.ndarray, fact_matrix: np.ndarray | VectorSum,
                 passage_texts: PassageRecords, pagerank: PageRankGraph, stores: GraphStores, *,
                 walk: WalkSettings | None = None, basis_folder: Path | None = None,
                 state_folder: Path | None = None) -> RetrievalState:
@@ -272,17 +264,8 @@ def build_state(version: int, columns: StateColumns, passage_matrix: np.ndarray,
     graph_walk = GraphWalk.load(pagerank, first_entity, passage_vectors.matrix, settings, basis_folder, state_folder)
     settings.log_paths(passage_vectors, fact_vectors, graph_walk)
     return RetrievalState(
-        version=version,
-        passage_ids=columns.passage_ids,
-        passage_vectors=passage_vectors,
-        entity_ids=columns.entity_ids,
-        entity_names=columns.entity_names,
-        entity_key_node=NameLookup(columns.entity_names, columns.name_order, first_entity),
-        passage_counts=columns.passage_counts,
-        fact_ids=columns.fact_ids,
+        version=version, passage_ids=columns.passage_ids, passage_vectors=passage_vectors, walk=graph_walk,
+        entity_ids=columns.entity_ids, entity_names=columns.entity_names, passage_counts=columns.passage_counts,
+        entity_key_node=NameLookup(columns.entity_names, columns.name_order, first_entity), fact_ids=columns.fact_ids,
         fact_triples=FactTriples(columns.entity_names, columns.predicates, columns.fact_nodes, first_entity),
-        fact_nodes=columns.fact_nodes,
-        fact_vectors=fact_vectors,
-        walk=graph_walk,
-        passage_texts=passage_texts,
-    )
+        fact_nodes=columns.fact_nodes, fact_vectors=fact_vectors, passage_texts=passage_texts)

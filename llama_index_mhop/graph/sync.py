@@ -158,9 +158,7 @@ def finish_removal(root: Path, graph: KnowledgeGraph, stores: GraphStores) -> No
 
 def load_docstore(path: Path) -> SimpleDocumentStore:
     """The document store an older index saved at ``path`` (checked first), or an empty one."""
-    if not path.is_file():
-        return SimpleDocumentStore()
-    return docstore_from_dict(read_json_object(path), str(path))
+    return docstore_from_dict(read_json_object(path), str(path)) if path.is_file() else SimpleDocumentStore()
 
 
 def docstore_from_dict(data: dict, where: str) -> SimpleDocumentStore:

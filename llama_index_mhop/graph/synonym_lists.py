@@ -88,9 +88,7 @@ class SynonymLists:
         for entity_id in gone:
             self._stale_synonyms.discard(entity_id)
             self.synonyms.pop(entity_id, None)
-        for other in holders:
-            if other in gone:
-                continue
+        for other in [h for h in holders if h not in gone]:
             neighbours = self.synonyms[other]
             if len(neighbours) >= self.synonymy_top_k:
                 self._stale_synonyms.add(other)
@@ -110,16 +108,12 @@ class SynonymLists:
         into the others' lists; the synonymy edge count (a ``ValueError`` for vectors out of step)."""
         ids = list(entity_ids)
         if set(ids) != set(self.entity_names) or len(ids) != len(self.entity_names):
-            raise ValueError(
-                f"update_synonymy needs the embeddings of exactly the graph's {len(self.entity_names)} entities, "
-                f"got {len(ids)}"
-            )
+            raise ValueError(f"update_synonymy needs the embeddings of exactly the graph's {len(self.entity_names)} "
+                             f"entities, got {len(ids)}")
         matrix = np.asarray(vectors, dtype=np.float32)
         if matrix.ndim != 2 or matrix.shape[0] != len(ids):
             raise ValueError(f"vectors must have shape ({len(ids)}, dim), got {matrix.shape}")
         queries = self._pending(changed)
-        if not ids:
-            return self._apply_synonyms(queries, [])
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         matrix = matrix / np.where(norms > 0, norms, 1.0)
         eligible = np.array([self._eligible(e) for e in ids], dtype=bool)
@@ -247,9 +241,7 @@ class SynonymyRefresher:
         self._load(graph, ids)
         for gone in set(self._vectors) - set(graph.entity_names):
             del self._vectors[gone]
-        if not ids:
-            return ids, np.zeros((0, 1), dtype=np.float32)
-        return ids, np.vstack([self._vectors[e] for e in ids])
+        return ids, np.vstack([self._vectors[e] for e in ids]) if ids else np.zeros((0, 1), dtype=np.float32)
 
     def _nearest_entities(self, graph: KnowledgeGraph, ids: list[str]) -> list[list[tuple[str, float]]]:
         """Each entity's nearest entities by HNSW: 16, and ``synonymy_top_k`` + 1 when the 16th qualifies."""

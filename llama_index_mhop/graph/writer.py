@@ -1,7 +1,6 @@
-"""The writing side of a graph index: every change it makes, each one unit, in the order that keeps it crash-safe.
-
-A change holds the store's writer lock and the state's lock (:class:`~.state.VersionedState`), so queries answer
-from the last finished change meanwhile; it ends as :mod:`.sync` orders it."""
+"""The writing side of a graph index: every change it makes, each one unit, in the order that keeps it crash-safe. A
+change holds the store's writer lock and the state's lock (:class:`~.state.VersionedState`), so queries answer from
+the last finished change meanwhile; it ends as :mod:`.sync` orders it."""
 
 from __future__ import annotations
 
@@ -54,20 +53,17 @@ class IndexWriter:
         self.synonymy = SynonymyRefresher(stores, config.exact_synonymy_max_entities)
         self.timer = PhaseTimer()
         self.versions = VersionedState(graph, stores, before_load=self.refresh_synonymy,
-                                       basis_folder=self.basis_folder, state_folder=self.state_folder,
+                                       basis_folder=lambda: self._beside(BASIS_FOLDER),
+                                       state_folder=lambda: self._beside(STATE_FOLDER),
                                        drop_gone=self.drop_gone, walk=config.walk_settings())
         self._save = save
         self._warned_drift = False
         self.behind = False
         self._dropped = Removal()  # what queries took out of the graph in memory, until the next change saves it
 
-    def basis_folder(self) -> Path | None:
-        """Where the walk's solved dense share is kept (:mod:`.walk.basis_files`): beside a persisted index."""
-        return None if self.persist_dir is None else self.persist_dir / BASIS_FOLDER
-
-    def state_folder(self) -> Path | None:
-        """Where the query state's matrices and passage texts are shared (:mod:`.state_files`): beside it."""
-        return None if self.persist_dir is None else self.persist_dir / STATE_FOLDER
+    def _beside(self, name: str) -> Path | None:
+        """``name`` in a persisted index's folder (checkpoint, walk basis, query state files); None in memory."""
+        return None if self.persist_dir is None else self.persist_dir / name
 
     @contextmanager
     def change(self, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> Iterator[None]:
@@ -80,9 +76,8 @@ class IndexWriter:
             yield
 
     def _indexer(self, extractor: Extractor) -> BatchIndexer:
-        checkpoint = None if self.persist_dir is None else self.persist_dir / CHECKPOINT_FILE
-        return BatchIndexer(self.stores, self.graph, extractor, self.config.num_workers, self.synonymy, checkpoint,
-                            self.timer)
+        return BatchIndexer(self.stores, self.graph, extractor, self.config.num_workers, self.synonymy,
+                            self._beside(CHECKPOINT_FILE), self.timer)
 
     def sync(self, extractor: Extractor, docs: Sequence[Document], nodes: Sequence[TextNode],
              show_progress: bool | None, on_batch_end: BatchHook | None,
@@ -128,7 +123,6 @@ class IndexWriter:
         ``auto_reconcile_max_passages`` passages are new; never waiting for another writer nor failing the query
         (a read-only store, a writer at work: it leaves the gone passages out). Whether it reconciled."""
         from chromadb.errors import ChromaError
-
         self.behind = False
         limit = self.config.auto_reconcile_max_passages
         if not limit or self.versions.changing:
@@ -168,9 +162,8 @@ class IndexWriter:
         self._commit(detach_passages(self.graph, self.synonymy, gone), bool(drift))
 
     def delete(self, doc_id: str, docstore: BaseDocumentStore | None) -> list[str]:
-        """``HippoGraphIndex.delete``, also from ``docstore`` when given; returns the ids removed.
-
-        Raises UnknownDocumentError when no passage or document has this id."""
+        """``HippoGraphIndex.delete``, also from ``docstore`` when given; returns the ids removed. Raises
+        UnknownDocumentError when no passage or document has this id."""
         with self.change():
             if doc_id in self.graph.passages:
                 passage_ids = [doc_id]
@@ -218,10 +211,9 @@ class IndexWriter:
         self.behind = True
         if not self._warned_drift and not self.config.auto_reconcile_max_passages:
             self._warned_drift = True
-            logger.warning(
-                "index %s: %d passages are gone from its Chroma collections (the vector index it reads changed "
-                "without it); queries leave them out. index.reconcile() or `mhop index DIR --graph` brings the "
-                "graph in step", self.config.name, len(passage_ids))
+            logger.warning("index %s: %d passages are gone from its Chroma collections (the vector index it reads "
+                           "changed without it); queries leave them out. index.reconcile() or `mhop index DIR "
+                           "--graph` brings the graph in step", self.config.name, len(passage_ids))
         self._forget_documents(passage_ids)
         # Their Chroma rows (entities and facts only they supported) go, and the graph is saved, with the next
         # change (_commit): a query never writes.

@@ -28,10 +28,9 @@ __all__ = ["BASIS_FOLDER", "DEFAULT_DAMPING", "DEFAULT_MAX_ITER", "DEFAULT_TOL",
 
 #: Where each exported name lives (the module, relative to this package).
 _EXPORTS = {name: module for module, names in {
-    ".basis_files": ("BASIS_FOLDER",),
+    ".basis_files": ("BASIS_FOLDER",), ".walk": ("WalkMode", "WalkSettings"),
     ".exact": ("DEFAULT_DAMPING", "DEFAULT_MAX_ITER", "DEFAULT_TOL", "DenseScores", "GraphWalk", "PageRankGraph",
                "Ranking", "SparseVector"),
-    ".walk": ("WalkMode", "WalkSettings"),
 }.items() for name in names}
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

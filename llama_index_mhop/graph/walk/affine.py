@@ -76,19 +76,12 @@ def solve_basis(pagerank: PageRankGraph, num_passages: int, passage_vectors: np.
         basis[:, start : start + rhs.shape[1]] = solved[:num_passages]
         return block_iterations
 
-    def solve_uniform() -> tuple[np.ndarray, int]:
-        solved, uniform_iterations = _solve(m, damping, np.ones((num_passages, 1)), n, tol)
-        return solved[:num_passages, 0].copy(), uniform_iterations
-
-    def solve_totals() -> tuple[np.ndarray, int]:
-        solved, total_iterations = _solve(m.transpose().tocsr(), damping, np.ones((n, 1)), n, tol)
-        return solved[:, 0], total_iterations
-
     with ThreadPoolExecutor(max_workers=_solver_threads()) as pool:
-        uniform = pool.submit(solve_uniform)
-        totals = pool.submit(solve_totals)
+        uniform = pool.submit(_solve, m, damping, np.ones((num_passages, 1)), n, tol)
+        totals = pool.submit(_solve, m.transpose().tocsr(), damping, np.ones((n, 1)), n, tol)
         iterations = max(pool.map(solve_columns, range(0, dims, block)), default=0)
-        (uniform_response, uniform_iterations), (node_totals, _) = uniform.result(), totals.result()
+        (uniform_solved, uniform_iterations), (totals_solved, _) = uniform.result(), totals.result()
+    uniform_response, node_totals = uniform_solved[:num_passages, 0].copy(), totals_solved[:, 0]
     iterations = max(iterations, uniform_iterations)
     seconds = time.perf_counter() - started
     logger.info("PageRank basis of %d passages x %d dimensions solved in %.1fs (%d iterations)",
@@ -108,8 +101,7 @@ class AffineResetPageRank:
     ``pagerank`` (``passage_vectors``: ``E``, None under HNSW); ValueError for a bad size or shapes."""
 
     def __init__(self, pagerank: PageRankGraph, num_passages: int, passage_vectors: np.ndarray | None = None,
-                 tol: float = DEFAULT_BASIS_TOL,
-                 row_products: Callable[[np.ndarray], ExactRows] = ExactRows,
+                 tol: float = DEFAULT_BASIS_TOL, row_products: Callable[[np.ndarray], ExactRows] = ExactRows,
                  solved: SolvedBasis | None = None) -> None:
         n = pagerank.n_nodes
         if not 0 < num_passages <= n:
@@ -215,8 +207,7 @@ class AffineResetPageRank:
         def radius(rows: np.ndarray) -> np.ndarray:
             return abs(scale) * (estimate.bounds(rows) + np.abs(estimate.values[rows]) * _PRODUCT_ROUNDING) / total
 
-        largest_value = largest_magnitude(estimate.values)
-        largest = abs(scale) * (estimate.max_bound + largest_value * _PRODUCT_ROUNDING) / total
+        largest = abs(scale) * (estimate.max_bound + largest_magnitude(estimate.values) * _PRODUCT_ROUNDING) / total
         rows, threshold = top_candidates(center, radius, largest, top_k)
         if not threshold > 0:  # scores clip at 0: when the top may hold zeros, every row is a candidate
             rows = np.arange(scores.shape[0])
@@ -285,10 +276,9 @@ def _check_solved(solved: SolvedBasis, n: int, num_passages: int, dims: int | No
     have_basis = None if solved.basis is None else solved.basis.shape
     if (have_basis != want_basis or solved.uniform_response.shape != (num_passages,)
             or solved.node_totals.shape != (n,)):
-        raise ValueError(
-            f"the solved basis does not fit this graph: basis {have_basis}, {solved.uniform_response.shape[0]} "
-            f"passages and {solved.node_totals.shape[0]} nodes, for {want_basis}, {num_passages} and {n}"
-        )
+        raise ValueError(f"the solved basis does not fit this graph: basis {have_basis}, "
+                         f"{solved.uniform_response.shape[0]} passages and {solved.node_totals.shape[0]} nodes, for "
+                         f"{want_basis}, {num_passages} and {n}")
 
 
 def _solve(m, damping: float, rhs: np.ndarray, n: int, tol: float) -> tuple[np.ndarray, int]:

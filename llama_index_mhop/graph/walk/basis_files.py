@@ -1,7 +1,6 @@
-"""The walk's solved dense share on disk: solved by the first process that needs it, read by every other.
-
-Kept in ``persist_dir/walk_basis/<key>/`` (key: a hash of what the solve reads), memory-mapped by other workers
-and checked against ``basis.json``'s digests; a damaged one is logged and solved again."""
+"""The walk's solved dense share on disk, solved by the first process that needs it and read by every other: kept in
+``persist_dir/walk_basis/<key>/`` (key: a hash of what the solve reads), memory-mapped and checked against
+``basis.json``'s digests; a damaged one is logged and solved again."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""A query's product with every row of a matrix, estimated within a bound and exact where a ranking needs it.
-
-An int8 copy of the rows (:class:`Int8Rows`) estimates every product within a bound on each row's error (the row's
+"""A query's product with every row of a matrix, estimated within a bound and exact where a ranking needs it. An
+int8 copy of the rows (:class:`Int8Rows`) estimates every product within a bound on each row's error (the row's
 rounding, the query's rounding to bfloat16, the float32 sum and the bfloat16 result), checked against the exact
 product at construction; only the rows whose bounds can reach the top or the bottom are multiplied exactly, so every
 result is the exact product's. Without torch's kernel, or if its check fails, products stay exact."""
@@ -49,9 +48,7 @@ class Estimate:
 
     def bounds(self, rows: np.ndarray) -> np.ndarray:
         """The bounds of ``rows`` (indices)."""
-        if self.row_bounds is None:
-            return np.full(rows.shape[0], self.max_bound)
-        return self.row_bounds(rows)
+        return np.full(rows.shape[0], self.max_bound) if self.row_bounds is None else self.row_bounds(rows)
 
 
 class ExactRows:
@@ -120,7 +117,6 @@ class Int8Rows(ExactRows):
 
     def __init__(self, matrix: np.ndarray, codes_folder: Path | None = None, codes_kind: str = "int8") -> None:
         import torch
-
         if not has_int8_matmul():
             raise RuntimeError("this torch has no int8 matrix product")
         super().__init__(matrix)

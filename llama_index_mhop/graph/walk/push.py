@@ -1,9 +1,7 @@
-"""Personalized PageRank by forward push (Andersen, Chung and Lang, 2006): work that follows the walk's mass.
-
-A round at a time, every node whose residual ``r[u]`` is over ``epsilon * d(u)`` (``d``: out-weight, 1 when
-dangling) is pushed: ``p[u] += (1 - damping) * r[u]``, the rest spread over its out-edges. At the end the seeds'
-PPR ``y`` has ``0 <= y - p``, ``|y - p|_1 <= |r|_1``, and on an undirected graph ``y[u] - p[u] <= epsilon * d(u)``.
-"""
+"""Personalized PageRank by forward push (Andersen, Chung and Lang, 2006): work that follows the walk's mass. A
+round at a time, every node whose residual ``r[u]`` is over ``epsilon * d(u)`` (``d``: out-weight, 1 when dangling)
+is pushed: ``p[u] += (1 - damping) * r[u]``, the rest spread over its out-edges. At the end the seeds' PPR ``y`` has
+``0 <= y - p``, ``|y - p|_1 <= |r|_1``, and on an undirected graph ``y[u] - p[u] <= epsilon * d(u)``."""
 
 from __future__ import annotations
 

@@ -1,11 +1,10 @@
 """How a graph version's walk is set up: the settings that choose its paths and dense searches by size, and the
-matrices it reads of a graph (:class:`WalkMatrices`).
-
-Below every size of :class:`WalkSettings` a query takes the exact path (:mod:`.exact`). Past them: the dense
-share solved once and a push from the seeds (:mod:`.affine`, :mod:`.push`); products estimated from an int8 copy
-first (:mod:`.int8_rows`); a collection searched through Chroma's HNSW index, its ``hnsw_top_n`` nearest exact,
-every other record at the exact mean of the rest, the least similar the nearest to ``-q``. Sharing that mean
-lost 6.3 points of recall@21 at 1M passages (docs/SCALING.md), hence the high passage threshold."""
+matrices it reads of a graph (:class:`WalkMatrices`). Below every size of :class:`WalkSettings` a query takes the
+exact path (:mod:`.exact`). Past them: the dense share solved once and a push from the seeds (:mod:`.affine`,
+:mod:`.push`); products estimated from an int8 copy first (:mod:`.int8_rows`); a collection searched through
+Chroma's HNSW index, its ``hnsw_top_n`` nearest exact, every other record at the exact mean of the rest, the least
+similar the nearest to ``-q``. Sharing that mean lost 6.3 points of recall@21 at 1M passages (docs/SCALING.md),
+hence the high passage threshold."""
 
 from __future__ import annotations
 
