@@ -120,6 +120,13 @@ def _send(flow: Flow[R], answer: Any) -> tuple[bool, Any]:
         return True, stop.value
 
 
+def _missing(searched: _Searched, request: Search, search: Any) -> list[str]:
+    """The queries of ``request`` still to search, refusing a flow built without a search."""
+    if search is None:
+        raise RuntimeError("this flow searches but was built without a search: build it through its retriever")
+    return searched.missing(request)
+
+
 class _Searched:
     """One run's searches, each query's deepest (depth, results): what a :class:`Search` still has to ask, and its
     answer, each query's first ``k`` results."""
@@ -141,9 +148,7 @@ def run_flow(flow: Flow[R], runner: StepRunner, record: StepRecord, search: Sear
     done, item = _send(flow, None)
     while not done:
         if isinstance(item, Search):
-            if search is None:
-                raise RuntimeError("this flow searches but was built without a search: build it through its retriever")
-            asked = searched.missing(item)
+            asked = _missing(searched, item, search)
             answer: Any = searched.answer(item, asked, search(asked, item.k) if asked else [])
         elif isinstance(item, Call):
             answer = item.run()
@@ -160,9 +165,7 @@ async def arun_flow(flow: Flow[R], runner: StepRunner, record: StepRecord,
     done, item = _send(flow, None)
     while not done:
         if isinstance(item, Search):
-            if asearch is None:
-                raise RuntimeError("this flow searches but was built without a search: build it through its retriever")
-            asked = searched.missing(item)
+            asked = _missing(searched, item, asearch)
             answer: Any = searched.answer(item, asked, await asearch(asked, item.k) if asked else [])
         elif isinstance(item, Call):
             answer = await item.arun()
@@ -364,17 +367,9 @@ class ProgramRetriever(CheckedQueryRetriever):
             if callable(function) and "config_type" in cls.__dict__:
                 function.__signature__ = settings_signature(function, cls.config_type)
 
-    def __init__(
-        self,
-        *,
-        config: BaseModel | None = None,
-        lm: dspy.BaseLM | None = None,
-        llm: Any = None,
-        program: ProgramSource | None = None,
-        callback_manager: CallbackManager | None = None,
-        verbose: bool = False,
-        **settings: Any,
-    ) -> None:
+    def __init__(self, *, config: BaseModel | None = None, lm: dspy.BaseLM | None = None, llm: Any = None,
+                 program: ProgramSource | None = None, callback_manager: CallbackManager | None = None,
+                 verbose: bool = False, **settings: Any) -> None:
         self.config: Any = self.settings(config, settings)
         self.lm = resolve_lm(lm=lm, llm=llm)
         super().__init__(callback_manager=callback_manager, verbose=verbose)

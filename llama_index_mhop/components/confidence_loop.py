@@ -158,15 +158,9 @@ class ConfidenceLoopModule(FlowModule):
         verbose: log each round's queries at INFO.
     """
 
-    def __init__(
-        self,
-        config: ConfidenceLoopConfig | None = None,
-        search: SearchBatch | None = None,
-        asearch: AsyncSearchBatch | None = None,
-        runner: StepRunner | None = None,
-        verbose: bool = False,
-        passages: Callable[[], PassageSearch | None] = lambda: None,
-    ) -> None:
+    def __init__(self, config: ConfidenceLoopConfig | None = None, search: SearchBatch | None = None,
+                 asearch: AsyncSearchBatch | None = None, runner: StepRunner | None = None,
+                 verbose: bool = False, passages: Callable[[], PassageSearch | None] = lambda: None) -> None:
         super().__init__(runner or StepRunner(lm=None, counter=FallbackCounter()), search, asearch)
         self.analyzer = dspy.Predict(EntityAndGapAnalyzer)
         self.evaluator = dspy.Predict(ConfidenceEvaluator)
@@ -263,9 +257,8 @@ class ConfidenceLoopModule(FlowModule):
         step = LMStep(STEP_CONFIDENCE, self.evaluator, parse, lambda: self._free_assessment(query, views, issued))
         return LMRequest(step, {"query": query, "passages": shown})
 
-    def _target(
-        self, query: str, assessment: ConfidenceAssessment, views: list[PassageView], issued: list[str]
-    ) -> LMRequest[list[str]]:
+    def _target(self, query: str, assessment: ConfidenceAssessment, views: list[PassageView],
+                issued: list[str]) -> LMRequest[list[str]]:
         limit = self.config.max_round2_queries
 
         def free() -> list[str]:
@@ -277,11 +270,8 @@ class ConfidenceLoopModule(FlowModule):
 
         def parse(prediction: dspy.Prediction) -> list[str]:
             return parse_queries(prediction.get("queries"), 1, limit, exclude=issued)
-        inputs = {
-            "query": query,
-            "missing_information": "\n".join(g.text for g in assessment.gaps) or "none",
-            "issued_queries": "\n".join(issued),
-        }
+        inputs = {"query": query, "missing_information": "\n".join(g.text for g in assessment.gaps) or "none",
+                  "issued_queries": "\n".join(issued)}
         return LMRequest(LMStep(STEP_TARGETED, self.query_generator, parse, free), inputs)
 
     def _rerank(self, query: str, pool: _Pool, prior: list[int]) -> LMRequest[list[int]]:
@@ -306,41 +296,30 @@ class ConfidenceLoopModule(FlowModule):
         """What the confidence step reads: the original query's ranking first (the strongest single ranking),
         then the other round-1 passages by weighted Reciprocal Rank Fusion of the round-1 rankings."""
         head = list(dict.fromkeys(pool.rankings[0][0])) if self.config.include_original_query else []
-        fused = reciprocal_rank_fusion(
-            [ranking for ranking, _ in pool.rankings], k=self.config.rrf_k, weights=[w for _, w in pool.rankings]
-        )
+        fused = reciprocal_rank_fusion([ranking for ranking, _ in pool.rankings], k=self.config.rrf_k,
+                                       weights=[w for _, w in pool.rankings])
         taken = set(head)
         return head + [index for index, _ in fused if index not in taken]
 
-    def _record_round(
-        self, trace: dict[str, Any], number: int, queries: list[str], k: int, results: list[list[NodeWithScore]],
-        added: list[int],
-    ) -> None:
-        trace["rounds"].append(
-            {"round": number, "k": k, "queries": queries, "retrieved": [len(r) for r in results],
-             "new_passages": added}
-        )
+    def _record_round(self, trace: dict[str, Any], number: int, queries: list[str], k: int,
+                      results: list[list[NodeWithScore]], added: list[int]) -> None:
+        trace["rounds"].append({"round": number, "k": k, "queries": queries,
+                                "retrieved": [len(r) for r in results], "new_passages": added})
         if self.verbose:
             logger.info("round %d: %s", number, escape_controls(queries))  # queries an LM wrote
 
-    def _finish(
-        self, pool: _Pool, ranking: list[int], free_ranking: list[RankedPassage], trace: dict[str, Any]
-    ) -> list[NodeWithScore]:
+    def _finish(self, pool: _Pool, ranking: list[int], free_ranking: list[RankedPassage],
+                trace: dict[str, Any]) -> list[NodeWithScore]:
         parts = {r.index: r for r in free_ranking}
         out: list[NodeWithScore] = []
         for position, index in enumerate(ranking[: self.config.similarity_top_k]):
             # Reciprocal-rank scores: monotone, and the same whichever step (LM or LLM-free) ranked.
             out.append(NodeWithScore(node=pool.nodes[index].node, score=1.0 / (position + 1)))
             part = parts[index]
-            trace["ranking"].append(
-                {
-                    "id": pool.views[index].id,
-                    "title": pool.views[index].title,
-                    "first_stage_score": pool.nodes[index].score,
-                    "relevance": round(part.relevance, 6),
-                    "linked_from": None if part.linked_from is None else pool.views[part.linked_from].id,
-                }
-            )
+            trace["ranking"].append({
+                "id": pool.views[index].id, "title": pool.views[index].title,
+                "first_stage_score": pool.nodes[index].score, "relevance": round(part.relevance, 6),
+                "linked_from": None if part.linked_from is None else pool.views[part.linked_from].id})
         trace["pool_size"] = len(pool.nodes)
         trace["pool_ids"] = [view.id for view in pool.views]
         trace["llm_free_order"] = [r.index for r in free_ranking]
@@ -388,13 +367,8 @@ class ConfidenceLoopRetriever(ProgramRetriever):
     config_type = ConfidenceLoopConfig
     config: ConfidenceLoopConfig
 
-    def __init__(
-        self,
-        base_retriever: BaseRetriever | None = None,
-        *,
-        retriever_factory: Callable[[int], BaseRetriever] | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, base_retriever: BaseRetriever | None = None, *,
+                 retriever_factory: Callable[[int], BaseRetriever] | None = None, **kwargs: Any) -> None:
         if (base_retriever is None) == (retriever_factory is None):
             raise ValueError("give exactly one of base_retriever and retriever_factory")
         self._base_retriever = base_retriever
@@ -405,12 +379,8 @@ class ConfidenceLoopRetriever(ProgramRetriever):
         super().__init__(**kwargs)
 
     @classmethod
-    def from_defaults(
-        cls,
-        index: Any,
-        retriever_kwargs: dict[str, Any] | None = None,
-        **kwargs: Any,
-    ) -> ConfidenceLoopRetriever:
+    def from_defaults(cls, index: Any, retriever_kwargs: dict[str, Any] | None = None,
+                      **kwargs: Any) -> ConfidenceLoopRetriever:
         """A confidence loop over an index (e.g. a Chroma ``VectorStoreIndex`` from
         :func:`~llama_index_mhop.stores.vector_index.build_vector_index`): each search is
         ``index.as_retriever(similarity_top_k=k, **retriever_kwargs)``.
@@ -421,14 +391,10 @@ class ConfidenceLoopRetriever(ProgramRetriever):
             **kwargs: any other :class:`ConfidenceLoopRetriever` argument (``similarity_top_k=21``, ``lm``...).
         """
         if not hasattr(index, "as_retriever"):
-            raise ValueError(
-                f"index must be a LlamaIndex index with as_retriever(), got {type(index).__name__}"
-            )
+            raise ValueError(f"index must be a LlamaIndex index with as_retriever(), "
+                             f"got {type(index).__name__}")
         extra = dict(retriever_kwargs or {})
-
-        def factory(k: int) -> BaseRetriever:
-            return index.as_retriever(similarity_top_k=k, **extra)
-        return cls(retriever_factory=factory, **kwargs)
+        return cls(retriever_factory=lambda k: index.as_retriever(similarity_top_k=k, **extra), **kwargs)
 
     def _build_program(self) -> ConfidenceLoopModule:
         runner = StepRunner(self.lm, self.fallback_counts, self.config.lm_timeout)

@@ -59,9 +59,8 @@ def is_fact_node(node: NodeWithScore) -> bool:
     return all(key in node.node.metadata for key in FACT_KEYS)
 
 
-def fact_node(
-    subject: str, predicate: str, obj: str, score: float | None = None, **metadata: Any
-) -> NodeWithScore:
+def fact_node(subject: str, predicate: str, obj: str, score: float | None = None,
+              **metadata: Any) -> NodeWithScore:
     """A fact as a scored node: text ``"subject predicate object"``, the triple in the metadata (kept out of the
     embedding and LLM views), ``score`` its similarity to the query, ``metadata`` more (e.g. source passage ids).
     The node id is derived from the triple, so the same fact always has the same id.
@@ -75,13 +74,9 @@ def fact_node(
     clash = set(FACT_KEYS) & set(metadata)
     if clash:
         raise ValueError(f"metadata must not redefine the triple keys {sorted(clash)}")
-    node = TextNode(
-        id_=stable_id("fact", subject, predicate, obj),
-        text=f"{subject} {predicate} {obj}",
-        metadata={**parts, **metadata},
-        excluded_embed_metadata_keys=list(FACT_KEYS),
-        excluded_llm_metadata_keys=list(FACT_KEYS),
-    )
+    node = TextNode(id_=stable_id("fact", subject, predicate, obj), text=f"{subject} {predicate} {obj}",
+                    metadata={**parts, **metadata}, excluded_embed_metadata_keys=list(FACT_KEYS),
+                    excluded_llm_metadata_keys=list(FACT_KEYS))
     return NodeWithScore(node=node, score=None if score is None else float(score))
 
 
@@ -90,10 +85,8 @@ def fact_triple(node: NodeWithScore) -> tuple[str, str, str]:
     try:
         triple = tuple(metadata[key] for key in FACT_KEYS)
     except KeyError as missing:
-        raise ValueError(
-            f"node {node.node.node_id!r} is not a fact node: its metadata lacks {missing}; build fact nodes "
-            "with fact_node(subject, predicate, obj, score)"
-        ) from None
+        raise ValueError(f"node {node.node.node_id!r} is not a fact node: its metadata lacks {missing}; "
+                         "build fact nodes with fact_node(subject, predicate, obj, score)") from None
     if not all(isinstance(part, str) for part in triple):
         raise ValueError(f"node {node.node.node_id!r}: subject, predicate and object must be strings")
     return triple  # type: ignore[return-value]
@@ -147,10 +140,8 @@ def select_by_mentions(query: str, nodes: list[NodeWithScore], top_n: int) -> li
     ranked = []
     for position, node in enumerate(nodes):
         subject, _, obj = fact_triple(node)
-        strength = max(
-            _mention_strength(subject, query_entities, query_terms),
-            _mention_strength(obj, query_entities, query_terms),
-        )
+        strength = max(_mention_strength(subject, query_entities, query_terms),
+                       _mention_strength(obj, query_entities, query_terms))
         if strength:
             ranked.append((-strength, -node_score(node), position, node))
     ranked.sort(key=lambda item: item[:3])
@@ -198,32 +189,18 @@ class DSPyFactFilter(BaseNodePostprocessor, PromptMixin):
     """
 
     top_n: int = Field(default=DEFAULT_FACT_TOP_N, ge=1, description="Maximum number of facts kept.")
-    timeout: float = Field(
-        default=DEFAULT_LM_TIMEOUT,
-        gt=0,
-        description="Seconds before an LM call is abandoned for the fallback.",
-    )
-    match_cutoff: float = Field(
-        default=DEFAULT_FACT_MATCH_CUTOFF,
-        ge=0.0,
-        le=1.0,
-        description="Similarity (difflib ratio of normalised text) an LM-written fact needs to a candidate.",
-    )
-    llm_free_strategy: FactSelection = Field(
-        default=FactSelection.MENTIONS, description="Selection used when no LM is configured."
-    )
-    fallback_strategy: FactSelection = Field(
-        default=FactSelection.TOP_SCORE,
-        description="Selection used when the LM fails or answers nothing usable.",
-    )
-
-    supporting_only: bool = Field(
-        default=False, description="On passage nodes, return only the passages that state a kept fact."
-    )
-    first_page: int = Field(
-        default=FIRST_PAGE_SIZE, ge=0,
-        description="Without an LM, how many of the first passage nodes are put in first-page order.",
-    )
+    timeout: float = Field(default=DEFAULT_LM_TIMEOUT, gt=0,
+                           description="Seconds before an LM call is abandoned for the fallback.")
+    match_cutoff: float = Field(default=DEFAULT_FACT_MATCH_CUTOFF, ge=0.0, le=1.0, description=(
+        "Similarity (difflib ratio of normalised text) an LM-written fact needs to a candidate."))
+    llm_free_strategy: FactSelection = Field(default=FactSelection.MENTIONS,
+                                             description="Selection used when no LM is configured.")
+    fallback_strategy: FactSelection = Field(default=FactSelection.TOP_SCORE, description=(
+        "Selection used when the LM fails or answers nothing usable."))
+    supporting_only: bool = Field(default=False, description=(
+        "On passage nodes, return only the passages that state a kept fact."))
+    first_page: int = Field(default=FIRST_PAGE_SIZE, ge=0, description=(
+        "Without an LM, how many of the first passage nodes are put in first-page order."))
 
     _lm: dspy.BaseLM | None = PrivateAttr(default=None)
     _passage_facts: PassageFacts | None = PrivateAttr(default=None)
@@ -231,32 +208,16 @@ class DSPyFactFilter(BaseNodePostprocessor, PromptMixin):
     _program: FactFilterModule = PrivateAttr()
     _fallback_counts: FallbackCounter = PrivateAttr()
 
-    def __init__(
-        self,
-        top_n: int = DEFAULT_FACT_TOP_N,
-        lm: dspy.BaseLM | None = None,
-        llm: Any = None,
-        timeout: float = DEFAULT_LM_TIMEOUT,
-        match_cutoff: float = DEFAULT_FACT_MATCH_CUTOFF,
-        llm_free_strategy: FactSelection | str = FactSelection.MENTIONS,
-        fallback_strategy: FactSelection | str = FactSelection.TOP_SCORE,
-        extractor: Any = None,
-        supporting_only: bool = False,
-        first_page: int = FIRST_PAGE_SIZE,
-        graph_index: Any = None,
-        program: ProgramSource | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(
-            top_n=top_n,
-            timeout=timeout,
-            match_cutoff=match_cutoff,
-            llm_free_strategy=FactSelection(llm_free_strategy),
-            fallback_strategy=FactSelection(fallback_strategy),
-            supporting_only=supporting_only,
-            first_page=first_page,
-            **kwargs,
-        )
+    def __init__(self, top_n: int = DEFAULT_FACT_TOP_N, lm: dspy.BaseLM | None = None, llm: Any = None,
+                 timeout: float = DEFAULT_LM_TIMEOUT, match_cutoff: float = DEFAULT_FACT_MATCH_CUTOFF,
+                 llm_free_strategy: FactSelection | str = FactSelection.MENTIONS,
+                 fallback_strategy: FactSelection | str = FactSelection.TOP_SCORE, extractor: Any = None,
+                 supporting_only: bool = False, first_page: int = FIRST_PAGE_SIZE, graph_index: Any = None,
+                 program: ProgramSource | None = None, **kwargs: Any) -> None:
+        super().__init__(top_n=top_n, timeout=timeout, match_cutoff=match_cutoff,
+                         llm_free_strategy=FactSelection(llm_free_strategy),
+                         fallback_strategy=FactSelection(fallback_strategy), supporting_only=supporting_only,
+                         first_page=first_page, **kwargs)
         self._lm = resolve_lm(lm=lm, llm=llm)
         self._facts_source = (extractor, graph_index)
         self._program = FactFilterModule()
@@ -318,10 +279,8 @@ class DSPyFactFilter(BaseNodePostprocessor, PromptMixin):
         triples, scores, support = self._passage_facts.candidates(nodes)
         return [fact_node(*triple, score=score) for triple, score in zip(triples, scores, strict=True)], support
 
-    def _passages_for(
-        self, kept: list[NodeWithScore], nodes: list[NodeWithScore], candidates: list[NodeWithScore],
-        support: list[list[int]],
-    ) -> list[NodeWithScore]:
+    def _passages_for(self, kept: list[NodeWithScore], nodes: list[NodeWithScore],
+                      candidates: list[NodeWithScore], support: list[list[int]]) -> list[NodeWithScore]:
         position_of = {id(candidate): i for i, candidate in enumerate(candidates)}
         order: list[int] = []
         for fact in kept:
@@ -335,24 +294,19 @@ class DSPyFactFilter(BaseNodePostprocessor, PromptMixin):
             return select_by_mentions(query, nodes, self.top_n)
         return select_by_score(nodes, self.top_n)
 
-    def _step(
-        self, query: str, nodes: list[NodeWithScore], triples: list[tuple[str, str, str]], predictor: Any
-    ) -> LMRequest[list[NodeWithScore]]:
+    def _step(self, query: str, nodes: list[NodeWithScore], triples: list[tuple[str, str, str]],
+              predictor: Any) -> LMRequest[list[NodeWithScore]]:
         # Candidates go to the LM best-first, as HippoRAG 2 sends its top facts by embedding score.
         order = sorted(range(len(nodes)), key=lambda i: (-node_score(nodes[i]), i))
         candidates = json.dumps({"fact": [list(triples[i]) for i in order]}, ensure_ascii=False)
         strategy = self.llm_free_strategy if current_lm(self._lm) is None else self.fallback_strategy
-
-        def fallback() -> list[NodeWithScore]:
-            return self._select(strategy, query, nodes)
         step = LMStep(STEP, self._program if predictor is None else predictor,
-                      lambda prediction: self._parse(prediction, nodes, triples), fallback,
-                      callback_manager=self.callback_manager)
+                      lambda prediction: self._parse(prediction, nodes, triples),
+                      lambda: self._select(strategy, query, nodes), callback_manager=self.callback_manager)
         return LMRequest(step, {"question": query, "fact_before_filter": candidates})
 
-    def _parse(
-        self, prediction: dspy.Prediction, nodes: list[NodeWithScore], triples: list[tuple[str, str, str]]
-    ) -> list[NodeWithScore]:
+    def _parse(self, prediction: dspy.Prediction, nodes: list[NodeWithScore],
+               triples: list[tuple[str, str, str]]) -> list[NodeWithScore]:
         answer = getattr(prediction, "fact_after_filter", None)
         if isinstance(answer, Fact):
             generated = answer.fact
@@ -397,9 +351,8 @@ class DSPyFactFilter(BaseNodePostprocessor, PromptMixin):
         request = self._step(query, candidates, [fact_triple(c) for c in candidates], predictor)
         return request, lambda kept: self._passages_for(kept, nodes, candidates, support)
 
-    def recognition(
-        self, nodes: list[NodeWithScore], query: str, predictor: Any = None
-    ) -> Flow[list[NodeWithScore]]:
+    def recognition(self, nodes: list[NodeWithScore], query: str,
+                    predictor: Any = None) -> Flow[list[NodeWithScore]]:
         """``postprocess_nodes`` for a query string as a flow (:mod:`llama_index_mhop.components.base`): it yields the LM step
         (none when there is nothing to recognise), which :attr:`runner` runs, and returns the nodes kept.
 
@@ -408,13 +361,11 @@ class DSPyFactFilter(BaseNodePostprocessor, PromptMixin):
         request, finish = self._selection(nodes, QueryBundle(query), predictor)
         return finish(None if request is None else (yield request))
 
-    def _postprocess_nodes(
-        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
-    ) -> list[NodeWithScore]:
+    def _postprocess_nodes(self, nodes: list[NodeWithScore],
+                           query_bundle: QueryBundle | None = None) -> list[NodeWithScore]:
         return run_flow(self.recognition(nodes, self._prepare(nodes, query_bundle)), self.runner, StepRecord())
 
-    async def _apostprocess_nodes(
-        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
-    ) -> list[NodeWithScore]:
+    async def _apostprocess_nodes(self, nodes: list[NodeWithScore],
+                                  query_bundle: QueryBundle | None = None) -> list[NodeWithScore]:
         return await arun_flow(self.recognition(nodes, self._prepare(nodes, query_bundle)), self.runner,
                                StepRecord())

@@ -163,13 +163,10 @@ class HippoGraphModule(FlowModule):
                                              every=state.walk.needs_every_passage_score)
         facts = state.fact_vectors.search(query_vector, self.config.linking_top_k, every=False)
         fact_scores = facts.normalised(facts.top_scores)
-        nodes, by_id = [], {}
-        for i, score in zip(facts.top.tolist(), fact_scores.tolist(), strict=True):
-            s, p, o = state.fact_triples[i]
-            node = fact_node(s, p, o, score=score)
-            by_id[node.node.node_id] = i
-            nodes.append(node)
-        return dense, nodes, by_id
+        top = facts.top.tolist()
+        scored = zip(top, fact_scores.tolist(), strict=True)
+        nodes = [fact_node(*state.fact_triples[i], score=score) for i, score in scored]
+        return dense, nodes, {node.node.node_id: i for node, i in zip(nodes, top, strict=True)}
 
     def _seeds(self, state: RetrievalState, query_entities: list[int], kept: list[NodeWithScore],
                by_id: dict[str, int], chain: list[tuple[ChainStep, int | None, int | None]]) -> SparseVector:
@@ -234,8 +231,7 @@ class HippoGraphModule(FlowModule):
         return [(step, state.entity_key_node.get(entity_key(step.entity)), rows.get(step.target)) for step in steps]
 
     def _add_dense_seeds(self, seeds: SparseVector, dense: DenseScores) -> SparseVector:
-        """The seeds with the optional dense seeds: the best passages' normalised similarity times
-        ``dense_seed_weight``."""
+        """The seeds plus the best passages' normalised similarity times ``dense_seed_weight`` (when set)."""
         if self.config.dense_seed_top_k > 0 and self.config.dense_seed_weight > 0:
             k = self.config.dense_seed_top_k
             return seeds.plus(dense.top[:k], self.config.dense_seed_weight * dense.normalised(dense.top_scores[:k]))
@@ -256,8 +252,6 @@ class HippoGraphModule(FlowModule):
                 if any(taken[start : start + length]):
                     continue
                 span = words[start : start + length]
-                # A name needs a capitalised content word or a number: "The" alone does not make
-                # "The soundtrack" a name.
                 if not any((w[0][:1].isupper() and w[0] not in NON_ENTITY_CAPS and w[0].lower() not in STOPWORDS)
                            or w[0][:1].isdigit() for w in span):
                     continue
@@ -277,11 +271,9 @@ class HippoGraphModule(FlowModule):
         named = self._query_entities(state, query) if self.config.query_entity_weight > 0 or chained else []
         query_entities = named if self.config.query_entity_weight > 0 else []
         trace: dict[str, Any] = {
-            "query": query,
-            "candidate_facts": [self._fact_json(n) for n in candidates],
+            "query": query, "candidate_facts": [self._fact_json(n) for n in candidates],
             "kept_facts": [self._fact_json(n) for n in kept],
-            "query_entities": [state.entity_names[j - len(state.passage_ids)] for j in query_entities],
-        }
+            "query_entities": [state.entity_names[j - len(state.passage_ids)] for j in query_entities]}
         chain = self._chain(state, query, named) if chained else []
         trace["chain"] = [{"hop": step.hop, "from": step.title or step.source, "sentence": step.sentence,
                            "matched": list(step.matched), "entity": step.entity, "weight": step.weight,
@@ -299,17 +291,13 @@ class HippoGraphModule(FlowModule):
             ranked = list(zip(ranking.passages.tolist(), ranking.scores.tolist(), strict=True))
             shown = [j for j, _ in ranking.reset_top + ranking.top_entities if j < len(state.passage_ids)]
             nodes = state.passage_nodes([i for i, _ in ranked] + shown)  # one read for the results and the trace
-            trace.update(
-                mode="ppr",
-                reset_top=[self._node_json(state, nodes, j, value) for j, value in ranking.reset_top],
-                top_entities=[self._node_json(state, nodes, j, value) for j, value in ranking.top_entities],
-            )
+            trace.update(mode="ppr",
+                         reset_top=[self._node_json(state, nodes, j, v) for j, v in ranking.reset_top],
+                         top_entities=[self._node_json(state, nodes, j, v) for j, v in ranking.top_entities])
         results = [NodeWithScore(node=nodes[i], score=float(score)) for i, score in ranked]
         results, trace["first_page"] = self._first_page(query, results)
-        trace["results"] = [
-            {"id": r.node.node_id, "title": str(r.node.metadata.get("title", "")), "score": float(r.score or 0.0)}
-            for r in results
-        ]
+        trace["results"] = [{"id": r.node.node_id, "title": str(r.node.metadata.get("title", "")),
+                             "score": float(r.score or 0.0)} for r in results]
         trace["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 3)
         if self.verbose:
             logger.info("HippoGraphRetriever trace: %s", trace)
@@ -346,8 +334,7 @@ class HippoGraphModule(FlowModule):
             raise EmbeddingDimensionError(
                 f"the index {self._parts.source.index.name!r} holds {stored}-dimensional passage vectors but the embedder "
                 f"{embedder_name(self._parts.source.index.embed_model)} gives {q.size}; "
-                "use the embedder the index was built with (embed_model=; mhop: --embed-model)"
-            )
+                "use the embedder the index was built with (embed_model=; mhop: --embed-model)")
         norm = float(np.linalg.norm(q))
         return q / norm if norm > 0 else q
 
@@ -375,9 +362,8 @@ class HippoGraphRetriever(ProgramRetriever):
     ARGUMENTS = frozenset(HippoGraphConfig.model_fields) | {"config", "fact_filter", "lm", "llm", "program",
                                                             "callback_manager", "verbose"}
 
-    def __init__(
-        self, index: RetrievalSource, *, fact_filter: Any = None, program: ProgramSource | None = None, **kwargs: Any
-    ) -> None:
+    def __init__(self, index: RetrievalSource, *, fact_filter: Any = None,
+                 program: ProgramSource | None = None, **kwargs: Any) -> None:
         if program is not None and fact_filter is not None and not isinstance(fact_filter, DSPyFactFilter):
             raise ValueError("program= is the fact filter's: it needs a DSPyFactFilter as fact_filter")
         self.index = index

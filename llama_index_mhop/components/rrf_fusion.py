@@ -97,9 +97,8 @@ class RRFFusionConfig(BaseModel):
     @model_validator(mode="after")
     def _context_within_pool(self) -> RRFFusionConfig:
         if self.context_top_n > self.carry_over_top_n:
-            raise ValueError(
-                f"context_top_n must be at most carry_over_top_n ({self.carry_over_top_n}), got {self.context_top_n}"
-            )
+            raise ValueError(f"context_top_n must be at most carry_over_top_n ({self.carry_over_top_n}), "
+                             f"got {self.context_top_n}")
         return self
 
     @property
@@ -172,14 +171,8 @@ class PerspectiveQueryTransform(BaseQueryTransform):
         program: a compiled :class:`PerspectiveModule`, or the path of one saved by :meth:`save_program`.
     """
 
-    def __init__(
-        self,
-        lm: dspy.BaseLM | None = None,
-        llm: Any = None,
-        include_original: bool = True,
-        timeout: float = DEFAULT_LM_TIMEOUT,
-        program: ProgramSource | None = None,
-    ) -> None:
+    def __init__(self, lm: dspy.BaseLM | None = None, llm: Any = None, include_original: bool = True,
+                 timeout: float = DEFAULT_LM_TIMEOUT, program: ProgramSource | None = None) -> None:
         self._include_original = include_original
         self.fallback_counts = FallbackCounter()
         self.runner = StepRunner(resolve_lm(lm, llm), self.fallback_counts, timeout)
@@ -222,8 +215,7 @@ class PerspectiveQueryTransform(BaseQueryTransform):
         return QueryBundle(query_str=query_bundle.query_str, custom_embedding_strs=strs)
 
     def _run(self, query_bundle: QueryBundle, metadata: dict) -> QueryBundle:
-        perspectives = self.generate(query_bundle.query_str, metadata.get("context", ()))
-        return self._bundle(query_bundle, perspectives)
+        return self._bundle(query_bundle, self.generate(query_bundle.query_str, metadata.get("context", ())))
 
     async def arun(self, query_bundle_or_str: QueryBundle | str, metadata: dict | None = None) -> QueryBundle:
         """The async twin of ``run``."""
@@ -241,14 +233,9 @@ class RRFFusionModule(FlowModule):
 
     searched_by = "RRFFusionRetriever"
 
-    def __init__(
-        self,
-        transform: PerspectiveQueryTransform,
-        search: SearchBatch | None = None,
-        asearch: AsyncSearchBatch | None = None,
-        config: RRFFusionConfig | None = None,
-        passages: Callable[[], PassageSearch | None] = lambda: None,
-    ) -> None:
+    def __init__(self, transform: PerspectiveQueryTransform, search: SearchBatch | None = None,
+                 asearch: AsyncSearchBatch | None = None, config: RRFFusionConfig | None = None,
+                 passages: Callable[[], PassageSearch | None] = lambda: None) -> None:
         super().__init__(transform.runner, search, asearch, source=transform)
         self.perspectives = transform.program
         self.config = config or RRFFusionConfig()
@@ -288,24 +275,23 @@ class RRFFusionModule(FlowModule):
                     anchor = self._anchor(anchor_results, nodes, trace)
                 else:
                     results = yield Search(perspectives, settings.perspective_top_k)
-                rankings = [self._ranking(r, nodes) for r in results]  # perspective order: ties resolve alike
+                # perspective order: ties resolve alike
+                rankings = [self._ranking(r, nodes, settings.perspective_top_k) for r in results]
             # Fuse every list so far; carry the top passages over, the best of them as the next context.
             lists.extend(rankings)
             pool, links = self._fuse(query, anchor, lists, nodes, views, settings.carry_over_top_n)
-            trace["iterations"].append(
-                {"perspectives": perspectives, "rankings": rankings, "links": links, "pool": pool,
-                 "context": pool[: settings.context_top_n], "step": record.steps[PERSPECTIVES_STEP],
-                 "reason": record.reasons[PERSPECTIVES_STEP]}
-            )
+            trace["iterations"].append({
+                "perspectives": perspectives, "rankings": rankings, "links": links, "pool": pool,
+                "context": pool[: settings.context_top_n], "step": record.steps[PERSPECTIVES_STEP],
+                "reason": record.reasons[PERSPECTIVES_STEP]})
         fused, _ = self._fuse(query, anchor, lists, nodes, views, settings.similarity_top_k)
         # Reciprocal-rank scores: monotone in the fused order.
         trace["final"] = [[node_id, 1.0 / rank] for rank, node_id in enumerate(fused, start=1)]
         return [NodeWithScore(node=nodes[node_id].node, score=score) for node_id, score in trace["final"]], trace
 
-    def _lookups(
-        self, query: str, found: FoundQuestion, anchor: list[str], links: dict[str, list[str]], pool: list[str],
-        nodes: dict[str, NodeWithScore], views: dict[str, PassageView],
-    ) -> tuple[list[str], list[list[str]]]:
+    def _lookups(self, query: str, found: FoundQuestion, anchor: list[str], links: dict[str, list[str]],
+                 pool: list[str], nodes: dict[str, NodeWithScore],
+                 views: dict[str, PassageView]) -> tuple[list[str], list[list[str]]]:
         """An iteration's LLM-free perspectives, none embedded: the query's own top ``perspective_top_k``, then the
         passages of the names :func:`~llama_index_mhop.rules.perspectives.lookup_perspectives` gives for the pool's
         top passages and the bridge chain's last passage, each name's closest first to the query moved towards
@@ -334,17 +320,11 @@ class RRFFusionModule(FlowModule):
         return chain
 
     def _anchor(self, results: list[NodeWithScore], nodes: dict[str, NodeWithScore], trace: dict) -> list[str]:
-        anchor = []
-        for result in results[: self.config.similarity_top_k]:
-            nodes.setdefault(result.node.node_id, result)
-            anchor.append(result.node.node_id)
-        trace["anchor"] = anchor
-        return list(dict.fromkeys(anchor))
+        trace["anchor"] = self._ranking(results, nodes, self.config.similarity_top_k)
+        return list(dict.fromkeys(trace["anchor"]))
 
-    def _fuse(
-        self, query: str, anchor: list[str], lists: list[list[str]], nodes: dict[str, NodeWithScore],
-        views: dict[str, PassageView], top_n: int,
-    ) -> tuple[list[str], dict[str, list[str]]]:
+    def _fuse(self, query: str, anchor: list[str], lists: list[list[str]], nodes: dict[str, NodeWithScore],
+              views: dict[str, PassageView], top_n: int) -> tuple[list[str], dict[str, list[str]]]:
         """The anchored fusion: the query's ranking, the bridge hops after their sources, then RRF."""
         by_rrf = [node_id for node_id, _ in reciprocal_rank_fusion(lists, k=self.config.rrf_k)]
         links: dict[str, list[str]] = {}
@@ -355,12 +335,12 @@ class RRFFusionModule(FlowModule):
             links = link_passages(query, [views[anchor[0]]], [views[i] for i in by_rrf])
         return anchored_fusion(anchor, links, by_rrf, top_n=top_n), links
 
-    def _ranking(self, results: list[NodeWithScore], nodes: dict[str, NodeWithScore]) -> list[str]:
-        ranking: list[str] = []
-        for result in results[: self.config.perspective_top_k]:
+    @staticmethod
+    def _ranking(results: list[NodeWithScore], nodes: dict[str, NodeWithScore], top_k: int) -> list[str]:
+        """The ids of the first ``top_k`` results, each result noted in ``nodes`` (the first seen kept)."""
+        for result in results[:top_k]:
             nodes.setdefault(result.node.node_id, result)
-            ranking.append(result.node.node_id)
-        return ranking
+        return [result.node.node_id for result in results[:top_k]]
 
 
 class RRFFusionRetriever(ProgramRetriever):
@@ -384,18 +364,16 @@ class RRFFusionRetriever(ProgramRetriever):
     config_type = RRFFusionConfig
     config: RRFFusionConfig
 
-    def __init__(
-        self, base_retriever: BaseRetriever, query_transform: PerspectiveQueryTransform | None = None, **kwargs: Any
-    ) -> None:
+    def __init__(self, base_retriever: BaseRetriever,
+                 query_transform: PerspectiveQueryTransform | None = None, **kwargs: Any) -> None:
         self.base_retriever = base_retriever
         self.query_transform = query_transform  # the default one is built once the LM is resolved
         self._searcher = BatchSearcher(lambda k: self.base_retriever)  # one depth: the flow cuts each list
         super().__init__(**kwargs)
 
     @classmethod
-    def from_defaults(
-        cls, index: VectorStoreIndex, config: RRFFusionConfig | None = None, **kwargs: Any
-    ) -> RRFFusionRetriever:
+    def from_defaults(cls, index: VectorStoreIndex, config: RRFFusionConfig | None = None,
+                      **kwargs: Any) -> RRFFusionRetriever:
         """Fuse perspectives over a retriever of ``index`` (a Chroma-backed ``VectorStoreIndex``, a
         ``HippoGraphIndex``...), deep enough for the query's own ranking (:attr:`RRFFusionConfig.search_depth`)."""
         settings = {name: kwargs.pop(name) for name in RRFFusionConfig.model_fields if name in kwargs}

@@ -33,15 +33,10 @@ MAX_PERSPECTIVES = 5
 _MAX_PERSPECTIVE_CHARS = 400
 _COMPARISON_CUES = re.compile(
     r"\b(or|both|same|either|neither|compare|comparison|more|less|older|younger|earlier|later|first|larger|"
-    r"smaller|longer|shorter|higher|lower|bigger|than|which|who)\b",
-    re.I,
-)
-
+    r"smaller|longer|shorter|higher|lower|bigger|than|which|who)\b", re.I)
 _TIME_CUES = re.compile(
     r"\b(when|year|years|born|birth|died|death|founded|established|date|era|century|decade|age|older|younger|"
-    r"earlier|later|first|last|since|until|before|after)\b",
-    re.I,
-)
+    r"earlier|later|first|last|since|until|before|after)\b", re.I)
 
 
 @dataclass(frozen=True)
@@ -81,8 +76,7 @@ def bridge_entities(query: str, context: Sequence[ContextPassage], limit: int = 
                 known.add(normalize(entity))
                 found.append(entity)
     for passage in context:
-        ordered = sentences(passage.text)
-        for entity in [e for s in ordered[:2] + ordered[2:] for e in entity_spans(s)]:
+        for entity in [e for s in sentences(passage.text) for e in entity_spans(s)]:
             key = normalize(entity)
             if not key or key in known or entity.isdigit() or set(key.split()) <= asked_terms:
                 continue
@@ -117,8 +111,7 @@ def heuristic_perspectives(query: str, context: Sequence[ContextPassage] = ()) -
         comparison_focus = _join(bridges[1], entities[:1])
     else:
         comparison_focus = _join(entities[-1:], relation)
-    context_focus = query
-    candidates = [context_focus, entity_focus, relationship_focus, temporal_focus, comparison_focus]
+    candidates = [query, entity_focus, relationship_focus, temporal_focus, comparison_focus]
     fillers = [_join(query, b) for b in bridges] + [_join(e, relation) for e in entities]
     fillers += [_join(b, relation) for b in bridges]
     fillers += [f"{query} {angle}" for angle in ("background", "details", "history", "overview")]

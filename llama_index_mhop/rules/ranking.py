@@ -304,12 +304,8 @@ def first_page(query: str, passages: Sequence[PassageView], size: int = FIRST_PA
 DEFAULT_RRF_K = 60
 
 
-def reciprocal_rank_fusion(
-    ranked_lists: Iterable[Sequence[H]],
-    k: int = DEFAULT_RRF_K,
-    top_n: int | None = None,
-    weights: Sequence[float] | None = None,
-) -> list[tuple[H, float]]:
+def reciprocal_rank_fusion(ranked_lists: Iterable[Sequence[H]], k: int = DEFAULT_RRF_K, top_n: int | None = None,
+                           weights: Sequence[float] | None = None) -> list[tuple[H, float]]:
     """``(id, score)`` pairs, best first, of ranked lists of ids fused by Reciprocal Rank Fusion.
 
     An id repeated inside one list counts once, at its first rank. ``k`` is the RRF constant (60 in the paper),
@@ -324,8 +320,7 @@ def reciprocal_rank_fusion(
     if top_n is not None and top_n < 0:
         raise ValueError(f"top_n must be >= 0, got {top_n}")
     lists = list(ranked_lists)
-    if weights is None:
-        weights = [1.0] * len(lists)
+    weights = [1.0] * len(lists) if weights is None else weights
     if len(weights) != len(lists):
         raise ValueError(f"{len(weights)} weights for {len(lists)} ranked lists")
     if any(w < 0 for w in weights):
@@ -347,12 +342,8 @@ def reciprocal_rank_fusion(
     return fused if top_n is None else fused[:top_n]
 
 
-def anchored_fusion(
-    anchor: Sequence[H],
-    reached_from: Mapping[H, Sequence[H]] | None = None,
-    rest: Iterable[H] = (),
-    top_n: int | None = None,
-) -> list[H]:
+def anchored_fusion(anchor: Sequence[H], reached_from: Mapping[H, Sequence[H]] | None = None, rest: Iterable[H] = (),
+                    top_n: int | None = None) -> list[H]:
     """Fuse around the original query's own ranking (``anchor``) without diluting it.
 
     The anchor keeps its order; right after each placed id come the ids reached from it (``reached_from[id]``,

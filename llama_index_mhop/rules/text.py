@@ -113,8 +113,7 @@ def _visible(char: str) -> str:
 
 def stable_id(*parts: str) -> str:
     """A deterministic id from content: the same parts always give the same id."""
-    digest = hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()
-    return digest[:32]
+    return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:32]
 
 
 def escape_controls(text: object) -> str:
@@ -237,9 +236,7 @@ def _is_capitalised(token: str) -> bool:
 def entity_spans(text: str) -> tuple[str, ...]:
     """Entity mentions in order of first appearance, without duplicates: runs of capitalised tokens, possibly
     joined by connectors ("Bank of America"), quoted titles and years; lone question or function words are not."""
-    found: list[str] = []
-    for match in _QUOTED.finditer(text):
-        found.append(match.group(1).strip())
+    found = [match.group(1).strip() for match in _QUOTED.finditer(text)]
     tokens = [(m.group(0), m.start(), m.end()) for m in _TOKEN.finditer(text)]
     i = 0
     while i < len(tokens):
@@ -360,5 +357,4 @@ def sentences(text: str) -> list[str]:
 
 def first_sentence(text: str) -> str:
     """The passage's first sentence (the whole text when it has no sentence break)."""
-    parts = sentences(text)
-    return parts[0] if parts else ""
+    return (sentences(text) or [""])[0]
