@@ -384,7 +384,7 @@ class HippoGraphRetriever(ProgramRetriever):
     def passage_search(self) -> PassageSearch:
         """The search the LLM-free seed flows run over this retriever: its ranking of the question's vector, with
         the table of the index's passages for their title lookups (:mod:`~llama_index_mhop.stores.passage_table`)."""
-        return PassageSearch(self.index.embed_model, self.index.passage_sources(), self.retrieve)
+        return PassageSearch(self.index.embed_model, self.index.passage_sources, self.retrieve)
 
     def _step_predictors(self) -> dict[str, Any]:
         predictor = self.program.filter

@@ -29,7 +29,6 @@ class RetrievalSource(Protocol):
 
     def passage_sources(self) -> list[tuple[Any, Any]]:
         """The passage collections, each with its Chroma version row (None: none)."""
-        ...
 
     def still_held(self, nodes: Sequence[NodeWithScore]) -> list[NodeWithScore]:
         """``nodes`` without the passages gone from the index's collections since its state was loaded."""

@@ -156,14 +156,15 @@ class PassageSearch:
 
     Args:
         embed_model: the embedder of the question (the passages' own).
-        sources: the passage collections, each with its version row (None: this process alone).
+        sources: gives the passage collections, each with its version row (None: this process alone); read at each
+            question, so a store that moves (an index persisted to a new store) is followed.
         ranked: the retriever's ranking of a ``QueryBundle`` with its embedding; None: the first source's Chroma query.
     """
 
-    def __init__(self, embed_model: Any, sources: Sequence[tuple[Any, VersionMarker | None]],
+    def __init__(self, embed_model: Any, sources: Callable[[], Sequence[tuple[Any, VersionMarker | None]]],
                  ranked: Callable[[QueryBundle], list[NodeWithScore]] | None = None) -> None:
         self.embed_model = embed_model
-        self.sources = list(sources)
+        self.sources = sources
         self.ranked = ranked
 
     @classmethod
@@ -184,44 +185,45 @@ class PassageSearch:
         asked = build_query(retriever, QueryBundle(query_str="", embedding=[0.0]))
         if asked.filters is not None or asked.node_ids or asked.doc_ids or asked.mode.value != "default":
             return None
-        # GuardedChromaVectorStore's version row, else None
-        return cls(retriever_embed_model(retriever), [(store.client, getattr(store, "_marker", None))])
+        marker = getattr(store, "_marker", None)  # GuardedChromaVectorStore's version row, else None
+        return cls(retriever_embed_model(retriever), lambda: [(store.client, marker)])
 
     def question(self, query: str, k: int) -> FoundQuestion:
         """The top ``k`` rows of ``query``'s vector (one embedder call), read at one version with the table."""
         embedding = self.embed_model.get_query_embedding(query)
         vector = np.asarray(embedding, dtype=np.float32)
         vector /= max(float(np.linalg.norm(vector)), 1e-12)
+        sources = self.sources()
         if self.ranked is not None:
             nodes = self.ranked(QueryBundle(query_str=query, embedding=embedding))[:k]
-            table = self._table([read_guarded(c, m, partial(_version, c, m)) for c, m in self.sources])
+            table = _table(sources, [read_guarded(c, m, partial(_version, c, m)) for c, m in sources])
             held = [n for n in nodes if n.node.node_id in table.row_of]
             return FoundQuestion(vector, [table.row_of[n.node.node_id] for n in held],
                                  [float(n.score or 0.0) for n in held], table)
-        collection, marker = self.sources[0]
+        collection, marker = sources[0]
 
         def read() -> tuple[dict[str, Any], PassageTable]:
             found = collection.query(query_embeddings=[embedding], n_results=k, include=["distances"])
-            return found, self._table([_version(collection, marker)])
+            return found, _table(sources, [_version(collection, marker)])
         found, table = read_guarded(collection, marker, read)
         # Similarities as ChromaVectorStore gives them, so the scores match a vector retriever's.
         return FoundQuestion(vector, [table.row_of[i] for i in found["ids"][0]],
                              [math.exp(-d) for d in found["distances"][0]], table)
 
-    def _table(self, versions: list[tuple[Any, ...]]) -> PassageTable:
-        """The sources' table at ``versions``, read once a version (one table a set of collections, whichever
-        retriever reads it)."""
-        key = tuple(versions)
-        name = tuple(v[0] for v in versions)
-        with _tables_lock:
-            table = _tables.get(name)
-            if table is None or table.key != key:
-                table = _tables[name] = PassageTable.read([c for c, _ in self.sources], key)
-        return table
-
     async def aquestion(self, query: str, k: int) -> FoundQuestion:
         """:meth:`question` in a worker thread."""
         return await asyncio.to_thread(self.question, query, k)
+
+
+def _table(sources: Sequence[tuple[Any, VersionMarker | None]], versions: list[tuple[Any, ...]]) -> PassageTable:
+    """The table of the ``sources`` at their ``versions``, read once a version (one table a set of collections,
+    whichever retriever reads it)."""
+    key, name = tuple(versions), tuple(v[0] for v in versions)
+    with _tables_lock:
+        table = _tables.get(name)
+        if table is None or table.key != key:
+            table = _tables[name] = PassageTable.read([c for c, _ in sources], key)
+    return table
 
 
 def _version(collection: Any, marker: VersionMarker | None) -> tuple[Any, ...]:

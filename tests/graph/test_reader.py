@@ -296,3 +296,12 @@ def test_a_second_process_reader_of_an_embedded_store_is_refused_in_one_line_and
     assert all("share a Chroma server between processes" in r[1] and "\n" not in r[1] for r in report["raised"])
     assert report["writes"] == []
     assert (root / REMOVAL_FILE).is_file() and graph.entities_collection.get(ids=["left-over"])["ids"] == ["left-over"]
+
+
+def test_the_llm_free_fusion_over_a_readers_retriever_keeps_the_readers_ranking_first(saved):
+    from llama_index_mhop.components.rrf_fusion import RRFFusionRetriever
+
+    root, _ = saved
+    base = open_reader(root).as_retriever(similarity_top_k=21)
+    fused = RRFFusionRetriever(base, similarity_top_k=4).retrieve(QUESTIONS[0])
+    assert fused[0].node.node_id == base.retrieve(QUESTIONS[0])[0].node.node_id
