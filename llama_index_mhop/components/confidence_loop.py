@@ -11,9 +11,10 @@
 
 Every step is a DSPy predictor (:mod:`~llama_index_mhop.lm.steps`) with an LLM-free strategy
 (:mod:`~llama_index_mhop.rules.confidence`): the default without an LM, the fallback when the LM fails. Without an
-LM, over a vector index of Chroma or a graph, only the query is embedded: the link and gap queries name entities, each finding
-its entities' own passages by title in the collection's table (:mod:`~llama_index_mhop.stores.passage_table`), closest
-first to the query moved towards the passage that named them; a gap's, then where its bridge leads, hop after hop.
+LM, over a vector index of Chroma or a graph, only the query is embedded: the link and gap queries name entities,
+each finding its entities' own passages by title in the collection's table
+(:mod:`~llama_index_mhop.stores.passage_table`), closest first to the query moved towards the passage that named
+them; a gap's, then where its bridge leads, hop after hop.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import dspy
@@ -213,7 +215,11 @@ class ConfidenceLoopModule(FlowModule):
         # 5. Rank every passage together and keep the top similarity_top_k.
         free_ranking = listwise_rerank(query, pool.views, pool.rankings, rrf_k=config.rrf_k)
         ranking = yield self._rerank(query, pool, [r.index for r in free_ranking])
-        return self._finish(pool, ranking, free_ranking, trace), trace
+        results = self._finish(pool, ranking, free_ranking, trace)
+        if found is not None:  # the table's passages still held as it read them
+            results = yield Call(partial(passages.held, found.table, results),
+                                 partial(passages.aheld, found.table, results))
+        return results, trace
 
     def _gap_lookups(self, found: FoundQuestion, assessment: ConfidenceAssessment, pool: _Pool,
                      issued: list[str]) -> tuple[list[str], list[list[NodeWithScore]]]:

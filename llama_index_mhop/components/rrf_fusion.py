@@ -22,6 +22,7 @@ import json
 import logging
 import os
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -287,7 +288,11 @@ class RRFFusionModule(FlowModule):
         fused, _ = self._fuse(query, anchor, lists, nodes, views, settings.similarity_top_k)
         # Reciprocal-rank scores: monotone in the fused order.
         trace["final"] = [[node_id, 1.0 / rank] for rank, node_id in enumerate(fused, start=1)]
-        return [NodeWithScore(node=nodes[node_id].node, score=score) for node_id, score in trace["final"]], trace
+        results = [NodeWithScore(node=nodes[node_id].node, score=score) for node_id, score in trace["final"]]
+        if passages is not None:  # the table's passages still held as it read them
+            results = yield Call(partial(passages.held, found.table, results),
+                                 partial(passages.aheld, found.table, results))
+        return results, trace
 
     def _lookups(self, query: str, found: FoundQuestion, anchor: list[str], links: dict[str, list[str]],
                  pool: list[str], nodes: dict[str, NodeWithScore],

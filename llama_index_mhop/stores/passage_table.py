@@ -28,7 +28,7 @@ from llama_index.vector_stores.chroma import ChromaVectorStore
 from ..adapters.llama_index import build_query, retriever_embed_model, retriever_vector_store
 from ..rules.ranking import PassageView, bridge_targets
 from ..rules.text import MIN_NAME_CHARS, clean_name, normalize, strip_parenthetical
-from .chroma_batches import pages
+from .chroma_batches import get_records, pages
 from .search import VersionMarker, collection_lock, read_guarded
 
 __all__ = ["FoundQuestion", "PassageSearch", "PassageTable", "closest", "towards"]
@@ -213,6 +213,27 @@ class PassageSearch:
     async def aquestion(self, query: str, k: int) -> FoundQuestion:
         """:meth:`question` in a worker thread."""
         return await asyncio.to_thread(self.question, query, k)
+
+    def held(self, table: PassageTable, nodes: list[NodeWithScore]) -> list[NodeWithScore]:
+        """``nodes`` without those the collections no longer hold with the text ``table`` read (one read of their
+        ids): a write the version row does not see (through a plain ``ChromaVectorStore``) never brings a deleted
+        or edited passage's text back. A table found stale is read again at the next question."""
+        ids = [n.node.node_id for n in nodes]
+        stored: dict[str, dict[str, Any]] = {}
+        for collection, marker in self.sources():
+            asked = [i for i in ids if i not in stored]
+            stored.update(read_guarded(collection, marker, partial(get_records, collection, asked, ["documents"])))
+        kept = [n for n in nodes if n.node.node_id in stored and (n.node.node_id not in table.row_of or
+                stored[n.node.node_id]["documents"] == table.texts[table.row_of[n.node.node_id]])]
+        if len(kept) < len(nodes):
+            with _tables_lock:
+                for name in [name for name, cached in _tables.items() if cached is table]:
+                    del _tables[name]
+        return kept
+
+    async def aheld(self, table: PassageTable, nodes: list[NodeWithScore]) -> list[NodeWithScore]:
+        """:meth:`held` in a worker thread."""
+        return await asyncio.to_thread(self.held, table, nodes)
 
 
 def _table(sources: Sequence[tuple[Any, VersionMarker | None]], versions: list[tuple[Any, ...]]) -> PassageTable:

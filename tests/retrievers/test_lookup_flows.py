@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import chromadb
 import pytest
+from llama_index.core import Document, StorageContext, VectorStoreIndex
+from llama_index.vector_stores.chroma import ChromaVectorStore
 
 from llama_index_mhop.components.confidence_loop import ConfidenceLoopRetriever
 from llama_index_mhop.components.rrf_fusion import PerspectiveQueryTransform, RRFFusionRetriever
@@ -92,6 +94,26 @@ def test_llm_free_flows_over_the_graph_embed_only_the_query_and_keep_its_ranking
     assert encodes == [[QUERY]]  # the graph's ranking given the query's vector; the lookups embed nothing
     graph_first = base.retrieve(QUERY)[0].node.node_id
     assert nodes[0].node.node_id == graph_first and set(_titles(nodes)[:3]) == set(CHAIN)
+
+
+@pytest.mark.parametrize("base", ["vector", "graph"])
+@pytest.mark.parametrize("flow", ["rrf_fusion", "confidence_loop"])
+def test_a_passage_deleted_or_edited_through_llamaindex_never_comes_back_from_the_table(embed_model, base, flow):
+    client = chromadb.EphemeralClient()
+    store = ChromaVectorStore(chroma_collection=client.get_or_create_collection(f"app-{base}-{flow}"))
+    docs = [Document(text=f"{title}\n{text}", metadata={"title": title}, id_=title) for title, text in PASSAGES]
+    app = VectorStoreIndex.from_documents(docs, storage_context=StorageContext.from_defaults(vector_store=store),
+                                          embed_model=embed_model)  # a plain store: its writes move no version row
+    source = app if base == "vector" else HippoGraphIndex.from_vector_index(
+        app, chroma_client=client, embed_model=embed_model, name=f"{base}-{flow}", show_progress=False)
+    make = RRFFusionRetriever if flow == "rrf_fusion" else ConfidenceLoopRetriever
+    retriever = make(source.as_retriever(similarity_top_k=23), similarity_top_k=6)
+    assert "Maximum Overdrive" in _titles(retriever.retrieve(QUERY))  # the table is read
+    app.delete_ref_doc("Maximum Overdrive", delete_from_docstore=True)
+    edited = [d for d in docs if d.id_ == "Stephen King"][0]
+    app.refresh_ref_docs([Document(text="Stephen King\nAn edited passage.", metadata=edited.metadata, id_=edited.id_)])
+    texts = [n.node.get_content() for n in retriever.retrieve(QUERY)]
+    assert not [t for t in texts if "Maximum Overdrive" in t.splitlines()[0] or t == edited.text]
 
 
 def test_a_base_retriever_that_is_not_over_chroma_keeps_the_embedded_perspectives():
