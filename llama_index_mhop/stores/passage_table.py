@@ -28,7 +28,7 @@ from llama_index.vector_stores.chroma import ChromaVectorStore
 from ..adapters.llama_index import build_query, retriever_embed_model, retriever_vector_store
 from ..rules.ranking import PassageView, bridge_targets
 from ..rules.text import MIN_NAME_CHARS, clean_name, normalize, strip_parenthetical
-from .chroma_batches import get_records, pages
+from .chroma_batches import pages
 from .search import VersionMarker, collection_lock, read_guarded
 
 __all__ = ["FoundQuestion", "PassageSearch", "PassageTable", "closest", "towards"]
@@ -219,12 +219,14 @@ class PassageSearch:
         ids): a write the version row does not see (through a plain ``ChromaVectorStore``) never brings a deleted
         or edited passage's text back. A table found stale is read again at the next question."""
         ids = [n.node.node_id for n in nodes]
-        stored: dict[str, dict[str, Any]] = {}
+        stored: dict[str, str] = {}  # id -> stored text; a query's results are few: one get a collection
         for collection, marker in self.sources():
             asked = [i for i in ids if i not in stored]
-            stored.update(read_guarded(collection, marker, partial(get_records, collection, asked, ["documents"])))
+            if asked:
+                found = read_guarded(collection, marker, partial(collection.get, ids=asked, include=["documents"]))
+                stored.update((i, text or "") for i, text in zip(found["ids"], found["documents"], strict=True))
         kept = [n for n in nodes if n.node.node_id in stored and (n.node.node_id not in table.row_of or
-                stored[n.node.node_id]["documents"] == table.texts[table.row_of[n.node.node_id]])]
+                stored[n.node.node_id] == table.texts[table.row_of[n.node.node_id]])]
         if len(kept) < len(nodes):
             with _tables_lock:
                 for name in [name for name, cached in _tables.items() if cached is table]:
