@@ -222,7 +222,7 @@ class GraphStores:
     def _source_records(self, ids: Sequence[str], include: list[str]) -> dict[str, dict[str, Any]]:
         """:attr:`passage_source`'s records at one whole version of it (:func:`~..stores.consistency.read_guarded`)."""
         source = self.passage_source
-        return read_guarded(source, self._source_marker, lambda: get_records(source, ids, include))
+        return read_guarded(source, self._source_marker, lambda: get_records(source, ids, include), records_only=True)
 
     def check_embedding_dimension(self) -> None:
         """Refuse (``EmbeddingDimensionError``) an embedder of another dimension than the collections'."""

@@ -196,7 +196,8 @@ class PassageSearch:
         sources = self.sources()
         if self.ranked is not None:
             nodes = self.ranked(QueryBundle(query_str=query, embedding=embedding))[:k]
-            table = _table(sources, [read_guarded(c, m, partial(_version, c, m)) for c, m in sources])
+            table = _table(sources, [read_guarded(c, m, partial(_version, c, m), records_only=True)
+                                     for c, m in sources])
             held = [n for n in nodes if n.node.node_id in table.row_of]
             return FoundQuestion(vector, [table.row_of[n.node.node_id] for n in held],
                                  [float(n.score or 0.0) for n in held], table)
@@ -223,7 +224,8 @@ class PassageSearch:
         for collection, marker in self.sources():
             asked = [i for i in ids if i not in stored]
             if asked:
-                found = read_guarded(collection, marker, partial(collection.get, ids=asked, include=["documents"]))
+                found = read_guarded(collection, marker, partial(collection.get, ids=asked, include=["documents"]),
+                                     records_only=True)
                 stored.update((i, text or "") for i, text in zip(found["ids"], found["documents"], strict=True))
         kept = [n for n in nodes if n.node.node_id in stored and (n.node.node_id not in table.row_of or
                 stored[n.node.node_id] == table.texts[table.row_of[n.node.node_id]])]

@@ -181,22 +181,26 @@ class VersionMarker:
                         raise  # else the heartbeat lets readers on, and the write's own error is the one to report
                     logger.warning("collection %s: could not mark the end of a failed write", self.name)
 
-    def read_whole(self, search: Callable[[], T]) -> tuple[T, Version]:
+    def read_whole(self, search: Callable[[], T], records_only: bool = False) -> tuple[T, Version]:
         """``search()`` run until it began and ended on one unmarked version (waiting while a write runs), and
         that version. An embedded store's vector index is in each process's memory: another process's change to it
-        raises :class:`StaleStoreError`; writes going on for :data:`READER_WAIT` seconds, :class:`StoreBusyError`."""
+        raises :class:`StaleStoreError`; writes going on for :data:`READER_WAIT` seconds, :class:`StoreBusyError`.
+        ``records_only``: ``search()`` reads stored records (a ``get``), not the vector index."""
         from chromadb.errors import InternalError
 
         deadline = time.monotonic() + READER_WAIT
         while True:
-            before = self.read()
-            self._check_view(before)
             if self.embedded:
-                # Only this process writes an embedded store it reads, kept out by the collection's lock, which
-                # the search takes; another's write is refused above, or below when it began during the search.
+                # Only this process writes an embedded store it reads, kept out by the collection's lock, which the
+                # search takes. Another's write is refused after the search, when it began before or during it, and
+                # before a search of the vector index too, which must not be searched stale.
+                if not records_only:
+                    self._check_view(self.read())
                 result = search()
-                self._check_view(self.read())
-                return result, before
+                after = self.read()
+                self._check_view(after)
+                return result, after
+            before = self.read()
             if before.writing and not self._abandoned(before):
                 self._wait_or_give_up(deadline)
                 continue
@@ -249,9 +253,10 @@ _reads: contextvars.ContextVar[dict[int, set[tuple[int, ...]]] | None] = context
                                                                                                 default=None)
 
 
-def read_guarded(collection: Any, marker: VersionMarker | None, read: Callable[[], T]) -> T:
+def read_guarded(collection: Any, marker: VersionMarker | None, read: Callable[[], T], records_only: bool = False) -> T:
     """``read()`` of a collection under its read lock and at one whole version across processes (``marker``;
-    None: this process alone, see :meth:`VersionMarker.read_whole`), noted for the running :func:`read_one_version`."""
+    None: this process alone; ``records_only``: ``read()`` is a ``get``; see :meth:`VersionMarker.read_whole`), noted
+    for the running :func:`read_one_version`."""
     lock = collection_lock(collection)
 
     def locked() -> tuple[T, int]:
@@ -260,7 +265,7 @@ def read_guarded(collection: Any, marker: VersionMarker | None, read: Callable[[
     if marker is None:
         (result, generation), version = locked(), ()
     else:
-        (result, generation), row = marker.read_whole(locked)
+        (result, generation), row = marker.read_whole(locked, records_only)
         version = (row.generation,)
     seen = _reads.get()
     if seen is not None:
