@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from llama_index_mhop.rules.ranking import (
     PassageView,
+    _only_sentence_initial,
     bridge_targets,
     follow_chain,
     link_passages,
@@ -46,6 +51,32 @@ def test_bridge_targets_skip_the_question_and_the_source_subject():
     # A sentence sharing a word with the question is preferred to the first sentence.
     town = PassageView("t", "Bogrobury is a market town on the Zovast River. Its mayor is Edda Voss.", "Bogrobury")
     assert bridge_targets("Who is the mayor of Bogrobury?", town) == ["Edda Voss"]
+
+
+def test_a_view_answers_each_question_with_its_own_skipped_names():
+    """A view works out its sentences' names once; what a question skips is applied per question."""
+    firm = PassageView(FIRM.id, FIRM.text, FIRM.title)
+    assert bridge_targets(QUESTION, firm, skip=["Rosa Chandvei"]) == ["Bogrobury"]
+    assert bridge_targets(QUESTION, firm) == ["Rosa Chandvei", "Bogrobury"]
+    assert bridge_targets(QUESTION, firm, skip=["Bogrobury"]) == ["Rosa Chandvei"]
+
+
+def test_a_capitalised_sentence_opener_is_no_bridge_but_a_word_also_met_inside_a_sentence_is():
+    moved = PassageView("m", "Peserk Works was founded in 1935. Lately it moved to Bogrobury.", "Peserk Works")
+    assert bridge_targets("Where did Peserk Works move to lately?", moved) == ["Bogrobury"]
+    twice = PassageView("t", "Peserk Works was founded in 1935. Marlow hosts its works. It moved to Marlow.",
+                        "Peserk Works")
+    assert bridge_targets("Where did Peserk Works move to?", twice) == ["Marlow"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(word=st.text(alphabet="Ab._é ", min_size=1, max_size=3),
+       text=st.text(alphabet='Ab .!?"“(_é1\n', max_size=30))
+def test_a_word_counts_as_sentence_initial_as_the_regular_expression_defines_it(word, text):
+    pattern = re.compile(rf"(?<!\w){re.escape(word)}(?!\w)")
+    expected = all(not text[: m.start()].rstrip() or text[: m.start()].rstrip()[-1] in '.!?"“('
+                   for m in pattern.finditer(text))
+    assert _only_sentence_initial(word, text) == expected
 
 
 def test_link_passages_follows_the_first_pool_passage_about_the_bridge():

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 from llama_index.core.prompts.mixin import PromptMixin
-from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle, QueryType
+from llama_index.core.schema import NodeWithScore, QueryBundle, QueryType
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..graph.extraction import entity_key
@@ -212,9 +212,7 @@ class HippoGraphModule(FlowModule):
 
         def about_node(node: int) -> list[PassageView]:
             name = state.entity_names[node - passages]
-            linked = state.linked_passages(node, _ABOUT_CANDIDATES)
-            records = state.passage_nodes(linked)
-            views = [(row, PassageView.from_node(records[row])) for row in linked]
+            views = [(row, state.passage_view(row)) for row in state.linked_passages(node, _ABOUT_CANDIDATES)]
             rows.update((view.id, row) for row, view in views if view.is_about(name))
             return [view for _, view in views if view.is_about(name)]
 
@@ -289,13 +287,11 @@ class HippoGraphModule(FlowModule):
             ranking = state.walk.rank(seeds, dense, query_vector, self.config.passage_node_weight,
                                       self.config.similarity_top_k, _TRACE_TOP)
             ranked = list(zip(ranking.passages.tolist(), ranking.scores.tolist(), strict=True))
-            shown = [j for j, _ in ranking.reset_top + ranking.top_entities if j < len(state.passage_ids)]
-            nodes = state.passage_nodes([i for i, _ in ranked] + shown)  # one read for the results and the trace
-            trace.update(mode="ppr",
-                         reset_top=[self._node_json(state, nodes, j, v) for j, v in ranking.reset_top],
-                         top_entities=[self._node_json(state, nodes, j, v) for j, v in ranking.top_entities])
+            nodes = state.passage_nodes([i for i, _ in ranked])
+            trace.update(mode="ppr", reset_top=[self._node_json(state, j, v) for j, v in ranking.reset_top],
+                         top_entities=[self._node_json(state, j, v) for j, v in ranking.top_entities])
         results = [NodeWithScore(node=nodes[i], score=float(score)) for i, score in ranked]
-        results, trace["first_page"] = self._first_page(query, results)
+        results, trace["first_page"] = self._first_page(query, results, [state.passage_view(i) for i, _ in ranked])
         trace["results"] = [{"id": r.node.node_id, "title": str(r.node.metadata.get("title", "")),
                              "score": float(r.score or 0.0)} for r in results]
         trace["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 3)
@@ -303,10 +299,12 @@ class HippoGraphModule(FlowModule):
             logger.info("HippoGraphRetriever trace: %s", trace)
         return results, trace
 
-    def _first_page(self, query: str, results: list[NodeWithScore]) -> tuple[list[NodeWithScore], dict[str, Any]]:
+    def _first_page(self, query: str, results: list[NodeWithScore],
+                    views: list[PassageView]) -> tuple[list[NodeWithScore], dict[str, Any]]:
         """The ranking in first-page order (:mod:`~llama_index_mhop.rules.ranking`) and what decided it, for the
-        trace. Scores stay in descending order: a passage takes the score of the place it moves to."""
-        page = first_page(query, [PassageView.from_node(r.node) for r in results], self.config.first_page)
+        trace (``views``: the results' passages). Scores stay in descending order: a passage takes the score of the
+        place it moves to."""
+        page = first_page(query, views, self.config.first_page)
         reordered = [NodeWithScore(node=results[i].node, score=results[place].score)
                      for place, i in enumerate(page.order)]
         return reordered, {"lead": [results[i].node.node_id for i in page.lead],
@@ -319,11 +317,11 @@ class HippoGraphModule(FlowModule):
                 "score": None if node.score is None else float(node.score)}
 
     @staticmethod
-    def _node_json(state: RetrievalState, nodes: dict[int, BaseNode], j: int, value: float) -> dict[str, Any]:
+    def _node_json(state: RetrievalState, j: int, value: float) -> dict[str, Any]:
         passages = len(state.passage_ids)
         if j < passages:
-            return {"kind": "passage", "id": state.passage_ids[j],
-                    "title": str(nodes[j].metadata.get("title", "")), "weight": float(value)}
+            return {"kind": "passage", "id": state.passage_ids[j], "title": state.passage_view(j).title,
+                    "weight": float(value)}
         return {"kind": "entity", "id": state.entity_ids[j - passages], "name": state.entity_names[j - passages],
                 "weight": float(value)}
 

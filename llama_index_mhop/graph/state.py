@@ -10,9 +10,10 @@ from __future__ import annotations
 import bisect
 import json
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
@@ -20,6 +21,7 @@ import numpy as np
 from llama_index.core.schema import BaseNode
 from llama_index.core.vector_stores.utils import metadata_dict_to_node
 
+from ..rules.ranking import PassageView
 from .json_files import load_array
 from .walk.exact import DenseScores, all_products, best_first
 from .walk.walk import WalkSettings
@@ -32,6 +34,10 @@ if TYPE_CHECKING:
 
 __all__ = ["DenseVectors", "EmptyIndexError", "FactTriples", "NameLookup", "PassageRecords", "PassagesGoneError",
            "RetrievalState", "StateColumns", "StringColumn", "VectorSum", "VersionedState"]
+
+
+#: Passages whose node and view a state keeps built (a query reads a few dozen; a node is a few kilobytes).
+PASSAGES_KEPT = 2048
 
 
 class EmptyIndexError(ValueError):
@@ -67,6 +73,9 @@ class RetrievalState:
     walk: GraphWalk
     #: The passages' text and metadata, read back for the few passages a query returns.
     passage_texts: PassageRecords
+    _built: OrderedDict[int, tuple[BaseNode, PassageView]] = field(default_factory=OrderedDict, init=False,
+                                                                   repr=False)
+    _built_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     @property
     def num_nodes(self) -> int:
@@ -81,13 +90,34 @@ class RetrievalState:
 
     def passage_nodes(self, rows: Iterable[int]) -> dict[int, BaseNode]:
         """The nodes of the passages at ``rows`` (in the passage order), as the passage collection held them when
-        this version was loaded."""
+        this version was loaded: each a copy with its own metadata, which a postprocessor may change."""
         nodes = {}
         for row in rows:
             if row not in nodes:
-                metadata, text = self.passage_texts.record(row)
-                nodes[row] = metadata_dict_to_node(metadata, text=text)
+                node = self._passage(row)[0]
+                nodes[row] = node.model_copy(update={"metadata": dict(node.metadata),
+                                                     "relationships": dict(node.relationships)})
         return nodes
+
+    def passage_view(self, row: int) -> PassageView:
+        """The passage at ``row`` as the ranking rules read it (its sentences and stems worked out once)."""
+        return self._passage(row)[1]
+
+    def _passage(self, row: int) -> tuple[BaseNode, PassageView]:
+        """The node and view of the passage at ``row``, built once for the :data:`PASSAGES_KEPT` last asked."""
+        with self._built_lock:
+            built = self._built.get(row)
+            if built is not None:
+                self._built.move_to_end(row)
+                return built
+        metadata, text = self.passage_texts.record(row)
+        node = metadata_dict_to_node(metadata, text=text)
+        built = (node, PassageView.from_node(node))
+        with self._built_lock:
+            self._built[row] = built
+            if len(self._built) > PASSAGES_KEPT:
+                self._built.popitem(last=False)
+        return built
 
 
 def mapped_bytes(path: Path) -> np.ndarray:

@@ -76,21 +76,63 @@ class PassageView:
         """Whether the passage's subject is ``name`` (see :func:`~llama_index_mhop.rules.text.names_match`)."""
         return bool(self.subject) and names_match(self.subject, name)
 
+    # What the rules read of each sentence, worked out once a view: a view kept for its passage serves many queries.
+
+    @cached_property
+    def sentences(self) -> tuple[str, ...]:
+        """The passage's sentences (:func:`~llama_index_mhop.rules.text.sentences`)."""
+        return tuple(sentences(self.text))
+
+    @cached_property
+    def sentence_stems(self) -> tuple[frozenset[str], ...]:
+        """Each sentence's :func:`~llama_index_mhop.rules.text.stems`."""
+        return tuple(frozenset(stems(sentence)) for sentence in self.sentences)
+
+    @cached_property
+    def sentence_relations(self) -> tuple[frozenset[str], ...]:
+        """Each sentence's :func:`~llama_index_mhop.rules.text.relation_stems`."""
+        return tuple(frozenset(relation_stems(sentence)) for sentence in self.sentences)
+
+    def names_in(self, position: int) -> tuple[str, ...]:
+        """The entities sentence ``position`` names other than the passage's subject (:func:`_sentence_names`)."""
+        if position not in self._names_in:
+            self._names_in[position] = _sentence_names(self.sentences[position], self)
+        return self._names_in[position]
+
+    @cached_property
+    def _names_in(self) -> dict[int, tuple[str, ...]]:
+        return {}
+
 
 # -- bridges ---------------------------------------------------------------------------------------------------------
 
 
 def _only_sentence_initial(word: str, text: str) -> bool:
-    pattern = re.compile(rf"(?<!\w){re.escape(word)}(?!\w)")
-    for match in pattern.finditer(text):
-        before = text[: match.start()].rstrip()
-        if before and before[-1] not in '.!?"“(':
-            return False
+    """Whether every whole-word occurrence of ``word`` in ``text`` opens the text or a sentence."""
+    start = text.find(word)
+    while start >= 0:
+        end = start + len(word)
+        whole = (start == 0 or not _is_word_char(text[start - 1])) and (end == len(text)
+                                                                        or not _is_word_char(text[end]))
+        if whole:
+            before = start - 1
+            while before >= 0 and text[before].isspace():
+                before -= 1
+            if before >= 0 and text[before] not in '.!?"“(':
+                return False
+        start = text.find(word, max(end, start + 1) if whole else start + 1)
     return True
 
 
-def _new_entities(sentence: str, passage: PassageView, skip: list[str]) -> list[str]:
-    new: list[str] = []
+def _is_word_char(char: str) -> bool:
+    """What a regular expression's ``\\w`` matches."""
+    return char.isalnum() or char == "_"
+
+
+def _sentence_names(sentence: str, passage: PassageView) -> tuple[str, ...]:
+    """The entities ``sentence`` of ``passage`` names, in order: no number or date, no common word, no adjective,
+    not what the passage is about."""
+    names = []
     for span in entity_spans(sentence):
         name = clean_name(span)
         if is_number_or_date(name) or len(normalize(name)) < MIN_NAME_CHARS:
@@ -99,7 +141,16 @@ def _new_entities(sentence: str, passage: PassageView, skip: list[str]) -> list[
             continue  # a quoted common word, or a capitalised sentence opener such as "Since"
         if is_modifier(sentence, name):
             continue  # "an American thriller film": an adjective, not an entity to follow
-        if passage.is_about(name) or any(names_match(name, other) for other in skip):
+        if not passage.is_about(name):
+            names.append(name)
+    return tuple(names)
+
+
+def _new_entities(passage: PassageView, position: int, skip: list[str]) -> list[str]:
+    """The entities sentence ``position`` of ``passage`` names that match no ``skip`` name, one per thing named."""
+    new: list[str] = []
+    for name in passage.names_in(position):
+        if any(names_match(name, other) for other in skip):
             continue
         if not any(names_match(name, seen) for seen in new):
             new.append(name)
@@ -113,14 +164,14 @@ def bridge_sentence(query_stems: set[str], passage: PassageView, skip: Iterable[
     # The passage's own name is in most of its sentences: it cannot tell which sentence answers the query.
     query_stems = query_stems - stems(passage.subject)
     scored = []
-    for position, sentence in enumerate(sentences(passage.text)):
-        overlap = len(stems(sentence) & query_stems)
+    for position, sentence_stems in enumerate(passage.sentence_stems):
+        overlap = len(sentence_stems & query_stems)
         if overlap:
-            scored.append((-overlap, position, sentence))
-    for sentence in [sentence for _, _, sentence in sorted(scored)] + sentences(passage.text)[:1]:
-        new = _new_entities(sentence, passage, skip)
+            scored.append((-overlap, position))
+    for position in [position for _, position in sorted(scored)] + [0][: len(passage.sentences)]:
+        new = _new_entities(passage, position, skip)
         if new:
-            return sentence, new
+            return passage.sentences[position], new
     return "", []
 
 
@@ -195,19 +246,20 @@ class ChainStep:
     target_title: str = ""
 
 
-def _chain_sentence(wanted: set[str], passage: PassageView, skip: list[str]) -> tuple[str, list[str], set[str]]:
+def _chain_sentence(wanted: set[str], passage: PassageView,
+                    skip: list[str]) -> tuple[str, list[str], frozenset[str]]:
     """The sentence sharing most relation stems with ``wanted`` that names new entities (else the first sentence
     that does), those entities (one whose name holds a matched word, "network" in "Cartoon Network", then the one
     right after a matched relation word, first) and the stems it matched."""
     wanted = wanted - relation_stems(passage.subject)  # the passage's own name says nothing of the relation
-    found = [(relation_stems(sentence) & wanted, position, sentence)
-             for position, sentence in enumerate(sentences(passage.text))]
-    for matched, _, sentence in sorted(found, key=lambda item: (-len(item[0]), item[1])):
-        new = _new_entities(sentence, passage, skip)
+    found = [(relations & wanted, position) for position, relations in enumerate(passage.sentence_relations)]
+    for matched, position in sorted(found, key=lambda item: (-len(item[0]), item[1])):
+        new = _new_entities(passage, position, skip)
         if new:
+            sentence = passage.sentences[position]
             ordered = relation_order(sentence, new, matched)
             return sentence, sorted(ordered, key=lambda name: not relation_stems(name) & matched), matched
-    return "", [], set()
+    return "", [], frozenset()
 
 
 def follow_chain(query: str, starts: Sequence[PassageView], about: Callable[[str], PassageView | None],

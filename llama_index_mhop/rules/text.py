@@ -135,6 +135,8 @@ def normalize(text: str) -> str:
 
 def fold_accents(text: str) -> str:
     """``"Alû"`` -> ``"Alu"``: compatibility-decomposed, combining marks dropped."""
+    if text.isascii():  # most names: nothing to decompose or drop
+        return text
     return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
 
 

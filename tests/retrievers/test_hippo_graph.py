@@ -180,6 +180,20 @@ def test_trace_is_json_serialisable(mini_index):
     assert len(trace["results"]) == 3
 
 
+def test_a_served_node_changed_by_its_caller_leaves_the_next_query_unchanged(mini_index):
+    """A state builds each passage's node once; every query gets its own copy, as from a vector store."""
+    retriever = mini_index.as_retriever(similarity_top_k=3)
+    first = retriever.retrieve("Who directed Marty?")
+    served = {n.node.node_id: (n.node.get_content(), dict(n.node.metadata)) for n in first}
+    for result in first:
+        result.node.metadata["title"] = "changed"
+        result.node.metadata["note"] = "added by a postprocessor"
+        result.node.set_content("changed")
+    again = retriever.retrieve("Who directed Marty?")
+    assert {n.node.node_id: (n.node.get_content(), dict(n.node.metadata)) for n in again} == served
+    assert all(a.node is not b.node for a, b in zip(first, again, strict=True))
+
+
 def test_lm_fact_filter_choice_seeds_the_walk(mini_index):
     query = "Who directed Lover Come Back?"
     llm_free = mini_index.as_retriever(similarity_top_k=3)
