@@ -66,7 +66,7 @@ def query_parts(rng, graph, n_passages, vectors, hnsw: bool):
     seeds[rng.choice(np.arange(n_passages, n), size=5, replace=False)] = rng.uniform(0.1, 1.0, size=5)
     q = rng.normal(size=vectors.shape[1]).astype(np.float32)
     q /= np.linalg.norm(q)
-    similarity = np.einsum("ij,j->i", vectors, q).astype(np.float64)
+    similarity = np.vecdot(vectors, q).astype(np.float64)
     if hnsw:  # the nearest keep their similarity, the rest share their mean (DenseVectors, graph/state.py)
         near = np.argpartition(-similarity, TOP_N - 1)[:TOP_N]
         rest = (similarity.sum() - similarity[near].sum()) / (n_passages - TOP_N)
