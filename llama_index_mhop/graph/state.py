@@ -22,6 +22,7 @@ from llama_index.core.schema import BaseNode
 from llama_index.core.vector_stores.utils import metadata_dict_to_node
 
 from ..rules.ranking import PassageView
+from ..stores.search import node_copy
 from .json_files import load_array
 from .walk.exact import DenseScores, all_products, best_first
 from .walk.walk import WalkSettings
@@ -94,9 +95,7 @@ class RetrievalState:
         nodes = {}
         for row in rows:
             if row not in nodes:
-                node = self._passage(row)[0]
-                nodes[row] = node.model_copy(update={"metadata": dict(node.metadata),
-                                                     "relationships": dict(node.relationships)})
+                nodes[row] = node_copy(self._passage(row)[0])
         return nodes
 
     def passage_view(self, row: int) -> PassageView:

@@ -29,7 +29,7 @@ from ..adapters.llama_index import build_query, retriever_embed_model, retriever
 from ..rules.ranking import PassageView, bridge_targets
 from ..rules.text import MIN_NAME_CHARS, clean_name, normalize, strip_parenthetical
 from .chroma_batches import pages
-from .search import VersionMarker, collection_lock, read_guarded
+from .search import VersionMarker, collection_lock, node_copy, read_guarded
 
 __all__ = ["FoundQuestion", "PassageSearch", "PassageTable", "closest", "towards"]
 
@@ -82,11 +82,15 @@ class PassageTable:
         view = self._views.get(row)
         if view is None:
             title = self.metadatas[row].get("title")
-            view = self._views[row] = PassageView(self.ids[row], self.node(row).get_content(), str(title or ""))
+            view = self._views[row] = PassageView(self.ids[row], self._node(row).get_content(), str(title or ""))
         return view
 
     def node(self, row: int) -> BaseNode:
-        """The row as ``ChromaVectorStore`` reads it into a node (LlamaIndex's node metadata, else a plain node)."""
+        """The row as ``ChromaVectorStore`` reads it into a node (LlamaIndex's node metadata, else a plain node):
+        a copy of the one the table keeps, for its caller to change."""
+        return node_copy(self._node(row))
+
+    def _node(self, row: int) -> BaseNode:
         node = self._nodes.get(row)
         if node is None:
             try:

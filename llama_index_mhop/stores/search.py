@@ -43,8 +43,8 @@ from ..adapters.llama_index import (
 from .consistency import StaleStoreError, StoreBusyError, sync_log
 
 __all__ = ["GuardedChromaVectorStore", "QueryVectors", "StaleStoreError", "StoreBusyError", "VersionMarker",
-           "aread_one_version", "collection_lock", "embed_queries", "query_embedder", "read_guarded",
-           "read_one_version", "version_marker"]
+           "aread_one_version", "collection_lock", "embed_queries", "node_copy", "query_embedder",
+           "read_guarded", "read_one_version", "version_marker"]
 
 logger = logging.getLogger(__name__)
 
@@ -326,6 +326,12 @@ def _node(node_id: str, text: str | None, metadata: dict[str, Any]) -> BaseNode:
         metadata, node_info, relationships = legacy_metadata_dict_to_node(metadata)
         return TextNode(text=text or "", id_=node_id, metadata=metadata, start_char_idx=node_info.get("start"),
                         end_char_idx=node_info.get("end"), relationships=relationships)
+
+
+def node_copy(node: BaseNode) -> BaseNode:
+    """``node`` with its own metadata and relationships: a node kept for many queries is served as a copy, which
+    its caller or a postprocessor may change."""
+    return node.model_copy(update={"metadata": dict(node.metadata), "relationships": dict(node.relationships)})
 
 
 def _plain(query: VectorStoreQuery) -> bool:

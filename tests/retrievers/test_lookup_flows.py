@@ -116,6 +116,18 @@ def test_a_passage_deleted_or_edited_through_llamaindex_never_comes_back_from_th
     assert not [t for t in texts if "Maximum Overdrive" in t.splitlines()[0] or t == edited.text]
 
 
+@pytest.mark.parametrize("flow", [RRFFusionRetriever, ConfidenceLoopRetriever])
+def test_a_served_node_changed_by_its_caller_leaves_the_next_query_unchanged(leland_index, flow):
+    """The table keeps each passage's node for many queries; every query gets its own copy."""
+    retriever = flow.from_defaults(leland_index)
+    first = retriever.retrieve(QUERY)
+    served = [(n.node.node_id, n.node.get_content(), dict(n.node.metadata)) for n in first]
+    for result in first:
+        result.node.metadata["title"] = "changed"
+        result.node.set_content("changed")
+    assert [(n.node.node_id, n.node.get_content(), dict(n.node.metadata)) for n in retriever.retrieve(QUERY)] == served
+
+
 def test_a_base_retriever_that_is_not_over_chroma_keeps_the_embedded_perspectives():
     base = RecordingRetriever()
     retriever = RRFFusionRetriever(base, similarity_top_k=3)
