@@ -39,7 +39,8 @@ from ..stores.search import (
 )
 
 __all__ = ["BatchSearcher", "Call", "CheckedQueryRetriever", "Flow", "FlowModule", "LMRequest", "NodesAndTrace",
-           "ProgramRetriever", "Search", "StepRecord", "StepRunner", "arun_flow", "query_text", "run_flow"]
+           "ProgramRetriever", "Search", "StepRecord", "StepRunner", "again_if_table_moved", "arun_flow", "query_text",
+           "run_flow"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -110,6 +111,17 @@ class StepRunner:
 
     async def arun(self, request: LMRequest[T], record: StepRecord) -> T:
         return await self._step(request, record).arun(request.inputs, self.lm)
+
+
+def again_if_table_moved(run: Callable[[], Flow[NodesAndTrace]]) -> Flow[NodesAndTrace]:
+    """``run()``'s flow, run once more on the passage table read again when it found a passage the table holds
+    deleted or edited meanwhile (``trace["table_moved"]``: a write through a plain ``ChromaVectorStore`` moves no
+    version row), so the query serves its full number of passages as they are now."""
+    results, trace = yield from run()
+    if trace.pop("table_moved", False):
+        results, trace = yield from run()
+        trace.pop("table_moved", None)
+    return results, trace
 
 
 def _send(flow: Flow[R], answer: Any) -> tuple[bool, Any]:

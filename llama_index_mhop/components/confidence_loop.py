@@ -73,6 +73,7 @@ from .base import (
     SearchBatch,
     StepRecord,
     StepRunner,
+    again_if_table_moved,
 )
 
 __all__ = ["ConfidenceLoopConfig", "ConfidenceLoopModule", "ConfidenceLoopRetriever"]
@@ -174,6 +175,9 @@ class ConfidenceLoopModule(FlowModule):
 
     def flow(self, query: str, record: StepRecord) -> Flow[NodesAndTrace]:
         """The loop, top to bottom; yields LM steps and searches to its driver (see :mod:`~llama_index_mhop.components.base`)."""
+        return (yield from again_if_table_moved(partial(self._run, query, record)))
+
+    def _run(self, query: str, record: StepRecord) -> Flow[NodesAndTrace]:
         config = self.config
         trace = _new_trace(query, record)
         passages, found = self.passages() if current_lm(self._parts.runner.lm) is None else None, None
@@ -217,8 +221,9 @@ class ConfidenceLoopModule(FlowModule):
         ranking = yield self._rerank(query, pool, [r.index for r in free_ranking])
         results = self._finish(pool, ranking, free_ranking, trace)
         if found is not None:  # the table's passages still held as it read them
-            results = yield Call(partial(passages.held, found.table, results),
-                                 partial(passages.aheld, found.table, results))
+            held = yield Call(partial(passages.held, found.table, results),
+                              partial(passages.aheld, found.table, results))
+            trace["table_moved"], results = len(held) < len(results), held
         return results, trace
 
     def _gap_lookups(self, found: FoundQuestion, assessment: ConfidenceAssessment, pool: _Pool,

@@ -66,6 +66,7 @@ from .base import (
     SearchBatch,
     StepRecord,
     StepRunner,
+    again_if_table_moved,
 )
 
 __all__ = ["PERSPECTIVES_STEP", "PerspectiveModule", "PerspectiveQueryTransform", "RRFFusionConfig", "RRFFusionModule",
@@ -244,6 +245,9 @@ class RRFFusionModule(FlowModule):
 
     def flow(self, query: str, record: StepRecord) -> Flow[NodesAndTrace]:
         """The seed's loop, top to bottom; yields LM steps and searches (see :mod:`~llama_index_mhop.components.base`)."""
+        return (yield from again_if_table_moved(partial(self._run, query, record)))
+
+    def _run(self, query: str, record: StepRecord) -> Flow[NodesAndTrace]:
         nodes: dict[str, NodeWithScore] = {}
         views: dict[str, PassageView] = {}  # each passage read once a query, whichever lists it is in
         lists: list[list[str]] = []
@@ -290,8 +294,9 @@ class RRFFusionModule(FlowModule):
         trace["final"] = [[node_id, 1.0 / rank] for rank, node_id in enumerate(fused, start=1)]
         results = [NodeWithScore(node=nodes[node_id].node, score=score) for node_id, score in trace["final"]]
         if passages is not None:  # the table's passages still held as it read them
-            results = yield Call(partial(passages.held, found.table, results),
-                                 partial(passages.aheld, found.table, results))
+            held = yield Call(partial(passages.held, found.table, results),
+                              partial(passages.aheld, found.table, results))
+            trace["table_moved"], results = len(held) < len(results), held
         return results, trace
 
     def _lookups(self, query: str, found: FoundQuestion, anchor: list[str], links: dict[str, list[str]],
