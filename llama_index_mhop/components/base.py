@@ -15,8 +15,9 @@ import threading
 from collections import Counter
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 import dspy
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -38,9 +39,12 @@ from ..stores.search import (
     read_one_version,
 )
 
+if TYPE_CHECKING:
+    from ..stores.passage_table import PassageSearch, PassageTable
+
 __all__ = ["BatchSearcher", "Call", "CheckedQueryRetriever", "Flow", "FlowModule", "LMRequest", "NodesAndTrace",
            "ProgramRetriever", "Search", "StepRecord", "StepRunner", "again_if_table_moved", "arun_flow", "query_text",
-           "run_flow"]
+           "run_flow", "still_in_table"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -114,14 +118,23 @@ class StepRunner:
 
 
 def again_if_table_moved(run: Callable[[], Flow[NodesAndTrace]]) -> Flow[NodesAndTrace]:
-    """``run()``'s flow, run once more on the passage table read again when it found a passage the table holds
-    deleted or edited meanwhile (``trace["table_moved"]``: a write through a plain ``ChromaVectorStore`` moves no
-    version row), so the query serves its full number of passages as they are now."""
+    """``run()``'s flow, run once more on the passage table read again when :func:`still_in_table` found a passage
+    the table holds deleted or edited meanwhile (a write through a plain ``ChromaVectorStore`` moves no version
+    row), so the query serves its full number of passages as they are now."""
     results, trace = yield from run()
     if trace.pop("table_moved", False):
         results, trace = yield from run()
         trace.pop("table_moved", None)
     return results, trace
+
+
+def still_in_table(passages: PassageSearch, table: PassageTable, results: list[NodeWithScore],
+                   trace: dict[str, Any]) -> Flow[list[NodeWithScore]]:
+    """``results`` the collections still hold as ``table`` read them (:meth:`PassageSearch.held`), noting in
+    ``trace`` for :func:`again_if_table_moved` whether any was not."""
+    held = yield Call(partial(passages.held, table, results), partial(passages.aheld, table, results))
+    trace["table_moved"] = len(held) < len(results)
+    return held
 
 
 def _send(flow: Flow[R], answer: Any) -> tuple[bool, Any]:

@@ -74,6 +74,7 @@ from .base import (
     StepRecord,
     StepRunner,
     again_if_table_moved,
+    still_in_table,
 )
 
 __all__ = ["ConfidenceLoopConfig", "ConfidenceLoopModule", "ConfidenceLoopRetriever"]
@@ -221,9 +222,7 @@ class ConfidenceLoopModule(FlowModule):
         ranking = yield self._rerank(query, pool, [r.index for r in free_ranking])
         results = self._finish(pool, ranking, free_ranking, trace)
         if found is not None:  # the table's passages still held as it read them
-            held = yield Call(partial(passages.held, found.table, results),
-                              partial(passages.aheld, found.table, results))
-            trace["table_moved"], results = len(held) < len(results), held
+            results = yield from still_in_table(passages, found.table, results, trace)
         return results, trace
 
     def _gap_lookups(self, found: FoundQuestion, assessment: ConfidenceAssessment, pool: _Pool,

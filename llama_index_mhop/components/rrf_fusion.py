@@ -67,6 +67,7 @@ from .base import (
     StepRecord,
     StepRunner,
     again_if_table_moved,
+    still_in_table,
 )
 
 __all__ = ["PERSPECTIVES_STEP", "PerspectiveModule", "PerspectiveQueryTransform", "RRFFusionConfig", "RRFFusionModule",
@@ -294,9 +295,7 @@ class RRFFusionModule(FlowModule):
         trace["final"] = [[node_id, 1.0 / rank] for rank, node_id in enumerate(fused, start=1)]
         results = [NodeWithScore(node=nodes[node_id].node, score=score) for node_id, score in trace["final"]]
         if passages is not None:  # the table's passages still held as it read them
-            held = yield Call(partial(passages.held, found.table, results),
-                              partial(passages.aheld, found.table, results))
-            trace["table_moved"], results = len(held) < len(results), held
+            results = yield from still_in_table(passages, found.table, results, trace)
         return results, trace
 
     def _lookups(self, query: str, found: FoundQuestion, anchor: list[str], links: dict[str, list[str]],
