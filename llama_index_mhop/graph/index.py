@@ -88,6 +88,8 @@ def chat_engine(retriever: BaseRetriever, chat_mode: Any = "condense_plus_contex
 class GraphEngines:
     """The retriever and engines of a :class:`~.retrieval_source.RetrievalSource` (the index, or a reader of it)."""
 
+    stores: GraphStores
+
     def as_retriever(self, **kwargs: Any) -> HippoGraphRetriever:
         """A ``HippoGraphRetriever`` over this graph; ``kwargs`` are its arguments (``similarity_top_k``, ...)."""
         from ..components.hippo_graph import HippoGraphRetriever
@@ -105,6 +107,11 @@ class GraphEngines:
     def _retriever_from(self, kwargs: dict[str, Any]) -> HippoGraphRetriever:
         from ..components.hippo_graph import HippoGraphRetriever
         return self.as_retriever(**{k: kwargs.pop(k) for k in list(kwargs) if k in HippoGraphRetriever.ARGUMENTS})
+
+    def passage_sources(self) -> list[tuple[Any, Any]]:
+        """The passage collections of its ``stores``, each with its version row (None: the index's own, versioned by
+        the process that writes it), for the flows' title lookups over this graph's retriever."""
+        return self.stores.passage_sources()
 
 
 def _config_view(name: str) -> property:
@@ -249,10 +256,6 @@ class HippoGraphIndex(IndexVerbs, GraphEngines, BaseIndex[HippoGraphStruct]):
         if writer.behind and writer.catch_up(self.extractor):
             state = writer.versions.get(damping)
         return state
-
-    def passage_sources(self) -> list[tuple[Any, Any]]:
-        """The passage collections, each with its version row (None: its own, versioned by this process)."""
-        return self.stores.passage_sources()
 
     def still_held(self, nodes: Sequence[NodeWithScore]) -> list[NodeWithScore]:
         """``nodes`` without passages gone from a source read in place (the next query reloads the graph)."""

@@ -105,10 +105,6 @@ class HippoGraphReader(GraphEngines):
             self._states[damping] = state
         return state
 
-    def passage_sources(self) -> list[tuple[Any, Any]]:
-        """The passage collections, each with its version row (None: the index's own)."""
-        return self.stores.passage_sources()
-
     def still_held(self, nodes: Sequence[NodeWithScore]) -> list[NodeWithScore]:
         """``nodes`` without the passages gone from the vector index collection the index reads in place (never
         served once gone; the writer's next change takes them out of the graph)."""
